@@ -1,0 +1,64 @@
+"""A tiny DistributedDataParallel training job for hetpool's examples and integration tests.
+
+It uses what hetpool's launch plan gives it: HETPOOL_DIST_BACKEND (nccl / cncl / xccl / gloo) and
+HETPOOL_TORCH_DEVICE (cuda / mlu / xpu / cpu), plus torchrun's RANK, WORLD_SIZE and LOCAL_RANK.
+Each rank fits a shared linear target from its own data shard; rank 0 prints the loss averaged
+over all ranks at every step, so the logs show training converge.
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--step-sleep", type=float, default=0.0,
+                        help="seconds to sleep per step (to keep a job running in tests)")
+    args = parser.parse_args()
+
+    backend = os.environ.get("HETPOOL_DIST_BACKEND", "gloo")
+    device_type = os.environ.get("HETPOOL_TORCH_DEVICE", "cpu")
+    dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cpu") if device_type == "cpu" else torch.device(device_type, local_rank)
+    print(f"rank {rank}: WORLD_SIZE={os.environ.get('WORLD_SIZE')} world={world} backend={backend} "
+          f"device={device} job={os.environ.get('HETPOOL_JOB_ID')} "
+          f"restart={os.environ.get('HETPOOL_RESTART_COUNT')}", flush=True)
+
+    torch.manual_seed(0)  # identical initial weights on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).to(device)
+    ddp = DDP(model, device_ids=[local_rank] if device_type != "cpu" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    target = torch.randn(16, 1, generator=torch.Generator().manual_seed(7)).to(device)
+    data = torch.Generator().manual_seed(1000 + rank)
+
+    first = last = None
+    for step in range(args.steps):
+        x = torch.randn(64, 16, generator=data).to(device)
+        y = x @ target
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        mean /= world
+        last = mean.item()
+        first = last if first is None else first
+        if rank == 0:
+            print(f"step {step} loss {last:.6f}", flush=True)
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+    if rank == 0:
+        print(f"final loss {last:.6f} (first {first:.6f})", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

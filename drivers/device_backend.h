@@ -1,0 +1,24 @@
+// DeviceBackend: one way of discovering a node's devices (a vendor library, sysfs, a simulation).
+// The agent asks every enabled backend and merges their answers into one NodeInventory.
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hetpool/device.h"
+
+namespace hetpool::drivers {
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  // Short name used in --backend and in inventories ("sim", "nvml", ...).
+  virtual absl::string_view Name() const = 0;
+  // True when the devices cannot run vendor kernels (jobs then run on CPU with gloo).
+  virtual bool Simulated() const = 0;
+  // Current devices with health and memory use. Called once at start and on every refresh.
+  virtual absl::StatusOr<std::vector<DeviceRecord>> Discover() = 0;
+};
+
+}  // namespace hetpool::drivers

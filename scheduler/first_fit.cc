@@ -1,0 +1,110 @@
+#include "scheduler/first_fit.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace hetpool::scheduler {
+
+bool DeviceQualifies(const DeviceRecord& device, const Requirements& req) {
+  if (!req.vendors.empty() &&
+      std::find(req.vendors.begin(), req.vendors.end(), device.vendor) == req.vendors.end()) {
+    return false;
+  }
+  if (!req.models.empty() &&
+      std::find(req.models.begin(), req.models.end(), device.model) == req.models.end()) {
+    return false;
+  }
+  return device.memory_mib >= req.min_memory_mib;
+}
+
+bool AllowsCpu(const Requirements& req) {
+  return req.vendors.empty() ||
+         std::find(req.vendors.begin(), req.vendors.end(), Vendor::kCpu) != req.vendors.end();
+}
+
+namespace {
+
+absl::StatusOr<Placement> PlaceCpuJob(const PlacementRequest& request,
+                                      const std::vector<NodeView>& nodes) {
+  Placement placement;
+  placement.vendor = Vendor::kCpu;
+  for (const auto& node : nodes) {
+    if (!node.schedulable) continue;
+    placement.nodes.push_back({node.name, {}});
+    if (static_cast<int>(placement.nodes.size()) == request.nnodes) return placement;
+  }
+  if (static_cast<int>(nodes.size()) < request.nnodes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "needs ", request.nnodes, " nodes; the pool has ", nodes.size()));
+  }
+  return absl::UnavailableError(absl::StrCat("needs ", request.nnodes, " schedulable nodes; ",
+                                             placement.nodes.size(), " are ready and not drained"));
+}
+
+}  // namespace
+
+absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
+                                                const std::vector<NodeView>& in_nodes) {
+  std::vector<NodeView> nodes = in_nodes;
+  std::sort(nodes.begin(), nodes.end(),
+            [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
+  if (request.devices_per_node == 0) return PlaceCpuJob(request, nodes);
+
+  // Per vendor: nodes that could ever hold the job's share, and those that can right now.
+  struct VendorTally {
+    int capable_nodes = 0;
+    std::vector<NodeAssignment> ready;
+  };
+  std::map<Vendor, VendorTally> tally;
+  for (const auto& node : nodes) {
+    std::map<Vendor, std::vector<const DeviceView*>> qualifying;
+    for (const auto& dv : node.devices) {
+      if (DeviceQualifies(*dv.device, request.requirements)) {
+        qualifying[dv.device->vendor].push_back(&dv);
+      }
+    }
+    for (auto& [vendor, devices] : qualifying) {
+      if (static_cast<int>(devices.size()) < request.devices_per_node) continue;
+      VendorTally& t = tally[vendor];
+      ++t.capable_nodes;
+      if (!node.schedulable) continue;
+      std::sort(devices.begin(), devices.end(), [](const DeviceView* a, const DeviceView* b) {
+        return a->device->index < b->device->index;
+      });
+      NodeAssignment assignment{node.name, {}};
+      for (const DeviceView* dv : devices) {
+        if (!dv->free || !dv->device->healthy) continue;
+        assignment.device_ids.push_back(dv->device->id);
+        if (static_cast<int>(assignment.device_ids.size()) == request.devices_per_node) break;
+      }
+      if (static_cast<int>(assignment.device_ids.size()) == request.devices_per_node) {
+        t.ready.push_back(std::move(assignment));
+      }
+    }
+  }
+
+  int best_capable = 0;
+  int best_ready = 0;
+  for (auto& [vendor, t] : tally) {
+    if (static_cast<int>(t.ready.size()) >= request.nnodes) {
+      Placement placement;
+      placement.vendor = vendor;
+      placement.nodes.assign(t.ready.begin(), t.ready.begin() + request.nnodes);
+      return placement;
+    }
+    best_capable = std::max(best_capable, t.capable_nodes);
+    best_ready = std::max(best_ready, static_cast<int>(t.ready.size()));
+  }
+  const std::string shape = absl::StrCat(request.nnodes, " node(s) with ", request.devices_per_node,
+                                         " qualifying device(s) of one vendor");
+  if (best_capable < request.nnodes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "needs ", shape, "; the pool has ", best_capable, " such node(s)"));
+  }
+  return absl::UnavailableError(absl::StrCat("needs ", shape, " free; ", best_ready,
+                                             " node(s) have them free now"));
+}
+
+}  // namespace hetpool::scheduler

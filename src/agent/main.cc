@@ -1,0 +1,127 @@
+// hetpool-agent: one per node. Discovers devices, registers with hetpoold and runs the node's
+// share of jobs under torchrun. Wiring only; the work is in session.cc and runner.cc.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "drivers/backend_factory.h"
+#include "drivers/inventory_json.h"
+#include "spdlog/spdlog.h"
+#include "src/agent/session.h"
+#include "src/common/flags.h"
+
+namespace {
+
+int Fail(absl::string_view message) {
+  std::cerr << "hetpool-agent: " << message << "\n";
+  return 2;
+}
+
+std::string FindOnPath(const std::string& name) {
+  const char* path = getenv("PATH");
+  for (auto dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':', absl::SkipEmpty())) {
+    std::string candidate = std::string(dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hetpool::agent::SessionOptions options;
+  std::string server = "127.0.0.1:7070", inventory, config, log_level = "info";
+  std::vector<std::string> backends;
+  bool print_inventory = false;
+  hetpool::FlagSet flags(
+      "hetpool-agent: runs one node's share of hetpool jobs.\n"
+      "Example: hetpool-agent --server 127.0.0.1:7070 --node-name node-a --work-dir /var/lib/hetpool-agent \\\n"
+      "           --backend sim --inventory node-a.json");
+  flags.String("server", &server, "hetpoold address(es), comma-separated; tried in turn (or HETPOOL_SERVER)");
+  flags.String("node-name", &options.node_name, "this node's name in the pool (default: host name)");
+  flags.String("address", &options.address, "address other nodes use to reach this one (rendezvous host)");
+  flags.String("work-dir", &options.work_dir, "root for job logs and scratch files");
+  flags.List("backend", &backends, "discovery backends (this build: sim)");
+  flags.String("inventory", &inventory, "JSON inventory for the sim backend");
+  flags.Bool("print-inventory", &print_inventory, "print the discovered inventory as JSON and exit");
+  flags.String("torchrun", &options.torchrun_path, "torchrun executable (default: found on PATH)");
+  flags.String("job-path", &options.job_path, "PATH given to job processes");
+  flags.Duration("kill-grace", &options.kill_grace, "time between SIGTERM and SIGKILL when stopping a job");
+  flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
+  flags.String("config", &config, "JSON file whose keys are these flag names");
+  flags.String("log-level", &log_level, "trace, debug, info, warn, error");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (const char* env = getenv("HETPOOL_SERVER"); env && *env) server = env;
+  auto positional = flags.Parse(args);
+  if (!positional.ok()) {
+    if (absl::IsCancelled(positional.status())) {
+      std::cout << positional.status().message();
+      return 0;
+    }
+    return Fail(positional.status().message());
+  }
+  if (!positional->empty()) return Fail("unexpected argument " + (*positional)[0]);
+  if (!config.empty()) {
+    auto json = hetpool::ReadJsonFile(config);
+    if (!json.ok()) return Fail(json.status().message());
+    if (auto s = flags.ApplyConfig(*json); !s.ok()) return Fail(s.message());
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
+
+  if (backends.empty()) {
+    if (inventory.empty()) {
+      return Fail("no discovery backend: pass --backend sim --inventory FILE");
+    }
+    backends = {"sim"};
+  }
+  auto created = hetpool::drivers::CreateBackends({backends, inventory});
+  if (!created.ok()) return Fail(created.status().message());
+  if (print_inventory) {
+    auto inv = hetpool::drivers::CollectInventory(*created);
+    if (!inv.ok()) return Fail(inv.status().message());
+    std::cout << hetpool::drivers::InventoryToJson(*inv).dump(2) << "\n";
+    return 0;
+  }
+
+  options.servers = absl::StrSplit(server, ',', absl::SkipEmpty());
+  if (options.servers.empty()) return Fail("--server: no address given");
+  if (options.node_name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    options.node_name = host;
+  }
+  if (options.work_dir.empty()) return Fail("--work-dir is required");
+  std::error_code ec;
+  std::filesystem::create_directories(options.work_dir, ec);
+  options.work_dir = std::filesystem::absolute(options.work_dir).lexically_normal().string();
+  if (ec) return Fail("--work-dir " + options.work_dir + ": " + ec.message());
+  if (options.torchrun_path.empty()) options.torchrun_path = FindOnPath("torchrun");
+  if (options.torchrun_path.empty()) return Fail("torchrun not found on PATH; pass --torchrun");
+  options.torchrun_path = std::filesystem::absolute(options.torchrun_path).string();
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    int received = 0;
+    sigwait(&signals, &received);
+    spdlog::info("signal {}: stopping jobs and exiting", received);
+    stop = true;
+  });
+  waiter.detach();
+
+  hetpool::agent::Session session(options, *std::move(created));
+  session.Run(&stop);
+  spdlog::info("stopped");
+  return 0;
+}

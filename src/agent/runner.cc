@@ -1,0 +1,193 @@
+#include "src/agent/runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace hetpool::agent {
+namespace {
+
+// What the child reports through the exec pipe when it cannot start.
+struct ChildError {
+  int stage;  // 0 working dir, 1 log file, 2 exec
+  int error;
+};
+
+constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file",
+                                       "cannot execute"};
+
+// Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
+// /proc: with c10d rendezvous the global ranks are only known once the workers exist.
+std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
+  std::vector<int> ranks(static_cast<size_t>(procs), -1);
+  int found = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == pgid || getpgid(pid) != pgid) continue;
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    std::string var;
+    int rank = -1, local = -1;
+    while (std::getline(environ, var, '\0')) {
+      if (var.rfind("RANK=", 0) == 0) rank = std::atoi(var.c_str() + 5);
+      if (var.rfind("LOCAL_RANK=", 0) == 0) local = std::atoi(var.c_str() + 11);
+    }
+    if (rank >= 0 && local >= 0 && local < procs && ranks[static_cast<size_t>(local)] < 0) {
+      ranks[static_cast<size_t>(local)] = rank;
+      ++found;
+    }
+  }
+  if (found < procs) return {};
+  return ranks;
+}
+
+}  // namespace
+
+void Runner::Start(const LaunchSpec& spec) {
+  const Key key{spec.job_id, spec.generation};
+  ProcessRecord& record = records_[key];
+  record = ProcessRecord{};
+  record.spec = spec;
+
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(spec.log_path).parent_path(), ec);
+  // Everything the child needs is built before fork: after fork only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int pipe_fds[2];
+  if (spec.argv.empty() || pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    record.exited = true;
+    record.exit_code = 127;
+    record.message = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
+    return;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals; the job must not
+    signal(SIGPIPE, SIG_DFL);
+    ChildError err{0, 0};
+    if (chdir(spec.working_dir.c_str()) != 0) {
+      err = {0, errno};
+    } else {
+      const int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      const int null = open("/dev/null", O_RDONLY);
+      if (log < 0) {
+        err = {1, errno};
+      } else {
+        dup2(null, 0);
+        dup2(log, 1);
+        dup2(log, 2);
+        execve(argv[0], argv.data(), envp.data());
+        err = {2, errno};
+      }
+    }
+    ssize_t ignored = write(pipe_fds[1], &err, sizeof(err));
+    (void)ignored;
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    record.exited = true;
+    record.exit_code = 127;
+    record.message = absl::StrCat("fork: ", std::strerror(errno));
+    return;
+  }
+  setpgid(pid, pid);  // also here, so a kill right after Start reaches the group
+  ChildError err{};
+  ssize_t n;
+  do {
+    n = read(pipe_fds[0], &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  close(pipe_fds[0]);
+  record.pid = pid;
+  if (n == static_cast<ssize_t>(sizeof(err))) {
+    waitpid(pid, nullptr, 0);
+    record.exited = true;
+    record.exit_code = 127;
+    const char* what = err.stage == 0 ? spec.working_dir.c_str()
+                       : err.stage == 1 ? spec.log_path.c_str() : spec.argv[0].c_str();
+    record.message = absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
+    spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
+    return;
+  }
+  spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
+}
+
+void Runner::Kill(const Key& key, const std::string& reason) {
+  auto it = records_.find(key);
+  if (it == records_.end() || it->second.exited || it->second.kill_sent) return;
+  ProcessRecord& r = it->second;
+  r.kill_sent = true;
+  r.kill_sent_at = absl::Now();
+  r.kill_reason = reason;
+  spdlog::info("job {} g{}: stopping pid {} ({})", key.first, key.second, r.pid, reason);
+  killpg(r.pid, SIGTERM);
+}
+
+void Runner::KillAll(const std::string& reason) {
+  for (auto& [key, r] : records_) Kill(key, reason);
+}
+
+bool Runner::Poll() {
+  bool any = false;
+  for (auto& [key, r] : records_) {
+    if (r.exited || r.pid <= 0) continue;
+    int status = 0;
+    const pid_t done = waitpid(r.pid, &status, WNOHANG);
+    if (done == r.pid) {
+      r.exited = true;
+      any = true;
+      if (WIFEXITED(status)) {
+        r.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        r.exit_code = 128 + WTERMSIG(status);
+        r.message = absl::StrCat("killed by signal ", WTERMSIG(status));
+      }
+      if (r.kill_sent) r.message = absl::StrCat("stopped: ", r.kill_reason);
+      // Ranks orphaned by a crashed torchrun are still in the group: take them down too.
+      killpg(r.pid, SIGKILL);
+      spdlog::info("job {} g{}: pid {} exited with code {}", key.first, key.second, r.pid, r.exit_code);
+      continue;
+    }
+    if (r.global_ranks.empty() && r.spec.procs > 0) {
+      r.global_ranks = DiscoverRanks(r.pid, r.spec.procs);
+      any = any || !r.global_ranks.empty();
+    }
+    if (r.kill_sent && absl::Now() - r.kill_sent_at > options_.kill_grace) {
+      killpg(r.pid, SIGKILL);
+    }
+  }
+  return any;
+}
+
+bool Runner::AnyRunning() const {
+  for (const auto& [key, r] : records_) {
+    if (!r.exited) return true;
+  }
+  return false;
+}
+
+}  // namespace hetpool::agent

@@ -1,0 +1,73 @@
+// Runner: starts each launch as its own process group with execve (never a shell), sends its
+// output to a log file, reaps it, and stops it (SIGTERM to the group, SIGKILL after a grace).
+// Not thread-safe: the agent's session calls it from one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace hetpool::agent {
+
+struct LaunchSpec {
+  std::string job_id;
+  uint64_t generation = 0;
+  std::vector<std::string> argv;            // argv[0] is an absolute path
+  std::map<std::string, std::string> env;   // the complete environment of the process
+  std::string working_dir;
+  std::string log_path;                     // stdout and stderr go here
+  std::vector<std::string> device_ids;
+  std::string note;                         // remark for the job's events
+  int procs = 0;                            // workers torchrun will start (for rank discovery)
+};
+
+struct ProcessRecord {
+  LaunchSpec spec;
+  pid_t pid = 0;
+  bool exited = false;
+  int exit_code = 0;
+  std::string message;
+  bool kill_sent = false;
+  absl::Time kill_sent_at;
+  std::string kill_reason;
+  uint64_t log_pushed = 0;  // bytes of log_path the daemon holds
+  bool logs_flushed = false;
+  std::vector<int> global_ranks;  // indexed by LOCAL_RANK; filled once every worker is seen
+};
+
+struct RunnerOptions {
+  absl::Duration kill_grace = absl::Seconds(10);
+};
+
+class Runner {
+ public:
+  using Key = std::pair<std::string, uint64_t>;  // (job id, generation)
+
+  explicit Runner(RunnerOptions options) : options_(options) {}
+
+  // Starts the process. A failure to start (bad working dir, exec error) is not an error of this
+  // call: the record is created already exited with code 127 and the reason, so the daemon hears
+  // of it like any other exit.
+  void Start(const LaunchSpec& spec);
+  // Asks the process group to stop; escalates to SIGKILL in Poll() after the grace period.
+  void Kill(const Key& key, const std::string& reason);
+  void KillAll(const std::string& reason);
+  // Reaps exits and escalates kills. Returns true if any process exited or revealed its ranks.
+  bool Poll();
+  void Forget(const Key& key) { records_.erase(key); }
+
+  std::map<Key, ProcessRecord>& records() { return records_; }
+  bool AnyRunning() const;
+
+ private:
+  RunnerOptions options_;
+  std::map<Key, ProcessRecord> records_;
+};
+
+}  // namespace hetpool::agent

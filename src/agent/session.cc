@@ -1,0 +1,336 @@
+#include "src/agent/session.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "drivers/backend_factory.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+#include "src/common/job_paths.h"
+
+namespace hetpool::agent {
+
+namespace pb = ::hetpool::v1;
+
+namespace {
+
+constexpr absl::Duration kLoopPeriod = absl::Milliseconds(200);
+constexpr size_t kLogPushBytes = 256 * 1024;
+
+// Job ids become directory names: refuse anything that could leave the work root.
+bool SafePathComponent(const std::string& s) {
+  if (s.empty() || s.size() > 128 || s[0] == '.') return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+std::unique_ptr<grpc::ClientContext> ContextWithDeadline(absl::Duration timeout) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return ctx;
+}
+
+}  // namespace
+
+// The stub plus the order-stream reader thread for one registered session.
+struct Session::Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::AgentService::Stub> stub;
+  grpc::ClientContext orders_ctx;
+  std::thread orders_thread;
+  absl::Mutex mu;
+  std::optional<pb::Orders> pending ABSL_GUARDED_BY(mu);
+  bool stream_ended ABSL_GUARDED_BY(mu) = false;
+  grpc::Status stream_status ABSL_GUARDED_BY(mu);
+
+  ~Connection() {
+    orders_ctx.TryCancel();
+    if (orders_thread.joinable()) orders_thread.join();
+  }
+};
+
+Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::DeviceBackend>> backends)
+    : options_(std::move(options)),
+      backends_(std::move(backends)),
+      runner_(RunnerOptions{options_.kill_grace}) {
+  for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
+}
+
+Session::~Session() = default;
+
+absl::StatusOr<pb::NodeInventory> Session::Inventory() {
+  auto inventory = drivers::CollectInventory(backends_);
+  if (!inventory.ok()) return inventory.status();
+  return ToProto(*inventory);
+}
+
+bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
+  const std::string& server = options_.servers[server_index_ % options_.servers.size()];
+  auto conn = std::make_unique<Connection>();
+  conn->channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  conn->stub = pb::AgentService::NewStub(conn->channel);
+
+  pb::RegisterRequest req;
+  req.set_node_name(options_.node_name);
+  req.set_address(options_.address);
+  *req.mutable_inventory() = inventory;
+  req.set_torchrun_path(options_.torchrun_path);
+  req.set_work_dir(options_.work_dir);
+  *req.mutable_processes() = ProcessReports();
+  pb::RegisterResponse resp;
+  auto ctx = ContextWithDeadline(absl::Seconds(5));
+  const grpc::Status status = conn->stub->Register(ctx.get(), req, &resp);
+  if (!status.ok()) {
+    spdlog::warn("register with {} failed: {}", server, status.error_message());
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      ++server_index_;  // try the next daemon address
+    }
+    return false;
+  }
+  session_id_ = resp.session_id();
+  registered_inventory_ = inventory.SerializeAsString();
+  applied_version_ = 0;
+  spdlog::info("registered with {} as {} (session {}, {} devices)", server, options_.node_name,
+               session_id_, inventory.devices_size());
+
+  pb::StreamOrdersRequest orders_req;
+  orders_req.set_session_id(session_id_);
+  orders_req.set_node_name(options_.node_name);
+  Connection* c = conn.get();
+  c->orders_thread = std::thread([c, orders_req] {
+    auto reader = c->stub->StreamOrders(&c->orders_ctx, orders_req);
+    pb::Orders orders;
+    while (reader->Read(&orders)) {
+      absl::MutexLock lock(&c->mu);
+      c->pending = orders;
+    }
+    grpc::Status finished = reader->Finish();
+    absl::MutexLock lock(&c->mu);
+    c->stream_ended = true;
+    c->stream_status = finished;
+  });
+  conn_ = std::move(conn);
+  return true;
+}
+
+LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
+  const pb::NodeLaunchPlan& plan = order.plan();
+  LaunchSpec spec;
+  spec.job_id = order.job_id();
+  spec.generation = order.generation();
+  spec.argv.assign(plan.argv().begin(), plan.argv().end());
+  spec.working_dir = plan.working_dir();
+  spec.procs = plan.procs();
+  spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());
+  spec.log_path = JobRunDir(options_.work_dir, order.job_id(), order.generation()) + "/node.log";
+  // The job's environment is exactly this: a fixed base plus the plan; nothing is inherited.
+  spec.env = {{"PATH", options_.job_path}, {"LANG", "C.UTF-8"}, {"PYTHONUNBUFFERED", "1"}};
+  for (const auto& [k, v] : plan.env()) spec.env[k] = v;
+  if (simulated_ && plan.torch_device() != "cpu") {
+    // Simulated cards cannot run vendor kernels: run the real plan's ranks on CPU with gloo, and
+    // keep what would have been used for inspection.
+    spec.env["HETPOOL_SIMULATED"] = "1";
+    spec.env["HETPOOL_PLANNED_DIST_BACKEND"] = plan.dist_backend();
+    spec.env["HETPOOL_PLANNED_TORCH_DEVICE"] = plan.torch_device();
+    spec.env["HETPOOL_DIST_BACKEND"] = "gloo";
+    spec.env["HETPOOL_TORCH_DEVICE"] = "cpu";
+    spec.note = absl::StrCat("simulated devices: planned ", plan.dist_backend(), " on ",
+                             plan.torch_device(), ", running gloo on CPU");
+  }
+  return spec;
+}
+
+void Session::Reconcile(const pb::Orders& orders) {
+  std::map<Runner::Key, const pb::LaunchOrder*> wanted;
+  for (const auto& launch : orders.launches()) wanted[{launch.job_id(), launch.generation()}] = &launch;
+  std::map<Runner::Key, std::string> kills;
+  for (const auto& kill : orders.kills()) kills[{kill.job_id(), kill.generation()}] = kill.reason();
+
+  std::vector<Runner::Key> forget;
+  for (auto& [key, record] : runner_.records()) {
+    if (wanted.contains(key)) continue;
+    if (!record.exited) {
+      auto reason = kills.find(key);
+      runner_.Kill(key, reason == kills.end() ? "no longer assigned to this node" : reason->second);
+    } else if (record.logs_flushed && !kills.contains(key)) {
+      forget.push_back(key);  // the daemon has taken the exit into account
+    }
+  }
+  for (const auto& key : forget) runner_.Forget(key);
+  for (const auto& [key, launch] : wanted) {
+    if (runner_.records().contains(key)) continue;
+    if (!SafePathComponent(launch->job_id())) {
+      spdlog::error("refusing launch with unsafe job id '{}'", launch->job_id());
+      continue;
+    }
+    runner_.Start(ToLaunchSpec(*launch));
+  }
+  applied_version_ = orders.version();
+}
+
+bool Session::PushLogs() {
+  bool newly_flushed = false;
+  for (auto& [key, r] : runner_.records()) {
+    if (r.logs_flushed) continue;
+    const bool was_exited = r.exited;  // read before the file, so no byte written after is missed
+    const int fd = open(r.spec.log_path.c_str(), O_RDONLY | O_CLOEXEC);
+    std::string buf(kLogPushBytes, '\0');
+    bool failed = false;
+    while (fd >= 0) {
+      const ssize_t n = pread(fd, buf.data(), buf.size(), static_cast<off_t>(r.log_pushed));
+      if (n <= 0) break;
+      pb::PushLogsRequest req;
+      req.set_session_id(session_id_);
+      req.set_node_name(options_.node_name);
+      req.set_job_id(key.first);
+      req.set_generation(key.second);
+      req.set_offset(r.log_pushed);
+      req.set_data(buf.data(), static_cast<size_t>(n));
+      pb::PushLogsResponse resp;
+      auto ctx = ContextWithDeadline(absl::Seconds(5));
+      const grpc::Status status = conn_->stub->PushLogs(ctx.get(), req, &resp);
+      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        r.log_pushed = UINT64_MAX;  // the daemon does not know the job: nothing to keep
+        break;
+      }
+      if (!status.ok()) {
+        failed = true;
+        break;
+      }
+      r.log_pushed = resp.next_offset();
+    }
+    if (fd >= 0) close(fd);
+    if (was_exited && !failed) {
+      r.logs_flushed = true;
+      newly_flushed = true;
+    }
+  }
+  return newly_flushed;
+}
+
+google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() {
+  google::protobuf::RepeatedPtrField<pb::ProcessStatus> out;
+  for (const auto& [key, r] : runner_.records()) {
+    auto* s = out.Add();
+    s->set_job_id(key.first);
+    s->set_generation(key.second);
+    // An exit is reported only once its logs are with the daemon, so `wait` then `logs` is whole.
+    const bool exited = r.exited && r.logs_flushed;
+    s->set_running(!exited);
+    s->set_exited(exited);
+    s->set_exit_code(r.exit_code);
+    s->set_message(r.message);
+    s->set_pid(r.pid);
+    s->set_note(r.spec.note);
+    for (const auto& d : r.spec.device_ids) s->add_device_ids(d);
+    for (int rank : r.global_ranks) s->add_global_ranks(rank);
+  }
+  return out;
+}
+
+void Session::Serve(const std::atomic<bool>* stop) {
+  absl::Time last_heartbeat = absl::InfinitePast();
+  absl::Time last_inventory = absl::Now();
+  const absl::Duration heartbeat_every = absl::Seconds(1);
+  while (!stop->load()) {
+    std::optional<pb::Orders> orders;
+    bool stream_ended = false;
+    grpc::Status stream_status;
+    {
+      absl::MutexLock lock(&conn_->mu);
+      auto ready = [c = conn_.get()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu) {
+        return c->pending.has_value() || c->stream_ended;
+      };
+      conn_->mu.AwaitWithTimeout(absl::Condition(&ready), kLoopPeriod);
+      orders.swap(conn_->pending);
+      stream_ended = conn_->stream_ended;
+      stream_status = conn_->stream_status;
+    }
+    bool report_now = false;
+    if (orders) {
+      Reconcile(*orders);
+      report_now = true;
+    }
+    report_now |= runner_.Poll();
+    report_now |= PushLogs();
+    if (report_now || absl::Now() - last_heartbeat >= heartbeat_every) {
+      pb::HeartbeatRequest req;
+      req.set_session_id(session_id_);
+      req.set_node_name(options_.node_name);
+      req.set_applied_orders_version(applied_version_);
+      *req.mutable_processes() = ProcessReports();
+      pb::HeartbeatResponse resp;
+      auto ctx = ContextWithDeadline(absl::Seconds(5));
+      const grpc::Status status = conn_->stub->Heartbeat(ctx.get(), req, &resp);
+      if (status.ok()) {
+        last_heartbeat = absl::Now();
+      } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        spdlog::warn("session lost ({}); registering again", status.error_message());
+        return;
+      }
+    }
+    if (stream_ended) {
+      spdlog::warn("order stream ended: {}", stream_status.error_message());
+      return;  // register again (a restarted daemon has forgotten this session)
+    }
+    if (absl::Now() - last_inventory >= options_.inventory_refresh) {
+      last_inventory = absl::Now();
+      auto inventory = Inventory();
+      if (!inventory.ok()) {
+        // Keep the last good inventory registered; say why the new one is not taken, once.
+        const std::string error(inventory.status().message());
+        if (error != last_inventory_error_) spdlog::error("device discovery failed: {}", error);
+        last_inventory_error_ = error;
+      } else if (inventory->SerializeAsString() != registered_inventory_) {
+        spdlog::info("inventory changed; registering again");
+        last_inventory_error_.clear();
+        return;
+      }
+    }
+  }
+}
+
+void Session::Run(const std::atomic<bool>* stop) {
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (!stop->load()) {
+    auto inventory = Inventory();
+    bool registered = false;
+    if (!inventory.ok()) {
+      spdlog::error("device discovery failed: {}", std::string(inventory.status().message()));
+    } else {
+      registered = RegisterOnce(*inventory);
+    }
+    if (registered) {
+      backoff = absl::Milliseconds(200);
+      Serve(stop);
+      conn_.reset();
+      continue;
+    }
+    // While the daemon is away, keep reaping and logging locally; jobs keep running.
+    for (absl::Time until = absl::Now() + backoff; absl::Now() < until && !stop->load();) {
+      runner_.Poll();
+      absl::SleepFor(kLoopPeriod);
+    }
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+  // Graceful stop: take the job processes down with the agent.
+  runner_.KillAll("agent stopping");
+  const absl::Time give_up = absl::Now() + options_.kill_grace + absl::Seconds(2);
+  while (runner_.AnyRunning() && absl::Now() < give_up) {
+    runner_.Poll();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (conn_) PushLogs();
+}
+
+}  // namespace hetpool::agent

@@ -1,0 +1,62 @@
+// Session: the agent's conversation with hetpoold. Registers the node (inventory + every local
+// process), follows the order stream, reconciles the Runner against it, pushes logs, and
+// heartbeats the full process status. On a lost session (daemon restart, lapsed lease) it
+// registers again; job processes keep running throughout.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "drivers/device_backend.h"
+#include "hetpool/v1/agent.grpc.pb.h"
+#include "src/agent/runner.h"
+
+namespace hetpool::agent {
+
+struct SessionOptions {
+  std::vector<std::string> servers;  // tried in turn
+  std::string node_name;
+  std::string address = "127.0.0.1";
+  std::string work_dir;
+  std::string torchrun_path;
+  std::string job_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  absl::Duration kill_grace = absl::Seconds(10);
+  absl::Duration inventory_refresh = absl::Seconds(5);
+};
+
+class Session {
+ public:
+  Session(SessionOptions options, std::vector<std::unique_ptr<drivers::DeviceBackend>> backends);
+  ~Session();
+  // Runs until *stop becomes true, then stops every job process and returns.
+  void Run(const std::atomic<bool>* stop);
+
+ private:
+  struct Connection;
+  absl::StatusOr<hetpool::v1::NodeInventory> Inventory();
+  bool RegisterOnce(const hetpool::v1::NodeInventory& inventory);
+  // One registered session; returns when it is lost or *stop is set.
+  void Serve(const std::atomic<bool>* stop);
+  void Reconcile(const hetpool::v1::Orders& orders);
+  LaunchSpec ToLaunchSpec(const hetpool::v1::LaunchOrder& order) const;
+  // Pushes new log bytes; returns true if some exited process is now fully pushed.
+  bool PushLogs();
+  google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
+
+  const SessionOptions options_;
+  std::vector<std::unique_ptr<drivers::DeviceBackend>> backends_;
+  bool simulated_ = false;
+  Runner runner_;
+  size_t server_index_ = 0;
+  std::unique_ptr<Connection> conn_;
+  std::string session_id_;
+  std::string registered_inventory_;  // serialized, to notice changes
+  std::string last_inventory_error_;
+  uint64_t applied_version_ = 0;
+};
+
+}  // namespace hetpool::agent

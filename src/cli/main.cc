@@ -1,0 +1,503 @@
+// hetpoolctl: the command-line client for researchers, CI pipelines and operators.
+// Every command is one or two RPCs; errors print one line and exit non-zero.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "hetpool/v1/cluster.grpc.pb.h"
+#include "hetpool/v1/job.grpc.pb.h"
+#include "src/cli/output.h"
+#include "src/common/convert.h"
+#include "src/common/flags.h"
+#include "src/common/grpc_status.h"
+
+namespace hetpool::cli {
+namespace {
+
+namespace pb = ::hetpool::v1;
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitJobFailed = 3;
+constexpr int kExitTimeout = 124;
+
+struct Globals {
+  std::string server = "127.0.0.1:7070";
+  std::string output = "table";
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+class Client {
+ public:
+  explicit Client(const Globals& g)
+      : globals_(g),
+        channel_(grpc::CreateChannel(g.server, grpc::InsecureChannelCredentials())),
+        jobs_(pb::JobService::NewStub(channel_)),
+        cluster_(pb::ClusterService::NewStub(channel_)) {}
+
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::ZeroDuration()) const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    const absl::Duration t = timeout == absl::ZeroDuration() ? globals_.timeout : timeout;
+    if (t != absl::InfiniteDuration()) ctx->set_deadline(absl::ToChronoTime(absl::Now() + t));
+    return ctx;
+  }
+  pb::JobService::Stub& jobs() { return *jobs_; }
+  pb::ClusterService::Stub& cluster() { return *cluster_; }
+  bool json() const { return globals_.output == "json"; }
+
+ private:
+  Globals globals_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::JobService::Stub> jobs_;
+  std::unique_ptr<pb::ClusterService::Stub> cluster_;
+};
+
+int Error(const absl::Status& s) {
+  std::cerr << "hetpoolctl: " << absl::StatusCodeToString(s.code()) << ": " << s.message() << "\n";
+  return kExitError;
+}
+int RpcError(const grpc::Status& s) { return Error(FromGrpcStatus(s)); }
+int Usage(const std::string& message) {
+  std::cerr << "hetpoolctl: " << message << " (see hetpoolctl --help)\n";
+  return kExitUsage;
+}
+
+// Parses a command's flags. Returns -1 to go on, or the exit code (0 after printing --help).
+int ParseFlags(FlagSet& flags, std::vector<std::string> args, std::vector<std::string>* rest) {
+  for (auto& a : args) {
+    if (a == "-f") a = flags.Usage().find("--follow") != std::string::npos ? "--follow" : "--file";
+  }
+  auto parsed = flags.Parse(args);
+  if (parsed.ok()) {
+    *rest = *std::move(parsed);
+    return -1;
+  }
+  if (absl::IsCancelled(parsed.status())) {
+    std::cout << parsed.status().message();
+    return 0;
+  }
+  return Usage(std::string(parsed.status().message()));
+}
+
+std::string Placement(const pb::Job& job) {
+  std::vector<std::string> parts;
+  for (const auto& p : job.placement()) {
+    parts.push_back(p.device_ids_size() ? absl::StrCat(p.node(), "[", absl::StrJoin(p.device_ids(), ","), "]")
+                                        : p.node());
+  }
+  return parts.empty() ? "-" : absl::StrJoin(parts, " ");
+}
+
+void PrintJobDetail(const pb::Job& job) {
+  const auto& spec = job.spec();
+  std::cout << "id:          " << job.id() << "\n"
+            << "name:        " << spec.name() << "\n"
+            << "user:        " << spec.user() << "\n"
+            << "state:       " << JobStateName(job.state()) << "\n"
+            << "reason:      " << job.reason() << (job.message().empty() ? "" : ": ") << job.message() << "\n"
+            << "shape:       " << spec.nnodes() << " node(s) x " << spec.devices_per_node()
+            << " device(s), " << spec.procs_per_node() << " process(es) per node\n"
+            << "generation:  " << job.generation() << " (restarts " << job.restart_count() << "/"
+            << spec.max_restarts() << ")\n"
+            << "vendor:      " << (job.vendor().empty() ? "-" : job.vendor()) << "\n"
+            << "rendezvous:  " << (job.rendezvous_endpoint().empty() ? "-" : job.rendezvous_endpoint()) << "\n"
+            << "placement:   " << Placement(job) << "\n";
+  for (const auto& plan : job.launch_plan()) {
+    std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank() << ", "
+              << plan.dist_backend() << "/" << plan.torch_device() << "):\n  argv: "
+              << absl::StrJoin(plan.argv(), " ") << "\n  env:";
+    std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
+    for (const auto& [k, v] : env) std::cout << " " << k << "=" << v;
+    std::cout << "\n";
+  }
+  std::cout << "events:\n";
+  for (const auto& e : job.events()) {
+    std::cout << "  " << absl::FormatTime("%H:%M:%S", FromProtoTime(e.time()), absl::LocalTimeZone())
+              << "  " << e.reason() << (e.message().empty() ? "" : ": ") << e.message() << "\n";
+  }
+}
+
+// --- job commands ------------------------------------------------------------------------------
+
+int Submit(Client& client, const std::vector<std::string>& args) {
+  std::string file, request_id;
+  FlagSet flags("hetpoolctl submit -f job.json [--request-id ID]\n"
+                "Example: hetpoolctl submit -f deploy/examples/ddp-job.json");
+  flags.String("file", &file, "job file: protobuf JSON of hetpool.v1.JobSpec ('-' for stdin)");
+  flags.String("request-id", &request_id, "idempotency token: a retry with it returns the first job");
+  std::vector<std::string> rest;
+  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+  if (!rest.empty()) return Usage("submit takes no positional arguments");
+  if (file.empty()) return Usage("submit needs -f FILE");
+  std::stringstream text;
+  if (file == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(file);
+    if (!in) return Error(absl::NotFoundError(absl::StrCat(file, ": cannot be read")));
+    text << in.rdbuf();
+  }
+  pb::SubmitJobRequest req;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // a misspelt field is an error, not silently dropped
+  auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), req.mutable_spec(), options);
+  if (!parsed.ok()) {
+    return Error(absl::InvalidArgumentError(absl::StrCat(file, ": ", parsed.message().as_string())));
+  }
+  pb::JobSpec& spec = *req.mutable_spec();
+  if (spec.user().empty()) {
+    const char* user = getenv("USER");
+    spec.set_user(user && *user ? user : "unknown");
+  }
+  // Relative paths in a job file are relative to where it is submitted from (like sbatch).
+  if (spec.working_dir().empty()) spec.set_working_dir(std::filesystem::current_path().string());
+  req.set_request_id(request_id);
+  pb::SubmitJobResponse resp;
+  auto status = client.jobs().SubmitJob(client.Context().get(), req, &resp);
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(resp.job());
+  } else {
+    std::cout << resp.job().id() << "\n";
+  }
+  return 0;
+}
+
+int Get(Client& client, const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("get takes one job id");
+  pb::GetJobRequest req;
+  req.set_job_id(args[0]);
+  pb::Job job;
+  auto status = client.jobs().GetJob(client.Context().get(), req, &job);
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(job);
+  } else {
+    PrintJobDetail(job);
+  }
+  return 0;
+}
+
+int List(Client& client, const std::vector<std::string>& args) {
+  std::vector<std::string> states, labels;
+  std::string user;
+  FlagSet flags("hetpoolctl list [--state S] [--user U] [--label k=v]\n"
+                "Example: hetpoolctl list --state running --label team=nlp");
+  flags.List("state", &states, "only jobs in these states");
+  flags.String("user", &user, "only this user's jobs");
+  flags.List("label", &labels, "only jobs with this label (k=v); repeatable");
+  std::vector<std::string> rest_args;
+  if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
+  if (!rest_args.empty()) return Usage("list takes no positional arguments");
+  pb::ListJobsRequest req;
+  req.set_user(user);
+  for (const auto& s : states) {
+    auto state = ParseJobState(s);
+    if (!state.ok()) return Error(state.status());
+    req.add_states(*state);
+  }
+  for (const auto& l : labels) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
+    (*req.mutable_labels())[kv.first] = kv.second;
+  }
+  pb::ListJobsResponse all;
+  do {
+    pb::ListJobsResponse page;
+    auto status = client.jobs().ListJobs(client.Context().get(), req, &page);
+    if (!status.ok()) return RpcError(status);
+    for (auto& j : *page.mutable_jobs()) *all.add_jobs() = std::move(j);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
+  if (client.json()) {
+    std::cout << ToJson(all);
+    return 0;
+  }
+  Table table({"ID", "NAME", "USER", "STATE", "SHAPE", "PLACEMENT", "AGE", "REASON"});
+  for (const auto& j : all.jobs()) {
+    table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())),
+               absl::StrCat(j.spec().nnodes(), "x", j.spec().devices_per_node()), Placement(j),
+               Age(j.created_at().seconds()), j.reason()});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+int Cancel(Client& client, const std::vector<std::string>& args) {
+  std::string reason;
+  FlagSet flags("hetpoolctl cancel ID [--reason TEXT]\nExample: hetpoolctl cancel job-000007");
+  flags.String("reason", &reason, "recorded in the job's events");
+  std::vector<std::string> rest_args;
+  if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
+  auto rest = &rest_args;
+  if (rest->size() != 1) return Usage("cancel takes one job id");
+  pb::CancelJobRequest req;
+  req.set_job_id((*rest)[0]);
+  req.set_reason(reason);
+  pb::Job job;
+  auto status = client.jobs().CancelJob(client.Context().get(), req, &job);
+  if (!status.ok()) return RpcError(status);
+  std::cout << job.id() << " " << JobStateName(job.state()) << "\n";
+  return 0;
+}
+
+int Logs(Client& client, const std::vector<std::string>& args) {
+  bool follow = false;
+  std::string node;
+  int rank = -1;
+  FlagSet flags("hetpoolctl logs ID [-f] [--node N] [--rank R]\nExample: hetpoolctl logs job-000007 -f --rank 0");
+  flags.Bool("follow", &follow, "keep streaming until the job ends");
+  flags.String("node", &node, "only this node's output");
+  flags.Int("rank", &rank, "only this global rank's stdout (torchrun-tagged lines)");
+  std::vector<std::string> rest_args;
+  if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
+  auto rest = &rest_args;
+  if (rest->size() != 1) return Usage("logs takes one job id");
+  pb::GetJobLogsRequest req;
+  req.set_job_id((*rest)[0]);
+  req.set_node(node);
+  req.set_follow(follow);
+  if (flags.WasSet("rank")) {
+    req.set_rank(rank);
+    req.set_has_rank(true);
+  }
+  auto ctx = client.Context(follow ? absl::InfiniteDuration() : absl::ZeroDuration());
+  auto reader = client.jobs().GetJobLogs(ctx.get(), req);
+  pb::LogChunk chunk;
+  while (reader->Read(&chunk)) std::cout << chunk.data() << std::flush;
+  auto status = reader->Finish();
+  return status.ok() ? 0 : RpcError(status);
+}
+
+// Streams the job's changes; `on_update` returns false to stop early.
+grpc::Status Watch(Client& client, const std::string& id, absl::Duration timeout,
+                   const std::function<void(const pb::WatchJobResponse&)>& on_update, pb::Job* last) {
+  pb::WatchJobRequest req;
+  req.set_job_id(id);
+  auto ctx = client.Context(timeout);
+  auto reader = client.jobs().WatchJob(ctx.get(), req);
+  pb::WatchJobResponse update;
+  while (reader->Read(&update)) {
+    *last = update.job();
+    on_update(update);
+  }
+  return reader->Finish();
+}
+
+int WatchCmd(Client& client, const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("watch takes one job id");
+  int printed = 0;
+  pb::Job last;
+  auto status = Watch(client, args[0], absl::InfiniteDuration(), [&](const pb::WatchJobResponse& u) {
+    if (client.json()) {
+      std::cout << ToJson(u);
+      return;
+    }
+    // Print every event not yet shown.
+    const auto& events = u.job().events();
+    for (int i = printed; i < events.size(); ++i) {
+      std::cout << absl::FormatTime("%H:%M:%S", FromProtoTime(events[i].time()), absl::LocalTimeZone())
+                << "  " << JobStateName(events[i].state()) << "  " << events[i].reason()
+                << (events[i].message().empty() ? "" : ": ") << events[i].message() << "\n" << std::flush;
+    }
+    printed = events.size();
+  }, &last);
+  return status.ok() ? 0 : RpcError(status);
+}
+
+int Wait(Client& client, const std::vector<std::string>& args) {
+  absl::Duration timeout = absl::Seconds(300);
+  FlagSet flags("hetpoolctl wait ID [--timeout 300s]\n"
+                "Exit status: 0 SUCCEEDED, 3 FAILED or CANCELLED, 124 timeout, 1 error.\n"
+                "Example: hetpoolctl wait job-000007 --timeout 10m");
+  flags.Duration("timeout", &timeout, "give up after this long");
+  std::vector<std::string> rest_args;
+  if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
+  auto rest = &rest_args;
+  if (rest->size() != 1) return Usage("wait takes one job id");
+  pb::Job last;
+  auto status = Watch(client, (*rest)[0], timeout, [](const pb::WatchJobResponse&) {}, &last);
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    std::cerr << "hetpoolctl: timed out after " << absl::FormatDuration(timeout) << "; job is "
+              << JobStateName(last.state()) << "\n";
+    return kExitTimeout;
+  }
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(last);
+  } else {
+    std::cout << last.id() << " " << JobStateName(last.state()) << " (" << last.reason()
+              << (last.message().empty() ? "" : ": ") << last.message() << ")\n";
+  }
+  return last.state() == pb::JOB_STATE_SUCCEEDED ? 0 : kExitJobFailed;
+}
+
+// --- cluster commands --------------------------------------------------------------------------
+
+int Nodes(Client& client, const std::vector<std::string>& args) {
+  if (!args.empty()) return Usage("nodes takes no arguments");
+  pb::ListNodesResponse resp;
+  auto status = client.cluster().ListNodes(client.Context().get(), pb::ListNodesRequest(), &resp);
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"NAME", "STATE", "ADDRESS", "DEVICES", "CPUS", "BACKEND", "JOBS", "HEARTBEAT"});
+  for (const auto& n : resp.nodes()) {
+    std::map<std::string, int> by_model;
+    for (const auto& d : n.inventory().devices()) ++by_model[d.vendor() + "/" + d.model()];
+    std::vector<std::string> devices;
+    for (const auto& [model, count] : by_model) devices.push_back(absl::StrCat(count, "x", model));
+    std::string state = n.state() == pb::NODE_STATE_READY ? "Ready" : "NotReady";
+    if (n.drained()) state += ",Drained";
+    table.Add({n.name(), state, n.address(), devices.empty() ? "cpu-only" : absl::StrJoin(devices, " "),
+               absl::StrCat(n.inventory().cpus()), n.inventory().backend(),
+               absl::StrJoin(n.running_jobs(), ","), Age(n.last_heartbeat().seconds())});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+int Devices(Client& client, const std::vector<std::string>& args) {
+  pb::ListDevicesRequest req;
+  std::string node, vendor;
+  FlagSet flags("hetpoolctl devices [--node N] [--vendor V]\nExample: hetpoolctl devices --vendor metax");
+  flags.String("node", &node, "only this node");
+  flags.String("vendor", &vendor, "only this vendor");
+  std::vector<std::string> rest_args;
+  if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
+  if (!rest_args.empty()) return Usage("devices takes no positional arguments");
+  req.set_node(node);
+  req.set_vendor(vendor);
+  pb::ListDevicesResponse resp;
+  auto status = client.cluster().ListDevices(client.Context().get(), req, &resp);
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"NODE", "DEVICE", "VENDOR", "MODEL", "ARCH", "MEMORY", "NUMA", "PCI", "HEALTH", "JOB"});
+  for (const auto& v : resp.devices()) {
+    const auto& d = v.device();
+    table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(),
+               absl::StrCat(d.memory_mib() / 1024, " GiB"), absl::StrCat(d.numa_node()), d.pci_bus_id(),
+               d.healthy() ? "ok" : "unhealthy: " + d.health_message(),
+               v.allocated_to().empty() ? "-" : v.allocated_to()});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+int Drain(Client& client, const std::vector<std::string>& args, bool drain) {
+  if (args.size() != 1) return Usage(drain ? "drain takes one node name" : "undrain takes one node name");
+  pb::DrainNodeRequest req;
+  req.set_name(args[0]);
+  pb::Node node;
+  auto ctx = client.Context();
+  auto status = drain ? client.cluster().DrainNode(ctx.get(), req, &node)
+                      : client.cluster().UndrainNode(ctx.get(), req, &node);
+  if (!status.ok()) return RpcError(status);
+  std::cout << node.name() << (node.drained() ? " drained" : " undrained") << "\n";
+  return 0;
+}
+
+constexpr const char* kUsage =
+    "hetpoolctl: submit and follow jobs on a hetpool GPU pool.\n\n"
+    "Usage: hetpoolctl [--server ADDR] [-o table|json] [--timeout 30s] COMMAND ...\n"
+    "  (--server defaults to $HETPOOL_SERVER, then 127.0.0.1:7070)\n\n"
+    "Commands (each with an example):\n"
+    "  submit -f FILE       hetpoolctl submit -f deploy/examples/ddp-job.json\n"
+    "  get ID               hetpoolctl get job-000001\n"
+    "  list                 hetpoolctl list --state running --user alice\n"
+    "  cancel ID            hetpoolctl cancel job-000001 --reason 'wrong data'\n"
+    "  logs ID              hetpoolctl logs job-000001 -f --rank 0\n"
+    "  watch ID             hetpoolctl watch job-000001\n"
+    "  wait ID              hetpoolctl wait job-000001 --timeout 10m\n"
+    "  nodes                hetpoolctl nodes\n"
+    "  devices              hetpoolctl devices --vendor nvidia\n"
+    "  drain NODE           hetpoolctl drain node-a\n"
+    "  undrain NODE         hetpoolctl undrain node-a\n"
+    "Run 'hetpoolctl COMMAND --help' for a command's flags.\n";
+
+int Main(int argc, char** argv) {
+  Globals globals;
+  if (const char* env = getenv("HETPOOL_SERVER"); env && *env) globals.server = env;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // Global flags come before the command.
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& name) -> std::optional<std::string> {
+      if (a == name && i + 1 < args.size()) return args[++i];
+      if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
+      return std::nullopt;
+    };
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (auto server = value("--server")) {
+      globals.server = *server;
+    } else if (auto output = value("-o")) {
+      globals.output = *output;
+    } else if (auto long_output = value("--output")) {
+      globals.output = *long_output;
+    } else if (auto timeout = value("--timeout")) {
+      auto d = ParseDurationFlag(*timeout);
+      if (!d.ok()) return Usage(std::string(d.status().message()));
+      globals.timeout = *d;
+    } else {
+      break;
+    }
+  }
+  if (i >= args.size()) {
+    std::cerr << kUsage;
+    return kExitUsage;
+  }
+  const std::string command = args[i];
+  std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
+  // "-o json" may also follow the command.
+  for (size_t j = 0; j < rest.size(); ++j) {
+    if ((rest[j] == "-o" || rest[j] == "--output") && j + 1 < rest.size()) {
+      globals.output = rest[j + 1];
+      rest.erase(rest.begin() + static_cast<long>(j), rest.begin() + static_cast<long>(j) + 2);
+      --j;
+    }
+  }
+  if (globals.output != "table" && globals.output != "json") return Usage("-o takes table or json");
+  // Commands without flags of their own answer --help with the overview.
+  for (const auto& r : rest) {
+    if ((r == "-h" || r == "--help") &&
+        (command == "get" || command == "watch" || command == "nodes" || command == "drain" ||
+         command == "undrain")) {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  Client client(globals);
+  static const std::map<std::string, std::function<int(Client&, const std::vector<std::string>&)>> kCommands = {
+      {"submit", Submit}, {"get", Get},     {"list", List},   {"cancel", Cancel},
+      {"logs", Logs},     {"watch", WatchCmd}, {"wait", Wait}, {"nodes", Nodes},
+      {"devices", Devices},
+      {"drain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, true); }},
+      {"undrain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, false); }},
+  };
+  auto it = kCommands.find(command);
+  if (it == kCommands.end()) return Usage("unknown command '" + command + "'");
+  return it->second(client, rest);
+}
+
+}  // namespace
+}  // namespace hetpool::cli
+
+int main(int argc, char** argv) { return hetpool::cli::Main(argc, argv); }

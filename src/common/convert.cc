@@ -1,0 +1,170 @@
+#include "src/common/convert.h"
+
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace hetpool {
+namespace {
+
+pb::LinkKind LinkKindToProto(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kNvLink: return pb::LINK_KIND_NVLINK;
+    case LinkKind::kMetaxLink: return pb::LINK_KIND_METAXLINK;
+    case LinkKind::kMluLink: return pb::LINK_KIND_MLULINK;
+    case LinkKind::kXeLink: return pb::LINK_KIND_XELINK;
+    case LinkKind::kPcieSwitch: return pb::LINK_KIND_PCIE_SWITCH;
+    case LinkKind::kPcieHostBridge: return pb::LINK_KIND_PCIE_HOST_BRIDGE;
+    case LinkKind::kSameNuma: return pb::LINK_KIND_SAME_NUMA;
+    case LinkKind::kCrossSocket: return pb::LINK_KIND_CROSS_SOCKET;
+  }
+  return pb::LINK_KIND_UNSPECIFIED;
+}
+
+absl::StatusOr<LinkKind> LinkKindFromProto(pb::LinkKind kind) {
+  switch (kind) {
+    case pb::LINK_KIND_NVLINK: return LinkKind::kNvLink;
+    case pb::LINK_KIND_METAXLINK: return LinkKind::kMetaxLink;
+    case pb::LINK_KIND_MLULINK: return LinkKind::kMluLink;
+    case pb::LINK_KIND_XELINK: return LinkKind::kXeLink;
+    case pb::LINK_KIND_PCIE_SWITCH: return LinkKind::kPcieSwitch;
+    case pb::LINK_KIND_PCIE_HOST_BRIDGE: return LinkKind::kPcieHostBridge;
+    case pb::LINK_KIND_SAME_NUMA: return LinkKind::kSameNuma;
+    case pb::LINK_KIND_CROSS_SOCKET: return LinkKind::kCrossSocket;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown link kind ", kind));
+  }
+}
+
+constexpr std::pair<pb::JobState, absl::string_view> kStateNames[] = {
+    {pb::JOB_STATE_PENDING, "PENDING"},     {pb::JOB_STATE_SCHEDULED, "SCHEDULED"},
+    {pb::JOB_STATE_RUNNING, "RUNNING"},     {pb::JOB_STATE_SUCCEEDED, "SUCCEEDED"},
+    {pb::JOB_STATE_FAILED, "FAILED"},       {pb::JOB_STATE_CANCELLED, "CANCELLED"},
+};
+
+}  // namespace
+
+pb::Device ToProto(const DeviceRecord& d) {
+  pb::Device out;
+  out.set_id(d.id);
+  out.set_index(d.index);
+  out.set_vendor(std::string(VendorName(d.vendor)));
+  out.set_model(d.model);
+  out.set_uuid(d.uuid);
+  out.set_pci_bus_id(d.pci_bus_id);
+  out.set_numa_node(d.numa_node);
+  out.set_memory_mib(d.memory_mib);
+  out.set_memory_used_mib(d.memory_used_mib);
+  out.set_healthy(d.healthy);
+  out.set_health_message(d.health_message);
+  out.set_architecture(d.architecture);
+  out.set_driver_version(d.driver_version);
+  for (const auto& l : d.links) {
+    auto* link = out.add_links();
+    link->set_peer_device_id(l.peer_device_id);
+    link->set_kind(LinkKindToProto(l.kind));
+    link->set_count(l.count);
+  }
+  return out;
+}
+
+pb::NodeInventory ToProto(const NodeInventory& inv) {
+  pb::NodeInventory out;
+  out.set_hostname(inv.hostname);
+  out.set_cpus(inv.cpus);
+  out.set_memory_mib(inv.memory_mib);
+  out.set_backend(inv.backend);
+  out.set_simulated(inv.simulated);
+  for (const auto& d : inv.devices) *out.add_devices() = ToProto(d);
+  return out;
+}
+
+absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
+  NodeInventory inv;
+  inv.hostname = in.hostname();
+  inv.cpus = in.cpus();
+  inv.memory_mib = in.memory_mib();
+  inv.backend = in.backend();
+  inv.simulated = in.simulated();
+  std::set<std::string> ids;
+  for (int i = 0; i < in.devices_size(); ++i) {
+    const pb::Device& d = in.devices(i);
+    const std::string where = absl::StrCat("inventory.devices[", i, "]");
+    auto vendor = ParseVendor(d.vendor());
+    if (!vendor || *vendor == Vendor::kCpu) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".vendor: unknown device vendor '", d.vendor(), "'"));
+    }
+    if (d.id().empty() || d.id().size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".id: must be 1-64 characters"));
+    }
+    if (d.index() < 0) return absl::InvalidArgumentError(absl::StrCat(where, ".index: negative"));
+    if (!ids.insert(d.id()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".id: duplicate '", d.id(), "'"));
+    }
+    DeviceRecord r;
+    r.id = d.id();
+    r.index = d.index();
+    r.vendor = *vendor;
+    r.model = d.model();
+    r.uuid = d.uuid();
+    r.pci_bus_id = d.pci_bus_id();
+    r.numa_node = d.numa_node();
+    r.memory_mib = d.memory_mib();
+    r.memory_used_mib = d.memory_used_mib();
+    r.healthy = d.healthy();
+    r.health_message = d.health_message();
+    r.architecture = d.architecture();
+    r.driver_version = d.driver_version();
+    for (const auto& l : d.links()) {
+      auto kind = LinkKindFromProto(l.kind());
+      if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".links: ", kind.status().message()));
+      r.links.push_back({l.peer_device_id(), *kind, l.count()});
+    }
+    inv.devices.push_back(std::move(r));
+  }
+  for (const auto& d : inv.devices) {
+    for (const auto& l : d.links) {
+      if (!ids.contains(l.peer_device_id) || l.peer_device_id == d.id) {
+        return absl::InvalidArgumentError(absl::StrCat("inventory: device ", d.id, " links to '",
+                                                       l.peer_device_id, "', not another device"));
+      }
+    }
+  }
+  return inv;
+}
+
+google::protobuf::Timestamp ToProtoTime(absl::Time t) {
+  google::protobuf::Timestamp out;
+  const int64_t nanos = absl::ToUnixNanos(t);
+  out.set_seconds(nanos / 1000000000);
+  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  return out;
+}
+
+absl::Time FromProtoTime(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+absl::string_view JobStateName(pb::JobState state) {
+  for (const auto& [s, name] : kStateNames) {
+    if (s == state) return name;
+  }
+  return "UNSPECIFIED";
+}
+
+absl::StatusOr<pb::JobState> ParseJobState(absl::string_view name) {
+  const std::string upper = absl::AsciiStrToUpper(name);
+  for (const auto& [s, n] : kStateNames) {
+    if (n == upper) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown job state '", name, "' (PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED)"));
+}
+
+bool IsTerminal(pb::JobState state) {
+  return state == pb::JOB_STATE_SUCCEEDED || state == pb::JOB_STATE_FAILED ||
+         state == pb::JOB_STATE_CANCELLED;
+}
+
+}  // namespace hetpool

@@ -1,0 +1,168 @@
+#include "src/common/flags.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace hetpool {
+
+void FlagSet::Add(const std::string& name, std::string help, bool is_bool,
+                  std::function<absl::Status(const std::string&)> set) {
+  flags_[name] = Flag{std::move(help), is_bool, std::move(set)};
+}
+
+void FlagSet::String(const std::string& name, std::string* target, const std::string& help) {
+  Add(name, help, false, [target](const std::string& v) {
+    *target = v;
+    return absl::OkStatus();
+  });
+}
+
+void FlagSet::Int(const std::string& name, int* target, const std::string& help) {
+  Add(name, help, false, [target, name](const std::string& v) {
+    if (!absl::SimpleAtoi(v, target)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not an integer"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
+  Add(name, help, true, [target, name](const std::string& v) {
+    if (!absl::SimpleAtob(v, target)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not true/false"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+void FlagSet::Duration(const std::string& name, absl::Duration* target, const std::string& help) {
+  Add(name, help, false, [target, name](const std::string& v) {
+    auto d = ParseDurationFlag(v);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", d.status().message()));
+    *target = *d;
+    return absl::OkStatus();
+  });
+}
+
+void FlagSet::List(const std::string& name, std::vector<std::string>* target,
+                   const std::string& help) {
+  // The first use on the command line replaces the default; later uses append.
+  auto replaced = std::make_shared<bool>(false);
+  Add(name, help, false, [target, replaced](const std::string& v) {
+    if (!*replaced) target->clear();
+    *replaced = true;
+    for (auto part : absl::StrSplit(v, ',', absl::SkipEmpty())) target->emplace_back(part);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      positional.insert(positional.end(), args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+    if (arg == "-h" || arg == "--help") return absl::CancelledError(Usage());
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto it = flags_.find(name);
+    if (it == flags_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    if (!has_value) {
+      if (it->second.is_bool) {
+        value = "true";
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+    }
+    if (auto s = it->second.set(value); !s.ok()) return s;
+    set_.insert(name);
+  }
+  return positional;
+}
+
+absl::Status FlagSet::ApplyConfig(const nlohmann::json& config) {
+  if (!config.is_object()) return absl::InvalidArgumentError("config: must be a JSON object");
+  for (const auto& [key, value] : config.items()) {
+    std::string name = key;
+    for (char& c : name) {
+      if (c == '_') c = '-';
+    }
+    auto it = flags_.find(name);
+    if (it == flags_.end() || name == "config") {
+      return absl::InvalidArgumentError(absl::StrCat("config: unknown key '", key, "'"));
+    }
+    if (set_.contains(name)) continue;
+    std::string text;
+    if (value.is_string()) {
+      text = value.get<std::string>();
+    } else if (value.is_boolean() || value.is_number()) {
+      text = value.dump();
+    } else if (value.is_array()) {
+      for (const auto& item : value) {
+        if (!item.is_string()) {
+          return absl::InvalidArgumentError(absl::StrCat("config: '", key, "' must be strings"));
+        }
+        if (!text.empty()) text += ",";
+        text += item.get<std::string>();
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("config: '", key, "' has an unsupported type"));
+    }
+    if (auto s = it->second.set(text); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("config: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagSet::Usage() const {
+  std::string out = usage_ + "\n\nFlags:\n";
+  for (const auto& [name, flag] : flags_) {
+    absl::StrAppend(&out, "  --", name, flag.is_bool ? "" : " VALUE", "\n      ", flag.help, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  return json;
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
+  absl::Duration d;
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(text, &seconds)) return absl::Seconds(seconds);
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a duration (examples: 300s, 5m, 250ms)"));
+  }
+  return d;
+}
+
+}  // namespace hetpool

@@ -1,0 +1,61 @@
+#include "src/daemon/daemon_server.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "scheduler/first_fit.h"
+#include "spdlog/spdlog.h"
+#include "src/daemon/store/sqlite_store.h"
+
+namespace hetpool::daemon {
+
+absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": ", ec.message()));
+
+  std::unique_ptr<DaemonServer> d(new DaemonServer());
+  auto store = SqliteStore::Open(options.data_dir + "/hetpool.db");
+  if (!store.ok()) return store.status();
+  d->store_ = *std::move(store);
+  d->policy_ = std::make_unique<scheduler::FirstFitPolicy>();
+  d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
+  d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
+  if (auto s = d->state_->Load(); !s.ok()) return s;
+  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get());
+  d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get());
+  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get());
+
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &d->port_);
+  builder.RegisterService(d->job_service_.get());
+  builder.RegisterService(d->cluster_service_.get());
+  builder.RegisterService(d->agent_service_.get());
+  d->server_ = builder.BuildAndStart();
+  if (!d->server_ || d->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  d->state_->Start();
+  spdlog::info("hetpoold listening on port {} (data dir {})", d->port_, options.data_dir);
+  return d;
+}
+
+void DaemonServer::Shutdown(absl::Time deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Stop the state first: it wakes every watch/order stream so they return promptly.
+  state_->Stop();
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  server_->Wait();
+}
+
+DaemonServer::~DaemonServer() {
+  if (server_) Shutdown(absl::Now() + absl::Seconds(5));
+}
+
+}  // namespace hetpool::daemon

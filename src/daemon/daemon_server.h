@@ -1,0 +1,50 @@
+// Wiring of hetpoold: store, cluster state, services and the gRPC server, owned in dependency
+// order so destruction is the shutdown order. main.cc only parses flags and waits for a signal.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "scheduler/placement_policy.h"
+#include "src/daemon/logs/log_store.h"
+#include "src/daemon/services/agent_service.h"
+#include "src/daemon/services/cluster_service.h"
+#include "src/daemon/services/job_service.h"
+#include "src/daemon/state/cluster_state.h"
+#include "src/daemon/store/store.h"
+
+namespace hetpool::daemon {
+
+struct DaemonOptions {
+  std::string listen = "127.0.0.1:7070";  // port 0 picks a free one: read port()
+  std::string data_dir;
+  ClusterOptions cluster;
+};
+
+class DaemonServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(DaemonOptions options);
+  ~DaemonServer();
+
+  int port() const { return port_; }
+  // Stops scheduling, ends streams and drains in-flight RPCs until `deadline`.
+  void Shutdown(absl::Time deadline);
+
+ private:
+  DaemonServer() = default;
+
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<scheduler::PlacementPolicy> policy_;
+  std::unique_ptr<LogStore> logs_;
+  std::unique_ptr<ClusterState> state_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<AgentServiceImpl> agent_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace hetpool::daemon

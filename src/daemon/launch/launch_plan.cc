@@ -1,0 +1,81 @@
+#include "src/daemon/launch/launch_plan.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/common/job_paths.h"
+
+namespace hetpool::daemon {
+
+absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
+    const hetpool::v1::JobSpec& spec, const LaunchInput& input) {
+  if (input.nodes.empty()) return absl::InvalidArgumentError("launch plan: no nodes");
+  if (input.rendezvous_port <= 0 || input.rendezvous_port > 65535) {
+    return absl::InvalidArgumentError("launch plan: no rendezvous port");
+  }
+  const VendorRuntime& runtime = RuntimeOf(input.vendor);
+  const std::string endpoint = absl::StrCat(input.nodes[0].address, ":", input.rendezvous_port);
+  const int nnodes = static_cast<int>(input.nodes.size());
+  std::vector<hetpool::v1::NodeLaunchPlan> plans;
+  for (int rank = 0; rank < nnodes; ++rank) {
+    const LaunchNode& node = input.nodes[rank];
+    if (node.torchrun_path.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("node ", node.name, " reported no torchrun"));
+    }
+    hetpool::v1::NodeLaunchPlan plan;
+    plan.set_node(node.name);
+    plan.set_node_rank(rank);
+    plan.set_vendor(std::string(runtime.name));
+    plan.set_dist_backend(std::string(runtime.dist_backend));
+    plan.set_torch_device(std::string(runtime.torch_device));
+    plan.set_working_dir(spec.working_dir());
+    plan.set_procs(spec.procs_per_node());
+
+    auto& argv = *plan.mutable_argv();
+    auto add = [&argv](std::initializer_list<std::string> args) {
+      for (const auto& a : args) argv.Add(std::string(a));
+    };
+    add({node.torchrun_path, "--nnodes", absl::StrCat(nnodes), "--nproc_per_node",
+         absl::StrCat(spec.procs_per_node()), "--node_rank", absl::StrCat(rank), "--rdzv_backend",
+         "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", input.job_id,
+         // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one
+         // machine (or behind NAT) every node would otherwise claim to be the host.
+         "--rdzv_conf", rank == 0 ? "is_host=1" : "is_host=0",
+         // hetpool restarts whole gangs itself (counting against max_restarts).
+         "--max_restarts", "0",
+         // torch 1.13's default --redirects/--tee values crash on Python 3.11 (Std flag iteration
+         // skips NONE/ALL); explicit 1 (stdout) parses, and --log_dir keeps per-rank copies.
+         "--redirects", "1", "--tee", "1", "--log_dir",
+         absl::StrCat(JobRunDir(node.work_dir, input.job_id, input.generation), "/torchrun")});
+    if (spec.command_size() > 0) {
+      add({"--no_python"});
+      for (const auto& arg : spec.command()) argv.Add(std::string(arg));
+    } else {
+      argv.Add(std::string(spec.python().script()));
+      for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
+    }
+
+    auto& env = *plan.mutable_env();
+    for (const auto& [key, value] : spec.env()) env[key] = value;
+    std::vector<std::string> indices;
+    for (const auto& id : node.device_ids) {
+      auto it = node.device_index.find(id);
+      if (it == node.device_index.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("node ", node.name, " has no device ", id));
+      }
+      indices.push_back(absl::StrCat(it->second));
+    }
+    const std::string visible = absl::StrJoin(indices, ",");
+    for (absl::string_view var : runtime.visibility) env[std::string(var)] = visible;
+    env["HETPOOL_JOB_ID"] = input.job_id;
+    env["HETPOOL_GENERATION"] = absl::StrCat(input.generation);
+    env["HETPOOL_RESTART_COUNT"] = absl::StrCat(input.restart_count);
+    env["HETPOOL_NODE_NAME"] = node.name;
+    env["HETPOOL_VENDOR"] = std::string(runtime.name);
+    env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);
+    env["HETPOOL_TORCH_DEVICE"] = std::string(runtime.torch_device);
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,38 @@
+// Turns a placement into the exact per-node launch: the torchrun argv (rendezvous, ranks, the
+// Python 3.11 workaround) and the environment (device visibility, collective backend, hetpool ids).
+// Pure function of its inputs, so it is unit-tested per vendor.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hetpool/vendor.h"
+#include "hetpool/v1/job.pb.h"
+
+namespace hetpool::daemon {
+
+// What the planner needs to know about a node of the placement.
+struct LaunchNode {
+  std::string name;
+  std::string address;        // rendezvous host when this node is rank 0
+  std::string torchrun_path;  // as reported by the agent
+  std::string work_dir;       // agent's work root (torchrun --log_dir goes below it)
+  std::vector<std::string> device_ids;
+  std::map<std::string, int> device_index;  // device id -> vendor index on that node
+};
+
+struct LaunchInput {
+  std::string job_id;
+  uint64_t generation = 0;
+  int restart_count = 0;
+  Vendor vendor = Vendor::kCpu;
+  int rendezvous_port = 0;
+  std::vector<LaunchNode> nodes;  // in node-rank order
+};
+
+absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
+    const hetpool::v1::JobSpec& spec, const LaunchInput& input);
+
+}  // namespace hetpool::daemon

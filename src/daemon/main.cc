@@ -1,0 +1,93 @@
+// hetpoold: the central daemon. Wiring lives in daemon_server.cc; this file parses flags and
+// waits for SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "spdlog/spdlog.h"
+#include "src/common/flags.h"
+#include "src/daemon/daemon_server.h"
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::cerr << "hetpoold: " << s.message() << "\n";
+  return 2;
+}
+
+absl::Status ParsePortRange(const std::string& text, int* min, int* max) {
+  std::vector<std::string> parts = absl::StrSplit(text, '-');
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], min) || !absl::SimpleAtoi(parts[1], max) ||
+      *min < 1 || *max > 65535 || *min > *max) {
+    return absl::InvalidArgumentError("--rdzv-port-range: expected MIN-MAX, e.g. 29500-30499");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hetpool::daemon::DaemonOptions options;
+  std::string config, port_file, log_level = "info";
+  std::string port_range = "29500-30499";
+  hetpool::FlagSet flags(
+      "hetpoold: the hetpool control-plane daemon.\n"
+      "Example: hetpoold --listen 127.0.0.1:7070 --data-dir /var/lib/hetpool");
+  flags.String("listen", &options.listen, "address:port to serve gRPC on (port 0 = any free port)");
+  flags.String("data-dir", &options.data_dir, "directory for the SQLite store and job logs");
+  flags.String("config", &config, "JSON file whose keys are these flag names");
+  flags.Duration("lease-ttl", &options.cluster.lease_ttl, "agent lease; a node silent this long is NotReady");
+  flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval, "heartbeat period suggested to agents");
+  flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
+  flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
+  flags.String("log-level", &log_level, "trace, debug, info, warn, error");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto positional = flags.Parse(args);
+  if (!positional.ok()) {
+    if (absl::IsCancelled(positional.status())) {
+      std::cout << positional.status().message();
+      return 0;
+    }
+    return Fail(positional.status());
+  }
+  if (!positional->empty()) return Fail(absl::InvalidArgumentError("unexpected argument " + (*positional)[0]));
+  if (!config.empty()) {
+    auto json = hetpool::ReadJsonFile(config);
+    if (!json.ok()) return Fail(json.status());
+    if (auto s = flags.ApplyConfig(*json); !s.ok()) return Fail(s);
+  }
+  if (auto s = ParsePortRange(port_range, &options.cluster.rendezvous_port_min,
+                              &options.cluster.rendezvous_port_max);
+      !s.ok()) {
+    return Fail(s);
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ hetpoold %v");
+
+  // Block the shutdown signals before any thread starts so only sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = hetpool::daemon::DaemonServer::Start(options);
+  if (!server.ok()) return Fail(server.status());
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());  // readers never see a half-written file
+  }
+  int received = 0;
+  sigwait(&signals, &received);
+  spdlog::info("signal {}: draining RPCs and stopping", received);
+  (*server)->Shutdown(absl::Now() + absl::Seconds(10));
+  server->reset();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,28 @@
+// AgentService: the node agents' side of the control plane (see proto/hetpool/v1/agent.proto).
+#pragma once
+
+#include "hetpool/v1/agent.grpc.pb.h"
+#include "src/daemon/logs/log_store.h"
+#include "src/daemon/state/cluster_state.h"
+
+namespace hetpool::daemon {
+
+class AgentServiceImpl final : public hetpool::v1::AgentService::Service {
+ public:
+  AgentServiceImpl(ClusterState* state, LogStore* logs) : state_(state), logs_(logs) {}
+
+  grpc::Status Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req,
+                        pb::RegisterResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
+                         pb::HeartbeatResponse* resp) override;
+  grpc::Status StreamOrders(grpc::ServerContext* ctx, const pb::StreamOrdersRequest* req,
+                            grpc::ServerWriter<pb::Orders>* writer) override;
+  grpc::Status PushLogs(grpc::ServerContext* ctx, const pb::PushLogsRequest* req,
+                        pb::PushLogsResponse* resp) override;
+
+ private:
+  ClusterState* state_;
+  LogStore* logs_;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,26 @@
+// ClusterService: operators' view of nodes and devices, and draining.
+#pragma once
+
+#include "hetpool/v1/cluster.grpc.pb.h"
+#include "src/daemon/state/cluster_state.h"
+
+namespace hetpool::daemon {
+
+class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
+ public:
+  explicit ClusterServiceImpl(ClusterState* state) : state_(state) {}
+
+  grpc::Status ListNodes(grpc::ServerContext* ctx, const pb::ListNodesRequest* req,
+                         pb::ListNodesResponse* resp) override;
+  grpc::Status GetNode(grpc::ServerContext* ctx, const pb::GetNodeRequest* req, pb::Node* resp) override;
+  grpc::Status ListDevices(grpc::ServerContext* ctx, const pb::ListDevicesRequest* req,
+                           pb::ListDevicesResponse* resp) override;
+  grpc::Status DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) override;
+  grpc::Status UndrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req,
+                           pb::Node* resp) override;
+
+ private:
+  ClusterState* state_;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,31 @@
+// JobService: researchers' and CI's API (submit, inspect, cancel, watch, logs).
+#pragma once
+
+#include "hetpool/v1/job.grpc.pb.h"
+#include "src/daemon/logs/log_store.h"
+#include "src/daemon/state/cluster_state.h"
+
+namespace hetpool::daemon {
+
+class JobServiceImpl final : public hetpool::v1::JobService::Service {
+ public:
+  JobServiceImpl(ClusterState* state, const LogStore* logs) : state_(state), logs_(logs) {}
+
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
+                         pb::SubmitJobResponse* resp) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const pb::GetJobRequest* req, pb::Job* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const pb::ListJobsRequest* req,
+                        pb::ListJobsResponse* resp) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req,
+                         pb::Job* resp) override;
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const pb::WatchJobRequest* req,
+                        grpc::ServerWriter<pb::WatchJobResponse>* writer) override;
+  grpc::Status GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
+                          grpc::ServerWriter<pb::LogChunk>* writer) override;
+
+ private:
+  ClusterState* state_;
+  const LogStore* logs_;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,787 @@
+#include "src/daemon/state/cluster_state.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+#include "src/daemon/launch/launch_plan.h"
+#include "src/daemon/state/job_validation.h"
+
+namespace hetpool::daemon {
+namespace {
+
+bool Active(pb::JobState state) {
+  return state == pb::JOB_STATE_SCHEDULED || state == pb::JOB_STATE_RUNNING;
+}
+
+std::string NewSessionId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x%08x", rd(), rd(), rd());
+}
+
+scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
+  scheduler::PlacementRequest req;
+  req.nnodes = spec.nnodes();
+  req.devices_per_node = spec.devices_per_node();
+  for (const auto& v : spec.requirements().vendors()) {
+    if (auto vendor = ParseVendor(v)) req.requirements.vendors.push_back(*vendor);
+  }
+  req.requirements.models.assign(spec.requirements().models().begin(),
+                                 spec.requirements().models().end());
+  req.requirements.min_memory_mib = spec.requirements().min_memory_mib();
+  return req;
+}
+
+}  // namespace
+
+ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::PlacementPolicy* policy)
+    : options_(std::move(options)), store_(store), policy_(policy) {}
+
+ClusterState::~ClusterState() { Stop(); }
+
+bool ClusterState::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void ClusterState::Changed() { changed_.SignalAll(); }
+
+void ClusterState::BumpOrders(NodeEntry& node) {
+  ++node.orders_version;
+  Changed();
+}
+
+absl::Status ClusterState::Load() {
+  auto nodes = store_->LoadNodes();
+  if (!nodes.ok()) return nodes.status();
+  auto jobs = store_->LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = Now();
+  // Orders versions continue above anything an agent saw from an earlier daemon process.
+  const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
+  for (auto& record : *nodes) {
+    auto inventory = FromProto(record.inventory());
+    if (!inventory.ok()) {
+      spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register",
+                   record.name(), std::string(inventory.status().message()));
+      inventory = NodeInventory{};
+    }
+    NodeEntry& node = nodes_[record.name()];
+    node.record = std::move(record);
+    node.inventory = *std::move(inventory);
+    node.ready = false;
+    node.last_heartbeat = now;  // one lease of grace to re-register
+    node.orders_version = version_base;
+  }
+  for (auto& job : *jobs) {
+    next_seq_ = std::max<uint64_t>(next_seq_, job.submit_seq() + 1);
+    if (!job.request_id().empty()) job_by_request_[job.request_id()] = job.id();
+    if (Active(job.state())) {
+      for (const auto& p : job.placement()) {
+        if (p.exited()) continue;
+        auto node = nodes_.find(p.node());
+        if (node == nodes_.end()) continue;
+        Claim& claim = node->second.claims[{job.id(), job.generation()}];
+        claim.device_ids.assign(p.device_ids().begin(), p.device_ids().end());
+        claim.created_at_version = version_base;
+      }
+    }
+    const std::string id = job.id();
+    jobs_[id].job = std::move(job);
+  }
+  work_pending_ = true;
+  spdlog::info("loaded {} jobs and {} nodes from the store", jobs_.size(), nodes_.size());
+  return absl::OkStatus();
+}
+
+void ClusterState::Start() {
+  loop_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        if (!work_pending_) changed_.WaitWithTimeout(&mu_, options_.tick);
+        if (stopping_) return;
+      }
+      Tick();
+    }
+  });
+}
+
+void ClusterState::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    Changed();
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+void ClusterState::Tick() {
+  absl::MutexLock lock(&mu_);
+  ExpireLeasesLocked();
+  work_pending_ = false;
+  ScheduleLocked();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs
+
+void ClusterState::Persist(JobEntry& entry) {
+  ++entry.version;
+  if (auto s = store_->PutJob(entry.job); !s.ok()) {
+    // The in-memory state stays ahead of the store; the next successful write of this job
+    // carries the change. Log loudly: an operator must look at the disk.
+    spdlog::error("store write for job {} failed: {}", entry.job.id(), std::string(s.message()));
+  }
+  Changed();
+}
+
+void ClusterState::AddEvent(JobEntry& entry, std::string reason, std::string message) {
+  pb::Job& job = entry.job;
+  if (!message.empty()) spdlog::info("job {}: {} {}", job.id(), reason, message);
+  auto* event = job.add_events();
+  *event->mutable_time() = ToProtoTime(Now());
+  event->set_state(job.state());
+  event->set_reason(std::move(reason));
+  event->set_message(std::move(message));
+  if (static_cast<size_t>(job.events_size()) > options_.max_events_per_job) {
+    // Keep the first event (submission) and the newest ones.
+    job.mutable_events()->DeleteSubrange(1, 1);
+  }
+}
+
+pb::NodePlacement* ClusterState::PlacementOn(pb::Job& job, const std::string& node) const {
+  for (auto& p : *job.mutable_placement()) {
+    if (p.node() == node) return &p;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string& request_id) {
+  if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
+  if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
+  if (!request_id.empty()) {
+    if (auto it = job_by_request_.find(request_id); it != job_by_request_.end()) {
+      return jobs_.at(it->second).job;  // a retried submission: the first one stands
+    }
+  }
+  // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
+  if (!nodes_.empty()) {
+    auto feasible = policy_->Place(ToPlacementRequest(spec), NodeViews(/*all_free=*/true));
+    if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
+    }
+  }
+  const uint64_t seq = next_seq_;
+  pb::Job job;
+  job.set_id(absl::StrFormat("job-%06d", seq));
+  job.set_submit_seq(seq);
+  job.set_request_id(request_id);
+  *job.mutable_spec() = std::move(spec);
+  job.set_state(pb::JOB_STATE_PENDING);
+  *job.mutable_created_at() = ToProtoTime(Now());
+  JobEntry entry{std::move(job)};
+  AddEvent(entry, "Submitted", absl::StrCat("by ", entry.job.spec().user()));
+  // Durable before it is acknowledged or visible: on failure nothing is kept.
+  if (auto s = store_->PutJob(entry.job); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("job not stored: ", s.message()));
+  }
+  next_seq_ = seq + 1;
+  const std::string id = entry.job.id();
+  if (!request_id.empty()) job_by_request_[request_id] = id;
+  auto& stored = jobs_[id] = std::move(entry);
+  work_pending_ = true;
+  Changed();
+  return stored.job;
+}
+
+absl::StatusOr<pb::Job> ClusterState::GetJob(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  return it->second.job;
+}
+
+absl::StatusOr<pb::ListJobsResponse> ClusterState::ListJobs(const pb::ListJobsRequest& req) const {
+  if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  const int page_size = req.page_size() == 0 ? 100 : std::min(req.page_size(), 1000);
+  uint64_t after_seq = 0;
+  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &after_seq)) {
+    return absl::InvalidArgumentError("page_token: not a token returned by ListJobs");
+  }
+  std::set<int> states(req.states().begin(), req.states().end());
+  absl::MutexLock lock(&mu_);
+  std::vector<const pb::Job*> matching;
+  for (const auto& [id, entry] : jobs_) {
+    const pb::Job& job = entry.job;
+    if (job.submit_seq() <= after_seq) continue;
+    if (!states.empty() && !states.contains(job.state())) continue;
+    if (!req.user().empty() && job.spec().user() != req.user()) continue;
+    bool labels_match = true;
+    for (const auto& [k, v] : req.labels()) {
+      auto it = job.spec().labels().find(k);
+      if (it == job.spec().labels().end() || it->second != v) labels_match = false;
+    }
+    if (labels_match) matching.push_back(&job);
+  }
+  std::sort(matching.begin(), matching.end(),
+            [](const pb::Job* a, const pb::Job* b) { return a->submit_seq() < b->submit_seq(); });
+  pb::ListJobsResponse response;
+  for (const pb::Job* job : matching) {
+    if (response.jobs_size() == page_size) {
+      response.set_next_page_token(absl::StrCat(response.jobs(page_size - 1).submit_seq()));
+      break;
+    }
+    *response.add_jobs() = *job;
+  }
+  return response;
+}
+
+absl::StatusOr<pb::Job> ClusterState::Cancel(const std::string& id, const std::string& reason) {
+  if (reason.size() > 1024) return absl::InvalidArgumentError("reason: longer than 1024 bytes");
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  JobEntry& entry = it->second;
+  if (IsTerminal(entry.job.state())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " already ended (", JobStateName(entry.job.state()), ")"));
+  }
+  const std::string message = reason.empty() ? "cancelled by request" : reason;
+  ReleaseClaims(entry, "job cancelled");
+  entry.job.set_state(pb::JOB_STATE_CANCELLED);
+  entry.job.set_reason("Cancelled");
+  entry.job.set_message(message);
+  *entry.job.mutable_finished_at() = ToProtoTime(Now());
+  AddEvent(entry, "Cancelled", message);
+  Persist(entry);
+  return entry.job;
+}
+
+absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::string& id,
+                                                                   uint64_t after_version,
+                                                                   absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+    if (it->second.version > after_version || stopping_ || Now() >= deadline) {
+      return std::make_pair(it->second.job, it->second.version);
+    }
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduling
+
+std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
+  std::vector<scheduler::NodeView> views;
+  views.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) {
+    scheduler::NodeView view;
+    view.name = name;
+    view.schedulable = all_free || (node.ready && !node.record.drained());
+    std::set<std::string> held;
+    for (const auto& [key, claim] : node.claims) held.insert(claim.device_ids.begin(), claim.device_ids.end());
+    for (const auto& device : node.inventory.devices) {
+      view.devices.push_back({&device, all_free || !held.contains(device.id)});
+    }
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+absl::StatusOr<int> ClusterState::PickRendezvousPort(const std::string& address) const {
+  // Ports of live jobs whose rank 0 shares this address (several agents may share a host).
+  std::set<int> used;
+  for (const auto& [id, entry] : jobs_) {
+    if (!Active(entry.job.state())) continue;
+    const std::string& endpoint = entry.job.rendezvous_endpoint();
+    const auto colon = endpoint.rfind(':');
+    int port = 0;
+    if (colon != std::string::npos && endpoint.substr(0, colon) == address &&
+        absl::SimpleAtoi(endpoint.substr(colon + 1), &port)) {
+      used.insert(port);
+    }
+  }
+  for (int port = options_.rendezvous_port_min; port <= options_.rendezvous_port_max; ++port) {
+    if (!used.contains(port)) return port;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("no free rendezvous port on ", address));
+}
+
+absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement& placement) {
+  pb::Job& job = entry.job;
+  const NodeEntry& rank0 = nodes_.at(placement.nodes.front().node);
+  auto port = PickRendezvousPort(rank0.record.address());
+  if (!port.ok()) return port.status();
+  LaunchInput input;
+  input.job_id = job.id();
+  input.generation = job.generation() + 1;
+  input.restart_count = job.restart_count();
+  input.vendor = placement.vendor;
+  input.rendezvous_port = *port;
+  for (const auto& assignment : placement.nodes) {
+    const NodeEntry& node = nodes_.at(assignment.node);
+    LaunchNode launch{assignment.node, node.record.address(), node.record.torchrun_path(),
+                      node.record.work_dir(), assignment.device_ids, {}};
+    for (const auto& d : node.inventory.devices) launch.device_index[d.id] = d.index;
+    input.nodes.push_back(std::move(launch));
+  }
+  auto plans = BuildLaunchPlans(job.spec(), input);
+  if (!plans.ok()) return plans.status();
+
+  job.set_generation(input.generation);
+  job.set_vendor(std::string(VendorName(placement.vendor)));
+  job.set_rendezvous_endpoint(absl::StrCat(rank0.record.address(), ":", *port));
+  job.clear_placement();
+  job.clear_launch_plan();
+  for (size_t rank = 0; rank < placement.nodes.size(); ++rank) {
+    const auto& assignment = placement.nodes[rank];
+    auto* p = job.add_placement();
+    p->set_node(assignment.node);
+    p->set_node_rank(static_cast<int>(rank));
+    for (const auto& d : assignment.device_ids) p->add_device_ids(d);
+    NodeEntry& node = nodes_.at(assignment.node);
+    BumpOrders(node);
+    Claim& claim = node.claims[{job.id(), job.generation()}];
+    claim.device_ids = assignment.device_ids;
+    claim.created_at_version = node.orders_version;
+  }
+  for (auto& plan : *plans) *job.add_launch_plan() = std::move(plan);
+  job.set_state(pb::JOB_STATE_SCHEDULED);
+  job.set_reason("Scheduled");
+  std::vector<std::string> where;
+  for (const auto& p : job.placement()) {
+    where.push_back(absl::StrCat(p.node(), p.device_ids_size() ? "[" : "",
+                                 absl::StrJoin(p.device_ids(), ","), p.device_ids_size() ? "]" : ""));
+  }
+  job.set_message(absl::StrCat("generation ", job.generation(), " on ", absl::StrJoin(where, " ")));
+  *job.mutable_scheduled_at() = ToProtoTime(Now());
+  AddEvent(entry, "Scheduled", job.message());
+  Persist(entry);
+  return absl::OkStatus();
+}
+
+void ClusterState::ScheduleLocked() {
+  std::vector<JobEntry*> pending;
+  for (auto& [id, entry] : jobs_) {
+    if (entry.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&entry);
+  }
+  // Higher priority first, then submission order.
+  std::sort(pending.begin(), pending.end(), [](const JobEntry* a, const JobEntry* b) {
+    if (a->job.spec().priority() != b->job.spec().priority()) {
+      return a->job.spec().priority() > b->job.spec().priority();
+    }
+    return a->job.submit_seq() < b->job.submit_seq();
+  });
+  for (JobEntry* entry : pending) {
+    auto placement = policy_->Place(ToPlacementRequest(entry->job.spec()), NodeViews(false));
+    absl::Status status = placement.status();
+    if (placement.ok()) status = PlaceJob(*entry, *placement);
+    if (status.ok()) continue;
+    // Still pending: record why, once per distinct reason.
+    const std::string reason =
+        absl::IsFailedPrecondition(status) ? "Unresolvable" : "Unschedulable";
+    const std::string message = std::string(status.message());
+    if (entry->job.reason() != reason || entry->job.message() != message) {
+      entry->job.set_reason(reason);
+      entry->job.set_message(message);
+      AddEvent(*entry, reason, message);
+      Persist(*entry);
+    }
+  }
+}
+
+void ClusterState::ReleaseClaims(JobEntry& entry, const std::string& reason) {
+  const JobGen key{entry.job.id(), entry.job.generation()};
+  for (const auto& p : entry.job.placement()) {
+    auto node = nodes_.find(p.node());
+    if (node == nodes_.end()) continue;
+    auto claim = node->second.claims.find(key);
+    if (claim == node->second.claims.end() || !claim->second.desired) continue;
+    BumpOrders(node->second);
+    claim->second.desired = false;
+    claim->second.kill_reason = reason;
+    claim->second.undesired_at_version = node->second.orders_version;
+  }
+  work_pending_ = true;
+}
+
+void ClusterState::FailOrRestart(JobEntry& entry, const std::string& reason,
+                                 const std::string& message) {
+  pb::Job& job = entry.job;
+  ReleaseClaims(entry, absl::StrCat("gang stopped: ", message));
+  if (job.restart_count() < job.spec().max_restarts()) {
+    job.set_restart_count(job.restart_count() + 1);
+    job.set_state(pb::JOB_STATE_PENDING);
+    job.set_reason("Restarting");
+    job.set_message(absl::StrCat(message, "; restart ", job.restart_count(), " of ",
+                                 job.spec().max_restarts()));
+    AddEvent(entry, reason, job.message());
+  } else {
+    job.set_state(pb::JOB_STATE_FAILED);
+    job.set_reason(reason);
+    job.set_message(message);
+    *job.mutable_finished_at() = ToProtoTime(Now());
+    AddEvent(entry, reason, message);
+  }
+  Persist(entry);
+}
+
+void ClusterState::OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
+                                const std::string& message) {
+  pb::Job& job = entry.job;
+  pb::NodePlacement* p = PlacementOn(job, node);
+  if (p == nullptr) return;
+  p->set_started(true);
+  p->set_exited(true);
+  p->set_exit_code(exit_code);
+  p->set_exit_message(message);
+  if (exit_code != 0) {
+    FailOrRestart(entry, "NonZeroExit",
+                  absl::StrCat("node ", node, " exited with code ", exit_code,
+                               message.empty() ? "" : ": ", message));
+    return;
+  }
+  AddEvent(entry, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
+  const bool all_done = std::all_of(job.placement().begin(), job.placement().end(),
+                                    [](const pb::NodePlacement& q) { return q.exited(); });
+  if (all_done) {
+    job.set_state(pb::JOB_STATE_SUCCEEDED);
+    job.set_reason("Succeeded");
+    job.set_message("every node exited with code 0");
+    *job.mutable_finished_at() = ToProtoTime(Now());
+    AddEvent(entry, "Succeeded", job.message());
+    work_pending_ = true;
+  }
+  Persist(entry);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents
+
+absl::Status ClusterState::CheckSessionLocked(const std::string& node, const std::string& session) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.session_id.empty() || it->second.session_id != session) {
+    return absl::NotFoundError(absl::StrCat("no live session ", session, " for node '", node,
+                                            "'; register again"));
+  }
+  return absl::OkStatus();
+}
+
+void ClusterState::ApplyProcessReports(
+    NodeEntry& node, const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
+    bool registering) {
+  const std::string& node_name = node.record.name();
+  std::set<JobGen> reported;
+  for (const auto& r : reports) {
+    const JobGen key{r.job_id(), r.generation()};
+    reported.insert(key);
+    auto claim_it = node.claims.find(key);
+    if (claim_it == node.claims.end()) {
+      if (r.running()) {
+        // A process the daemon does not want here (stale generation, or a job that ended while
+        // the daemon was down): hold its devices and order it stopped.
+        BumpOrders(node);
+        Claim& claim = node.claims[key];
+        claim.device_ids.assign(r.device_ids().begin(), r.device_ids().end());
+        claim.desired = false;
+        claim.kill_reason = "not assigned to this node by the daemon";
+        claim.undesired_at_version = node.orders_version;
+      }
+      continue;
+    }
+    Claim& claim = claim_it->second;
+    auto job_it = jobs_.find(r.job_id());
+    if (!claim.desired || job_it == jobs_.end()) {
+      if (r.exited()) {
+        node.claims.erase(claim_it);
+        BumpOrders(node);
+        work_pending_ = true;
+      }
+      continue;
+    }
+    JobEntry& entry = job_it->second;
+    if (r.exited()) {
+      node.claims.erase(claim_it);
+      BumpOrders(node);
+      work_pending_ = true;
+      OnNodeExited(entry, node_name, r.exit_code(), r.message());
+    } else if (r.running()) {
+      pb::NodePlacement* p = PlacementOn(entry.job, node_name);
+      if (p == nullptr) continue;
+      if (p->global_ranks_size() == 0 && r.global_ranks_size() > 0) {
+        *p->mutable_global_ranks() = r.global_ranks();
+        Persist(entry);
+      }
+      if (p->started()) continue;
+      p->set_started(true);
+      AddEvent(entry, "NodeStarted", absl::StrCat("node ", node_name, " started pid ", r.pid(),
+                                                  r.note().empty() ? "" : "; ", r.note()));
+      const bool all_started = std::all_of(entry.job.placement().begin(), entry.job.placement().end(),
+                                           [](const pb::NodePlacement& q) { return q.started(); });
+      if (all_started && entry.job.state() == pb::JOB_STATE_SCHEDULED) {
+        entry.job.set_state(pb::JOB_STATE_RUNNING);
+        entry.job.set_reason("Running");
+        entry.job.set_message("every node started");
+        *entry.job.mutable_started_at() = ToProtoTime(Now());
+        AddEvent(entry, "Running", entry.job.message());
+      }
+      Persist(entry);
+    }
+  }
+  // Claims the agent no longer reports.
+  for (auto it = node.claims.begin(); it != node.claims.end();) {
+    const auto& [key, claim] = *it;
+    if (reported.contains(key)) {
+      ++it;
+      continue;
+    }
+    if (!claim.desired) {
+      // Gone once the agent has acted on the kill (or never started it).
+      if (registering || node.applied_version >= claim.undesired_at_version) {
+        it = node.claims.erase(it);
+        work_pending_ = true;
+        continue;
+      }
+      ++it;
+      continue;
+    }
+    auto job_it = jobs_.find(key.first);
+    pb::NodePlacement* p = job_it == jobs_.end() ? nullptr : PlacementOn(job_it->second.job, node_name);
+    const bool should_know = registering ? (p != nullptr && p->started())
+                                         : node.applied_version >= claim.created_at_version;
+    if (!should_know || p == nullptr) {
+      ++it;
+      continue;
+    }
+    // The agent acted on the launch (or ran it before) but has no record: the processes are gone.
+    it = node.claims.erase(it);
+    work_pending_ = true;
+    FailOrRestart(job_it->second, "ProcessLost",
+                  absl::StrCat("node ", node_name, " no longer has the job's processes"));
+  }
+}
+
+absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRequest& req) {
+  if (auto s = ValidateNodeName(req.node_name()); !s.ok()) return s;
+  if (req.address().empty() || req.address().size() > 255) {
+    return absl::InvalidArgumentError("address: required, at most 255 characters");
+  }
+  if (req.torchrun_path().empty() || req.torchrun_path()[0] != '/') {
+    return absl::InvalidArgumentError("torchrun_path: must be an absolute path");
+  }
+  if (req.work_dir().empty() || req.work_dir()[0] != '/') {
+    return absl::InvalidArgumentError("work_dir: must be an absolute path");
+  }
+  auto inventory = FromProto(req.inventory());
+  if (!inventory.ok()) return inventory.status();
+
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
+  const bool known = nodes_.contains(req.node_name());
+  NodeEntry& node = nodes_[req.node_name()];
+  const absl::Time now = Now();
+  if (!known) {
+    node.record.set_name(req.node_name());
+    *node.record.mutable_registered_at() = ToProtoTime(now);
+    node.orders_version = static_cast<uint64_t>(absl::ToUnixMicros(now));
+  }
+  // A changed inventory replaces the old one; claims (running jobs) are left as they are.
+  node.record.set_address(req.address());
+  node.record.set_torchrun_path(req.torchrun_path());
+  node.record.set_work_dir(req.work_dir());
+  *node.record.mutable_inventory() = req.inventory();
+  node.inventory = *std::move(inventory);
+  node.session_id = NewSessionId();
+  node.ready = true;
+  node.last_heartbeat = now;
+  node.applied_version = 0;
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+  }
+  ApplyProcessReports(node, req.processes(), /*registering=*/true);
+  BumpOrders(node);
+  work_pending_ = true;
+  spdlog::info("node {} registered ({} devices, {} processes reported)", req.node_name(),
+               node.inventory.devices.size(), req.processes_size());
+  pb::RegisterResponse response;
+  response.set_session_id(node.session_id);
+  response.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+  response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  return response;
+}
+
+absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckSessionLocked(req.node_name(), req.session_id()); !s.ok()) return s;
+  NodeEntry& node = nodes_.at(req.node_name());
+  node.last_heartbeat = Now();
+  node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
+  ApplyProcessReports(node, req.processes(), /*registering=*/false);
+  return absl::OkStatus();
+}
+
+void ClusterState::ExpireLeasesLocked() {
+  const absl::Time now = Now();
+  for (auto& [name, node] : nodes_) {
+    const bool lapsed = now - node.last_heartbeat > options_.lease_ttl;
+    if (!lapsed || (!node.ready && node.claims.empty())) continue;
+    if (node.ready) spdlog::warn("node {}: lease lapsed, now NotReady", name);
+    node.ready = false;
+    node.session_id.clear();  // the agent must register again and report what still runs
+    std::vector<JobGen> lost;
+    for (const auto& [key, claim] : node.claims) {
+      if (claim.desired) lost.push_back(key);
+    }
+    node.claims.clear();
+    BumpOrders(node);
+    for (const auto& key : lost) {
+      auto job = jobs_.find(key.first);
+      if (job == jobs_.end() || job->second.job.generation() != key.second) continue;
+      FailOrRestart(job->second, "NodeLost",
+                    absl::StrCat("node ", name, " stopped renewing its lease"));
+    }
+  }
+}
+
+pb::Orders ClusterState::OrdersFor(const NodeEntry& node) const {
+  pb::Orders orders;
+  orders.set_version(node.orders_version);
+  for (const auto& [key, claim] : node.claims) {
+    if (!claim.desired) {
+      auto* kill = orders.add_kills();
+      kill->set_job_id(key.first);
+      kill->set_generation(key.second);
+      kill->set_reason(claim.kill_reason);
+      continue;
+    }
+    const auto job = jobs_.find(key.first);
+    if (job == jobs_.end()) continue;
+    for (const auto& plan : job->second.job.launch_plan()) {
+      if (plan.node() != node.record.name()) continue;
+      auto* launch = orders.add_launches();
+      launch->set_job_id(key.first);
+      launch->set_generation(key.second);
+      *launch->mutable_plan() = plan;
+      for (const auto& d : claim.device_ids) launch->add_device_ids(d);
+    }
+  }
+  return orders;
+}
+
+absl::StatusOr<std::optional<pb::Orders>> ClusterState::WaitOrders(const std::string& node_name,
+                                                                   const std::string& session,
+                                                                   uint64_t after_version,
+                                                                   absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
+    if (auto s = CheckSessionLocked(node_name, session); !s.ok()) return s;
+    const NodeEntry& node = nodes_.at(node_name);
+    if (node.orders_version > after_version) return std::optional<pb::Orders>(OrdersFor(node));
+    if (Now() >= deadline) return std::optional<pb::Orders>();
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::Status ClusterState::CheckLogPush(const std::string& node, const std::string& session,
+                                        const std::string& job_id, uint64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  if (auto s = CheckSessionLocked(node, session); !s.ok()) return s;
+  auto job = jobs_.find(job_id);
+  if (job == jobs_.end() || generation == 0 || generation > job->second.job.generation()) {
+    // Distinct from the session's NOT_FOUND: the agent drops these logs instead of re-registering.
+    return absl::FailedPreconditionError(absl::StrCat("no job ", job_id, " generation ", generation));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster views
+
+pb::Node ClusterState::NodeSnapshot(const NodeEntry& node) const {
+  pb::Node out = node.record;
+  out.set_state(node.ready ? pb::NODE_STATE_READY : pb::NODE_STATE_NOT_READY);
+  *out.mutable_last_heartbeat() = ToProtoTime(node.last_heartbeat);
+  for (const auto& [key, claim] : node.claims) {
+    if (claim.desired) out.add_running_jobs(key.first);
+  }
+  // Device use as the daemon sees it (health and memory come from the agent's inventory).
+  return out;
+}
+
+std::vector<pb::Node> ClusterState::ListNodes() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::Node> out;
+  for (const auto& [name, node] : nodes_) out.push_back(NodeSnapshot(node));
+  return out;
+}
+
+absl::StatusOr<pb::Node> ClusterState::GetNode(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("node '", name, "' not found"));
+  return NodeSnapshot(it->second);
+}
+
+absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std::string& node_name,
+                                                                      const std::string& vendor) const {
+  if (!vendor.empty() && !ParseVendor(vendor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vendor: unknown vendor '", vendor, "' (known: ", kKnownVendorList, ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!node_name.empty() && !nodes_.contains(node_name)) {
+    return absl::NotFoundError(absl::StrCat("node '", node_name, "' not found"));
+  }
+  std::vector<pb::DeviceView> out;
+  for (const auto& [name, node] : nodes_) {
+    if (!node_name.empty() && name != node_name) continue;
+    std::map<std::string, std::string> holder;
+    for (const auto& [key, claim] : node.claims) {
+      for (const auto& d : claim.device_ids) holder[d] = key.first;
+    }
+    for (const auto& device : node.inventory.devices) {
+      if (!vendor.empty() && VendorName(device.vendor) != vendor) continue;
+      pb::DeviceView view;
+      view.set_node(name);
+      *view.mutable_device() = ToProto(device);
+      if (auto it = holder.find(device.id); it != holder.end()) view.set_allocated_to(it->second);
+      out.push_back(std::move(view));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<pb::Node> ClusterState::SetDrained(const std::string& name, bool drained) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("node '", name, "' not found"));
+  NodeEntry& node = it->second;
+  if (node.record.drained() != drained) {
+    node.record.set_drained(drained);
+    if (auto s = store_->PutNode(node.record); !s.ok()) {
+      node.record.set_drained(!drained);
+      return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));
+    }
+    spdlog::info("node {} {}", name, drained ? "drained" : "undrained");
+    work_pending_ = true;
+    Changed();
+  }
+  return NodeSnapshot(node);
+}
+
+}  // namespace hetpool::daemon

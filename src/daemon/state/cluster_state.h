@@ -1,0 +1,164 @@
+// ClusterState: the daemon's model of the pool (nodes, their devices, claims on them) and of every
+// job, with the job state machine. Services call it; a background loop expires leases and runs
+// scheduling cycles. Every transition is written to the Store before it is visible to callers.
+//
+// Claims: a node holds a claim per (job, generation) that it should run or that may still be
+// running there. A claim is "desired" while the job wants it to run; once undesired (cancel,
+// failure, restart) it stays, holding its devices, until the agent reports the process gone.
+// Devices are therefore never handed to a new job while old processes still use them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "hetpool/device.h"
+#include "hetpool/v1/agent.pb.h"
+#include "hetpool/v1/cluster.pb.h"
+#include "hetpool/v1/job.pb.h"
+#include "scheduler/placement_policy.h"
+#include "src/daemon/store/store.h"
+
+namespace hetpool::daemon {
+
+namespace pb = ::hetpool::v1;
+
+struct ClusterOptions {
+  absl::Duration lease_ttl = absl::Seconds(10);
+  absl::Duration heartbeat_interval = absl::Seconds(2);  // suggested to agents
+  absl::Duration tick = absl::Milliseconds(500);         // scheduling/lease loop period
+  int rendezvous_port_min = 29500;
+  int rendezvous_port_max = 30499;
+  size_t max_events_per_job = 200;
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+class ClusterState {
+ public:
+  ClusterState(ClusterOptions options, Store* store, scheduler::PlacementPolicy* policy);
+  ~ClusterState();
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  // Loads jobs and nodes from the store. Nodes start NotReady with one lease of grace to
+  // re-register; jobs that were running keep their claims so their processes are re-adopted.
+  absl::Status Load();
+  // Starts / stops the background loop (lease expiry, scheduling). Stop also wakes every waiter.
+  void Start();
+  void Stop();
+  // One loop iteration; tests drive it directly with an injected clock.
+  void Tick();
+
+  // --- JobService
+  absl::StatusOr<pb::Job> Submit(pb::JobSpec spec, const std::string& request_id);
+  absl::StatusOr<pb::Job> GetJob(const std::string& id) const;
+  absl::StatusOr<pb::ListJobsResponse> ListJobs(const pb::ListJobsRequest& request) const;
+  absl::StatusOr<pb::Job> Cancel(const std::string& id, const std::string& reason);
+  // Returns the job once its change counter passes `after_version`, or at `deadline` (then the
+  // current snapshot). The pair's second member is the counter to pass next time.
+  absl::StatusOr<std::pair<pb::Job, uint64_t>> WaitJob(const std::string& id, uint64_t after_version,
+                                                       absl::Time deadline) const;
+
+  // --- AgentService
+  absl::StatusOr<pb::RegisterResponse> Register(const pb::RegisterRequest& request);
+  absl::Status Heartbeat(const pb::HeartbeatRequest& request);
+  // The node's desired orders once their version passes `after_version`; nullopt at the deadline.
+  absl::StatusOr<std::optional<pb::Orders>> WaitOrders(const std::string& node,
+                                                       const std::string& session,
+                                                       uint64_t after_version,
+                                                       absl::Time deadline) const;
+  // Whether logs for (job, generation) may be pushed by this session's node.
+  absl::Status CheckLogPush(const std::string& node, const std::string& session,
+                            const std::string& job_id, uint64_t generation) const;
+
+  // --- ClusterService
+  std::vector<pb::Node> ListNodes() const;
+  absl::StatusOr<pb::Node> GetNode(const std::string& name) const;
+  absl::StatusOr<std::vector<pb::DeviceView>> ListDevices(const std::string& node,
+                                                          const std::string& vendor) const;
+  absl::StatusOr<pb::Node> SetDrained(const std::string& name, bool drained);
+
+  bool stopping() const;
+
+ private:
+  using JobGen = std::pair<std::string, uint64_t>;
+  struct Claim {
+    std::vector<std::string> device_ids;
+    bool desired = true;
+    std::string kill_reason;
+    uint64_t created_at_version = 0;    // orders version that first carried the launch
+    uint64_t undesired_at_version = 0;  // orders version that first carried the kill
+  };
+  struct NodeEntry {
+    pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
+    NodeInventory inventory;
+    std::string session_id;
+    bool ready = false;
+    absl::Time last_heartbeat;
+    uint64_t orders_version = 0;
+    uint64_t applied_version = 0;
+    std::map<JobGen, Claim> claims;
+  };
+  struct JobEntry {
+    pb::Job job;
+    uint64_t version = 1;
+  };
+
+  absl::Time Now() const { return options_.clock(); }
+  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BumpOrders(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSessionLocked(const std::string& node, const std::string& session) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Persist(JobEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEvent(JobEntry& entry, std::string reason, std::string message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  pb::Node NodeSnapshot(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) const;
+
+  // Job state machine.
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PlaceJob(JobEntry& entry, const scheduler::Placement& placement)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops every claim of the job's current generation with `reason`.
+  void ReleaseClaims(JobEntry& entry, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank failed or a node was lost: restart the gang if restarts remain, else FAILED.
+  void FailOrRestart(JobEntry& entry, const std::string& reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
+                    const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyProcessReports(NodeEntry& node,
+                           const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
+                           bool registering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<scheduler::NodeView> NodeViews(bool all_free) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> PickRendezvousPort(const std::string& address) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  pb::Orders OrdersFor(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const ClusterOptions options_;
+  Store* const store_;
+  scheduler::PlacementPolicy* const policy_;
+
+  mutable absl::Mutex mu_;
+  mutable absl::CondVar changed_;  // signalled on every change (watchers, order streams, loop)
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool work_pending_ ABSL_GUARDED_BY(mu_) = false;  // something may now be schedulable
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> job_by_request_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+
+  std::thread loop_;  // last member: joined before the state it uses goes away
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,167 @@
+#include "src/daemon/state/job_validation.h"
+
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "hetpool/vendor.h"
+
+namespace hetpool::daemon {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+bool IsIdentifierChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
+
+absl::Status CheckName(absl::string_view field, const std::string& value, size_t max,
+                       bool required) {
+  if (value.empty()) return required ? Invalid(field, "required") : absl::OkStatus();
+  if (value.size() > max) return Invalid(field, absl::StrCat("longer than ", max, " characters"));
+  for (char c : value) {
+    if (!IsIdentifierChar(c)) {
+      return Invalid(field, absl::StrCat("'", value, "' may only use letters, digits, '.', '_', '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckText(absl::string_view field, const std::string& value, size_t max) {
+  if (value.size() > max) return Invalid(field, absl::StrCat("longer than ", max, " bytes"));
+  if (value.find('\0') != std::string::npos) return Invalid(field, "contains a NUL byte");
+  return absl::OkStatus();
+}
+
+bool IsEnvName(const std::string& name) {
+  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
+absl::Status CheckRange(absl::string_view field, int value, int min, int max) {
+  if (value < min || value > max) {
+    return Invalid(field, absl::StrCat("must be between ", min, " and ", max, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateNodeName(const std::string& name) {
+  if (auto s = CheckName("node_name", name, 63, true); !s.ok()) return s;
+  if (name[0] == '.') return Invalid("node_name", "may not start with '.'");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
+  if (auto s = CheckName("name", spec.name(), limits.max_name, false); !s.ok()) return s;
+  if (auto s = CheckName("user", spec.user(), limits.max_user, true); !s.ok()) return s;
+
+  if (spec.labels_size() > static_cast<int>(limits.max_labels)) {
+    return Invalid("labels", absl::StrCat("more than ", limits.max_labels, " labels"));
+  }
+  for (const auto& [key, value] : spec.labels()) {
+    if (auto s = CheckName(absl::StrCat("labels[", key, "]"), key, limits.max_label_key, true); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckText(absl::StrCat("labels[", key, "]"), value, limits.max_label_value); !s.ok()) {
+      return s;
+    }
+  }
+
+  const bool has_command = spec.command_size() > 0;
+  const bool has_python = spec.has_python();
+  if (has_command == has_python) {
+    return Invalid("command", has_command ? "give either command or python, not both"
+                                          : "required (an argv list, or python.script)");
+  }
+  if (has_command) {
+    if (spec.command_size() > static_cast<int>(limits.max_args)) {
+      return Invalid("command", absl::StrCat("more than ", limits.max_args, " arguments"));
+    }
+    if (spec.command(0).empty()) return Invalid("command[0]", "the program may not be empty");
+    for (int i = 0; i < spec.command_size(); ++i) {
+      if (auto s = CheckText(absl::StrCat("command[", i, "]"), spec.command(i), limits.max_arg_bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
+  } else {
+    if (spec.python().script().empty()) return Invalid("python.script", "required");
+    if (auto s = CheckText("python.script", spec.python().script(), limits.max_path); !s.ok()) return s;
+    if (spec.python().args_size() > static_cast<int>(limits.max_args)) {
+      return Invalid("python.args", absl::StrCat("more than ", limits.max_args, " arguments"));
+    }
+    for (int i = 0; i < spec.python().args_size(); ++i) {
+      if (auto s = CheckText(absl::StrCat("python.args[", i, "]"), spec.python().args(i),
+                             limits.max_arg_bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+
+  if (spec.working_dir().empty()) return Invalid("working_dir", "required (an absolute path)");
+  if (auto s = CheckText("working_dir", spec.working_dir(), limits.max_path); !s.ok()) return s;
+  if (spec.working_dir()[0] != '/') return Invalid("working_dir", "must be an absolute path");
+
+  if (spec.env_size() > static_cast<int>(limits.max_env)) {
+    return Invalid("env", absl::StrCat("more than ", limits.max_env, " variables"));
+  }
+  for (const auto& [key, value] : spec.env()) {
+    const std::string field = absl::StrCat("env[", key, "]");
+    if (!IsEnvName(key)) return Invalid(field, "not a valid variable name");
+    if (absl::StartsWith(key, "HETPOOL_")) return Invalid(field, "HETPOOL_* variables are set by hetpool");
+    if (auto s = CheckText(field, value, limits.max_env_value); !s.ok()) return s;
+  }
+
+  if (auto s = CheckRange("nnodes", spec.nnodes(), 1, limits.max_nnodes); !s.ok()) return s;
+  if (auto s = CheckRange("devices_per_node", spec.devices_per_node(), 0, limits.max_devices_per_node);
+      !s.ok()) {
+    return s;
+  }
+  if (spec.procs_per_node() == 0) spec.set_procs_per_node(spec.devices_per_node());
+  if (auto s = CheckRange("procs_per_node", spec.procs_per_node(), 1, limits.max_procs_per_node);
+      !s.ok()) {
+    return spec.devices_per_node() == 0
+               ? Invalid("procs_per_node", "required for a CPU job (devices_per_node 0)")
+               : s;
+  }
+  if (auto s = CheckRange("max_restarts", spec.max_restarts(), 0, limits.max_restarts); !s.ok()) return s;
+  if (auto s = CheckRange("priority", spec.priority(), -limits.max_priority, limits.max_priority);
+      !s.ok()) {
+    return s;
+  }
+
+  const auto& req = spec.requirements();
+  std::set<std::string> vendors;
+  for (int i = 0; i < req.vendors_size(); ++i) {
+    const std::string field = absl::StrCat("requirements.vendors[", i, "]");
+    auto vendor = ParseVendor(req.vendors(i));
+    if (!vendor) {
+      return Invalid(field, absl::StrCat("unknown vendor '", req.vendors(i), "' (known: ",
+                                         kKnownVendorList, ")"));
+    }
+    vendors.insert(req.vendors(i));
+  }
+  const bool cpu_only = vendors.size() == 1 && vendors.contains("cpu");
+  if (cpu_only && spec.devices_per_node() > 0) {
+    return Invalid("devices_per_node", "a job restricted to vendor cpu takes no devices (use 0)");
+  }
+  if (!vendors.empty() && !vendors.contains("cpu") && spec.devices_per_node() == 0) {
+    return Invalid("devices_per_node", "0 makes a CPU job, but requirements.vendors excludes cpu");
+  }
+  if (req.models_size() > 64) return Invalid("requirements.models", "more than 64 models");
+  for (int i = 0; i < req.models_size(); ++i) {
+    if (auto s = CheckText(absl::StrCat("requirements.models[", i, "]"), req.models(i), 128); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,35 @@
+// Validation of a submitted JobSpec: every rule names the field it checks, so a researcher reading
+// INVALID_ARGUMENT knows what to fix. Also fills defaults (procs_per_node).
+#pragma once
+
+#include "absl/status/status.h"
+#include "hetpool/v1/job.pb.h"
+
+namespace hetpool::daemon {
+
+// Limits on request fields; oversized input is refused rather than truncated.
+struct SpecLimits {
+  size_t max_name = 128;
+  size_t max_user = 64;
+  size_t max_labels = 64;
+  size_t max_label_key = 63;
+  size_t max_label_value = 256;
+  size_t max_args = 1024;
+  size_t max_arg_bytes = 8192;
+  size_t max_env = 256;
+  size_t max_env_value = 32768;
+  size_t max_path = 4096;
+  int max_nnodes = 1024;
+  int max_devices_per_node = 64;
+  int max_procs_per_node = 256;
+  int max_restarts = 100;
+  int max_priority = 1000;
+};
+
+// Checks `spec` and fills defaults in place. INVALID_ARGUMENT with "field: problem" on failure.
+absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits = {});
+
+// Node names become file names and rendezvous ids: 1-63 of [A-Za-z0-9._-], not starting with '.'.
+absl::Status ValidateNodeName(const std::string& name);
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,146 @@
+#include "src/daemon/store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace hetpool::daemon {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+// Finalizes a prepared statement on every path out of a function.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrCat("open ", path, ": ", message));
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  absl::MutexLock lock(&store->mu_);
+  sqlite3_busy_timeout(db, 5000);
+  // WAL keeps readers off the writer's path; synchronous=FULL fsyncs the WAL on every commit, so
+  // an acknowledged write survives a crash of the process or the machine.
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                          "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+                          " state INTEGER NOT NULL, user TEXT NOT NULL, data BLOB NOT NULL)",
+                          "CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)",
+                          "CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL)"}) {
+    if (auto s = store->Exec(sql); !s.ok()) return s;
+  }
+  Statement version(db, "PRAGMA user_version");
+  if (!version.ok() || sqlite3_step(version.get()) != SQLITE_ROW) return store->Error("read schema version");
+  const int found = sqlite3_column_int(version.get(), 0);
+  if (found > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has schema version ", found, "; this hetpoold understands up to ", kSchemaVersion));
+  }
+  if (auto s = store->Exec("PRAGMA user_version=1"); !s.ok()) return s;
+  return store;
+}
+
+SqliteStore::~SqliteStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status SqliteStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string message = err ? err : "unknown error";
+    sqlite3_free(err);
+    return absl::InternalError(absl::StrCat("sqlite: ", sql, ": ", message));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Error(absl::string_view what) {
+  return absl::InternalError(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
+}
+
+absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
+  const std::string data = job.SerializeAsString();
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "INSERT INTO jobs (id, seq, state, user, data) VALUES (?1, ?2, ?3, ?4, ?5) "
+                      "ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data");
+  if (!stmt.ok()) return Error("prepare job upsert");
+  sqlite3_bind_text(stmt.get(), 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_STATIC);
+  sqlite3_bind_int64(stmt.get(), 2, static_cast<sqlite3_int64>(job.submit_seq()));
+  sqlite3_bind_int(stmt.get(), 3, job.state());
+  sqlite3_bind_text(stmt.get(), 4, job.spec().user().data(), static_cast<int>(job.spec().user().size()),
+                    SQLITE_STATIC);
+  sqlite3_bind_blob(stmt.get(), 5, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
+  if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error(absl::StrCat("write job ", job.id()));
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::PutNode(const hetpool::v1::Node& node) {
+  const std::string data = node.SerializeAsString();
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "INSERT INTO nodes (name, data) VALUES (?1, ?2) "
+                      "ON CONFLICT(name) DO UPDATE SET data=excluded.data");
+  if (!stmt.ok()) return Error("prepare node upsert");
+  sqlite3_bind_text(stmt.get(), 1, node.name().data(), static_cast<int>(node.name().size()),
+                    SQLITE_STATIC);
+  sqlite3_bind_blob(stmt.get(), 2, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
+  if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error(absl::StrCat("write node ", node.name()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::LoadJobs() {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT id, data FROM jobs ORDER BY seq");
+  if (!stmt.ok()) return Error("prepare job load");
+  std::vector<hetpool::v1::Job> jobs;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    hetpool::v1::Job job;
+    const void* blob = sqlite3_column_blob(stmt.get(), 1);
+    const int size = sqlite3_column_bytes(stmt.get(), 1);
+    if (!job.ParseFromArray(blob, size)) {
+      return absl::DataLossError(absl::StrCat(
+          "job row '", reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)),
+          "' does not parse"));
+    }
+    jobs.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return Error("load jobs");
+  return jobs;
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT name, data FROM nodes ORDER BY name");
+  if (!stmt.ok()) return Error("prepare node load");
+  std::vector<hetpool::v1::Node> nodes;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    hetpool::v1::Node node;
+    if (!node.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
+      return absl::DataLossError("a node row does not parse");
+    }
+    nodes.push_back(std::move(node));
+  }
+  if (rc != SQLITE_DONE) return Error("load nodes");
+  return nodes;
+}
+
+}  // namespace hetpool::daemon

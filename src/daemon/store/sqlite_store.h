@@ -1,0 +1,36 @@
+// Store on SQLite in WAL mode with synchronous=FULL: a committed transaction is on disk before the
+// call returns. Rows hold the serialized protobuf plus the columns queries filter on.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "src/daemon/store/store.h"
+
+struct sqlite3;
+
+namespace hetpool::daemon {
+
+class SqliteStore : public Store {
+ public:
+  // Opens (creating if needed) `path`, e.g. DATA_DIR/hetpool.db.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  ~SqliteStore() override;
+
+  absl::Status PutJob(const hetpool::v1::Job& job) override;
+  absl::Status PutNode(const hetpool::v1::Node& node) override;
+  absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
+  absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
+
+ private:
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Error(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hetpool::daemon

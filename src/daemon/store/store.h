@@ -1,0 +1,26 @@
+// Durable state of the control plane: jobs and nodes. Every call returns only after the change is
+// durable, so an acknowledged SubmitJob survives kill -9. SQLite is the embedded default; the etcd
+// implementation for the highly available control plane comes behind the same interface.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "hetpool/v1/cluster.pb.h"
+#include "hetpool/v1/job.pb.h"
+
+namespace hetpool::daemon {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Insert or replace by id.
+  virtual absl::Status PutJob(const hetpool::v1::Job& job) = 0;
+  virtual absl::Status PutNode(const hetpool::v1::Node& node) = 0;
+  // Everything, jobs in submission order.
+  virtual absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() = 0;
+  virtual absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() = 0;
+};
+
+}  // namespace hetpool::daemon

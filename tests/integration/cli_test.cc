@@ -1,0 +1,115 @@
+// hetpoolctl as researchers and CI use it: job files, tables and JSON, exit codes, one-line errors.
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster_harness.h"
+
+namespace hetpool::testing {
+namespace {
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new TestCluster(TestCluster::ExamplePool());
+    ASSERT_TRUE(cluster_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static std::string WriteFile(const std::string& name, const std::string& text) {
+    const std::string path = cluster_->dir() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  static TestCluster* cluster_;
+};
+TestCluster* CliTest::cluster_ = nullptr;
+
+TEST_F(CliTest, UnknownFieldInJobFileIsAnErrorNamingIt) {
+  const std::string file = WriteFile("typo.json", R"({"name": "x", "nnodes": 1, "devices_per_nodes": 2,
+      "command": ["/bin/true"]})");
+  std::string out;
+  EXPECT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 1);
+  EXPECT_NE(out.find("devices_per_nodes"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST_F(CliTest, InvalidSpecIsOneLineWithTheField) {
+  const std::string file = WriteFile("bad.json", R"({"nnodes": 0, "command": ["/bin/true"]})");
+  std::string out;
+  EXPECT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 1);
+  EXPECT_EQ(out, "hetpoolctl: INVALID_ARGUMENT: nnodes: must be between 1 and 1024, got 0\n");
+}
+
+TEST_F(CliTest, SubmitWaitGetListLogs) {
+  const std::string file = WriteFile("cpu.json", R"({
+      "name": "cli-cpu", "labels": {"suite": "cli"},
+      "python": {"script": "deploy/examples/train_ddp.py", "args": ["--steps", "3"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(",
+      "nnodes": 2, "devices_per_node": 0, "procs_per_node": 1,
+      "requirements": {"vendors": ["cpu"]}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  ASSERT_EQ(id.rfind("job-", 0), 0u) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+  EXPECT_NE(out.find(id + " SUCCEEDED"), std::string::npos) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"get", id, "-o", "json"}, &out), 0) << out;
+  auto job = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(job.is_discarded()) << out;
+  EXPECT_EQ(job["state"], "JOB_STATE_SUCCEEDED");
+  EXPECT_EQ(job["spec"]["labels"]["suite"], "cli");
+  EXPECT_EQ(job["launch_plan"][0]["env"]["HETPOOL_DIST_BACKEND"], "gloo");
+
+  ASSERT_EQ(cluster_->RunCli({"list", "--label", "suite=cli", "--state", "succeeded"}, &out), 0) << out;
+  EXPECT_NE(out.find(id), std::string::npos) << out;
+  EXPECT_NE(out.find("cli-cpu"), std::string::npos) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"logs", id}, &out), 0) << out;
+  EXPECT_NE(out.find("final loss"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"logs", id, "--rank", "1"}, &out), 0) << out;
+  EXPECT_NE(out.find("rank 1: WORLD_SIZE=2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("rank 0:"), std::string::npos) << out;
+
+  EXPECT_EQ(cluster_->RunCli({"cancel", id}, &out), 1);
+  EXPECT_NE(out.find("FAILED_PRECONDITION"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, WaitTimesOutWithItsOwnExitCode) {
+  // Needs more NVIDIA cards than are free while we drain both nodes.
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"drain", "node-a"}, &out), 0) << out;
+  const std::string file = WriteFile("wait.json", R"({"command": ["/bin/true"], "nnodes": 1,
+      "devices_per_node": 1, "working_dir": "/tmp"})");
+  ASSERT_EQ(cluster_->RunCli({"drain", "node-b"}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "1s"}, &out), 124) << out;
+  ASSERT_EQ(cluster_->RunCli({"undrain", "node-a"}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"undrain", "node-b"}, &out), 0) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "60s"}, &out), 0) << out;
+}
+
+TEST_F(CliTest, ClusterViews) {
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"nodes"}, &out), 0) << out;
+  EXPECT_NE(out.find("node-a"), std::string::npos);
+  EXPECT_NE(out.find("2xmetax/MXC500"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"devices", "--vendor", "cambricon"}, &out), 0) << out;
+  EXPECT_NE(out.find("MLU370-X8"), std::string::npos) << out;
+  EXPECT_EQ(out.find("H100"), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"get", "job-999999"}, &out), 1);
+  EXPECT_EQ(out, "hetpoolctl: NOT_FOUND: job 'job-999999' not found\n");
+  EXPECT_EQ(cluster_->RunCli({"frobnicate"}, &out), 2);
+  ASSERT_EQ(cluster_->RunCli({"--help"}, &out), 0);
+  EXPECT_NE(out.find("hetpoolctl submit -f"), std::string::npos);
+  ASSERT_EQ(cluster_->RunCli({"logs", "--help"}, &out), 0);
+  EXPECT_NE(out.find("--rank"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace hetpool::testing

@@ -1,0 +1,227 @@
+// The control plane over real gRPC: bad input, unknown ids, inventory views, reflection, draining,
+// inventory changes under a running job, and launch failures.
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/common/grpc_status.h"
+#include "tests/testing/cluster_harness.h"
+#include "reflection_client.grpc.pb.h"
+
+namespace hetpool::testing {
+namespace {
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new TestCluster(TestCluster::ExamplePool());
+    ASSERT_TRUE(cluster_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static int JobCount() {
+    pb::ListJobsResponse list;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(cluster_->jobs().ListJobs(&ctx, {}, &list).ok());
+    return list.jobs_size();
+  }
+  static TestCluster* cluster_;
+};
+TestCluster* ControlPlaneTest::cluster_ = nullptr;
+
+TEST_F(ControlPlaneTest, InvalidSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
+  const int before = JobCount();
+  struct Case {
+    const char* what;
+    void (*mutate)(pb::JobSpec&);
+    grpc::StatusCode code;
+    const char* field;
+  } cases[] = {
+      {"no command", [](pb::JobSpec& s) { s.clear_python(); }, grpc::StatusCode::INVALID_ARGUMENT, "command"},
+      {"nnodes 0", [](pb::JobSpec& s) { s.set_nnodes(0); }, grpc::StatusCode::INVALID_ARGUMENT, "nnodes"},
+      {"unknown vendor", [](pb::JobSpec& s) { s.mutable_requirements()->add_vendors("amd"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "requirements.vendors[0]"},
+      {"empty user", [](pb::JobSpec& s) { s.clear_user(); }, grpc::StatusCode::INVALID_ARGUMENT, "user"},
+      {"oversized name", [](pb::JobSpec& s) { s.set_name(std::string(1000, 'n')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "name"},
+      {"more devices than any node", [](pb::JobSpec& s) { s.set_devices_per_node(8); },
+       grpc::StatusCode::FAILED_PRECONDITION, "nnodes/devices_per_node"},
+      {"more nodes than the pool", [](pb::JobSpec& s) { s.set_nnodes(3); },
+       grpc::StatusCode::FAILED_PRECONDITION, "nnodes/devices_per_node"},
+      {"model not in the pool", [](pb::JobSpec& s) { s.mutable_requirements()->add_models("B200"); },
+       grpc::StatusCode::FAILED_PRECONDITION, "nnodes/devices_per_node"},
+  };
+  for (const auto& c : cases) {
+    pb::SubmitJobRequest req;
+    *req.mutable_spec() = cluster_->TrainSpec(2, 2, {});
+    c.mutate(*req.mutable_spec());
+    pb::SubmitJobResponse resp;
+    grpc::ClientContext ctx;
+    const grpc::Status status = cluster_->jobs().SubmitJob(&ctx, req, &resp);
+    EXPECT_EQ(status.error_code(), c.code) << c.what << ": " << status.error_message();
+    EXPECT_EQ(status.error_message().rfind(c.field, 0), 0u) << c.what << ": " << status.error_message();
+  }
+  EXPECT_EQ(JobCount(), before);
+}
+
+TEST_F(ControlPlaneTest, UnknownIdsAreNotFound) {
+  grpc::ClientContext c1, c2, c3, c4, c5, c6;
+  pb::GetJobRequest get;
+  get.set_job_id("job-424242");
+  pb::Job job;
+  EXPECT_EQ(cluster_->jobs().GetJob(&c1, get, &job).error_code(), grpc::StatusCode::NOT_FOUND);
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id("nope");
+  EXPECT_EQ(cluster_->jobs().CancelJob(&c2, cancel, &job).error_code(), grpc::StatusCode::NOT_FOUND);
+  pb::WatchJobRequest watch;
+  watch.set_job_id("nope");
+  auto reader = cluster_->jobs().WatchJob(&c3, watch);
+  pb::WatchJobResponse update;
+  EXPECT_FALSE(reader->Read(&update));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  pb::GetNodeRequest node_req;
+  node_req.set_name("node-z");
+  pb::Node node;
+  EXPECT_EQ(cluster_->cluster().GetNode(&c4, node_req, &node).error_code(), grpc::StatusCode::NOT_FOUND);
+  pb::DrainNodeRequest drain;
+  drain.set_name("node-z");
+  EXPECT_EQ(cluster_->cluster().DrainNode(&c5, drain, &node).error_code(), grpc::StatusCode::NOT_FOUND);
+  pb::ListDevicesRequest devices_req;
+  devices_req.set_vendor("amd");
+  pb::ListDevicesResponse devices;
+  EXPECT_EQ(cluster_->cluster().ListDevices(&c6, devices_req, &devices).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ControlPlaneTest, InventoryIsVisibleWithTopology) {
+  pb::ListNodesResponse nodes;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(cluster_->cluster().ListNodes(&ctx, {}, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 2);
+  EXPECT_EQ(nodes.nodes(0).name(), "node-a");
+  EXPECT_EQ(nodes.nodes(0).state(), pb::NODE_STATE_READY);
+  EXPECT_TRUE(nodes.nodes(0).inventory().simulated());
+  pb::ListDevicesRequest req;
+  req.set_vendor("metax");
+  pb::ListDevicesResponse devices;
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(cluster_->cluster().ListDevices(&ctx2, req, &devices).ok());
+  ASSERT_EQ(devices.devices_size(), 2);
+  EXPECT_EQ(devices.devices(0).node(), "node-b");
+  EXPECT_EQ(devices.devices(0).device().architecture(), "xcore1000");
+  ASSERT_EQ(devices.devices(0).device().links_size(), 1);
+  EXPECT_EQ(devices.devices(0).device().links(0).kind(), pb::LINK_KIND_METAXLINK);
+}
+
+TEST_F(ControlPlaneTest, ServerReflectionListsTheServices) {
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(cluster_->channel());
+  grpc::ClientContext ctx;
+  auto stream = stub->ServerReflectionInfo(&ctx);
+  grpc::reflection::v1alpha::ServerReflectionRequest req;
+  req.set_list_services("*");
+  ASSERT_TRUE(stream->Write(req));
+  stream->WritesDone();
+  grpc::reflection::v1alpha::ServerReflectionResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));
+  ASSERT_TRUE(stream->Finish().ok());
+  std::vector<std::string> services;
+  for (const auto& s : resp.list_services_response().service()) services.push_back(s.name());
+  for (const char* name : {"hetpool.v1.JobService", "hetpool.v1.ClusterService", "hetpool.v1.AgentService"}) {
+    EXPECT_NE(std::find(services.begin(), services.end(), name), services.end()) << name;
+  }
+}
+
+TEST_F(ControlPlaneTest, DrainedNodeGetsNoWorkUntilUndrained) {
+  grpc::ClientContext ctx;
+  pb::DrainNodeRequest drain;
+  drain.set_name("node-b");
+  pb::Node node;
+  ASSERT_TRUE(cluster_->cluster().DrainNode(&ctx, drain, &node).ok());
+  EXPECT_TRUE(node.drained());
+  auto spec = cluster_->TrainSpec(2, 2, {"--steps", "2"});
+  auto job = cluster_->Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto waiting = cluster_->WaitFor(job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; },
+                                   absl::Seconds(10));
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->state(), pb::JOB_STATE_PENDING);
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(cluster_->cluster().UndrainNode(&ctx2, drain, &node).ok());
+  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120));
+  EXPECT_TRUE(done.ok()) << done.status();
+}
+
+TEST_F(ControlPlaneTest, ChangedInventoryUpdatesWithoutDisturbingRunningJobs) {
+  // A job on node-a's and node-b's NVIDIA cards; then node-a loses a Cambricon card.
+  auto job = cluster_->Submit(cluster_->TrainSpec(2, 2, {"--steps", "60", "--step-sleep", "0.1"}));
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(cluster_->WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  const std::string path = cluster_->InventoryPath(0);
+  nlohmann::json inventory = nlohmann::json::parse(std::ifstream(path));
+  // cambricon1 falls off the bus: gone, and no longer linked from cambricon0.
+  inventory["devices"].erase(inventory["devices"].size() - 1);
+  inventory["devices"][2]["links"] = nlohmann::json::array();
+  std::ofstream(path + ".tmp") << inventory.dump();
+  std::filesystem::rename(path + ".tmp", path);
+  bool updated = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(15); !updated && absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(200))) {
+    pb::GetNodeRequest req;
+    req.set_name("node-a");
+    pb::Node node;
+    grpc::ClientContext ctx;
+    updated = cluster_->cluster().GetNode(&ctx, req, &node).ok() && node.inventory().devices_size() == 3;
+  }
+  EXPECT_TRUE(updated);
+  auto mid = cluster_->Get(job->id());
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->state(), pb::JOB_STATE_RUNNING);
+  auto done = cluster_->WaitFor(job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
+                                absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->message();
+  EXPECT_EQ(done->generation(), 1u);
+}
+
+TEST_F(ControlPlaneTest, LaunchFailureFailsTheJobWithTheReason) {
+  auto spec = cluster_->TrainSpec(1, 1, {});
+  spec.set_working_dir("/nonexistent/hetpool/dir");
+  auto job = cluster_->Submit(spec);
+  ASSERT_TRUE(job.ok());
+  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->reason(), "NonZeroExit");
+  EXPECT_NE(done->message().find("cannot enter working_dir /nonexistent/hetpool/dir"), std::string::npos)
+      << done->message();
+}
+
+TEST_F(ControlPlaneTest, WatchStreamsStateChangesToTheEnd) {
+  auto spec = cluster_->TrainSpec(1, 0, {"--steps", "3"});
+  spec.set_procs_per_node(2);
+  spec.mutable_requirements()->add_vendors("cpu");
+  auto job = cluster_->Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  pb::WatchJobRequest req;
+  req.set_job_id(job->id());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  auto reader = cluster_->jobs().WatchJob(&ctx, req);
+  pb::WatchJobResponse update;
+  std::vector<pb::JobState> states;
+  while (reader->Read(&update)) {
+    if (states.empty() || states.back() != update.job().state()) states.push_back(update.job().state());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(states.empty());
+  EXPECT_EQ(states.back(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_NE(std::find(states.begin(), states.end(), pb::JOB_STATE_RUNNING), states.end());
+  auto done = cluster_->Get(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->vendor(), "cpu");
+  EXPECT_EQ(done->launch_plan(0).env().at("HETPOOL_DIST_BACKEND"), "gloo");
+}
+
+}  // namespace
+}  // namespace hetpool::testing

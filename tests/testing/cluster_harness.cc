@@ -1,0 +1,283 @@
+#include "tests/testing/cluster_harness.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "src/common/grpc_status.h"
+
+namespace hetpool::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration timeout = absl::Seconds(10)) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return ctx;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                                                  const std::string& log_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(log, 1);
+    dup2(log, 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+}
+
+void ChildProcess::Signal(int sig) {
+  if (!reaped_) kill(pid_, sig);
+}
+
+std::optional<int> ChildProcess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!reaped_) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      return status;
+    }
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return 0;
+}
+
+ChildProcess::~ChildProcess() {
+  if (reaped_) return;
+  Signal(SIGTERM);
+  if (!Wait(absl::Seconds(20))) {
+    Signal(SIGKILL);
+    Wait(absl::Seconds(5));
+  }
+}
+
+TestCluster::Options TestCluster::ExamplePool() {
+  Options options;
+  options.agents = {{"node-a", std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/node-a.json"},
+                    {"node-b", std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/node-b.json"}};
+  return options;
+}
+
+TestCluster::TestCluster(Options options) : options_(std::move(options)) {
+  for (size_t i = 0; i < options_.agents.size(); ++i) {
+    std::filesystem::copy_file(options_.agents[i].inventory_file, InventoryPath(i));
+  }
+  agents_.resize(options_.agents.size());
+  // Rendezvous ports away from other test runs: a window picked from this process id.
+  rdzv_base_ = 31000 + static_cast<int>(getpid() % 400) * 50;
+}
+
+TestCluster::~TestCluster() {
+  // Agents first: they stop their job processes on SIGTERM.
+  for (auto& agent : agents_) agent.reset();
+  daemon_.reset();
+}
+
+std::string TestCluster::InventoryPath(size_t index) const {
+  return dir() + "/inventory-" + options_.agents[index].name + ".json";
+}
+
+void TestCluster::Connect() {
+  channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  jobs_ = pb::JobService::NewStub(channel_);
+  cluster_ = pb::ClusterService::NewStub(channel_);
+}
+
+absl::Status TestCluster::StartDaemon(int port) {
+  const std::string port_file = dir() + "/daemon.port";
+  std::filesystem::remove(port_file);
+  auto daemon = ChildProcess::Spawn(
+      {HETPOOLD_BIN, "--listen", absl::StrCat("127.0.0.1:", port), "--data-dir", dir() + "/daemon",
+       "--port-file", port_file, "--lease-ttl", absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
+       "--rdzv-port-range", absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)},
+      dir() + "/daemon.log");
+  if (!daemon.ok()) return daemon.status();
+  daemon_ = *std::move(daemon);
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;) {
+    if (std::filesystem::exists(port_file)) {
+      port_ = std::atoi(ReadFile(port_file).c_str());
+      Connect();
+      return absl::OkStatus();
+    }
+    if (daemon_->Wait(absl::Milliseconds(50))) {
+      return absl::InternalError("hetpoold exited at start:\n" + DaemonLog());
+    }
+  }
+  return absl::DeadlineExceededError("hetpoold did not start:\n" + DaemonLog());
+}
+
+absl::Status TestCluster::StartAgent(size_t i) {
+  const AgentSpec& spec = options_.agents[i];
+  auto agent = ChildProcess::Spawn(
+      {HETPOOL_AGENT_BIN, "--server", address(), "--node-name", spec.name, "--work-dir",
+       dir() + "/agent-" + spec.name, "--backend", "sim", "--inventory", InventoryPath(i),
+       "--inventory-refresh", "500ms", "--kill-grace", "5s"},
+      dir() + "/agent-" + spec.name + ".log");
+  if (!agent.ok()) return agent.status();
+  agents_[i] = *std::move(agent);
+  return absl::OkStatus();
+}
+
+void TestCluster::StopAgent(size_t i) { agents_[i].reset(); }
+
+absl::Status TestCluster::Start() {
+  if (auto s = StartDaemon(); !s.ok()) return s;
+  for (size_t i = 0; i < options_.agents.size(); ++i) {
+    if (auto s = StartAgent(i); !s.ok()) return s;
+  }
+  return WaitNodesReady(options_.agents.size(), absl::Seconds(30));
+}
+
+void TestCluster::KillDaemon(int sig) {
+  daemon_->Signal(sig);
+  daemon_->Wait(absl::Seconds(30));
+  daemon_.reset();
+}
+
+absl::Status TestCluster::WaitNodesReady(size_t count, absl::Duration timeout) {
+  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(100))) {
+    pb::ListNodesResponse resp;
+    if (!cluster_->ListNodes(Ctx().get(), {}, &resp).ok()) continue;
+    size_t ready = 0;
+    for (const auto& n : resp.nodes()) ready += n.state() == pb::NODE_STATE_READY;
+    if (ready >= count) return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat(count, " nodes not ready in time"));
+}
+
+pb::JobSpec TestCluster::TrainSpec(int nnodes, int devices, std::vector<std::string> args) const {
+  pb::JobSpec spec;
+  spec.set_name("train");
+  spec.set_user("tester");
+  spec.mutable_python()->set_script("deploy/examples/train_ddp.py");
+  for (auto& a : args) spec.mutable_python()->add_args(std::move(a));
+  spec.set_working_dir(HETPOOL_SOURCE_DIR);
+  spec.set_nnodes(nnodes);
+  spec.set_devices_per_node(devices);
+  (*spec.mutable_env())["HPTEST_RUN_MARK"] = dir();
+  return spec;
+}
+
+absl::StatusOr<pb::Job> TestCluster::Submit(const pb::JobSpec& spec) {
+  pb::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  pb::SubmitJobResponse resp;
+  auto status = jobs_->SubmitJob(Ctx().get(), req, &resp);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return resp.job();
+}
+
+absl::StatusOr<pb::Job> TestCluster::Get(const std::string& id) {
+  pb::GetJobRequest req;
+  req.set_job_id(id);
+  pb::Job job;
+  auto status = jobs_->GetJob(Ctx().get(), req, &job);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return job;
+}
+
+absl::StatusOr<pb::Job> TestCluster::WaitFor(const std::string& id,
+                                             const std::function<bool(const pb::Job&)>& done,
+                                             absl::Duration timeout) {
+  pb::Job last;
+  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(100))) {
+    auto job = Get(id);
+    if (!job.ok()) continue;  // e.g. the daemon is restarting
+    last = *job;
+    if (done(last)) return last;
+  }
+  return absl::DeadlineExceededError(absl::StrCat("job ", id, " still ", last.state(), " (", last.reason(),
+                                                  ": ", last.message(), ")\n--- daemon log\n", DaemonLog()));
+}
+
+absl::StatusOr<pb::Job> TestCluster::WaitForState(const std::string& id, pb::JobState state,
+                                                  absl::Duration timeout) {
+  return WaitFor(id, [state](const pb::Job& j) { return j.state() == state; }, timeout);
+}
+
+absl::StatusOr<std::string> TestCluster::Logs(const std::string& id, std::optional<int> rank) {
+  pb::GetJobLogsRequest req;
+  req.set_job_id(id);
+  if (rank) {
+    req.set_rank(*rank);
+    req.set_has_rank(true);
+  }
+  auto ctx = Ctx();
+  auto reader = jobs_->GetJobLogs(ctx.get(), req);
+  std::string out;
+  pb::LogChunk chunk;
+  while (reader->Read(&chunk)) out += chunk.data();
+  auto status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return out;
+}
+
+std::vector<pid_t> TestCluster::JobProcesses(const std::string& job_id) const {
+  std::vector<pid_t> pids;
+  const std::string mark = "HPTEST_RUN_MARK=" + dir();
+  const std::string job = "HETPOOL_JOB_ID=" + job_id;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !isdigit(static_cast<unsigned char>(name[0]))) continue;
+    const std::string stat = ReadFile(entry.path() / "stat");
+    const auto close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos || stat.size() < close_paren + 3 || stat[close_paren + 2] == 'Z') continue;
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    std::string var;
+    bool has_mark = false, has_job = false;
+    while (std::getline(environ, var, '\0')) {
+      has_mark |= var == mark;
+      has_job |= var == job;
+    }
+    if (has_mark && has_job) pids.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return pids;
+}
+
+std::string TestCluster::DaemonLog() const { return ReadFile(dir() + "/daemon.log"); }
+
+int TestCluster::RunCli(const std::vector<std::string>& args, std::string* output) const {
+  std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out_path = dir() + "/cli.out";
+  std::filesystem::remove(out_path);
+  auto child = ChildProcess::Spawn(argv, out_path);
+  if (!child.ok()) return -1;
+  auto status = (*child)->Wait(absl::Seconds(120));
+  *output = ReadFile(out_path);
+  if (!status) return -1;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+}  // namespace hetpool::testing

@@ -1,0 +1,105 @@
+// Runs a real hetpool cluster for integration tests: hetpoold and agents as child processes on
+// 127.0.0.1 ephemeral ports, in a temporary directory, always stopped when the test ends.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "hetpool/v1/cluster.grpc.pb.h"
+#include "hetpool/v1/job.grpc.pb.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::testing {
+
+namespace pb = ::hetpool::v1;
+
+// A child process with its output in a file; stopped (SIGTERM, then SIGKILL) on destruction.
+class ChildProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
+                                                             const std::string& log_path);
+  ~ChildProcess();
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // The exit status once the process ended, or nullopt after `timeout`.
+  std::optional<int> Wait(absl::Duration timeout);
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+  bool reaped_ = false;
+};
+
+struct AgentSpec {
+  std::string name;
+  std::string inventory_file;  // copied into the cluster's directory (tests may edit the copy)
+};
+
+class TestCluster {
+ public:
+  struct Options {
+    std::vector<AgentSpec> agents;
+    absl::Duration lease_ttl = absl::Seconds(10);
+  };
+  // Two agents simulating deploy/examples/node-a.json and node-b.json.
+  static Options ExamplePool();
+
+  explicit TestCluster(Options options);
+  ~TestCluster();
+
+  // Starts hetpoold (on `port`, or a free one) and waits until it serves.
+  absl::Status StartDaemon(int port = 0);
+  absl::Status StartAgent(size_t index);
+  // Daemon, every agent, and waits until all nodes are Ready.
+  absl::Status Start();
+  void KillDaemon(int sig);
+  void StopAgent(size_t index);
+  absl::Status WaitNodesReady(size_t count, absl::Duration timeout);
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_.path(); }
+  std::string InventoryPath(size_t index) const;
+  pb::JobService::Stub& jobs() { return *jobs_; }
+  pb::ClusterService::Stub& cluster() { return *cluster_; }
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+
+  // A spec for `python3 deploy/examples/train_ddp.py args...` marked with this cluster's run id.
+  pb::JobSpec TrainSpec(int nnodes, int devices, std::vector<std::string> args) const;
+  absl::StatusOr<pb::Job> Submit(const pb::JobSpec& spec);
+  absl::StatusOr<pb::Job> Get(const std::string& id);
+  // Polls until `done(job)` or the timeout; returns the last job seen.
+  absl::StatusOr<pb::Job> WaitFor(const std::string& id, const std::function<bool(const pb::Job&)>& done,
+                                  absl::Duration timeout);
+  absl::StatusOr<pb::Job> WaitForState(const std::string& id, pb::JobState state, absl::Duration timeout);
+  absl::StatusOr<std::string> Logs(const std::string& id, std::optional<int> rank = std::nullopt);
+  // Live (non-zombie) processes whose environment carries this cluster's run marker and job id.
+  std::vector<pid_t> JobProcesses(const std::string& job_id) const;
+  std::string DaemonLog() const;
+
+  // Runs hetpoolctl against this cluster; returns its exit code, stdout+stderr in *output.
+  int RunCli(const std::vector<std::string>& args, std::string* output) const;
+
+ private:
+  void Connect();
+
+  Options options_;
+  TempDir dir_;
+  int port_ = 0;
+  int rdzv_base_ = 0;
+  std::unique_ptr<ChildProcess> daemon_;
+  std::vector<std::unique_ptr<ChildProcess>> agents_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::JobService::Stub> jobs_;
+  std::unique_ptr<pb::ClusterService::Stub> cluster_;
+};
+
+}  // namespace hetpool::testing

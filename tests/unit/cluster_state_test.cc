@@ -1,0 +1,348 @@
+// The job state machine and the claim bookkeeping, driven through the agent-facing calls with an
+// injected clock (no threads, no network).
+#include "src/daemon/state/cluster_state.h"
+
+#include "gtest/gtest.h"
+#include "scheduler/first_fit.h"
+#include "src/common/convert.h"
+#include "src/daemon/store/sqlite_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::daemon {
+namespace {
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open() {
+    state_.reset();
+    store_.reset();
+    auto store = SqliteStore::Open(dir_.path() + "/hetpool.db");
+    ASSERT_TRUE(store.ok());
+    store_ = *std::move(store);
+    ClusterOptions options;
+    options.lease_ttl = absl::Seconds(10);
+    options.clock = [this] { return now_; };
+    state_ = std::make_unique<ClusterState>(options, store_.get(), &policy_);
+    ASSERT_TRUE(state_->Load().ok());
+  }
+
+  std::string Register(const std::string& node, int nvidia_cards,
+                       std::vector<pb::ProcessStatus> processes = {}) {
+    pb::RegisterRequest req;
+    req.set_node_name(node);
+    req.set_address("127.0.0.1");
+    req.set_torchrun_path("/usr/bin/torchrun");
+    req.set_work_dir("/tmp/" + node);
+    for (int i = 0; i < nvidia_cards; ++i) {
+      auto* d = req.mutable_inventory()->add_devices();
+      d->set_id("nvidia" + std::to_string(i));
+      d->set_index(i);
+      d->set_vendor("nvidia");
+      d->set_model("H100");
+      d->set_memory_mib(81920);
+      d->set_healthy(true);
+    }
+    for (auto& p : processes) *req.add_processes() = p;
+    auto resp = state_->Register(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    sessions_[node] = resp.ok() ? resp->session_id() : "";
+    return sessions_[node];
+  }
+
+  pb::Orders Orders(const std::string& node) {
+    auto orders = state_->WaitOrders(node, sessions_[node], 0, now_);
+    EXPECT_TRUE(orders.ok()) << orders.status();
+    return orders.ok() && orders->has_value() ? **orders : pb::Orders();
+  }
+
+  static pb::ProcessStatus Proc(const std::string& job, uint64_t gen, bool running, int exit_code = 0) {
+    pb::ProcessStatus p;
+    p.set_job_id(job);
+    p.set_generation(gen);
+    p.set_running(running);
+    p.set_exited(!running);
+    p.set_exit_code(exit_code);
+    p.set_pid(4242);
+    p.add_device_ids("nvidia0");
+    p.add_device_ids("nvidia1");
+    return p;
+  }
+
+  absl::Status Heartbeat(const std::string& node, std::vector<pb::ProcessStatus> processes) {
+    pb::HeartbeatRequest req;
+    req.set_node_name(node);
+    req.set_session_id(sessions_[node]);
+    // Acts like an agent that applied the newest orders (none when its session is gone).
+    auto orders = state_->WaitOrders(node, sessions_[node], 0, now_);
+    if (orders.ok() && orders->has_value()) req.set_applied_orders_version((*orders)->version());
+    for (auto& p : processes) *req.add_processes() = p;
+    return state_->Heartbeat(req);
+  }
+
+  pb::JobSpec Spec(int nnodes, int devices, int max_restarts = 0) {
+    pb::JobSpec spec;
+    spec.set_user("alice");
+    spec.add_command("true");
+    spec.set_working_dir("/tmp");
+    spec.set_nnodes(nnodes);
+    spec.set_devices_per_node(devices);
+    spec.set_max_restarts(max_restarts);
+    return spec;
+  }
+
+  pb::Job Job(const std::string& id) {
+    auto job = state_->GetJob(id);
+    EXPECT_TRUE(job.ok());
+    return job.ok() ? *job : pb::Job();
+  }
+
+  int FreeDevices(const std::string& node) {
+    auto devices = state_->ListDevices(node, "");
+    int free = 0;
+    for (const auto& d : *devices) free += d.allocated_to().empty();
+    return free;
+  }
+
+  testing::TempDir dir_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  scheduler::FirstFitPolicy policy_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<ClusterState> state_;
+  std::map<std::string, std::string> sessions_;
+};
+
+TEST_F(ClusterStateTest, JobRunsToSuccessAndFreesDevices) {
+  Register("a", 2);
+  Register("b", 2);
+  auto job = state_->Submit(Spec(2, 2), "");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), pb::JOB_STATE_PENDING);
+  state_->Tick();
+  pb::Job j = Job(job->id());
+  ASSERT_EQ(j.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(j.generation(), 1u);
+  EXPECT_EQ(j.launch_plan_size(), 2);
+  EXPECT_EQ(j.rendezvous_endpoint(), "127.0.0.1:29500");
+  ASSERT_EQ(Orders("a").launches_size(), 1);
+  EXPECT_EQ(Orders("a").launches(0).plan().node(), "a");
+  EXPECT_EQ(FreeDevices("a"), 0);
+
+  ASSERT_TRUE(Heartbeat("a", {Proc(j.id(), 1, true)}).ok());
+  EXPECT_EQ(Job(j.id()).state(), pb::JOB_STATE_SCHEDULED);  // b not started yet
+  ASSERT_TRUE(Heartbeat("b", {Proc(j.id(), 1, true)}).ok());
+  EXPECT_EQ(Job(j.id()).state(), pb::JOB_STATE_RUNNING);
+
+  ASSERT_TRUE(Heartbeat("a", {Proc(j.id(), 1, false, 0)}).ok());
+  EXPECT_EQ(Job(j.id()).state(), pb::JOB_STATE_RUNNING);
+  ASSERT_TRUE(Heartbeat("b", {Proc(j.id(), 1, false, 0)}).ok());
+  EXPECT_EQ(Job(j.id()).state(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Orders("a").launches_size(), 0);  // the agent may now forget the process
+  EXPECT_EQ(FreeDevices("a"), 2);
+  EXPECT_EQ(FreeDevices("b"), 2);
+}
+
+TEST_F(ClusterStateTest, CancelHoldsDevicesUntilTheAgentConfirmsTheKill) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  ASSERT_TRUE(state_->Cancel(job->id(), "user asked").ok());
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_CANCELLED);
+  pb::Orders orders = Orders("a");
+  EXPECT_EQ(orders.launches_size(), 0);
+  ASSERT_EQ(orders.kills_size(), 1);
+  EXPECT_EQ(orders.kills(0).job_id(), job->id());
+  // Still running on the node: the cards stay held.
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  EXPECT_EQ(FreeDevices("a"), 0);
+  auto next = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  EXPECT_EQ(Job(next->id()).state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(Job(next->id()).reason(), "Unschedulable");
+  // The process exits: cards free, the next job is placed.
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, false, 143)}).ok());
+  EXPECT_EQ(FreeDevices("a"), 2);
+  state_->Tick();
+  EXPECT_EQ(Job(next->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_CANCELLED);  // the exit code changes nothing
+  EXPECT_EQ(state_->Cancel(job->id(), "").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ClusterStateTest, NonZeroExitRestartsTheGangThenFails) {
+  Register("a", 2);
+  Register("b", 2);
+  auto job = state_->Submit(Spec(2, 2, /*max_restarts=*/1), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  ASSERT_TRUE(Heartbeat("b", {Proc(job->id(), 1, false, 1)}).ok());
+  pb::Job j = Job(job->id());
+  EXPECT_EQ(j.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(j.restart_count(), 1);
+  EXPECT_EQ(Orders("a").kills_size(), 1);  // the surviving rank is stopped
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, false, 143)}).ok());
+  state_->Tick();
+  j = Job(job->id());
+  ASSERT_EQ(j.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(j.generation(), 2u);
+  EXPECT_EQ(Orders("a").launches(0).plan().env().at("HETPOOL_RESTART_COUNT"), "1");
+  // A late report for the old generation changes nothing.
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, false, 1), Proc(job->id(), 2, true)}).ok());
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 2, false, 2)}).ok());
+  j = Job(job->id());
+  EXPECT_EQ(j.state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(j.reason(), "NonZeroExit");
+  EXPECT_NE(j.message().find("exited with code 2"), std::string::npos);
+}
+
+TEST_F(ClusterStateTest, LapsedLeaseLosesTheNodeAndItsJobs) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  now_ += absl::Seconds(11);
+  state_->Tick();
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_NOT_READY);
+  pb::Job j = Job(job->id());
+  EXPECT_EQ(j.state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(j.reason(), "NodeLost");
+  // The old session is gone; the agent must register and report what still runs.
+  EXPECT_EQ(Heartbeat("a", {}).code(), absl::StatusCode::kNotFound);
+  Register("a", 2, {Proc(job->id(), 1, true)});
+  pb::Orders orders = Orders("a");
+  ASSERT_EQ(orders.kills_size(), 1);  // a leftover of a failed job is stopped, its cards held
+  EXPECT_EQ(FreeDevices("a"), 0);
+  ASSERT_TRUE(Heartbeat("a", {}).ok());
+  EXPECT_EQ(FreeDevices("a"), 2);
+}
+
+TEST_F(ClusterStateTest, RestartedDaemonReadoptsRunningJobs) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "req-1");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  ASSERT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
+  auto pending = state_->Submit(Spec(1, 2), "");
+
+  Open();  // a new daemon process on the same store
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_NOT_READY);
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(Job(pending->id()).state(), pb::JOB_STATE_PENDING);
+  // Idempotent submission survives the restart too.
+  EXPECT_EQ(state_->Submit(Spec(1, 2), "req-1")->id(), job->id());
+  Register("a", 2, {Proc(job->id(), 1, true)});
+  state_->Tick();
+  pb::Job j = Job(job->id());
+  EXPECT_EQ(j.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(j.generation(), 1u);  // adopted, not restarted
+  EXPECT_EQ(Orders("a").launches_size(), 1);
+  EXPECT_EQ(Job(pending->id()).state(), pb::JOB_STATE_PENDING);  // the cards are still in use
+  auto third = state_->Submit(Spec(1, 1), "");
+  EXPECT_EQ(third->id(), "job-000003");  // ids continue after the restart
+}
+
+TEST_F(ClusterStateTest, RestartedDaemonFailsJobsWhoseNodeNeverReturns) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  Open();
+  now_ += absl::Seconds(5);
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);  // still within the grace period
+  now_ += absl::Seconds(6);
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).reason(), "NodeLost");
+}
+
+TEST_F(ClusterStateTest, AgentWithoutTheProcessAfterLaunchFailsTheJob) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  ASSERT_TRUE(Heartbeat("a", {}).ok());  // acted on the orders, but the process is gone
+  EXPECT_EQ(Job(job->id()).reason(), "ProcessLost");
+}
+
+TEST_F(ClusterStateTest, DrainedNodesTakeNoNewWork) {
+  Register("a", 2);
+  ASSERT_TRUE(state_->SetDrained("a", true).ok());
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_PENDING);
+  EXPECT_NE(Job(job->id()).message().find("free"), std::string::npos);
+  ASSERT_TRUE(state_->SetDrained("a", false).ok());
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(state_->SetDrained("nope", true).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterStateTest, SubmitRefusesShapesNoNodeCanHold) {
+  // With no node known yet, any shape waits.
+  EXPECT_TRUE(state_->Submit(Spec(1, 8), "").ok());
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 8), "");
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(job.status().message()).find("devices_per_node"), std::string::npos);
+  auto list = state_->ListJobs({});
+  EXPECT_EQ(list->jobs_size(), 1);  // nothing stored for the refused one
+}
+
+TEST_F(ClusterStateTest, ListJobsFiltersAndPages) {
+  for (int i = 0; i < 5; ++i) {
+    auto spec = Spec(1, 1);
+    if (i % 2) spec.set_user("bob");
+    (*spec.mutable_labels())["team"] = i < 3 ? "nlp" : "cv";
+    ASSERT_TRUE(state_->Submit(spec, "").ok());
+  }
+  pb::ListJobsRequest req;
+  req.set_page_size(2);
+  std::vector<std::string> ids;
+  do {
+    auto page = state_->ListJobs(req);
+    ASSERT_TRUE(page.ok());
+    for (const auto& j : page->jobs()) ids.push_back(j.id());
+    req.set_page_token(page->next_page_token());
+  } while (!req.page_token().empty());
+  EXPECT_EQ(ids.size(), 5u);
+  pb::ListJobsRequest by_user;
+  by_user.set_user("bob");
+  (*by_user.mutable_labels())["team"] = "nlp";
+  EXPECT_EQ(state_->ListJobs(by_user)->jobs_size(), 1);
+  pb::ListJobsRequest bad;
+  bad.set_page_token("garbage");
+  EXPECT_EQ(state_->ListJobs(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->GetJob("job-999999").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterStateTest, RegisterValidatesInput) {
+  pb::RegisterRequest req;
+  req.set_node_name("../x");
+  EXPECT_EQ(state_->Register(req).status().code(), absl::StatusCode::kInvalidArgument);
+  req.set_node_name("a");
+  req.set_address("127.0.0.1");
+  req.set_torchrun_path("/usr/bin/torchrun");
+  req.set_work_dir("/tmp/a");
+  auto* d = req.mutable_inventory()->add_devices();
+  d->set_id("x0");
+  d->set_vendor("amd");
+  EXPECT_EQ(state_->Register(req).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(state_->ListNodes().empty());  // nothing half-registered
+}
+
+TEST_F(ClusterStateTest, ReRegisteringWithANewInventoryKeepsRunningJobs) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  Register("a", 4, {Proc(job->id(), 1, true)});
+  EXPECT_EQ(state_->GetNode("a")->inventory().devices_size(), 4);
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(Job(job->id()).generation(), 1u);
+  EXPECT_EQ(FreeDevices("a"), 3);
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

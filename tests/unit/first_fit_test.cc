@@ -1,0 +1,90 @@
+#include "scheduler/first_fit.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace hetpool::scheduler {
+namespace {
+
+DeviceRecord Card(Vendor vendor, int index, uint64_t memory_mib, std::string model = "m") {
+  DeviceRecord d;
+  d.vendor = vendor;
+  d.index = index;
+  d.id = std::string(VendorName(vendor)) + std::to_string(index);
+  d.memory_mib = memory_mib;
+  d.model = std::move(model);
+  return d;
+}
+
+class FirstFitTest : public ::testing::Test {
+ protected:
+  // node-a: 2 nvidia + 2 cambricon; node-b: 2 nvidia + 2 metax.
+  void SetUp() override {
+    a_ = {Card(Vendor::kNvidia, 0, 80000), Card(Vendor::kNvidia, 1, 80000),
+          Card(Vendor::kCambricon, 0, 48000), Card(Vendor::kCambricon, 1, 48000)};
+    b_ = {Card(Vendor::kNvidia, 0, 80000), Card(Vendor::kNvidia, 1, 80000),
+          Card(Vendor::kMetax, 0, 64000), Card(Vendor::kMetax, 1, 64000)};
+  }
+  std::vector<NodeView> Views(std::set<std::string> busy = {}) {
+    std::vector<NodeView> views;
+    for (auto [name, devices] : {std::pair{"node-b", &b_}, std::pair{"node-a", &a_}}) {
+      NodeView v{name, true, {}};
+      for (const auto& d : *devices) v.devices.push_back({&d, !busy.contains(std::string(name) + "/" + d.id)});
+      views.push_back(std::move(v));
+    }
+    return views;
+  }
+  std::vector<DeviceRecord> a_, b_;
+  FirstFitPolicy policy_;
+};
+
+TEST_F(FirstFitTest, PlacesGangOnOneVendorInNodeOrder) {
+  auto p = policy_.Place({2, 2, {}}, Views());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->vendor, Vendor::kNvidia);
+  ASSERT_EQ(p->nodes.size(), 2u);
+  EXPECT_EQ(p->nodes[0].node, "node-a");
+  EXPECT_EQ(p->nodes[0].device_ids, (std::vector<std::string>{"nvidia0", "nvidia1"}));
+}
+
+TEST_F(FirstFitTest, HonoursVendorAndMemoryRequirements) {
+  auto p = policy_.Place({1, 2, {{Vendor::kMetax}, {}, 0}}, Views());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->vendor, Vendor::kMetax);
+  EXPECT_EQ(p->nodes[0].node, "node-b");
+  auto q = policy_.Place({1, 1, {{}, {}, 70000}}, Views());
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->vendor, Vendor::kNvidia);
+}
+
+TEST_F(FirstFitTest, BusyDevicesMeanUnavailableNotInfeasible) {
+  auto p = policy_.Place({2, 2, {{Vendor::kNvidia}, {}, 0}}, Views({"node-a/nvidia0"}));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(FirstFitTest, ImpossibleShapesAreFailedPrecondition) {
+  EXPECT_EQ(policy_.Place({1, 3, {}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(policy_.Place({2, 2, {{Vendor::kMetax}, {}, 0}}, Views()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(policy_.Place({1, 1, {{}, {"H100"}, 0}}, Views()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(policy_.Place({3, 0, {}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(FirstFitTest, CpuJobsTakeNodesWithoutDevices) {
+  auto p = policy_.Place({2, 0, {{Vendor::kCpu}, {}, 0}}, Views());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->vendor, Vendor::kCpu);
+  EXPECT_TRUE(p->nodes[0].device_ids.empty());
+}
+
+TEST_F(FirstFitTest, UnhealthyDevicesAreSkipped) {
+  a_[0].healthy = false;
+  auto p = policy_.Place({1, 2, {{Vendor::kNvidia}, {}, 0}}, Views());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->nodes[0].node, "node-b");
+}
+
+}  // namespace
+}  // namespace hetpool::scheduler

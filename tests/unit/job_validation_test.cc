@@ -1,0 +1,93 @@
+#include "src/daemon/state/job_validation.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace hetpool::daemon {
+namespace {
+
+hetpool::v1::JobSpec ValidSpec() {
+  hetpool::v1::JobSpec spec;
+  spec.set_name("train");
+  spec.set_user("alice");
+  spec.add_command("python3");
+  spec.add_command("train.py");
+  spec.set_working_dir("/work");
+  spec.set_nnodes(2);
+  spec.set_devices_per_node(4);
+  return spec;
+}
+
+TEST(JobValidation, AcceptsValidSpecAndDefaultsProcsToDevices) {
+  auto spec = ValidSpec();
+  ASSERT_TRUE(ValidateAndNormalizeSpec(spec).ok());
+  EXPECT_EQ(spec.procs_per_node(), 4);
+}
+
+// Each row breaks one rule; the error must be INVALID_ARGUMENT and start with the field's name.
+struct BadSpecCase {
+  const char* name;
+  void (*mutate)(hetpool::v1::JobSpec&);
+  const char* field;
+};
+
+const BadSpecCase kBadSpecs[] = {
+    {"no command", [](auto& s) { s.clear_command(); }, "command"},
+    {"command and python", [](auto& s) { s.mutable_python()->set_script("x.py"); }, "command"},
+    {"empty program", [](auto& s) { s.set_command(0, ""); }, "command[0]"},
+    {"python without script", [](auto& s) { s.clear_command(); s.mutable_python(); }, "python.script"},
+    {"zero nnodes", [](auto& s) { s.set_nnodes(0); }, "nnodes"},
+    {"negative nnodes", [](auto& s) { s.set_nnodes(-3); }, "nnodes"},
+    {"too many devices", [](auto& s) { s.set_devices_per_node(65); }, "devices_per_node"},
+    {"negative devices", [](auto& s) { s.set_devices_per_node(-1); }, "devices_per_node"},
+    {"cpu job without procs", [](auto& s) { s.set_devices_per_node(0); }, "procs_per_node"},
+    {"unknown vendor", [](auto& s) { s.mutable_requirements()->add_vendors("nvidai"); },
+     "requirements.vendors[0]"},
+    {"cpu vendor with devices", [](auto& s) { s.mutable_requirements()->add_vendors("cpu"); },
+     "devices_per_node"},
+    {"no user", [](auto& s) { s.clear_user(); }, "user"},
+    {"bad user", [](auto& s) { s.set_user("al ice"); }, "user"},
+    {"long name", [](auto& s) { s.set_name(std::string(129, 'a')); }, "name"},
+    {"relative working dir", [](auto& s) { s.set_working_dir("work"); }, "working_dir"},
+    {"no working dir", [](auto& s) { s.clear_working_dir(); }, "working_dir"},
+    {"reserved env", [](auto& s) { (*s.mutable_env())["HETPOOL_JOB_ID"] = "x"; }, "env[HETPOOL_JOB_ID]"},
+    {"bad env name", [](auto& s) { (*s.mutable_env())["1BAD"] = "x"; }, "env[1BAD]"},
+    {"huge env value", [](auto& s) { (*s.mutable_env())["BIG"] = std::string(40000, 'x'); }, "env[BIG]"},
+    {"NUL in argument", [](auto& s) { s.add_command(std::string("a\0b", 3)); }, "command[2]"},
+    {"huge argument", [](auto& s) { s.add_command(std::string(9000, 'x')); }, "command[2]"},
+    {"bad label key", [](auto& s) { (*s.mutable_labels())["a b"] = "x"; }, "labels[a b]"},
+    {"negative restarts", [](auto& s) { s.set_max_restarts(-1); }, "max_restarts"},
+    {"priority out of range", [](auto& s) { s.set_priority(5000); }, "priority"},
+};
+
+TEST(JobValidation, RejectsBadSpecsNamingTheField) {
+  for (const auto& c : kBadSpecs) {
+    auto spec = ValidSpec();
+    c.mutate(spec);
+    const absl::Status s = ValidateAndNormalizeSpec(spec);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(std::string(s.message()).rfind(std::string(c.field) + ":", 0), 0u)
+        << c.name << ": " << s.message();
+  }
+}
+
+TEST(JobValidation, CpuJobNeedsProcsAndNoDevices) {
+  auto spec = ValidSpec();
+  spec.set_devices_per_node(0);
+  spec.set_procs_per_node(2);
+  spec.mutable_requirements()->add_vendors("cpu");
+  EXPECT_TRUE(ValidateAndNormalizeSpec(spec).ok());
+}
+
+TEST(JobValidation, NodeNames) {
+  EXPECT_TRUE(ValidateNodeName("node-a.rack1").ok());
+  EXPECT_FALSE(ValidateNodeName("").ok());
+  EXPECT_FALSE(ValidateNodeName("../etc").ok());
+  EXPECT_FALSE(ValidateNodeName(".hidden").ok());
+  EXPECT_FALSE(ValidateNodeName("a/b").ok());
+  EXPECT_FALSE(ValidateNodeName(std::string(64, 'n')).ok());
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

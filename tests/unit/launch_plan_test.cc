@@ -1,0 +1,141 @@
+#include "src/daemon/launch/launch_plan.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+
+namespace hetpool::daemon {
+namespace {
+
+hetpool::v1::JobSpec Spec() {
+  hetpool::v1::JobSpec spec;
+  spec.set_user("alice");
+  spec.mutable_python()->set_script("train.py");
+  spec.mutable_python()->add_args("--lr");
+  spec.mutable_python()->add_args("0.1");
+  spec.set_working_dir("/data/run");
+  spec.set_nnodes(2);
+  spec.set_devices_per_node(2);
+  spec.set_procs_per_node(2);
+  (*spec.mutable_env())["MY_FLAG"] = "1";
+  return spec;
+}
+
+LaunchInput Input(Vendor vendor) {
+  LaunchInput in;
+  in.job_id = "job-000042";
+  in.generation = 3;
+  in.restart_count = 2;
+  in.vendor = vendor;
+  in.rendezvous_port = 29501;
+  const std::string v(VendorName(vendor));
+  for (const char* name : {"node-a", "node-b"}) {
+    LaunchNode node;
+    node.name = name;
+    node.address = std::string(name) == "node-a" ? "10.0.0.1" : "10.0.0.2";
+    node.torchrun_path = "/usr/bin/torchrun";
+    node.work_dir = std::string("/var/lib/agent-") + name;
+    if (vendor != Vendor::kCpu) {
+      node.device_ids = {v + "2", v + "3"};
+      node.device_index = {{v + "2", 2}, {v + "3", 3}};
+    }
+    in.nodes.push_back(node);
+  }
+  return in;
+}
+
+std::vector<std::string> Argv(const hetpool::v1::NodeLaunchPlan& plan) {
+  return {plan.argv().begin(), plan.argv().end()};
+}
+
+TEST(LaunchPlan, TorchrunArgvForRankZeroAndOthers) {
+  auto plans = BuildLaunchPlans(Spec(), Input(Vendor::kNvidia));
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  ASSERT_EQ(plans->size(), 2u);
+  const std::vector<std::string> expected0 = {
+      "/usr/bin/torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "0",
+      "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1:29501", "--rdzv_id", "job-000042",
+      "--rdzv_conf", "is_host=1", "--max_restarts", "0", "--redirects", "1", "--tee", "1",
+      "--log_dir", "/var/lib/agent-node-a/jobs/job-000042/g3/torchrun", "train.py", "--lr", "0.1"};
+  EXPECT_EQ(Argv((*plans)[0]), expected0);
+  const auto argv1 = Argv((*plans)[1]);
+  // Every node rendezvouses at rank 0's address; only rank 0 hosts the store.
+  EXPECT_NE(std::find(argv1.begin(), argv1.end(), "10.0.0.1:29501"), argv1.end());
+  EXPECT_NE(std::find(argv1.begin(), argv1.end(), "is_host=0"), argv1.end());
+  EXPECT_EQ((*plans)[1].node_rank(), 1);
+  EXPECT_EQ((*plans)[0].working_dir(), "/data/run");
+  EXPECT_EQ((*plans)[0].procs(), 2);
+}
+
+TEST(LaunchPlan, CommandRunsWithNoPython) {
+  auto spec = Spec();
+  spec.clear_python();
+  spec.add_command("/opt/bin/trainer");
+  spec.add_command("--fast");
+  auto plans = BuildLaunchPlans(spec, Input(Vendor::kNvidia));
+  ASSERT_TRUE(plans.ok());
+  const auto argv = Argv((*plans)[0]);
+  ASSERT_GE(argv.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(argv.end() - 3, argv.end()),
+            (std::vector<std::string>{"--no_python", "/opt/bin/trainer", "--fast"}));
+}
+
+struct VendorCase {
+  Vendor vendor;
+  std::map<std::string, std::string> env;  // expected subset
+  std::vector<std::string> absent;
+};
+
+TEST(LaunchPlan, VendorEnvironment) {
+  const VendorCase cases[] = {
+      {Vendor::kNvidia,
+       {{"CUDA_VISIBLE_DEVICES", "2,3"}, {"HETPOOL_DIST_BACKEND", "nccl"}, {"HETPOOL_TORCH_DEVICE", "cuda"}},
+       {"MACA_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}},
+      {Vendor::kMetax,
+       {{"MACA_VISIBLE_DEVICES", "2,3"}, {"CUDA_VISIBLE_DEVICES", "2,3"}, {"HETPOOL_DIST_BACKEND", "nccl"},
+        {"HETPOOL_TORCH_DEVICE", "cuda"}},
+       {"MLU_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}},
+      {Vendor::kCambricon,
+       {{"MLU_VISIBLE_DEVICES", "2,3"}, {"HETPOOL_DIST_BACKEND", "cncl"}, {"HETPOOL_TORCH_DEVICE", "mlu"}},
+       {"CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}},
+      {Vendor::kIntel,
+       {{"ZE_AFFINITY_MASK", "2,3"}, {"HETPOOL_DIST_BACKEND", "xccl"}, {"HETPOOL_TORCH_DEVICE", "xpu"}},
+       {"CUDA_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"}},
+      {Vendor::kCpu,
+       {{"CUDA_VISIBLE_DEVICES", ""}, {"HETPOOL_DIST_BACKEND", "gloo"}, {"HETPOOL_TORCH_DEVICE", "cpu"}},
+       {"MLU_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}},
+  };
+  for (const auto& c : cases) {
+    auto plans = BuildLaunchPlans(Spec(), Input(c.vendor));
+    ASSERT_TRUE(plans.ok()) << VendorName(c.vendor);
+    for (const auto& plan : *plans) {
+      const auto& env = plan.env();
+      for (const auto& [k, v] : c.env) {
+        ASSERT_TRUE(env.contains(k)) << VendorName(c.vendor) << " lacks " << k;
+        EXPECT_EQ(env.at(k), v) << VendorName(c.vendor) << " " << k;
+      }
+      for (const auto& k : c.absent) EXPECT_FALSE(env.contains(k)) << VendorName(c.vendor) << " sets " << k;
+      EXPECT_EQ(env.at("HETPOOL_JOB_ID"), "job-000042");
+      EXPECT_EQ(env.at("HETPOOL_GENERATION"), "3");
+      EXPECT_EQ(env.at("HETPOOL_RESTART_COUNT"), "2");
+      EXPECT_EQ(env.at("HETPOOL_VENDOR"), std::string(VendorName(c.vendor)));
+      EXPECT_EQ(env.at("MY_FLAG"), "1");
+      EXPECT_EQ(plan.dist_backend(), env.at("HETPOOL_DIST_BACKEND"));
+    }
+  }
+}
+
+TEST(LaunchPlan, RejectsMissingFacts) {
+  auto in = Input(Vendor::kNvidia);
+  in.rendezvous_port = 0;
+  EXPECT_FALSE(BuildLaunchPlans(Spec(), in).ok());
+  in = Input(Vendor::kNvidia);
+  in.nodes[1].device_index.clear();
+  EXPECT_EQ(BuildLaunchPlans(Spec(), in).status().code(), absl::StatusCode::kFailedPrecondition);
+  in = Input(Vendor::kNvidia);
+  in.nodes[0].torchrun_path.clear();
+  EXPECT_EQ(BuildLaunchPlans(Spec(), in).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

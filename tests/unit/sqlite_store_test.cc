@@ -1,0 +1,97 @@
+#include "src/daemon/store/sqlite_store.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::daemon {
+namespace {
+
+hetpool::v1::Job MakeJob(int seq, hetpool::v1::JobState state) {
+  hetpool::v1::Job job;
+  job.set_id("job-" + std::to_string(seq));
+  job.set_submit_seq(static_cast<uint64_t>(seq));
+  job.set_state(state);
+  job.mutable_spec()->set_user("alice");
+  job.mutable_spec()->add_command("true");
+  return job;
+}
+
+TEST(SqliteStore, PersistsJobsAndNodesAcrossReopen) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  {
+    auto store = SqliteStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 3; i >= 1; --i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
+    ASSERT_TRUE((*store)->PutJob(MakeJob(2, hetpool::v1::JOB_STATE_RUNNING)).ok());  // update
+    hetpool::v1::Node node;
+    node.set_name("node-a");
+    node.set_drained(true);
+    ASSERT_TRUE((*store)->PutNode(node).ok());
+  }
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].id(), "job-1");  // submission order, not insertion order
+  EXPECT_EQ((*jobs)[1].state(), hetpool::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ((*jobs)[2].id(), "job-3");
+  auto nodes = (*store)->LoadNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_TRUE((*nodes)[0].drained());
+}
+
+TEST(SqliteStore, UsesWalJournal) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->PutJob(MakeJob(1, hetpool::v1::JOB_STATE_PENDING)).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(SqliteStore, CorruptRowIsDataLossNotCrash) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  ASSERT_TRUE(SqliteStore::Open(path).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO jobs VALUES ('job-9', 9, 1, 'x', x'ffffffff')", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->LoadJobs().status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(SqliteStore, RefusesNewerSchema) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  ASSERT_TRUE(SqliteStore::Open(path).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  EXPECT_EQ(SqliteStore::Open(path).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SqliteStore, UnwritablePathIsAnError) {
+  EXPECT_FALSE(SqliteStore::Open("/nonexistent-dir/for/sure/hetpool.db").ok());
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
