@@ -1,5 +1,6 @@
 // hetpoolctl: the command-line client for researchers, CI pipelines and operators.
 // Every command is one or two RPCs; errors print one line and exit non-zero.
+#include <pwd.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -157,8 +158,10 @@ int Submit(Client& client, const std::vector<std::string>& args) {
   }
   pb::JobSpec& spec = *req.mutable_spec();
   if (spec.user().empty()) {
+    // $USER, else the account this command runs as (USER is unset under cron, CI and systemd).
     const char* user = getenv("USER");
-    spec.set_user(user && *user ? user : "unknown");
+    const passwd* account = getpwuid(getuid());
+    spec.set_user(user && *user ? user : account ? account->pw_name : "unknown");
   }
   // Relative paths in a job file are relative to where it is submitted from (like sbatch).
   if (spec.working_dir().empty()) spec.set_working_dir(std::filesystem::current_path().string());

@@ -94,6 +94,56 @@ TEST_F(CliTest, WaitTimesOutWithItsOwnExitCode) {
   EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "60s"}, &out), 0) << out;
 }
 
+TEST_F(CliTest, FollowedLogsAndWatchStreamUntilTheJobEnds) {
+  const std::string file = WriteFile("follow.json", R"({
+      "python": {"script": "deploy/examples/train_ddp.py", "args": ["--steps", "20", "--step-sleep", "0.1"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(",
+      "nnodes": 1, "devices_per_node": 0, "procs_per_node": 2, "requirements": {"vendors": ["cpu"]}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  // Started right away, `logs -f` returns only once the job has ended, with the whole output.
+  ASSERT_EQ(cluster_->RunCli({"logs", id, "-f"}, &out), 0) << out;
+  EXPECT_NE(out.find("step 19 loss"), std::string::npos) << out;
+  EXPECT_NE(out.find("final loss"), std::string::npos) << out;
+  auto job = cluster_->Get(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(cluster_->RunCli({"watch", id}, &out), 0) << out;
+  for (const char* event : {"Submitted", "Scheduled", "Running", "Succeeded"}) {
+    EXPECT_NE(out.find(event), std::string::npos) << event << "\n" << out;
+  }
+}
+
+TEST_F(CliTest, AgentPrintsItsInventory) {
+  const std::string out_path = cluster_->dir() + "/print.out";
+  auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory",
+                                    cluster_->InventoryPath(1), "--print-inventory"}, out_path);
+  ASSERT_TRUE(agent.ok());
+  auto status = (*agent)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0);
+  std::ifstream in(out_path);
+  auto json = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  ASSERT_EQ(json["devices"].size(), 4u);
+  EXPECT_EQ(json["devices"][2]["id"], "metax0");
+  EXPECT_EQ(json["devices"][2]["links"][0]["kind"], "metaxlink");
+  EXPECT_EQ(json["backend"], "sim");
+  EXPECT_EQ(json["simulated"], true);
+
+  const std::string bad = WriteFile("bad-inventory.json", R"({"devices": [{"vendor": "nvidia", "model": "A100"}]})");
+  auto failing = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory", bad,
+                                      "--print-inventory"}, out_path + ".bad");
+  ASSERT_TRUE(failing.ok());
+  status = (*failing)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(*status, 0);
+  std::ifstream err(out_path + ".bad");
+  std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("inventory.devices[0].memory_mib: required"), std::string::npos) << text;
+}
+
 TEST_F(CliTest, ClusterViews) {
   std::string out;
   ASSERT_EQ(cluster_->RunCli({"nodes"}, &out), 0) << out;

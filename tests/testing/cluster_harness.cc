@@ -98,6 +98,10 @@ TestCluster::TestCluster(Options options) : options_(std::move(options)) {
 TestCluster::~TestCluster() {
   // Agents first: they stop their job processes on SIGTERM.
   for (auto& agent : agents_) agent.reset();
+  // Close our own connection first: gRPC's server shutdown lingers on open client connections.
+  jobs_.reset();
+  cluster_.reset();
+  channel_.reset();
   daemon_.reset();
 }
 

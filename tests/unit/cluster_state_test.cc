@@ -266,6 +266,23 @@ TEST_F(ClusterStateTest, AgentWithoutTheProcessAfterLaunchFailsTheJob) {
   EXPECT_EQ(Job(job->id()).reason(), "ProcessLost");
 }
 
+TEST_F(ClusterStateTest, CpuOnlyNodesRunCpuJobs) {
+  Register("cpu-node", 0);
+  auto spec = Spec(1, 0);
+  spec.set_procs_per_node(4);
+  spec.mutable_requirements()->add_vendors("cpu");
+  auto job = state_->Submit(spec, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  state_->Tick();
+  pb::Job j = Job(job->id());
+  ASSERT_EQ(j.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(j.vendor(), "cpu");
+  EXPECT_EQ(j.launch_plan(0).env().at("HETPOOL_DIST_BACKEND"), "gloo");
+  EXPECT_EQ(j.launch_plan(0).env().at("CUDA_VISIBLE_DEVICES"), "");
+  // A device job cannot go to a CPU-only pool.
+  EXPECT_EQ(state_->Submit(Spec(1, 1), "").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ClusterStateTest, DrainedNodesTakeNoNewWork) {
   Register("a", 2);
   ASSERT_TRUE(state_->SetDrained("a", true).ok());

@@ -1,0 +1,32 @@
+# Shared by deploy/quickstart.sh and tests/run.sh: install what the build needs on Debian 12, and
+# build. Source it; it defines functions only.
+
+# Debian packages hetpool builds and runs its tests with.
+HETPOOL_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev
+  python3-torch
+)
+
+# Installs the packages that are missing (apt-get update only when something is).
+hetpool_install_deps() {
+  local missing=()
+  for pkg in "${HETPOOL_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# hetpool_build BUILD_DIR [extra cmake args...]: configures and builds with two jobs (CI has 2 cores).
+hetpool_build() {
+  local build_dir=$1
+  shift
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  cmake --build "$build_dir" -j2
+}
