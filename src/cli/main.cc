@@ -75,10 +75,7 @@ int Usage(const std::string& message) {
 }
 
 // Parses a command's flags. Returns -1 to go on, or the exit code (0 after printing --help).
-int ParseFlags(FlagSet& flags, std::vector<std::string> args, std::vector<std::string>* rest) {
-  for (auto& a : args) {
-    if (a == "-f") a = flags.Usage().find("--follow") != std::string::npos ? "--follow" : "--file";
-  }
+int ParseFlags(FlagSet& flags, const std::vector<std::string>& args, std::vector<std::string>* rest) {
   auto parsed = flags.Parse(args);
   if (parsed.ok()) {
     *rest = *std::move(parsed);
@@ -136,6 +133,7 @@ int Submit(Client& client, const std::vector<std::string>& args) {
   FlagSet flags("hetpoolctl submit -f job.json [--request-id ID]\n"
                 "Example: hetpoolctl submit -f deploy/examples/ddp-job.json");
   flags.String("file", &file, "job file: protobuf JSON of hetpool.v1.JobSpec ('-' for stdin)");
+  flags.Alias("-f", "file");
   flags.String("request-id", &request_id, "idempotency token: a retry with it returns the first job");
   std::vector<std::string> rest;
   if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
@@ -260,6 +258,7 @@ int Logs(Client& client, const std::vector<std::string>& args) {
   int rank = -1;
   FlagSet flags("hetpoolctl logs ID [-f] [--node N] [--rank R]\nExample: hetpoolctl logs job-000007 -f --rank 0");
   flags.Bool("follow", &follow, "keep streaming until the job ends");
+  flags.Alias("-f", "follow");
   flags.String("node", &node, "only this node's output");
   flags.Int("rank", &rank, "only this global rank's stdout (torchrun-tagged lines)");
   std::vector<std::string> rest_args;

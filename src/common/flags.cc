@@ -64,7 +64,8 @@ void FlagSet::List(const std::string& name, std::vector<std::string>* target,
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
+    const auto alias = aliases_.find(args[i]);
+    const std::string arg = alias == aliases_.end() ? args[i] : "--" + alias->second;
     if (arg == "--") {
       positional.insert(positional.end(), args.begin() + static_cast<long>(i) + 1, args.end());
       break;
@@ -139,7 +140,11 @@ absl::Status FlagSet::ApplyConfig(const nlohmann::json& config) {
 std::string FlagSet::Usage() const {
   std::string out = usage_ + "\n\nFlags:\n";
   for (const auto& [name, flag] : flags_) {
-    absl::StrAppend(&out, "  --", name, flag.is_bool ? "" : " VALUE", "\n      ", flag.help, "\n");
+    std::string spellings = "--" + name;
+    for (const auto& [short_name, target] : aliases_) {
+      if (target == name) spellings = short_name + ", " + spellings;
+    }
+    absl::StrAppend(&out, "  ", spellings, flag.is_bool ? "" : " VALUE", "\n      ", flag.help, "\n");
   }
   return out;
 }

@@ -25,6 +25,8 @@ class FlagSet {
   void Duration(const std::string& name, absl::Duration* target, const std::string& help);
   // Repeatable; each value may also be a comma-separated list.
   void List(const std::string& name, std::vector<std::string>* target, const std::string& help);
+  // A short spelling ("-f") for a flag defined above.
+  void Alias(const std::string& short_name, const std::string& name) { aliases_[short_name] = name; }
 
   // Parses args (without the program name). Returns the positional arguments. "--help" yields
   // a CANCELLED status whose message is the usage text.
@@ -45,6 +47,7 @@ class FlagSet {
 
   std::string usage_;
   std::map<std::string, Flag> flags_;
+  std::map<std::string, std::string> aliases_;
   std::set<std::string> set_;
 };
 

@@ -17,7 +17,8 @@ TEST(Flags, ParsesTypedValuesAndPositionals) {
   flags.Bool("verbose", &b, "");
   flags.Duration("timeout", &d, "");
   flags.List("backend", &list, "");
-  auto rest = flags.Parse({"--name", "x", "pos", "--count=3", "--verbose", "--timeout", "2m",
+  flags.Alias("-v", "verbose");
+  auto rest = flags.Parse({"--name", "x", "pos", "--count=3", "-v", "--timeout", "2m",
                            "--backend", "sim,nvml", "--backend=cndev"});
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(*rest, std::vector<std::string>{"pos"});
