@@ -14,6 +14,7 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/session.h"
 #include "src/common/flags.h"
+#include "src/common/program.h"
 
 namespace {
 
@@ -55,22 +56,8 @@ int main(int argc, char** argv) {
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
-  std::vector<std::string> args(argv + 1, argv + argc);
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) server = env;
-  auto positional = flags.Parse(args);
-  if (!positional.ok()) {
-    if (absl::IsCancelled(positional.status())) {
-      std::cout << positional.status().message();
-      return 0;
-    }
-    return Fail(positional.status().message());
-  }
-  if (!positional->empty()) return Fail("unexpected argument " + (*positional)[0]);
-  if (!config.empty()) {
-    auto json = hetpool::ReadJsonFile(config);
-    if (!json.ok()) return Fail(json.status().message());
-    if (auto s = flags.ApplyConfig(*json); !s.ok()) return Fail(s.message());
-  }
+  if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpool-agent", &config)) return *exit_code;
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
 
@@ -105,12 +92,7 @@ int main(int argc, char** argv) {
   if (options.torchrun_path.empty()) return Fail("torchrun not found on PATH; pass --torchrun");
   options.torchrun_path = std::filesystem::absolute(options.torchrun_path).string();
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = hetpool::BlockShutdownSignals();
   std::atomic<bool> stop{false};
   std::thread waiter([&] {
     int received = 0;

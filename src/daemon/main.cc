@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
 #include "src/common/flags.h"
+#include "src/common/program.h"
 #include "src/daemon/daemon_server.h"
 
 namespace {
@@ -45,21 +46,7 @@ int main(int argc, char** argv) {
   flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
-  std::vector<std::string> args(argv + 1, argv + argc);
-  auto positional = flags.Parse(args);
-  if (!positional.ok()) {
-    if (absl::IsCancelled(positional.status())) {
-      std::cout << positional.status().message();
-      return 0;
-    }
-    return Fail(positional.status());
-  }
-  if (!positional->empty()) return Fail(absl::InvalidArgumentError("unexpected argument " + (*positional)[0]));
-  if (!config.empty()) {
-    auto json = hetpool::ReadJsonFile(config);
-    if (!json.ok()) return Fail(json.status());
-    if (auto s = flags.ApplyConfig(*json); !s.ok()) return Fail(s);
-  }
+  if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
   if (auto s = ParsePortRange(port_range, &options.cluster.rendezvous_port_min,
                               &options.cluster.rendezvous_port_max);
       !s.ok()) {
@@ -68,13 +55,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ hetpoold %v");
 
-  // Block the shutdown signals before any thread starts so only sigwait below receives them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Before any thread starts, so only the sigwait below receives them.
+  const sigset_t signals = hetpool::BlockShutdownSignals();
 
   auto server = hetpool::daemon::DaemonServer::Start(options);
   if (!server.ok()) return Fail(server.status());

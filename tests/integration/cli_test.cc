@@ -8,24 +8,14 @@
 namespace hetpool::testing {
 namespace {
 
-class CliTest : public ::testing::Test {
+class CliTest : public ExamplePoolSuite {
  protected:
-  static void SetUpTestSuite() {
-    cluster_ = new TestCluster(TestCluster::ExamplePool());
-    ASSERT_TRUE(cluster_->Start().ok());
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
   static std::string WriteFile(const std::string& name, const std::string& text) {
     const std::string path = cluster_->dir() + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
-  static TestCluster* cluster_;
 };
-TestCluster* CliTest::cluster_ = nullptr;
 
 TEST_F(CliTest, UnknownFieldInJobFileIsAnErrorNamingIt) {
   const std::string file = WriteFile("typo.json", R"({"name": "x", "nnodes": 1, "devices_per_nodes": 2,

@@ -11,25 +11,15 @@
 namespace hetpool::testing {
 namespace {
 
-class ControlPlaneTest : public ::testing::Test {
+class ControlPlaneTest : public ExamplePoolSuite {
  protected:
-  static void SetUpTestSuite() {
-    cluster_ = new TestCluster(TestCluster::ExamplePool());
-    ASSERT_TRUE(cluster_->Start().ok());
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
   static int JobCount() {
     pb::ListJobsResponse list;
     grpc::ClientContext ctx;
     EXPECT_TRUE(cluster_->jobs().ListJobs(&ctx, {}, &list).ok());
     return list.jobs_size();
   }
-  static TestCluster* cluster_;
 };
-TestCluster* ControlPlaneTest::cluster_ = nullptr;
 
 TEST_F(ControlPlaneTest, InvalidSpecsAreRejectedNamingTheFieldAndNothingIsStored) {
   const int before = JobCount();

@@ -17,11 +17,7 @@ TEST(Crash, KillNineLosesNoAcknowledgedJobAndReadoptsRunningOnes) {
   auto running = cluster.Submit(cluster.TrainSpec(2, 2, {"--steps", "150", "--step-sleep", "0.1"}));
   ASSERT_TRUE(running.ok()) << running.status();
   ASSERT_TRUE(cluster.WaitForState(running->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
-  for (absl::Time deadline = absl::Now() + absl::Seconds(60);
-       cluster.JobProcesses(running->id()).size() < 6 && absl::Now() < deadline;) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  auto pids_before = cluster.JobProcesses(running->id());
+  auto pids_before = cluster.WaitForJobProcesses(running->id(), 6, absl::Seconds(60));
   ASSERT_GE(pids_before.size(), 6u);
 
   // N acknowledged submissions that must wait (the NVIDIA cards are busy).

@@ -73,12 +73,8 @@ TEST(Training, CancelEndsEveryProcessOfTheJob) {
   auto submitted = cluster.Submit(cluster.TrainSpec(2, 2, {"--steps", "100000", "--step-sleep", "0.05"}));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   ASSERT_TRUE(cluster.WaitForState(submitted->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
-  // Two torchrun agents and four workers; wait until the workers exist.
-  for (absl::Time deadline = absl::Now() + absl::Seconds(60);
-       cluster.JobProcesses(submitted->id()).size() < 6 && absl::Now() < deadline;) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  ASSERT_GE(cluster.JobProcesses(submitted->id()).size(), 6u);
+  // Two torchrun agents and four workers.
+  ASSERT_GE(cluster.WaitForJobProcesses(submitted->id(), 6, absl::Seconds(60)).size(), 6u);
 
   pb::CancelJobRequest req;
   req.set_job_id(submitted->id());

@@ -269,6 +269,28 @@ std::vector<pid_t> TestCluster::JobProcesses(const std::string& job_id) const {
   return pids;
 }
 
+std::vector<pid_t> TestCluster::WaitForJobProcesses(const std::string& job_id, size_t count,
+                                                    absl::Duration timeout) const {
+  std::vector<pid_t> pids = JobProcesses(job_id);
+  for (absl::Time deadline = absl::Now() + timeout; pids.size() < count && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(200));
+    pids = JobProcesses(job_id);
+  }
+  return pids;
+}
+
+TestCluster* ExamplePoolSuite::cluster_ = nullptr;
+
+void ExamplePoolSuite::SetUpTestSuite() {
+  cluster_ = new TestCluster(TestCluster::ExamplePool());
+  ASSERT_TRUE(cluster_->Start().ok());
+}
+
+void ExamplePoolSuite::TearDownTestSuite() {
+  delete cluster_;
+  cluster_ = nullptr;
+}
+
 std::string TestCluster::DaemonLog() const { return ReadFile(dir() + "/daemon.log"); }
 
 int TestCluster::RunCli(const std::vector<std::string>& args, std::string* output) const {

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "grpcpp/channel.h"
 #include "hetpool/v1/cluster.grpc.pb.h"
 #include "hetpool/v1/job.grpc.pb.h"
@@ -83,6 +84,8 @@ class TestCluster {
   absl::StatusOr<std::string> Logs(const std::string& id, std::optional<int> rank = std::nullopt);
   // Live (non-zombie) processes whose environment carries this cluster's run marker and job id.
   std::vector<pid_t> JobProcesses(const std::string& job_id) const;
+  // Waits until the job has at least `count` live processes; returns them (fewer on timeout).
+  std::vector<pid_t> WaitForJobProcesses(const std::string& job_id, size_t count, absl::Duration timeout) const;
   std::string DaemonLog() const;
 
   // Runs hetpoolctl against this cluster; returns its exit code, stdout+stderr in *output.
@@ -100,6 +103,14 @@ class TestCluster {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::ClusterService::Stub> cluster_;
+};
+
+// A test suite sharing one example-pool cluster (ExamplePool) across its tests.
+class ExamplePoolSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+  static TestCluster* cluster_;
 };
 
 }  // namespace hetpool::testing
