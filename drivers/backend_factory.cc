@@ -2,12 +2,19 @@
 
 #include <unistd.h>
 
+#include <map>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "drivers/cndev/cndev_backend.h"
+#include "drivers/fingerprint/fingerprint.h"
+#include "drivers/levelzero/levelzero_backend.h"
+#include "drivers/mxsml/mxsml_backend.h"
+#include "drivers/nvml/nvml_backend.h"
 #include "drivers/sim/sim_backend.h"
+#include "drivers/sysfs/sysfs_pci.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -25,35 +32,67 @@ std::string HostName() {
   return buf;
 }
 
+absl::StatusOr<std::unique_ptr<DeviceBackend>> LoadVendorBackend(const std::string& name) {
+  if (name == "nvml") return NvmlBackend::Load(LibraryCandidates("libnvidia-ml.so.1"));
+  if (name == "cndev") return CndevBackend::Load(LibraryCandidates("libcndev.so", {"/usr/local/neuware/lib64"}));
+  if (name == "mxsml") {
+    return MxsmlBackend::Load(LibraryCandidates("libmxsml.so", {"/opt/mxdriver/lib", "/opt/maca/lib"}));
+  }
+  return LevelZeroBackend::Load(LibraryCandidates("libze_loader.so.1"));
+}
+
+absl::string_view VendorOfBackend(const std::string& name) {
+  if (name == "nvml") return "NVIDIA";
+  if (name == "cndev") return "Cambricon";
+  if (name == "mxsml") return "MetaX";
+  return "Intel";
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<std::unique_ptr<DeviceBackend>>> CreateBackends(
-    const BackendOptions& options) {
-  std::vector<std::unique_ptr<DeviceBackend>> backends;
+absl::StatusOr<std::vector<std::unique_ptr<DeviceBackend>>> CreateBackends(const BackendOptions& options) {
+  std::vector<std::string> names;
   for (const auto& name : options.names) {
-    if (name == "sim") {
-      if (options.sim_inventory_path.empty()) {
-        return absl::InvalidArgumentError("--backend sim needs --inventory FILE");
-      }
-      backends.push_back(std::make_unique<SimBackend>(options.sim_inventory_path));
+    if (name == "auto") {
+      names.insert(names.end(), std::begin(kVendorBackends), std::end(kVendorBackends));
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown backend '", name, "' (available in this build: sim)"));
+      names.push_back(name);
     }
   }
-  if (backends.empty()) return absl::InvalidArgumentError("no discovery backend configured");
+  std::vector<std::unique_ptr<DeviceBackend>> backends;
+  std::set<std::string> seen;
+  for (const auto& name : names) {
+    if (!seen.insert(name).second) continue;
+    if (name == "sim") {
+      if (options.sim_inventory_path.empty()) return absl::InvalidArgumentError("--backend sim needs --inventory FILE");
+      backends.push_back(std::make_unique<SimBackend>(options.sim_inventory_path));
+    } else if (name == "sysfs") {
+      backends.push_back(std::make_unique<SysfsBackend>(SysfsPci(options.sysfs_root, options.pci_ids_path)));
+    } else if (std::find(std::begin(kVendorBackends), std::end(kVendorBackends), name) != std::end(kVendorBackends)) {
+      auto backend = LoadVendorBackend(name);
+      if (backend.ok()) {
+        backends.push_back(*std::move(backend));
+      } else if (absl::IsNotFound(backend.status())) {
+        options.note(absl::StrCat("no ", VendorOfBackend(name), " devices: ", backend.status().message()));
+      } else {
+        options.note(absl::StrCat(name, " backend disabled: ", backend.status().message()));
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown backend '", name, "' (auto, nvml, cndev, mxsml, levelzero, sysfs, sim)"));
+    }
+  }
   return backends;
 }
 
-absl::StatusOr<NodeInventory> CollectInventory(
-    const std::vector<std::unique_ptr<DeviceBackend>>& backends) {
+absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr<DeviceBackend>>& backends,
+                                               const CollectOptions& options) {
   NodeInventory inventory;
   inventory.hostname = HostName();
   inventory.cpus = static_cast<int>(std::thread::hardware_concurrency());
   inventory.memory_mib = HostMemoryMib();
-  inventory.simulated = false;
   std::vector<std::string> names;
-  std::set<std::string> ids;
+  std::set<std::string> ids, buses;
   for (const auto& backend : backends) {
     names.emplace_back(backend->Name());
     if (auto* sim = dynamic_cast<SimBackend*>(backend.get())) {
@@ -67,18 +106,28 @@ absl::StatusOr<NodeInventory> CollectInventory(
     inventory.simulated = inventory.simulated || backend->Simulated();
     auto devices = backend->Discover();
     if (!devices.ok()) {
-      return absl::Status(devices.status().code(),
-                          absl::StrCat(backend->Name(), ": ", devices.status().message()));
+      return absl::Status(devices.status().code(), absl::StrCat(backend->Name(), ": ", devices.status().message()));
     }
     for (auto& d : *devices) {
+      // sysfs sees every card a vendor library already reported: keep the vendor's record.
+      if (backend->Name() == "sysfs" && buses.contains(d.pci_bus_id)) continue;
       if (!ids.insert(d.id).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("device id '", d.id, "' reported by two backends"));
+        return absl::InvalidArgumentError(absl::StrCat("device id '", d.id, "' reported by two backends"));
       }
+      if (!d.pci_bus_id.empty()) buses.insert(d.pci_bus_id);
       inventory.devices.push_back(std::move(d));
     }
   }
   inventory.backend = absl::StrJoin(names, ",");
+  if (!inventory.simulated) SysfsPci(options.sysfs_root).Complete(inventory.devices);
+  const SpecTable defaults = SpecTable::Defaults();
+  const SpecTable& specs = options.specs ? *options.specs : defaults;
+  for (auto& d : inventory.devices) ApplyFingerprint(specs, d);
+  inventory.torch_devices = options.torch_devices;
+  if (inventory.torch_devices.empty()) {
+    inventory.torch_devices.insert("cpu");
+    for (const auto& d : inventory.devices) inventory.torch_devices.insert(std::string(RuntimeOf(d.vendor).torch_device));
+  }
   return inventory;
 }
 

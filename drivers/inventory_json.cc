@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "drivers/fingerprint/spec_table.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -105,7 +106,8 @@ absl::StatusOr<DeviceRecord> ParseDevice(const json& j, const std::string& path)
   FieldReader r(j, path);
   if (auto s = r.CheckKnownKeys({"id", "index", "vendor", "model", "uuid", "pci_bus_id",
                                  "numa_node", "memory_mib", "memory_used_mib", "healthy",
-                                 "health_message", "architecture", "driver_version", "links"});
+                                 "health_message", "architecture", "driver_version", "links", "serial", "local_cpus",
+                                 "utilization_percent", "fingerprint", "capability"});
       !s.ok()) {
     return s;
   }
@@ -169,7 +171,7 @@ absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
   if (!root.is_object()) return absl::InvalidArgumentError("inventory: must be a JSON object");
   FieldReader r(root, "inventory");
   // "backend" and "simulated" are accepted so --print-inventory output can be fed back in.
-  if (auto s = r.CheckKnownKeys({"hostname", "cpus", "memory_mib", "devices", "backend", "simulated"});
+  if (auto s = r.CheckKnownKeys({"hostname", "cpus", "memory_mib", "devices", "backend", "simulated", "torch_devices"});
       !s.ok()) {
     return s;
   }
@@ -211,6 +213,22 @@ absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
   return inv;
 }
 
+nlohmann::json CapabilityToJson(const Capability& cap) {
+  json precisions = json::array();
+  for (Precision p : cap.precisions) precisions.push_back(PrecisionName(p));
+  json peaks = json::object();
+  for (const auto& [p, v] : cap.peak_tflops) peaks[std::string(PrecisionName(p))] = v;
+  return {{"isa", IsaFamilyName(cap.isa)},
+          {"arch_major", cap.arch_major},
+          {"arch_minor", cap.arch_minor},
+          {"precisions", precisions},
+          {"bandwidth_gbps", cap.bandwidth_gbps},
+          {"peak_tflops", peaks},
+          {"runtime_version", cap.runtime_version},
+          {"collective", cap.collective},
+          {"spec_source", cap.spec_source}};
+}
+
 nlohmann::json InventoryToJson(const NodeInventory& inv) {
   json devices = json::array();
   for (const auto& d : inv.devices) {
@@ -231,13 +249,19 @@ nlohmann::json InventoryToJson(const NodeInventory& inv) {
                        {"health_message", d.health_message},
                        {"architecture", d.architecture},
                        {"driver_version", d.driver_version},
-                       {"links", links}});
+                       {"serial", d.serial},
+                       {"local_cpus", d.local_cpus},
+                       {"utilization_percent", d.utilization_percent},
+                       {"links", links},
+                       {"fingerprint", d.fingerprint},
+                       {"capability", CapabilityToJson(d.capability)}});
   }
   return {{"hostname", inv.hostname},
           {"cpus", inv.cpus},
           {"memory_mib", inv.memory_mib},
           {"backend", inv.backend},
           {"simulated", inv.simulated},
+          {"torch_devices", inv.torch_devices},
           {"devices", devices}};
 }
 

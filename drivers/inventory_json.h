@@ -15,6 +15,7 @@ namespace hetpool::drivers {
 // Device ids default to "<vendor><index>", index counting per vendor in file order.
 absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text);
 nlohmann::json InventoryToJson(const NodeInventory& inventory);
+nlohmann::json CapabilityToJson(const Capability& capability);
 
 absl::string_view LinkKindName(LinkKind kind);
 absl::StatusOr<LinkKind> ParseLinkKind(absl::string_view name);

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,26 @@ struct Link {
   int count = 1;
 };
 
+// Numeric formats a device computes in; "supported" means the hardware has a fast path for it.
+enum class Precision { kFp64, kFp32, kTf32, kBf16, kFp16, kFp8, kInt8, kInt4 };
+
+// Which kind of compiled device code a device executes natively.
+enum class IsaFamily { kNone, kCudaSass, kMaca, kBang, kSpirv };
+
+// The canonical description of what a device can run, derived from the vendor library's answers
+// and the spec table (drivers/fingerprint). Devices with equal records share a fingerprint id.
+struct Capability {
+  IsaFamily isa = IsaFamily::kNone;
+  int arch_major = 0;  // NVIDIA compute capability X.Y; other vendors' numeric arch when known
+  int arch_minor = 0;
+  std::set<Precision> precisions;
+  double bandwidth_gbps = 0;                     // memory bandwidth, GB/s (0 = unknown)
+  std::map<Precision, double> peak_tflops;       // dense peak per precision (absent = unknown)
+  std::string runtime_version;                   // CUDA driver API, MACA, Neuware, Level Zero
+  std::string collective;                        // NCCL, MCCL, CNCL, oneCCL
+  std::string spec_source;                       // which spec-table entry filled the figures
+};
+
 struct DeviceRecord {
   std::string id;    // node-local: "<vendor><index>"
   int index = 0;     // vendor enumeration index, used in visibility variables
@@ -29,13 +51,18 @@ struct DeviceRecord {
   std::string uuid;
   std::string pci_bus_id;
   int numa_node = -1;
+  std::string local_cpus;  // CPUs near the device (sysfs local_cpulist)
   uint64_t memory_mib = 0;
   uint64_t memory_used_mib = 0;
   bool healthy = true;
   std::string health_message;
   std::string architecture;
   std::string driver_version;
+  std::string serial;
+  int utilization_percent = -1;  // -1 when the backend cannot tell
   std::vector<Link> links;
+  Capability capability;
+  std::string fingerprint;       // short stable id of (vendor, model, arch, memory, precisions, versions)
 };
 
 struct NodeInventory {
@@ -45,6 +72,7 @@ struct NodeInventory {
   std::vector<DeviceRecord> devices;
   std::string backend;
   bool simulated = false;
+  std::set<std::string> torch_devices;  // torch plugins the node can run: cuda, mlu, xpu, cpu
 };
 
 }  // namespace hetpool

@@ -1,0 +1,123 @@
+#include "drivers/mxsml/mxsml_backend.h"
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "drivers/device_links.h"
+
+namespace hetpool::drivers {
+namespace {
+
+constexpr int kUsageXcore = 4;  // mxSmlUsageIp_t MXSML_Usage_Xcore (C-class devices)
+
+LinkKind FromTopologyLevel(mxSmlDeviceTopologyLevel_t level) {
+  if (level <= 2) return LinkKind::kPcieSwitch;
+  if (level == 3) return LinkKind::kPcieHostBridge;
+  if (level == 4) return LinkKind::kSameNuma;
+  return LinkKind::kCrossSocket;  // 6 SYSTEM (5 METAXLINK is reported as a fabric link instead)
+}
+
+std::string Bounded(const char* text, size_t size) { return std::string(text, strnlen(text, size)); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MxsmlBackend>> MxsmlBackend::Load(const std::vector<std::string>& candidates) {
+  auto opened = DynamicLibrary::Open(candidates);
+  if (!opened.ok()) return opened.status();
+  const DynamicLibrary& lib = **opened;
+  EntryPoints t;
+  auto resolve = [&]() -> absl::Status {
+    HETPOOL_MXSML_REQUIRED(HETPOOL_REQUIRE_ENTRY_POINT)
+    HETPOOL_MXSML_OPTIONAL(HETPOOL_OPTIONAL_ENTRY_POINT)
+    return absl::OkStatus();
+  };
+  if (auto s = resolve(); !s.ok()) return s;
+  if (mxSmlReturn_t rc = t.mxSmlInit(); rc != MXSML_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("mxSmlInit: ", t.mxSmlGetErrorString(rc)));
+  }
+  return std::unique_ptr<MxsmlBackend>(new MxsmlBackend(*std::move(opened), t));
+}
+
+std::string MxsmlBackend::Error(mxSmlReturn_t rc) const {
+  const char* text = mxsml_.mxSmlGetErrorString(rc);
+  return text ? text : absl::StrCat("MXSML error ", rc);
+}
+
+absl::StatusOr<std::vector<DeviceRecord>> MxsmlBackend::Discover() {
+  const unsigned count = mxsml_.mxSmlGetDeviceCount();
+  std::string maca_version;
+  if (mxsml_.mxSmlGetMacaVersion) {
+    char buf[64] = {};
+    unsigned size = sizeof(buf);
+    if (mxsml_.mxSmlGetMacaVersion(buf, &size) == MXSML_SUCCESS) maca_version = Bounded(buf, sizeof(buf));
+  }
+  std::vector<DeviceRecord> devices;
+  std::vector<bool> answered;  // device info known (links and topology are asked only then)
+  std::map<unsigned, size_t> by_device_id;
+  for (unsigned i = 0; i < count; ++i) {
+    DeviceRecord d;
+    d.vendor = Vendor::kMetax;
+    d.index = static_cast<int>(i);
+    d.id = absl::StrCat("metax", i);
+    d.capability.runtime_version = maca_version;
+    auto fail = [&d, this](const char* call, mxSmlReturn_t rc) {
+      if (d.healthy) d.health_message = absl::StrCat(call, ": ", Error(rc));
+      d.healthy = false;
+    };
+    mxSmlDeviceInfo_t info{};
+    const mxSmlReturn_t info_rc = mxsml_.mxSmlGetDeviceInfo(i, &info);
+    if (info_rc == MXSML_SUCCESS) {
+      d.uuid = Bounded(info.uuid, sizeof(info.uuid));
+      d.model = Bounded(info.deviceName, sizeof(info.deviceName));
+      d.pci_bus_id = CanonicalBusId(Bounded(info.bdfId, sizeof(info.bdfId)));
+      by_device_id[info.deviceId] = devices.size();
+    } else {
+      fail("mxSmlGetDeviceInfo", info_rc);
+    }
+    mxSmlMemoryInfo_t memory{};
+    if (mxSmlReturn_t rc = mxsml_.mxSmlGetMemoryInfo(i, &memory); rc == MXSML_SUCCESS) {
+      d.memory_mib = static_cast<uint64_t>(memory.vramTotal) / 1024;
+      d.memory_used_mib = static_cast<uint64_t>(memory.vramUse) / 1024;
+    } else {
+      fail("mxSmlGetMemoryInfo", rc);
+    }
+    int isa = 0;
+    if (mxsml_.mxSmlGetDeviceIsaVersion && mxsml_.mxSmlGetDeviceIsaVersion(i, &isa) == MXSML_SUCCESS && isa > 0) {
+      d.architecture = absl::StrCat("xcore", isa);
+      d.capability.arch_major = isa;
+    }
+    int usage = 0;
+    if (mxsml_.mxSmlGetDeviceIpUsage && mxsml_.mxSmlGetDeviceIpUsage(i, kUsageXcore, &usage) == MXSML_SUCCESS) {
+      d.utilization_percent = usage;
+    }
+    devices.push_back(std::move(d));
+    answered.push_back(info_rc == MXSML_SUCCESS);
+  }
+  if (mxsml_.mxSmlGetMetaXLinkRemoteInfo) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (!answered[i] || !devices[i].healthy) continue;
+      for (unsigned link = 0; link < MXSML_METAXLINK_MAX_LINKS; ++link) {
+        mxSmlMetaXLinkRemoteInfo_t remote{};
+        if (mxsml_.mxSmlGetMetaXLinkRemoteInfo(static_cast<unsigned>(i), link, &remote) != MXSML_SUCCESS) continue;
+        auto peer = by_device_id.find(remote.deviceId);
+        if (peer != by_device_id.end() && peer->second != i) {
+          AddFabricLane(devices[i], devices[peer->second].id, LinkKind::kMetaxLink);
+        }
+      }
+    }
+  }
+  if (mxsml_.mxSmlGetDeviceTopology) {
+    AddPcieLinks(devices, [&](size_t i, size_t j) -> std::optional<LinkKind> {
+      if (!answered[i] || !answered[j]) return std::nullopt;
+      mxSmlDeviceTopologyLevel_t level = 0;
+      if (mxsml_.mxSmlGetDeviceTopology(static_cast<unsigned>(i), static_cast<unsigned>(j), &level) != MXSML_SUCCESS) {
+        return std::nullopt;
+      }
+      return FromTopologyLevel(level);
+    });
+  }
+  return devices;
+}
+
+}  // namespace hetpool::drivers

@@ -1,0 +1,87 @@
+// The subset of NVML's C ABI hetpool uses, declared here so the build needs no NVIDIA headers or
+// libraries. Names, struct layouts and values follow nvml.h (r535+). The backend resolves these
+// with dlsym; the fake library in tests/fakes implements the same declarations, so the compiler
+// checks that both sides agree.
+#pragma once
+
+#include "drivers/dl/entry_points.h"
+
+extern "C" {
+
+typedef int nvmlReturn_t;
+enum : int {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+typedef struct nvmlDevice_st* nvmlDevice_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;  // bytes
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];  // "%08X:%02X:%02X.0"
+} nvmlPciInfo_t;
+
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;
+  unsigned int memory;
+} nvmlUtilization_t;
+
+typedef int nvmlEnableState_t;  // NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
+typedef int nvmlGpuTopologyLevel_t;
+enum : int {
+  NVML_TOPOLOGY_INTERNAL = 0,
+  NVML_TOPOLOGY_SINGLE = 10,
+  NVML_TOPOLOGY_MULTIPLE = 20,
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,
+  NVML_TOPOLOGY_NODE = 40,
+  NVML_TOPOLOGY_SYSTEM = 50,
+};
+enum : unsigned { NVML_NVLINK_MAX_LINKS = 18, NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96,
+                  NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96, NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80 };
+
+// X(name, return type, parameter list). Required: discovery cannot work without them.
+#define HETPOOL_NVML_REQUIRED(X)                                                              \
+  X(nvmlInit_v2, nvmlReturn_t, (void))                                                        \
+  X(nvmlShutdown, nvmlReturn_t, (void))                                                       \
+  X(nvmlErrorString, const char*, (nvmlReturn_t))                                             \
+  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int*))                                     \
+  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int, nvmlDevice_t*))               \
+  X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                     \
+  X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                     \
+  X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t*))                     \
+  X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t*))                    \
+  X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t, int*, int*))             \
+  X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char*, unsigned int))
+
+// Optional: older drivers lack some; the backend fills the gap (sysfs) or leaves the field empty.
+#define HETPOOL_NVML_OPTIONAL(X)                                                                    \
+  X(nvmlDeviceGetNumaNodeId, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                           \
+  X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int*))                                        \
+  X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                         \
+  X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t*))                \
+  X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t, (nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t*)) \
+  X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlEnableState_t*))       \
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlPciInfo_t*))
+
+HETPOOL_NVML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
+HETPOOL_NVML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)
+
+}  // extern "C"

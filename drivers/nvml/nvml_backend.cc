@@ -1,0 +1,182 @@
+#include "drivers/nvml/nvml_backend.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "drivers/device_links.h"
+
+namespace hetpool::drivers {
+namespace {
+
+LinkKind FromTopologyLevel(nvmlGpuTopologyLevel_t level) {
+  if (level <= NVML_TOPOLOGY_MULTIPLE) return LinkKind::kPcieSwitch;  // same board / switch tree
+  if (level <= NVML_TOPOLOGY_HOSTBRIDGE) return LinkKind::kPcieHostBridge;
+  if (level <= NVML_TOPOLOGY_NODE) return LinkKind::kSameNuma;
+  return LinkKind::kCrossSocket;
+}
+
+std::string DriverVersionString(int cuda_version) {
+  // 12040 -> "12.4"
+  return absl::StrCat(cuda_version / 1000, ".", (cuda_version % 1000) / 10);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Load(const std::vector<std::string>& candidates) {
+  auto opened = DynamicLibrary::Open(candidates);
+  if (!opened.ok()) return opened.status();
+  const DynamicLibrary& lib = **opened;
+  EntryPoints t;
+  auto resolve = [&]() -> absl::Status {
+    HETPOOL_NVML_REQUIRED(HETPOOL_REQUIRE_ENTRY_POINT)
+    HETPOOL_NVML_OPTIONAL(HETPOOL_OPTIONAL_ENTRY_POINT)
+    return absl::OkStatus();
+  };
+  if (auto s = resolve(); !s.ok()) return s;
+  if (nvmlReturn_t rc = t.nvmlInit_v2(); rc != NVML_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("nvmlInit_v2: ", t.nvmlErrorString(rc)));
+  }
+  return std::unique_ptr<NvmlBackend>(new NvmlBackend(*std::move(opened), t));
+}
+
+NvmlBackend::~NvmlBackend() { nvml_.nvmlShutdown(); }
+
+std::string NvmlBackend::Error(nvmlReturn_t rc) const {
+  const char* text = nvml_.nvmlErrorString(rc);
+  return text ? text : absl::StrCat("NVML error ", rc);
+}
+
+absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
+  unsigned int count = 0;
+  if (nvmlReturn_t rc = nvml_.nvmlDeviceGetCount_v2(&count); rc != NVML_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("nvmlDeviceGetCount_v2: ", Error(rc)));
+  }
+  char text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  std::string driver_version;
+  if (nvml_.nvmlSystemGetDriverVersion(text, sizeof(text)) == NVML_SUCCESS) driver_version = text;
+  std::string cuda_version;
+  int cuda = 0;
+  if (nvml_.nvmlSystemGetCudaDriverVersion_v2 && nvml_.nvmlSystemGetCudaDriverVersion_v2(&cuda) == NVML_SUCCESS) {
+    cuda_version = DriverVersionString(cuda);
+  }
+
+  std::vector<DeviceRecord> devices;
+  std::vector<nvmlDevice_t> handles;
+  for (unsigned int i = 0; i < count; ++i) {
+    DeviceRecord d;
+    d.vendor = Vendor::kNvidia;
+    d.index = static_cast<int>(i);
+    d.id = absl::StrCat("nvidia", i);
+    d.driver_version = driver_version;
+    d.capability.runtime_version = cuda_version;
+    nvmlDevice_t handle = nullptr;
+    // A call that fails marks this device unhealthy with NVML's words; the rest carry on.
+    auto fail = [&d, this](const char* call, nvmlReturn_t rc) {
+      if (d.healthy) d.health_message = absl::StrCat(call, ": ", Error(rc));
+      d.healthy = false;
+    };
+    if (nvmlReturn_t rc = nvml_.nvmlDeviceGetHandleByIndex_v2(i, &handle); rc != NVML_SUCCESS) {
+      fail("nvmlDeviceGetHandleByIndex_v2", rc);
+      devices.push_back(std::move(d));
+      handles.push_back(nullptr);
+      continue;
+    }
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (nvmlReturn_t rc = nvml_.nvmlDeviceGetUUID(handle, buf, sizeof(buf)); rc == NVML_SUCCESS) {
+      d.uuid = buf;
+    } else {
+      fail("nvmlDeviceGetUUID", rc);
+    }
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (nvmlReturn_t rc = nvml_.nvmlDeviceGetName(handle, name, sizeof(name)); rc == NVML_SUCCESS) {
+      d.model = name;
+    } else {
+      fail("nvmlDeviceGetName", rc);
+    }
+    nvmlMemory_t memory{};
+    if (nvmlReturn_t rc = nvml_.nvmlDeviceGetMemoryInfo(handle, &memory); rc == NVML_SUCCESS) {
+      d.memory_mib = memory.total >> 20;
+      d.memory_used_mib = memory.used >> 20;
+    } else {
+      fail("nvmlDeviceGetMemoryInfo", rc);
+    }
+    nvmlPciInfo_t pci{};
+    if (nvmlReturn_t rc = nvml_.nvmlDeviceGetPciInfo_v3(handle, &pci); rc == NVML_SUCCESS) {
+      d.pci_bus_id = CanonicalBusId(pci.busId);
+    } else {
+      fail("nvmlDeviceGetPciInfo_v3", rc);
+    }
+    int major = 0, minor = 0;
+    if (nvmlReturn_t rc = nvml_.nvmlDeviceGetCudaComputeCapability(handle, &major, &minor); rc == NVML_SUCCESS) {
+      d.capability.arch_major = major;
+      d.capability.arch_minor = minor;
+      d.architecture = absl::StrCat("sm_", major, minor);
+    } else {
+      fail("nvmlDeviceGetCudaComputeCapability", rc);
+    }
+    unsigned int numa = 0;
+    if (nvml_.nvmlDeviceGetNumaNodeId && nvml_.nvmlDeviceGetNumaNodeId(handle, &numa) == NVML_SUCCESS) {
+      d.numa_node = static_cast<int>(numa);
+    }
+    char serial[64] = {};
+    if (nvml_.nvmlDeviceGetSerial && nvml_.nvmlDeviceGetSerial(handle, serial, sizeof(serial)) == NVML_SUCCESS) {
+      d.serial = serial;
+    }
+    nvmlUtilization_t util{};
+    if (nvml_.nvmlDeviceGetUtilizationRates && nvml_.nvmlDeviceGetUtilizationRates(handle, &util) == NVML_SUCCESS) {
+      d.utilization_percent = static_cast<int>(util.gpu);
+    }
+    devices.push_back(std::move(d));
+    handles.push_back(handle);
+  }
+
+  // NVLink: a lane whose remote end is another GPU links the two directly; a lane ending at a
+  // device that is not one of our GPUs ends at an NVSwitch, and GPUs on the same switches reach
+  // each other over all their lanes (how nvidia-smi shows NV18 on HGX boards).
+  std::map<std::string, size_t> by_bus;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (!devices[i].pci_bus_id.empty()) by_bus[devices[i].pci_bus_id] = i;
+  }
+  std::vector<std::map<std::string, int>> switch_lanes(devices.size());
+  if (nvml_.nvmlDeviceGetNvLinkState && nvml_.nvmlDeviceGetNvLinkRemotePciInfo_v2) {
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (handles[i] == nullptr || !devices[i].healthy) continue;
+      for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+        nvmlEnableState_t active = 0;
+        if (nvml_.nvmlDeviceGetNvLinkState(handles[i], link, &active) != NVML_SUCCESS || !active) continue;
+        nvmlPciInfo_t remote{};
+        if (nvml_.nvmlDeviceGetNvLinkRemotePciInfo_v2(handles[i], link, &remote) != NVML_SUCCESS) continue;
+        const std::string bus = CanonicalBusId(remote.busId);
+        if (auto peer = by_bus.find(bus); peer != by_bus.end() && peer->second != i) {
+          AddFabricLane(devices[i], devices[peer->second].id, LinkKind::kNvLink);
+        } else {
+          ++switch_lanes[i][bus];
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    for (size_t j = 0; j < devices.size(); ++j) {
+      if (i == j) continue;
+      int lanes = 0;
+      for (const auto& [sw, n] : switch_lanes[i]) {
+        if (switch_lanes[j].contains(sw)) lanes += n;
+      }
+      if (lanes > 0) devices[i].links.push_back({devices[j].id, LinkKind::kNvLink, lanes});
+    }
+  }
+  if (nvml_.nvmlDeviceGetTopologyCommonAncestor) {
+    AddPcieLinks(devices, [&](size_t i, size_t j) -> std::optional<LinkKind> {
+      if (handles[i] == nullptr || handles[j] == nullptr) return std::nullopt;
+      nvmlGpuTopologyLevel_t level = 0;
+      if (nvml_.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j], &level) != NVML_SUCCESS) {
+        return std::nullopt;
+      }
+      return FromTopologyLevel(level);
+    });
+  }
+  return devices;
+}
+
+}  // namespace hetpool::drivers

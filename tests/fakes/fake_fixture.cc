@@ -1,0 +1,134 @@
+#include "tests/fakes/fake_fixture.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+
+#include "nlohmann/json.hpp"
+
+namespace hetpool::fakes {
+namespace {
+
+// Test scaffolding: one process-wide fixture per fake library, guarded by a mutex.
+std::mutex g_mu;
+std::unique_ptr<FakeFixture> g_fixture;
+std::string g_loaded_path;
+bool g_loaded = false;
+int g_fail_skip = 0;
+int g_fail_calls = 0;
+int g_fail_error = 0;
+
+std::unique_ptr<FakeFixture> Load() {
+  const char* path = std::getenv("HETPOOL_FAKE_FIXTURE");
+  if (path == nullptr) return nullptr;
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return nullptr;
+  auto fixture = std::make_unique<FakeFixture>();
+  fixture->driver_version = j.value("driver_version", "");
+  fixture->runtime_version = j.value("runtime_version", "");
+  for (const auto& d : j.value("devices", nlohmann::json::array())) {
+    FakeDevice dev;
+    dev.name = d.value("name", "");
+    dev.uuid = d.value("uuid", "");
+    dev.serial = d.value("serial", "");
+    dev.pci_bus_id = d.value("pci_bus_id", "");
+    dev.numa_node = d.value("numa_node", -1);
+    dev.memory_mib = d.value("memory_mib", 0ull);
+    dev.memory_used_mib = d.value("memory_used_mib", 0ull);
+    dev.utilization = d.value("utilization", 0);
+    auto arch = d.value("arch", std::vector<int>{0, 0});
+    dev.arch_major = arch.size() > 0 ? arch[0] : 0;
+    dev.arch_minor = arch.size() > 1 ? arch[1] : 0;
+    dev.isa = d.value("isa", "");
+    dev.pcie_switch = d.value("pcie_switch", "");
+    dev.host_bridge = d.value("host_bridge", "");
+    dev.socket = d.value("socket", 0);
+    for (const auto& l : d.value("links", nlohmann::json::array())) {
+      dev.links.push_back({l.value("peer", -1), l.value("switch", ""), l.value("lanes", 1)});
+    }
+    fixture->devices.push_back(std::move(dev));
+  }
+  return fixture;
+}
+
+}  // namespace
+
+FakeFixture* Fixture() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  // Reload when the test points the variable at another fixture.
+  const char* path = std::getenv("HETPOOL_FAKE_FIXTURE");
+  const std::string current = path ? path : "";
+  if (!g_loaded || current != g_loaded_path) {
+    g_fixture = Load();
+    g_loaded = true;
+    g_loaded_path = current;
+  }
+  return g_fixture.get();
+}
+
+std::vector<int> VisibleDevices() {
+  std::vector<int> out;
+  FakeFixture* f = Fixture();
+  if (f == nullptr) return out;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (size_t i = 0; i < f->devices.size(); ++i) {
+    if (!f->devices[i].removed) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+int TakeInjectedError() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_fail_calls <= 0) return 0;
+  if (g_fail_skip > 0) {
+    --g_fail_skip;
+    return 0;
+  }
+  --g_fail_calls;
+  return g_fail_error;
+}
+
+int PcieDistance(const FakeDevice& a, const FakeDevice& b) {
+  if (!a.pcie_switch.empty() && a.pcie_switch == b.pcie_switch) return 1;
+  if (!a.host_bridge.empty() && a.host_bridge == b.host_bridge) return 2;
+  if (a.socket == b.socket) return 3;
+  return 4;
+}
+
+bool CopyString(const std::string& text, char* out, unsigned size) {
+  if (out == nullptr || text.size() + 1 > size) return false;
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return true;
+}
+
+}  // namespace hetpool::fakes
+
+extern "C" {
+
+void hetpool_fake_fail_calls(int skip, int calls, int error) {
+  std::lock_guard<std::mutex> lock(hetpool::fakes::g_mu);
+  hetpool::fakes::g_fail_skip = skip;
+  hetpool::fakes::g_fail_calls = calls;
+  hetpool::fakes::g_fail_error = error;
+}
+
+void hetpool_fake_remove_device(int index) {
+  hetpool::fakes::FakeFixture* f = hetpool::fakes::Fixture();
+  std::lock_guard<std::mutex> lock(hetpool::fakes::g_mu);
+  if (f != nullptr && index >= 0 && index < static_cast<int>(f->devices.size())) f->devices[index].removed = true;
+}
+
+void hetpool_fake_reset(void) {
+  hetpool::fakes::FakeFixture* f = hetpool::fakes::Fixture();
+  std::lock_guard<std::mutex> lock(hetpool::fakes::g_mu);
+  hetpool::fakes::g_fail_calls = 0;
+  hetpool::fakes::g_fail_skip = 0;
+  if (f != nullptr) {
+    for (auto& d : f->devices) d.removed = false;
+  }
+}
+
+}  // extern "C"

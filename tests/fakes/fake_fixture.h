@@ -1,0 +1,57 @@
+// Shared state of the fake vendor libraries (real .so files exporting each vendor's C ABI). Their
+// devices, links and faults come from the JSON fixture named by HETPOOL_FAKE_FIXTURE; the control
+// exports below inject errors and hot-remove devices so tests exercise the real dlopen path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hetpool::fakes {
+
+struct FakeLink {
+  int peer = -1;            // fixture index of the peer device, or -1 when the lane ends at a switch
+  std::string switch_id;    // NVSwitch PCI bus id for switch-attached lanes
+  int lanes = 1;
+};
+
+struct FakeDevice {
+  std::string name, uuid, serial, pci_bus_id;
+  int numa_node = -1;
+  uint64_t memory_mib = 0, memory_used_mib = 0;
+  int utilization = 0;
+  int arch_major = 0, arch_minor = 0;
+  std::string isa;          // vendor ISA string where the library reports one
+  std::string pcie_switch, host_bridge;
+  int socket = 0;
+  std::vector<FakeLink> links;
+  bool removed = false;
+};
+
+struct FakeFixture {
+  std::string driver_version, runtime_version;
+  std::vector<FakeDevice> devices;
+};
+
+// The fixture, loaded on first use; nullptr when HETPOOL_FAKE_FIXTURE is unset or unreadable
+// (the fake's init then fails the way a missing driver would).
+FakeFixture* Fixture();
+// Fixture indices of devices still on the bus, in enumeration order.
+std::vector<int> VisibleDevices();
+// The vendor error to return for this call, 0 when no error is injected.
+int TakeInjectedError();
+// 1 same PCIe switch, 2 same host bridge, 3 same socket (NUMA domain), 4 across sockets.
+int PcieDistance(const FakeDevice& a, const FakeDevice& b);
+// Copies `text` into a C buffer of `size` bytes; false when it does not fit.
+bool CopyString(const std::string& text, char* out, unsigned size);
+
+}  // namespace hetpool::fakes
+
+extern "C" {
+// After `skip` more vendor calls succeed, make the next `calls` fail with the vendor error `error`.
+__attribute__((visibility("default"))) void hetpool_fake_fail_calls(int skip, int calls, int error);
+// The device at fixture index `index` falls off the bus: enumeration no longer lists it.
+__attribute__((visibility("default"))) void hetpool_fake_remove_device(int index);
+// Clears injected errors and removals.
+__attribute__((visibility("default"))) void hetpool_fake_reset(void);
+}

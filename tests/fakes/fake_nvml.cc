@@ -1,0 +1,201 @@
+// A fake libnvidia-ml.so.1: NVML's C ABI (drivers/nvml/nvml_abi.h) over a JSON fixture.
+#include <cstdio>
+#include <cstring>
+
+#include "drivers/nvml/nvml_abi.h"
+#include "tests/fakes/fake_fixture.h"
+
+using hetpool::fakes::FakeDevice;
+using hetpool::fakes::Fixture;
+
+#define EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+bool g_initialized = false;
+
+// Handles encode the fixture index (+1, so no handle is null).
+nvmlDevice_t HandleOf(int fixture_index) { return reinterpret_cast<nvmlDevice_t>(static_cast<intptr_t>(fixture_index) + 1); }
+
+// Common preamble of every device call: initialized, injected fault, valid and present device.
+nvmlReturn_t Check(nvmlDevice_t handle, FakeDevice** out) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (int rc = hetpool::fakes::TakeInjectedError()) return rc;
+  const intptr_t index = reinterpret_cast<intptr_t>(handle) - 1;
+  auto* f = Fixture();
+  if (f == nullptr || index < 0 || index >= static_cast<intptr_t>(f->devices.size())) return NVML_ERROR_INVALID_ARGUMENT;
+  if (f->devices[index].removed) return NVML_ERROR_GPU_IS_LOST;
+  *out = &f->devices[index];
+  return NVML_SUCCESS;
+}
+
+void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
+  std::memset(pci, 0, sizeof(*pci));
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function);
+  pci->domain = domain;
+  pci->bus = bus;
+  pci->device = device;
+  std::snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", domain, bus, device);
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", domain, bus, device);
+}
+
+// The NVLink lanes of a device flattened: lane i -> (peer fixture index, switch bus id).
+std::vector<std::pair<int, std::string>> Lanes(const FakeDevice& d) {
+  std::vector<std::pair<int, std::string>> lanes;
+  for (const auto& l : d.links) {
+    for (int k = 0; k < l.lanes; ++k) lanes.emplace_back(l.peer, l.switch_id);
+  }
+  return lanes;
+}
+
+}  // namespace
+
+extern "C" {
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) {
+  if (Fixture() == nullptr) return NVML_ERROR_UNKNOWN;  // like a missing kernel driver
+  g_initialized = true;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void) {
+  g_initialized = false;
+  return NVML_SUCCESS;
+}
+
+EXPORT const char* nvmlErrorString(nvmlReturn_t rc) {
+  switch (rc) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+  }
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (int rc = hetpool::fakes::TakeInjectedError()) return rc;
+  *count = static_cast<unsigned>(hetpool::fakes::VisibleDevices().size());
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (int rc = hetpool::fakes::TakeInjectedError()) return rc;
+  auto visible = hetpool::fakes::VisibleDevices();
+  if (index >= visible.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = HandleOf(visible[index]);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  return hetpool::fakes::CopyString(d->uuid, uuid, length) ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  return hetpool::fakes::CopyString(d->name, name, length) ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int length) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  return hetpool::fakes::CopyString(d->serial, serial, length) ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+#ifndef HETPOOL_FAKE_INCOMPLETE  // the "incomplete" fake lacks this required symbol
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  memory->total = d->memory_mib << 20;
+  memory->used = d->memory_used_mib << 20;
+  memory->free = memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+#endif
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  FillPci(d->pci_bus_id, pci);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  *major = d->arch_major;
+  *minor = d->arch_minor;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  if (d->numa_node < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *node = static_cast<unsigned>(d->numa_node);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  util->gpu = static_cast<unsigned>(d->utilization);
+  util->memory = 0;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  return hetpool::fakes::CopyString(Fixture()->driver_version, version, length) ? NVML_SUCCESS
+                                                                               : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  int major = 0, minor = 0;
+  std::sscanf(Fixture()->runtime_version.c_str(), "%d.%d", &major, &minor);
+  *version = major * 1000 + minor * 10;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuTopologyLevel_t* level) {
+  FakeDevice *da = nullptr, *db = nullptr;
+  if (nvmlReturn_t rc = Check(a, &da)) return rc;
+  if (nvmlReturn_t rc = Check(b, &db)) return rc;
+  static const nvmlGpuTopologyLevel_t kLevels[] = {NVML_TOPOLOGY_INTERNAL, NVML_TOPOLOGY_SINGLE,
+                                                   NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_NODE,
+                                                   NVML_TOPOLOGY_SYSTEM};
+  *level = kLevels[hetpool::fakes::PcieDistance(*da, *db)];
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* active) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  if (link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto lanes = Lanes(*d);
+  if (link >= lanes.size()) return NVML_ERROR_NOT_SUPPORTED;
+  // A lane to a removed peer is down.
+  const int peer = lanes[link].first;
+  *active = peer < 0 || !Fixture()->devices[peer].removed;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  const auto lanes = Lanes(*d);
+  if (link >= lanes.size()) return NVML_ERROR_NOT_SUPPORTED;
+  const auto& [peer, switch_id] = lanes[link];
+  FillPci(peer >= 0 ? Fixture()->devices[peer].pci_bus_id : switch_id, pci);
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"

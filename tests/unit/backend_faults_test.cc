@@ -1,0 +1,142 @@
+// Faults through the real dlopen path: a vendor call that fails marks that device unhealthy with
+// the vendor's error string; a card that falls off the bus disappears from the backend and turns
+// unhealthy in the tracked inventory; an incomplete library fails its backend only; a missing one
+// means "no devices of that vendor".
+#include "drivers/inventory_tracker.h"
+#include "drivers/nvml/nvml_abi.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_vendor.h"
+
+namespace hetpool::drivers {
+namespace {
+
+TEST(BackendFaults, FailingCallMarksOnlyThatDeviceUnhealthyWithTheVendorError) {
+  testing::UseFakeVendorLibraries("dgx-h100");
+  auto backend = testing::LoadBackend("nvml");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  testing::FakeControl control("libnvidia-ml.so.1");
+  ASSERT_TRUE(control.loaded());
+  // Count, handle 0 succeed; device 0's UUID call fails with GPU_IS_LOST.
+  control.FailCalls(2, 1, NVML_ERROR_GPU_IS_LOST);
+  auto devices = (*backend)->Discover();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 8u);
+  EXPECT_FALSE((*devices)[0].healthy);
+  EXPECT_EQ((*devices)[0].health_message, "nvmlDeviceGetUUID: GPU is lost");
+  for (size_t i = 1; i < devices->size(); ++i) EXPECT_TRUE((*devices)[i].healthy) << i;
+  control.Reset();
+}
+
+TEST(BackendFaults, FailingEnumerationIsAnErrorNotACrash) {
+  testing::UseFakeVendorLibraries("mlu370-x8");
+  auto backend = testing::LoadBackend("cndev");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  testing::FakeControl control("libcndev.so");
+  control.FailCalls(0, 1, 7);  // CNDEV_ERROR_UNKNOWN
+  auto devices = (*backend)->Discover();
+  EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(devices.status().message()).find("cndevGetDeviceCount: Unknown error"), std::string::npos)
+      << devices.status();
+  // The next refresh works again.
+  EXPECT_TRUE((*backend)->Discover().ok());
+}
+
+TEST(BackendFaults, HotRemovedCardTurnsUnhealthyInTheTrackedInventory) {
+  testing::UseFakeVendorLibraries("metax-c500");
+  auto backend = testing::LoadBackend("mxsml");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  testing::FakeControl control("libmxsml.so");
+  control.Reset();
+  InventoryTracker tracker;
+  NodeInventory first;
+  first.devices = *(*backend)->Discover();
+  first = tracker.Update(first);
+  ASSERT_EQ(first.devices.size(), 8u);
+  const std::string removed_uuid = first.devices[2].uuid;
+
+  control.RemoveDevice(2);
+  auto after = (*backend)->Discover();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), 7u);  // the library no longer lists it
+  NodeInventory second;
+  second.devices = *after;
+  second = tracker.Update(second);
+  ASSERT_EQ(second.devices.size(), 8u);
+  for (const auto& d : second.devices) {
+    if (d.uuid == removed_uuid) {
+      EXPECT_EQ(d.id, "metax2");  // ids stay with the card
+      EXPECT_FALSE(d.healthy);
+      EXPECT_NE(d.health_message.find("no longer reported"), std::string::npos);
+    } else {
+      EXPECT_TRUE(d.healthy) << d.id;
+      // metax3 is now the library's index 2, but keeps its id; its zone links skip the lost card.
+      for (const auto& l : d.links) EXPECT_NE(l.peer_device_id, "metax2") << d.id;
+    }
+  }
+  const auto metax3 = std::find_if(second.devices.begin(), second.devices.end(),
+                                   [](const DeviceRecord& d) { return d.id == "metax3"; });
+  ASSERT_NE(metax3, second.devices.end());
+  EXPECT_EQ(metax3->index, 2);
+  control.Reset();
+}
+
+TEST(BackendFaults, IncompleteLibraryFailsThatBackendOnlyWithTheSymbolNamed) {
+  testing::UseFakeVendorLibraries("dgx-h100", HETPOOL_FAKE_INCOMPLETE_DIR);
+  std::string notes;
+  BackendOptions options;
+  options.names = {"nvml", "cndev"};
+  options.note = [&notes](const std::string& line) { notes += line + "\n"; };
+  auto backends = CreateBackends(options);
+  ASSERT_TRUE(backends.ok());
+  EXPECT_TRUE(backends->empty());  // cndev's library is not in that folder either
+  EXPECT_NE(notes.find("nvml backend disabled:"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("lacks required symbol nvmlDeviceGetMemoryInfo"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("no Cambricon devices: cannot load"), std::string::npos) << notes;
+}
+
+TEST(BackendFaults, LegacyCndevNamesAreUsedWhenV2IsAbsent) {
+  testing::UseFakeVendorLibraries("mlu370-x8", HETPOOL_FAKE_LEGACY_DIR);
+  auto backend = testing::LoadBackend("cndev");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto devices = (*backend)->Discover();
+  ASSERT_TRUE(devices.ok());
+  ASSERT_EQ(devices->size(), 8u);
+  EXPECT_EQ((*devices)[0].memory_mib, 49152u);
+  EXPECT_EQ((*devices)[0].pci_bus_id, "0000:1a:00.0");
+}
+
+TEST(BackendFaults, MissingLibrariesMeanNoDevicesAndUnknownNamesAreErrors) {
+  setenv("HETPOOL_VENDOR_LIB_PATH", "/nonexistent", 1);
+  std::string notes;
+  BackendOptions options;  // auto
+  options.note = [&notes](const std::string& line) { notes += line + "\n"; };
+  auto backends = CreateBackends(options);
+  ASSERT_TRUE(backends.ok());
+  // No vendor library here (libze-dev's real loader may load but finds no driver): one note per
+  // vendor, no backend, no failure.
+  EXPECT_TRUE(backends->empty()) << notes;
+  for (const char* vendor : {"NVIDIA", "Cambricon", "MetaX"}) {
+    EXPECT_NE(notes.find(std::string("no ") + vendor + " devices"), std::string::npos) << notes;
+  }
+  EXPECT_TRUE(notes.find("no Intel devices") != std::string::npos ||
+              notes.find("levelzero backend disabled") != std::string::npos)
+      << notes;
+  options.names = {"cuda"};
+  EXPECT_EQ(CreateBackends(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.names = {"sim"};
+  EXPECT_EQ(CreateBackends(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BackendFaults, LevelZeroNeedsSysmanEnabledAndGetsIt) {
+  unsetenv("ZES_ENABLE_SYSMAN");
+  testing::UseFakeVendorLibraries("intel-max1550");
+  auto backend = testing::LoadBackend("levelzero");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_STREQ(getenv("ZES_ENABLE_SYSMAN"), "1");
+  auto devices = (*backend)->Discover();
+  ASSERT_TRUE(devices.ok());
+  EXPECT_EQ(devices->size(), 4u);
+}
+
+}  // namespace
+}  // namespace hetpool::drivers
