@@ -123,12 +123,15 @@ absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr
   const SpecTable defaults = SpecTable::Defaults();
   const SpecTable& specs = options.specs ? *options.specs : defaults;
   for (auto& d : inventory.devices) ApplyFingerprint(specs, d);
-  inventory.torch_devices = options.torch_devices;
-  if (inventory.torch_devices.empty()) {
-    inventory.torch_devices.insert("cpu");
-    for (const auto& d : inventory.devices) inventory.torch_devices.insert(std::string(RuntimeOf(d.vendor).torch_device));
-  }
+  inventory.torch_devices = options.torch_devices.empty() ? DefaultTorchDevices(inventory.devices)
+                                                          : options.torch_devices;
   return inventory;
+}
+
+std::set<std::string> DefaultTorchDevices(const std::vector<DeviceRecord>& devices) {
+  std::set<std::string> out = {"cpu"};
+  for (const auto& d : devices) out.insert(std::string(RuntimeOf(d.vendor).torch_device));
+  return out;
 }
 
 }  // namespace hetpool::drivers

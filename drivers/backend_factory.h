@@ -37,6 +37,10 @@ struct CollectOptions {
   std::set<std::string> torch_devices;     // empty: cpu + the torch device of each vendor found
 };
 
+// cpu plus the torch device of every vendor present: what a node is assumed to run when nobody
+// said otherwise (the agent's --torch-devices overrides it).
+std::set<std::string> DefaultTorchDevices(const std::vector<DeviceRecord>& devices);
+
 // Asks every backend and merges the answers. A backend whose discovery fails as a whole is
 // reported in the error (the caller keeps the previous inventory).
 absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr<DeviceBackend>>& backends,

@@ -2,21 +2,24 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace hetpool::scheduler {
 
-bool DeviceQualifies(const DeviceRecord& device, const Requirements& req) {
+drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& req,
+                                const drivers::RunContext& node) {
   if (!req.vendors.empty() &&
       std::find(req.vendors.begin(), req.vendors.end(), device.vendor) == req.vendors.end()) {
-    return false;
+    return {drivers::Compatibility::kNo, absl::StrCat(VendorName(device.vendor), " is not an allowed vendor")};
   }
   if (!req.models.empty() &&
       std::find(req.models.begin(), req.models.end(), device.model) == req.models.end()) {
-    return false;
+    return {drivers::Compatibility::kNo, absl::StrCat(device.model, " is not an allowed model")};
   }
-  return device.memory_mib >= req.min_memory_mib;
+  return drivers::CanRun(req.run, device, node);
 }
 
 bool AllowsCpu(const Requirements& req) {
@@ -58,11 +61,15 @@ absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
     std::vector<NodeAssignment> ready;
   };
   std::map<Vendor, VendorTally> tally;
+  std::set<std::string> reasons;  // why devices do not qualify, for the error message
   for (const auto& node : nodes) {
     std::map<Vendor, std::vector<const DeviceView*>> qualifying;
     for (const auto& dv : node.devices) {
-      if (DeviceQualifies(*dv.device, request.requirements)) {
+      auto verdict = Qualifies(*dv.device, request.requirements, node.context);
+      if (verdict.compatibility != drivers::Compatibility::kNo) {
         qualifying[dv.device->vendor].push_back(&dv);
+      } else if (reasons.size() < 3) {
+        reasons.insert(verdict.reason);
       }
     }
     for (auto& [vendor, devices] : qualifying) {
@@ -100,8 +107,10 @@ absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
   const std::string shape = absl::StrCat(request.nnodes, " node(s) with ", request.devices_per_node,
                                          " qualifying device(s) of one vendor");
   if (best_capable < request.nnodes) {
+    std::vector<std::string> why(reasons.begin(), reasons.end());
     return absl::FailedPreconditionError(absl::StrCat(
-        "needs ", shape, "; the pool has ", best_capable, " such node(s)"));
+        "needs ", shape, "; the pool has ", best_capable, " such node(s)",
+        why.empty() ? "" : absl::StrCat(" (", absl::StrJoin(why, "; "), ")")));
   }
   return absl::UnavailableError(absl::StrCat("needs ", shape, " free; ", best_ready,
                                              " node(s) have them free now"));

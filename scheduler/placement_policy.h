@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "drivers/fingerprint/can_run.h"
 #include "hetpool/device.h"
 
 namespace hetpool::scheduler {
@@ -21,12 +22,13 @@ struct NodeView {
   std::string name;
   bool schedulable = false;  // Ready and not drained
   std::vector<DeviceView> devices;
+  drivers::RunContext context;  // torch plugins on the node, translation layers enabled
 };
 
 struct Requirements {
   std::vector<Vendor> vendors;      // empty = any
   std::vector<std::string> models;  // empty = any
-  uint64_t min_memory_mib = 0;
+  drivers::RunRequirements run;     // code, precisions, memory per device, versions (CanRun)
 };
 
 struct PlacementRequest {
@@ -54,8 +56,9 @@ class PlacementPolicy {
                                           const std::vector<NodeView>& nodes) = 0;
 };
 
-// Whether a device satisfies the requirements, ignoring whether it is free or healthy.
-bool DeviceQualifies(const DeviceRecord& device, const Requirements& requirements);
+// Whether a device could run the job at all (ignoring whether it is free or healthy), and why not.
+drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& requirements,
+                                const drivers::RunContext& node);
 
 // Whether the requirements admit a CPU-only placement (devices_per_node == 0).
 bool AllowsCpu(const Requirements& requirements);

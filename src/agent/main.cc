@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <thread>
 
@@ -36,8 +38,8 @@ std::string FindOnPath(const std::string& name) {
 
 int main(int argc, char** argv) {
   hetpool::agent::SessionOptions options;
-  std::string server = "127.0.0.1:7070", inventory, config, log_level = "info";
-  std::vector<std::string> backends;
+  std::string server = "127.0.0.1:7070", inventory, config, log_level = "info", spec_table;
+  std::vector<std::string> backends, torch_devices;
   bool print_inventory = false;
   hetpool::FlagSet flags(
       "hetpool-agent: runs one node's share of hetpool jobs.\n"
@@ -47,7 +49,13 @@ int main(int argc, char** argv) {
   flags.String("node-name", &options.node_name, "this node's name in the pool (default: host name)");
   flags.String("address", &options.address, "address other nodes use to reach this one (rendezvous host)");
   flags.String("work-dir", &options.work_dir, "root for job logs and scratch files");
-  flags.List("backend", &backends, "discovery backends (this build: sim)");
+  flags.List("backend", &backends,
+             "discovery backends: auto (every vendor library that loads: nvml, cndev, mxsml, levelzero), "
+             "nvml, cndev, mxsml, levelzero, sysfs, sim (default: auto, or sim with --inventory)");
+  flags.String("spec-table", &spec_table, "JSON file overriding or adding card specs (docs/fingerprints.md)");
+  flags.List("torch-devices", &torch_devices,
+             "torch plugins installed here (cuda, mlu, xpu, cpu); default: cpu + each vendor found");
+  flags.String("sysfs-root", &options.collect.sysfs_root, "where sysfs is mounted (for tests)");
   flags.String("inventory", &inventory, "JSON inventory for the sim backend");
   flags.Bool("print-inventory", &print_inventory, "print the discovered inventory as JSON and exit");
   flags.String("torchrun", &options.torchrun_path, "torchrun executable (default: found on PATH)");
@@ -61,16 +69,26 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
 
-  if (backends.empty()) {
-    if (inventory.empty()) {
-      return Fail("no discovery backend: pass --backend sim --inventory FILE");
-    }
-    backends = {"sim"};
-  }
-  auto created = hetpool::drivers::CreateBackends({backends, inventory});
+  if (backends.empty()) backends = {inventory.empty() ? "auto" : "sim"};
+  hetpool::drivers::BackendOptions backend_options;
+  backend_options.names = backends;
+  backend_options.sim_inventory_path = inventory;
+  backend_options.sysfs_root = options.collect.sysfs_root;
+  backend_options.note = [](const std::string& line) { spdlog::info("{}", line); };
+  auto created = hetpool::drivers::CreateBackends(backend_options);
   if (!created.ok()) return Fail(created.status().message());
+  hetpool::drivers::SpecTable specs = hetpool::drivers::SpecTable::Defaults();
+  if (!spec_table.empty()) {
+    std::ifstream in(spec_table);
+    if (!in) return Fail(spec_table + ": cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    if (auto s = specs.MergeJson(text.str()); !s.ok()) return Fail(spec_table + ": " + std::string(s.message()));
+  }
+  options.collect.specs = &specs;
+  options.collect.torch_devices = {torch_devices.begin(), torch_devices.end()};
   if (print_inventory) {
-    auto inv = hetpool::drivers::CollectInventory(*created);
+    auto inv = hetpool::drivers::CollectInventory(*created, options.collect);
     if (!inv.ok()) return Fail(inv.status().message());
     std::cout << hetpool::drivers::InventoryToJson(*inv).dump(2) << "\n";
     return 0;

@@ -68,9 +68,9 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
 Session::~Session() = default;
 
 absl::StatusOr<pb::NodeInventory> Session::Inventory() {
-  auto inventory = drivers::CollectInventory(backends_);
+  auto inventory = drivers::CollectInventory(backends_, options_.collect);
   if (!inventory.ok()) return inventory.status();
-  return ToProto(*inventory);
+  return ToProto(tracker_.Update(*std::move(inventory)));
 }
 
 bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
@@ -98,7 +98,8 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     return false;
   }
   session_id_ = resp.session_id();
-  registered_inventory_ = inventory.SerializeAsString();
+  reported_inventory_ = inventory.SerializeAsString();
+  unreported_inventory_.reset();
   applied_version_ = 0;
   spdlog::info("registered with {} as {} (session {}, {} devices)", server, options_.node_name,
                session_id_, inventory.devices_size());
@@ -263,17 +264,36 @@ void Session::Serve(const std::atomic<bool>* stop) {
     }
     report_now |= runner_.Poll();
     report_now |= PushLogs();
+    if (absl::Now() - last_inventory >= options_.inventory_refresh) {
+      last_inventory = absl::Now();
+      auto inventory = Inventory();
+      if (!inventory.ok()) {
+        // Keep the last good inventory; say why the new one is not taken, once.
+        const std::string error(inventory.status().message());
+        if (error != last_inventory_error_) spdlog::error("device discovery failed: {}", error);
+        last_inventory_error_ = error;
+      } else if (inventory->SerializeAsString() != reported_inventory_) {
+        last_inventory_error_.clear();
+        unreported_inventory_ = *std::move(inventory);
+        report_now = true;  // a card going bad must reach the daemon within one refresh
+      }
+    }
     if (report_now || absl::Now() - last_heartbeat >= heartbeat_every) {
       pb::HeartbeatRequest req;
       req.set_session_id(session_id_);
       req.set_node_name(options_.node_name);
       req.set_applied_orders_version(applied_version_);
       *req.mutable_processes() = ProcessReports();
+      if (unreported_inventory_) *req.mutable_inventory() = *unreported_inventory_;
       pb::HeartbeatResponse resp;
       auto ctx = ContextWithDeadline(absl::Seconds(5));
       const grpc::Status status = conn_->stub->Heartbeat(ctx.get(), req, &resp);
       if (status.ok()) {
         last_heartbeat = absl::Now();
+        if (unreported_inventory_) {
+          reported_inventory_ = unreported_inventory_->SerializeAsString();
+          unreported_inventory_.reset();
+        }
       } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
         spdlog::warn("session lost ({}); registering again", status.error_message());
         return;
@@ -282,20 +302,6 @@ void Session::Serve(const std::atomic<bool>* stop) {
     if (stream_ended) {
       spdlog::warn("order stream ended: {}", stream_status.error_message());
       return;  // register again (a restarted daemon has forgotten this session)
-    }
-    if (absl::Now() - last_inventory >= options_.inventory_refresh) {
-      last_inventory = absl::Now();
-      auto inventory = Inventory();
-      if (!inventory.ok()) {
-        // Keep the last good inventory registered; say why the new one is not taken, once.
-        const std::string error(inventory.status().message());
-        if (error != last_inventory_error_) spdlog::error("device discovery failed: {}", error);
-        last_inventory_error_ = error;
-      } else if (inventory->SerializeAsString() != registered_inventory_) {
-        spdlog::info("inventory changed; registering again");
-        last_inventory_error_.clear();
-        return;
-      }
     }
   }
 }

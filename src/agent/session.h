@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "drivers/backend_factory.h"
 #include "drivers/device_backend.h"
+#include "drivers/inventory_tracker.h"
 #include "hetpool/v1/agent.grpc.pb.h"
 #include "src/agent/runner.h"
 
@@ -26,6 +28,7 @@ struct SessionOptions {
   std::string job_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   absl::Duration kill_grace = absl::Seconds(10);
   absl::Duration inventory_refresh = absl::Seconds(5);
+  drivers::CollectOptions collect;  // spec table, torch devices, sysfs root
 };
 
 class Session {
@@ -54,7 +57,9 @@ class Session {
   size_t server_index_ = 0;
   std::unique_ptr<Connection> conn_;
   std::string session_id_;
-  std::string registered_inventory_;  // serialized, to notice changes
+  drivers::InventoryTracker tracker_;
+  std::string reported_inventory_;  // serialized inventory the daemon has, to notice changes
+  std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;
   uint64_t applied_version_ = 0;
 };

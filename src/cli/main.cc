@@ -389,13 +389,33 @@ int Devices(Client& client, const std::vector<std::string>& args) {
     std::cout << ToJson(resp);
     return 0;
   }
-  Table table({"NODE", "DEVICE", "VENDOR", "MODEL", "ARCH", "MEMORY", "NUMA", "PCI", "HEALTH", "JOB"});
+  Table table({"NODE", "DEVICE", "VENDOR", "MODEL", "ARCH", "MEMORY", "NUMA", "PCI", "FINGERPRINT", "HEALTH", "JOB"});
   for (const auto& v : resp.devices()) {
     const auto& d = v.device();
     table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(),
                absl::StrCat(d.memory_mib() / 1024, " GiB"), absl::StrCat(d.numa_node()), d.pci_bus_id(),
-               d.healthy() ? "ok" : "unhealthy: " + d.health_message(),
+               d.fingerprint(), d.healthy() ? "ok" : "unhealthy: " + d.health_message(),
                v.allocated_to().empty() ? "-" : v.allocated_to()});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+int Fingerprints(Client& client, const std::vector<std::string>& args) {
+  if (!args.empty()) return Usage("fingerprints takes no arguments");
+  pb::ListFingerprintsResponse resp;
+  auto status = client.cluster().ListFingerprints(client.Context().get(), pb::ListFingerprintsRequest(), &resp);
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"FINGERPRINT", "CLASS", "PRECISIONS", "BW GB/s", "FREE/TOTAL", "UNHEALTHY", "NODES"});
+  for (const auto& c : resp.classes()) {
+    const auto& cap = c.example().capability();
+    table.Add({c.fingerprint(), c.label(), absl::StrJoin(cap.precisions(), ","),
+               cap.bandwidth_gbps() > 0 ? absl::StrCat(cap.bandwidth_gbps()) : "?",
+               absl::StrCat(c.free(), "/", c.total()), absl::StrCat(c.unhealthy()), absl::StrJoin(c.nodes(), ",")});
   }
   std::cout << table.Render();
   return 0;
@@ -428,6 +448,7 @@ constexpr const char* kUsage =
     "  wait ID              hetpoolctl wait job-000001 --timeout 10m\n"
     "  nodes                hetpoolctl nodes\n"
     "  devices              hetpoolctl devices --vendor nvidia\n"
+    "  fingerprints         hetpoolctl fingerprints       (classes of identical cards: free/total, nodes)\n"
     "  drain NODE           hetpoolctl drain node-a\n"
     "  undrain NODE         hetpoolctl undrain node-a\n"
     "Run 'hetpoolctl COMMAND --help' for a command's flags.\n";
@@ -480,7 +501,7 @@ int Main(int argc, char** argv) {
   // Commands without flags of their own answer --help with the overview.
   for (const auto& r : rest) {
     if ((r == "-h" || r == "--help") &&
-        (command == "get" || command == "watch" || command == "nodes" || command == "drain" ||
+        (command == "get" || command == "watch" || command == "nodes" || command == "fingerprints" || command == "drain" ||
          command == "undrain")) {
       std::cout << kUsage;
       return 0;
@@ -490,7 +511,7 @@ int Main(int argc, char** argv) {
   static const std::map<std::string, std::function<int(Client&, const std::vector<std::string>&)>> kCommands = {
       {"submit", Submit}, {"get", Get},     {"list", List},   {"cancel", Cancel},
       {"logs", Logs},     {"watch", WatchCmd}, {"wait", Wait}, {"nodes", Nodes},
-      {"devices", Devices},
+      {"devices", Devices},    {"fingerprints", Fingerprints},
       {"drain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, true); }},
       {"undrain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, false); }},
   };

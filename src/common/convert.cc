@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "drivers/fingerprint/spec_table.h"
 
 namespace hetpool {
 namespace {
@@ -42,6 +43,49 @@ constexpr std::pair<pb::JobState, absl::string_view> kStateNames[] = {
     {pb::JOB_STATE_FAILED, "FAILED"},       {pb::JOB_STATE_CANCELLED, "CANCELLED"},
 };
 
+IsaFamily ParseIsa(const std::string& name) {
+  for (IsaFamily isa : {IsaFamily::kCudaSass, IsaFamily::kMaca, IsaFamily::kBang, IsaFamily::kSpirv}) {
+    if (drivers::IsaFamilyName(isa) == name) return isa;
+  }
+  return IsaFamily::kNone;
+}
+
+pb::Capability CapabilityToProto(const Capability& cap) {
+  pb::Capability out;
+  out.set_isa(std::string(drivers::IsaFamilyName(cap.isa)));
+  out.set_arch_major(cap.arch_major);
+  out.set_arch_minor(cap.arch_minor);
+  for (Precision p : cap.precisions) out.add_precisions(std::string(drivers::PrecisionName(p)));
+  out.set_bandwidth_gbps(cap.bandwidth_gbps);
+  for (const auto& [p, v] : cap.peak_tflops) (*out.mutable_peak_tflops())[std::string(drivers::PrecisionName(p))] = v;
+  out.set_runtime_version(cap.runtime_version);
+  out.set_collective(cap.collective);
+  out.set_spec_source(cap.spec_source);
+  return out;
+}
+
+absl::StatusOr<Capability> CapabilityFromProto(const pb::Capability& in) {
+  Capability cap;
+  cap.isa = ParseIsa(in.isa());
+  cap.arch_major = in.arch_major();
+  cap.arch_minor = in.arch_minor();
+  for (const auto& name : in.precisions()) {
+    auto p = drivers::ParsePrecision(name);
+    if (!p.ok()) return p.status();
+    cap.precisions.insert(*p);
+  }
+  cap.bandwidth_gbps = in.bandwidth_gbps();
+  for (const auto& [name, v] : in.peak_tflops()) {
+    auto p = drivers::ParsePrecision(name);
+    if (!p.ok()) return p.status();
+    cap.peak_tflops[*p] = v;
+  }
+  cap.runtime_version = in.runtime_version();
+  cap.collective = in.collective();
+  cap.spec_source = in.spec_source();
+  return cap;
+}
+
 }  // namespace
 
 pb::Device ToProto(const DeviceRecord& d) {
@@ -59,6 +103,11 @@ pb::Device ToProto(const DeviceRecord& d) {
   out.set_health_message(d.health_message);
   out.set_architecture(d.architecture);
   out.set_driver_version(d.driver_version);
+  out.set_serial(d.serial);
+  out.set_local_cpus(d.local_cpus);
+  out.set_utilization_percent(d.utilization_percent);
+  out.set_fingerprint(d.fingerprint);
+  *out.mutable_capability() = CapabilityToProto(d.capability);
   for (const auto& l : d.links) {
     auto* link = out.add_links();
     link->set_peer_device_id(l.peer_device_id);
@@ -75,6 +124,7 @@ pb::NodeInventory ToProto(const NodeInventory& inv) {
   out.set_memory_mib(inv.memory_mib);
   out.set_backend(inv.backend);
   out.set_simulated(inv.simulated);
+  for (const auto& t : inv.torch_devices) out.add_torch_devices(t);
   for (const auto& d : inv.devices) *out.add_devices() = ToProto(d);
   return out;
 }
@@ -86,6 +136,11 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
   inv.memory_mib = in.memory_mib();
   inv.backend = in.backend();
   inv.simulated = in.simulated();
+  for (const auto& t : in.torch_devices()) {
+    if (t.empty() || t.size() > 16) return absl::InvalidArgumentError("inventory.torch_devices: bad entry");
+    inv.torch_devices.insert(t);
+  }
+  if (in.devices_size() > 1024) return absl::InvalidArgumentError("inventory.devices: more than 1024 devices");
   std::set<std::string> ids;
   for (int i = 0; i < in.devices_size(); ++i) {
     const pb::Device& d = in.devices(i);
@@ -116,6 +171,13 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     r.health_message = d.health_message();
     r.architecture = d.architecture();
     r.driver_version = d.driver_version();
+    r.serial = d.serial();
+    r.local_cpus = d.local_cpus();
+    r.utilization_percent = d.utilization_percent();
+    r.fingerprint = d.fingerprint();
+    auto cap = CapabilityFromProto(d.capability());
+    if (!cap.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".capability: ", cap.status().message()));
+    r.capability = *std::move(cap);
     for (const auto& l : d.links()) {
       auto kind = LinkKindFromProto(l.kind());
       if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".links: ", kind.status().message()));

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   flags.Duration("lease-ttl", &options.cluster.lease_ttl, "agent lease; a node silent this long is NotReady");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval, "heartbeat period suggested to agents");
   flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
+  flags.Bool("metax-cuda-translation", &options.cluster.metax_cuda_translation,
+             "MetaX nodes have a CUDA translation layer (cu-bridge): CUDA builds may run there");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;

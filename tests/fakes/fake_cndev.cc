@@ -49,7 +49,7 @@ int PortPeer(const FakeDevice& d, int port) {
 extern "C" {
 
 EXPORT cndevRet_t cndevInit(int) {
-  if (Fixture() == nullptr) return CNDEV_ERROR_NO_DRIVER;
+  if (hetpool::fakes::FixtureFor("cambricon") == nullptr) return CNDEV_ERROR_NO_DRIVER;
   g_initialized = true;
   return CNDEV_SUCCESS;
 }

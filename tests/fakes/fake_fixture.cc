@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@ namespace {
 std::mutex g_mu;
 std::unique_ptr<FakeFixture> g_fixture;
 std::string g_loaded_path;
+std::filesystem::file_time_type g_loaded_mtime;
 bool g_loaded = false;
 int g_fail_skip = 0;
 int g_fail_calls = 0;
@@ -27,6 +29,7 @@ std::unique_ptr<FakeFixture> Load() {
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return nullptr;
   auto fixture = std::make_unique<FakeFixture>();
+  fixture->vendor = j.value("vendor", "");
   fixture->driver_version = j.value("driver_version", "");
   fixture->runtime_version = j.value("runtime_version", "");
   for (const auto& d : j.value("devices", nlohmann::json::array())) {
@@ -46,6 +49,7 @@ std::unique_ptr<FakeFixture> Load() {
     dev.pcie_switch = d.value("pcie_switch", "");
     dev.host_bridge = d.value("host_bridge", "");
     dev.socket = d.value("socket", 0);
+    dev.removed = d.value("removed", false);
     for (const auto& l : d.value("links", nlohmann::json::array())) {
       dev.links.push_back({l.value("peer", -1), l.value("switch", ""), l.value("lanes", 1)});
     }
@@ -59,14 +63,25 @@ std::unique_ptr<FakeFixture> Load() {
 FakeFixture* Fixture() {
   std::lock_guard<std::mutex> lock(g_mu);
   // Reload when the test points the variable at another fixture.
+  // Reload when the test points the variable at another fixture or rewrites the file (how a
+  // test reaches a fake inside another process, e.g. to hot-remove a card under an agent).
   const char* path = std::getenv("HETPOOL_FAKE_FIXTURE");
   const std::string current = path ? path : "";
-  if (!g_loaded || current != g_loaded_path) {
+  std::error_code ec;
+  const auto mtime = current.empty() ? std::filesystem::file_time_type{}
+                                     : std::filesystem::last_write_time(current, ec);
+  if (!g_loaded || current != g_loaded_path || mtime != g_loaded_mtime) {
     g_fixture = Load();
     g_loaded = true;
     g_loaded_path = current;
+    g_loaded_mtime = mtime;
   }
   return g_fixture.get();
+}
+
+FakeFixture* FixtureFor(const char* vendor) {
+  FakeFixture* f = Fixture();
+  return f != nullptr && f->vendor == vendor ? f : nullptr;
 }
 
 std::vector<int> VisibleDevices() {

@@ -29,6 +29,7 @@ struct FakeDevice {
 };
 
 struct FakeFixture {
+  std::string vendor;  // which fake serves it; the others fail init as if their driver were absent
   std::string driver_version, runtime_version;
   std::vector<FakeDevice> devices;
 };
@@ -36,6 +37,8 @@ struct FakeFixture {
 // The fixture, loaded on first use; nullptr when HETPOOL_FAKE_FIXTURE is unset or unreadable
 // (the fake's init then fails the way a missing driver would).
 FakeFixture* Fixture();
+// The fixture if it is for `vendor`, else nullptr (used by each fake's init).
+FakeFixture* FixtureFor(const char* vendor);
 // Fixture indices of devices still on the bus, in enumeration order.
 std::vector<int> VisibleDevices();
 // The vendor error to return for this call, 0 when no error is injected.

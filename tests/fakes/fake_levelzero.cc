@@ -50,7 +50,7 @@ int LanePeer(const FakeDevice& d, int lane) {
 extern "C" {
 
 ze_result_t zeInit(ze_init_flags_t) {
-  if (Fixture() == nullptr) return ZE_RESULT_ERROR_UNINITIALIZED;
+  if (hetpool::fakes::FixtureFor("intel") == nullptr) return ZE_RESULT_ERROR_UNINITIALIZED;
   const char* sysman = std::getenv("ZES_ENABLE_SYSMAN");
   if (sysman == nullptr || std::strcmp(sysman, "1") != 0) return ZE_RESULT_ERROR_UNINITIALIZED;  // as 1.4 would for zes*
   g_initialized = true;

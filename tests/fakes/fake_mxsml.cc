@@ -38,7 +38,7 @@ int VisibleIndexOf(int fixture_index) {
 extern "C" {
 
 EXPORT mxSmlReturn_t mxSmlInit(void) {
-  if (Fixture() == nullptr) return MXSML_FAILURE;
+  if (hetpool::fakes::FixtureFor("metax") == nullptr) return MXSML_FAILURE;
   g_initialized = true;
   return MXSML_SUCCESS;
 }

@@ -54,7 +54,7 @@ std::vector<std::pair<int, std::string>> Lanes(const FakeDevice& d) {
 extern "C" {
 
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
-  if (Fixture() == nullptr) return NVML_ERROR_UNKNOWN;  // like a missing kernel driver
+  if (hetpool::fakes::FixtureFor("nvidia") == nullptr) return NVML_ERROR_UNKNOWN;  // like a missing kernel driver
   g_initialized = true;
   return NVML_SUCCESS;
 }

@@ -142,6 +142,19 @@ TEST_F(CliTest, ClusterViews) {
   ASSERT_EQ(cluster_->RunCli({"devices", "--vendor", "cambricon"}, &out), 0) << out;
   EXPECT_NE(out.find("MLU370-X8"), std::string::npos) << out;
   EXPECT_EQ(out.find("H100"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"fingerprints"}, &out), 0) << out;
+  // Two nodes with two H100 each form one class; the MLU370 and C500 pairs one class each.
+  EXPECT_NE(out.find("nvidia H100-SXM sm_90 79GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("node-a,node-b"), std::string::npos) << out;
+  EXPECT_NE(out.find("metax MXC500 xcore1000 64GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("cambricon MLU370-X8 mtp_372 48GiB"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"-o", "json", "fingerprints"}, &out), 0) << out;
+  auto classes = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(classes.is_discarded()) << out;
+  EXPECT_EQ(classes["classes"].size(), 3u);
+  ASSERT_EQ(cluster_->RunCli({"devices", "--node", "node-a"}, &out), 0) << out;
+  EXPECT_NE(out.find("FINGERPRINT"), std::string::npos) << out;
+  EXPECT_NE(out.find("fp-"), std::string::npos) << out;
   EXPECT_EQ(cluster_->RunCli({"get", "job-999999"}, &out), 1);
   EXPECT_EQ(out, "hetpoolctl: NOT_FOUND: job 'job-999999' not found\n");
   EXPECT_EQ(cluster_->RunCli({"frobnicate"}, &out), 2);

@@ -162,7 +162,9 @@ TEST_F(ControlPlaneTest, ChangedInventoryUpdatesWithoutDisturbingRunningJobs) {
     req.set_name("node-a");
     pb::Node node;
     grpc::ClientContext ctx;
-    updated = cluster_->cluster().GetNode(&ctx, req, &node).ok() && node.inventory().devices_size() == 3;
+    // The card stays listed, unhealthy, so nothing is scheduled onto it and operators see why.
+    updated = cluster_->cluster().GetNode(&ctx, req, &node).ok() && node.inventory().devices_size() == 4 &&
+              node.inventory().devices(3).id() == "cambricon1" && !node.inventory().devices(3).healthy();
   }
   EXPECT_TRUE(updated);
   auto mid = cluster_->Get(job->id());

@@ -35,14 +35,16 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration timeout = absl::Seconds(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const std::vector<std::string>& argv,
-                                                                  const std::string& log_path) {
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::vector<std::string>& argv, const std::string& log_path,
+    const std::vector<std::pair<std::string, std::string>>& env) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(log, 1);
     dup2(log, 2);
@@ -88,7 +90,9 @@ TestCluster::Options TestCluster::ExamplePool() {
 
 TestCluster::TestCluster(Options options) : options_(std::move(options)) {
   for (size_t i = 0; i < options_.agents.size(); ++i) {
-    std::filesystem::copy_file(options_.agents[i].inventory_file, InventoryPath(i));
+    if (!options_.agents[i].inventory_file.empty()) {
+      std::filesystem::copy_file(options_.agents[i].inventory_file, InventoryPath(i));
+    }
   }
   agents_.resize(options_.agents.size());
   // Rendezvous ports away from other test runs: a window picked from this process id.
@@ -140,11 +144,15 @@ absl::Status TestCluster::StartDaemon(int port) {
 
 absl::Status TestCluster::StartAgent(size_t i) {
   const AgentSpec& spec = options_.agents[i];
-  auto agent = ChildProcess::Spawn(
-      {HETPOOL_AGENT_BIN, "--server", address(), "--node-name", spec.name, "--work-dir",
-       dir() + "/agent-" + spec.name, "--backend", "sim", "--inventory", InventoryPath(i),
-       "--inventory-refresh", "500ms", "--kill-grace", "5s"},
-      dir() + "/agent-" + spec.name + ".log");
+  std::vector<std::string> argv = {HETPOOL_AGENT_BIN, "--server", address(), "--node-name", spec.name,
+                                   "--work-dir", dir() + "/agent-" + spec.name, "--inventory-refresh", "500ms",
+                                   "--kill-grace", "5s"};
+  if (!spec.inventory_file.empty()) {
+    argv.insert(argv.end(), {"--backend", "sim", "--inventory", InventoryPath(i)});
+  } else {
+    for (const auto& b : spec.backends) argv.insert(argv.end(), {"--backend", b});
+  }
+  auto agent = ChildProcess::Spawn(argv, dir() + "/agent-" + spec.name + ".log", spec.env);
   if (!agent.ok()) return agent.status();
   agents_[i] = *std::move(agent);
   return absl::OkStatus();
@@ -292,6 +300,10 @@ void ExamplePoolSuite::TearDownTestSuite() {
 }
 
 std::string TestCluster::DaemonLog() const { return ReadFile(dir() + "/daemon.log"); }
+
+std::string TestCluster::AgentLog(size_t index) const {
+  return ReadFile(dir() + "/agent-" + options_.agents[index].name + ".log");
+}
 
 int TestCluster::RunCli(const std::vector<std::string>& args, std::string* output) const {
   std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", address()};

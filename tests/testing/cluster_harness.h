@@ -25,8 +25,10 @@ namespace pb = ::hetpool::v1;
 // A child process with its output in a file; stopped (SIGTERM, then SIGKILL) on destruction.
 class ChildProcess {
  public:
-  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
-                                                             const std::string& log_path);
+  // `env` entries are set in the child only, before exec.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
+      const std::vector<std::string>& argv, const std::string& log_path,
+      const std::vector<std::pair<std::string, std::string>>& env = {});
   ~ChildProcess();
   pid_t pid() const { return pid_; }
   void Signal(int sig);
@@ -41,7 +43,9 @@ class ChildProcess {
 
 struct AgentSpec {
   std::string name;
-  std::string inventory_file;  // copied into the cluster's directory (tests may edit the copy)
+  std::string inventory_file;  // sim backend: copied into the cluster's directory (tests may edit the copy)
+  std::vector<std::string> backends;                           // when no inventory_file, e.g. {"auto"}
+  std::vector<std::pair<std::string, std::string>> env;        // e.g. HETPOOL_VENDOR_LIB_PATH for fakes
 };
 
 class TestCluster {
@@ -87,6 +91,7 @@ class TestCluster {
   // Waits until the job has at least `count` live processes; returns them (fewer on timeout).
   std::vector<pid_t> WaitForJobProcesses(const std::string& job_id, size_t count, absl::Duration timeout) const;
   std::string DaemonLog() const;
+  std::string AgentLog(size_t index) const;
 
   // Runs hetpoolctl against this cluster; returns its exit code, stdout+stderr in *output.
   int RunCli(const std::vector<std::string>& args, std::string* output) const;

@@ -3,6 +3,7 @@
 #include "src/daemon/state/cluster_state.h"
 
 #include "gtest/gtest.h"
+#include "drivers/fingerprint/fingerprint.h"
 #include "scheduler/first_fit.h"
 #include "src/common/convert.h"
 #include "src/daemon/store/sqlite_store.h"
@@ -29,7 +30,7 @@ class ClusterStateTest : public ::testing::Test {
   }
 
   std::string Register(const std::string& node, int nvidia_cards,
-                       std::vector<pb::ProcessStatus> processes = {}) {
+                       std::vector<pb::ProcessStatus> processes = {}, const std::string& model = "H100") {
     pb::RegisterRequest req;
     req.set_node_name(node);
     req.set_address("127.0.0.1");
@@ -40,9 +41,19 @@ class ClusterStateTest : public ::testing::Test {
       d->set_id("nvidia" + std::to_string(i));
       d->set_index(i);
       d->set_vendor("nvidia");
-      d->set_model("H100");
+      d->set_model(model);
       d->set_memory_mib(81920);
       d->set_healthy(true);
+      // What the agent's fingerprint pass reports for these cards.
+      DeviceRecord record;
+      record.vendor = Vendor::kNvidia;
+      record.model = model;
+      record.memory_mib = 81920;
+      record.capability.arch_major = model == "A100" ? 8 : 9;
+      drivers::ApplyFingerprint(drivers::SpecTable::Defaults(), record);
+      d->set_architecture(record.architecture);
+      d->set_fingerprint(record.fingerprint);
+      *d->mutable_capability() = ToProto(record).capability();
     }
     for (auto& p : processes) *req.add_processes() = p;
     auto resp = state_->Register(req);
@@ -305,6 +316,52 @@ TEST_F(ClusterStateTest, SubmitRefusesShapesNoNodeCanHold) {
   EXPECT_NE(std::string(job.status().message()).find("devices_per_node"), std::string::npos);
   auto list = state_->ListJobs({});
   EXPECT_EQ(list->jobs_size(), 1);  // nothing stored for the refused one
+}
+
+TEST_F(ClusterStateTest, SubmitRefusesWhatNoCardCanRunWithTheReason) {
+  Register("a", 2, {}, "A100");
+  auto spec = Spec(1, 1);
+  spec.mutable_requirements()->add_precisions("fp8");
+  auto job = state_->Submit(spec, "");
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(job.status().message()).find("nvidia A100 sm_80: lacks fp8"), std::string::npos)
+      << job.status();
+  spec = Spec(1, 1);
+  spec.mutable_requirements()->mutable_code()->add_cuda_sass("sm_90a");
+  job = state_->Submit(spec, "");
+  EXPECT_NE(std::string(job.status().message()).find("cubin sm_90a does not run on sm_80"), std::string::npos)
+      << job.status();
+  spec = Spec(1, 1);
+  spec.mutable_requirements()->mutable_code()->add_cuda_ptx("compute_80");
+  spec.mutable_requirements()->add_precisions("bf16");
+  EXPECT_TRUE(state_->Submit(spec, "").ok());
+  EXPECT_EQ(state_->ListJobs({})->jobs_size(), 1);
+}
+
+TEST_F(ClusterStateTest, UnhealthyCardsReportedByHeartbeatAreNotScheduled) {
+  Register("a", 2);
+  pb::HeartbeatRequest hb;
+  hb.set_node_name("a");
+  hb.set_session_id(sessions_["a"]);
+  *hb.mutable_inventory() = state_->GetNode("a")->inventory();
+  hb.mutable_inventory()->mutable_devices(1)->set_healthy(false);
+  hb.mutable_inventory()->mutable_devices(1)->set_health_message("nvmlDeviceGetUUID: GPU is lost");
+  ASSERT_TRUE(state_->Heartbeat(hb).ok());
+  EXPECT_FALSE(state_->GetNode("a")->inventory().devices(1).healthy());
+  auto job = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(job.ok());
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_PENDING);  // one healthy card left
+  auto classes = state_->ListFingerprints();
+  ASSERT_EQ(classes.size(), 1u);
+  EXPECT_EQ(classes[0].total(), 2);
+  EXPECT_EQ(classes[0].unhealthy(), 1);
+  EXPECT_EQ(classes[0].free(), 1);
+  EXPECT_EQ(classes[0].nodes(0), "a");
+  // A malformed inventory is refused and changes nothing.
+  hb.mutable_inventory()->mutable_devices(0)->set_vendor("amd");
+  EXPECT_EQ(state_->Heartbeat(hb).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->GetNode("a")->inventory().devices(0).vendor(), "nvidia");
 }
 
 TEST_F(ClusterStateTest, ListJobsFiltersAndPages) {

@@ -29,7 +29,7 @@ class FirstFitTest : public ::testing::Test {
   std::vector<NodeView> Views(std::set<std::string> busy = {}) {
     std::vector<NodeView> views;
     for (auto [name, devices] : {std::pair{"node-b", &b_}, std::pair{"node-a", &a_}}) {
-      NodeView v{name, true, {}};
+      NodeView v{name, true, {}, {{"cuda", "mlu", "xpu", "cpu"}, false}};
       for (const auto& d : *devices) v.devices.push_back({&d, !busy.contains(std::string(name) + "/" + d.id)});
       views.push_back(std::move(v));
     }
@@ -49,31 +49,33 @@ TEST_F(FirstFitTest, PlacesGangOnOneVendorInNodeOrder) {
 }
 
 TEST_F(FirstFitTest, HonoursVendorAndMemoryRequirements) {
-  auto p = policy_.Place({1, 2, {{Vendor::kMetax}, {}, 0}}, Views());
+  auto p = policy_.Place({1, 2, {{Vendor::kMetax}, {}, {}}}, Views());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->vendor, Vendor::kMetax);
   EXPECT_EQ(p->nodes[0].node, "node-b");
-  auto q = policy_.Place({1, 1, {{}, {}, 70000}}, Views());
+  Requirements big;
+  big.run.min_memory_mib = 70000;
+  auto q = policy_.Place({1, 1, big}, Views());
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->vendor, Vendor::kNvidia);
 }
 
 TEST_F(FirstFitTest, BusyDevicesMeanUnavailableNotInfeasible) {
-  auto p = policy_.Place({2, 2, {{Vendor::kNvidia}, {}, 0}}, Views({"node-a/nvidia0"}));
+  auto p = policy_.Place({2, 2, {{Vendor::kNvidia}, {}, {}}}, Views({"node-a/nvidia0"}));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(FirstFitTest, ImpossibleShapesAreFailedPrecondition) {
   EXPECT_EQ(policy_.Place({1, 3, {}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(policy_.Place({2, 2, {{Vendor::kMetax}, {}, 0}}, Views()).status().code(),
+  EXPECT_EQ(policy_.Place({2, 2, {{Vendor::kMetax}, {}, {}}}, Views()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(policy_.Place({1, 1, {{}, {"H100"}, 0}}, Views()).status().code(),
+  EXPECT_EQ(policy_.Place({1, 1, {{}, {"H100"}, {}}}, Views()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(policy_.Place({3, 0, {}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(FirstFitTest, CpuJobsTakeNodesWithoutDevices) {
-  auto p = policy_.Place({2, 0, {{Vendor::kCpu}, {}, 0}}, Views());
+  auto p = policy_.Place({2, 0, {{Vendor::kCpu}, {}, {}}}, Views());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->vendor, Vendor::kCpu);
   EXPECT_TRUE(p->nodes[0].device_ids.empty());
@@ -81,7 +83,7 @@ TEST_F(FirstFitTest, CpuJobsTakeNodesWithoutDevices) {
 
 TEST_F(FirstFitTest, UnhealthyDevicesAreSkipped) {
   a_[0].healthy = false;
-  auto p = policy_.Place({1, 2, {{Vendor::kNvidia}, {}, 0}}, Views());
+  auto p = policy_.Place({1, 2, {{Vendor::kNvidia}, {}, {}}}, Views());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->nodes[0].node, "node-b");
 }

@@ -59,6 +59,16 @@ const BadSpecCase kBadSpecs[] = {
     {"bad label key", [](auto& s) { (*s.mutable_labels())["a b"] = "x"; }, "labels[a b]"},
     {"negative restarts", [](auto& s) { s.set_max_restarts(-1); }, "max_restarts"},
     {"priority out of range", [](auto& s) { s.set_priority(5000); }, "priority"},
+    {"unknown precision", [](auto& s) { s.mutable_requirements()->add_precisions("fp7"); },
+     "requirements.precisions[0]"},
+    {"bad cubin target", [](auto& s) { s.mutable_requirements()->mutable_code()->add_cuda_sass("sm90"); },
+     "requirements.code.cuda_sass[0]"},
+    {"bad ptx target", [](auto& s) { s.mutable_requirements()->mutable_code()->add_cuda_ptx("compute_90a"); },
+     "requirements.code.cuda_ptx[0]"},
+    {"bad bang target", [](auto& s) { s.mutable_requirements()->mutable_code()->add_bang("mlu370"); },
+     "requirements.code.bang[0]"},
+    {"bad driver version", [](auto& s) { s.mutable_requirements()->set_min_driver_version("latest"); },
+     "requirements.min_driver_version"},
 };
 
 TEST(JobValidation, RejectsBadSpecsNamingTheField) {

@@ -42,4 +42,10 @@ grpc::Status ClusterServiceImpl::UndrainNode(grpc::ServerContext*, const pb::Dra
   return grpc::Status::OK;
 }
 
+grpc::Status ClusterServiceImpl::ListFingerprints(grpc::ServerContext*, const pb::ListFingerprintsRequest*,
+                                                  pb::ListFingerprintsResponse* resp) {
+  for (auto& c : state_->ListFingerprints()) *resp->add_classes() = std::move(c);
+  return grpc::Status::OK;
+}
+
 }  // namespace hetpool::daemon

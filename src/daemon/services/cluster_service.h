@@ -18,6 +18,8 @@ class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
   grpc::Status DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) override;
   grpc::Status UndrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req,
                            pb::Node* resp) override;
+  grpc::Status ListFingerprints(grpc::ServerContext* ctx, const pb::ListFingerprintsRequest* req,
+                                pb::ListFingerprintsResponse* resp) override;
 
  private:
   ClusterState* state_;

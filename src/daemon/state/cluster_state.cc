@@ -10,6 +10,9 @@
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
 #include "src/daemon/launch/launch_plan.h"
+#include "drivers/backend_factory.h"
+#include "drivers/fingerprint/fingerprint.h"
+#include "drivers/fingerprint/spec_table.h"
 #include "src/daemon/state/job_validation.h"
 
 namespace hetpool::daemon {
@@ -33,7 +36,21 @@ scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
   }
   req.requirements.models.assign(spec.requirements().models().begin(),
                                  spec.requirements().models().end());
-  req.requirements.min_memory_mib = spec.requirements().min_memory_mib();
+  // Validated at submission, so parsing cannot fail here.
+  drivers::RunRequirements& run = req.requirements.run;
+  const pb::DeviceRequirements& r = spec.requirements();
+  run.min_memory_mib = r.min_memory_mib();
+  run.min_driver_version = r.min_driver_version();
+  run.min_runtime_version = r.min_runtime_version();
+  for (const auto& p : r.precisions()) {
+    if (auto precision = drivers::ParsePrecision(p); precision.ok()) run.precisions.insert(*precision);
+  }
+  run.code.pytorch = r.code().pytorch();
+  run.code.cuda_sass.assign(r.code().cuda_sass().begin(), r.code().cuda_sass().end());
+  run.code.cuda_ptx.assign(r.code().cuda_ptx().begin(), r.code().cuda_ptx().end());
+  run.code.maca = r.code().maca();
+  run.code.bang.assign(r.code().bang().begin(), r.code().bang().end());
+  run.code.spirv = r.code().spirv();
   return req;
 }
 
@@ -292,6 +309,10 @@ std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
     scheduler::NodeView view;
     view.name = name;
     view.schedulable = all_free || (node.ready && !node.record.drained());
+    view.context.torch_devices = node.inventory.torch_devices.empty()
+                                     ? drivers::DefaultTorchDevices(node.inventory.devices)
+                                     : node.inventory.torch_devices;
+    view.context.metax_cuda_translation = options_.metax_cuda_translation;
     std::set<std::string> held;
     for (const auto& [key, claim] : node.claims) held.insert(claim.device_ids.begin(), claim.device_ids.end());
     for (const auto& device : node.inventory.devices) {
@@ -625,9 +646,29 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
 }
 
 absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
+  std::optional<NodeInventory> inventory;
+  if (req.has_inventory()) {
+    auto parsed = FromProto(req.inventory());
+    if (!parsed.ok()) return parsed.status();  // nothing applied: the old inventory stands
+    inventory = *std::move(parsed);
+  }
   absl::MutexLock lock(&mu_);
   if (auto s = CheckSessionLocked(req.node_name(), req.session_id()); !s.ok()) return s;
   NodeEntry& node = nodes_.at(req.node_name());
+  if (inventory) {
+    // Health, memory use and cards that vanished: running jobs are left alone, the scheduler
+    // stops using unhealthy cards from the next cycle on.
+    for (const auto& d : inventory->devices) {
+      if (!d.healthy) spdlog::warn("node {}: {} unhealthy: {}", node.record.name(), d.id, d.health_message);
+    }
+    node.inventory = *std::move(inventory);
+    *node.record.mutable_inventory() = req.inventory();
+    if (auto s = store_->PutNode(node.record); !s.ok()) {
+      spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+    }
+    work_pending_ = true;
+    Changed();
+  }
   node.last_heartbeat = Now();
   node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
   ApplyProcessReports(node, req.processes(), /*registering=*/false);
@@ -762,6 +803,35 @@ absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std:
       if (auto it = holder.find(device.id); it != holder.end()) view.set_allocated_to(it->second);
       out.push_back(std::move(view));
     }
+  }
+  return out;
+}
+
+std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, pb::FingerprintClass> classes;
+  std::map<std::string, std::set<std::string>> nodes_of;
+  for (const auto& [name, node] : nodes_) {
+    std::set<std::string> held;
+    for (const auto& [key, claim] : node.claims) held.insert(claim.device_ids.begin(), claim.device_ids.end());
+    for (const auto& d : node.inventory.devices) {
+      pb::FingerprintClass& c = classes[d.fingerprint];
+      if (c.total() == 0) {
+        c.set_fingerprint(d.fingerprint);
+        c.set_label(drivers::FingerprintLabel(d));
+        *c.mutable_example() = ToProto(d);
+        c.mutable_example()->clear_links();
+      }
+      c.set_total(c.total() + 1);
+      if (!d.healthy) c.set_unhealthy(c.unhealthy() + 1);
+      if (d.healthy && !held.contains(d.id) && node.ready && !node.record.drained()) c.set_free(c.free() + 1);
+      nodes_of[d.fingerprint].insert(name);
+    }
+  }
+  std::vector<pb::FingerprintClass> out;
+  for (auto& [fp, c] : classes) {
+    for (const auto& n : nodes_of[fp]) c.add_nodes(n);
+    out.push_back(std::move(c));
   }
   return out;
 }

@@ -40,6 +40,7 @@ struct ClusterOptions {
   int rendezvous_port_min = 29500;
   int rendezvous_port_max = 30499;
   size_t max_events_per_job = 200;
+  bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
 
@@ -87,6 +88,7 @@ class ClusterState {
   absl::StatusOr<std::vector<pb::DeviceView>> ListDevices(const std::string& node,
                                                           const std::string& vendor) const;
   absl::StatusOr<pb::Node> SetDrained(const std::string& name, bool drained);
+  std::vector<pb::FingerprintClass> ListFingerprints() const;
 
   bool stopping() const;
 

@@ -1,10 +1,13 @@
 #include "src/daemon/state/job_validation.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "drivers/fingerprint/spec_table.h"
 #include "hetpool/vendor.h"
 
 namespace hetpool::daemon {
@@ -155,6 +158,39 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
   if (!vendors.empty() && !vendors.contains("cpu") && spec.devices_per_node() == 0) {
     return Invalid("devices_per_node", "0 makes a CPU job, but requirements.vendors excludes cpu");
   }
+  for (int i = 0; i < req.precisions_size(); ++i) {
+    if (auto p = drivers::ParsePrecision(req.precisions(i)); !p.ok()) {
+      return Invalid(absl::StrCat("requirements.precisions[", i, "]"), p.status().message());
+    }
+  }
+  for (const auto& [field, value] : {std::pair{"requirements.min_driver_version", &req.min_driver_version()},
+                                     {"requirements.min_runtime_version", &req.min_runtime_version()}}) {
+    if (value->size() > 64) return Invalid(field, "longer than 64 characters");
+    for (char c : *value) {
+      if (!absl::ascii_isdigit(c) && c != '.' && c != '-') return Invalid(field, "expected a dotted version, e.g. 535.104");
+    }
+  }
+  auto check_targets = [](absl::string_view field, const auto& list, absl::string_view prefix,
+                          bool allow_a) -> absl::Status {
+    if (list.size() > 32) return Invalid(field, "more than 32 entries");
+    for (int i = 0; i < list.size(); ++i) {
+      const std::string& t = list[i];
+      absl::string_view digits = t;
+      const bool ok_prefix = absl::ConsumePrefix(&digits, prefix);
+      if (allow_a) absl::ConsumeSuffix(&digits, "a");
+      const bool ok = ok_prefix && digits.size() >= 2 && digits.size() <= 4 &&
+                      std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(c); });
+      if (!ok) {
+        return Invalid(absl::StrCat(field, "[", i, "]"),
+                       absl::StrCat("'", t, "' is not of the form ", prefix, "NN", allow_a ? " or " : "",
+                                    allow_a ? absl::StrCat(prefix, "NNa") : ""));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = check_targets("requirements.code.cuda_sass", req.code().cuda_sass(), "sm_", true); !s.ok()) return s;
+  if (auto s = check_targets("requirements.code.cuda_ptx", req.code().cuda_ptx(), "compute_", false); !s.ok()) return s;
+  if (auto s = check_targets("requirements.code.bang", req.code().bang(), "mtp_", false); !s.ok()) return s;
   if (req.models_size() > 64) return Invalid("requirements.models", "more than 64 models");
   for (int i = 0; i < req.models_size(); ++i) {
     if (auto s = CheckText(absl::StrCat("requirements.models[", i, "]"), req.models(i), 128); !s.ok()) {
