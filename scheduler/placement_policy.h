@@ -40,6 +40,7 @@ struct PlacementRequest {
 struct NodeAssignment {
   std::string node;
   std::vector<std::string> device_ids;
+  int link_score = 0;  // average pairwise link score of the devices (topology_policy.h)
 };
 
 struct Placement {

@@ -91,7 +91,8 @@ int ParseFlags(FlagSet& flags, const std::vector<std::string>& args, std::vector
 std::string Placement(const pb::Job& job) {
   std::vector<std::string> parts;
   for (const auto& p : job.placement()) {
-    parts.push_back(p.device_ids_size() ? absl::StrCat(p.node(), "[", absl::StrJoin(p.device_ids(), ","), "]")
+    parts.push_back(p.device_ids_size() ? absl::StrCat(p.node(), "[", absl::StrJoin(p.device_ids(), ","), "]",
+                                                       p.device_ids_size() > 1 ? absl::StrCat("(link ", p.link_score(), ")") : "")
                                         : p.node());
   }
   return parts.empty() ? "-" : absl::StrJoin(parts, " ");

@@ -373,6 +373,7 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
     auto* p = job.add_placement();
     p->set_node(assignment.node);
     p->set_node_rank(static_cast<int>(rank));
+    p->set_link_score(assignment.link_score);
     for (const auto& d : assignment.device_ids) p->add_device_ids(d);
     NodeEntry& node = nodes_.at(assignment.node);
     BumpOrders(node);

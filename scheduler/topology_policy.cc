@@ -1,0 +1,150 @@
+#include "scheduler/topology_policy.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/first_fit.h"
+
+namespace hetpool::scheduler {
+namespace {
+
+int PairScore(const DeviceRecord& a, const DeviceRecord& b) {
+  int best = 0;
+  for (const auto& l : a.links) {
+    if (l.peer_device_id != b.id) continue;
+    switch (l.kind) {
+      case LinkKind::kNvLink:
+      case LinkKind::kMetaxLink:
+      case LinkKind::kMluLink:
+      case LinkKind::kXeLink: best = std::max(best, 100 + l.count); break;
+      case LinkKind::kPcieSwitch: best = std::max(best, 40); break;
+      case LinkKind::kPcieHostBridge: best = std::max(best, 30); break;
+      case LinkKind::kSameNuma: best = std::max(best, 20); break;
+      case LinkKind::kCrossSocket: best = std::max(best, 10); break;
+    }
+  }
+  return best;
+}
+
+// Visits every k-subset of [0, n) in lexicographic order.
+template <typename Fn>
+void ForEachSubset(int n, int k, Fn&& fn) {
+  std::vector<int> idx(static_cast<size_t>(k));
+  std::iota(idx.begin(), idx.end(), 0);
+  while (true) {
+    fn(idx);
+    int i = k - 1;
+    while (i >= 0 && idx[static_cast<size_t>(i)] == n - k + i) --i;
+    if (i < 0) return;
+    ++idx[static_cast<size_t>(i)];
+    for (int j = i + 1; j < k; ++j) idx[static_cast<size_t>(j)] = idx[static_cast<size_t>(j - 1)] + 1;
+  }
+}
+
+}  // namespace
+
+int LinkScore(const std::vector<const DeviceRecord*>& devices) {
+  if (devices.size() < 2) return 0;
+  int sum = 0, pairs = 0;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    for (size_t j = i + 1; j < devices.size(); ++j) {
+      sum += PairScore(*devices[i], *devices[j]);
+      ++pairs;
+    }
+  }
+  return sum / pairs;
+}
+
+std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRecord*>& free_in, int count) {
+  std::vector<const DeviceRecord*> free = free_in;
+  std::sort(free.begin(), free.end(), [](const DeviceRecord* a, const DeviceRecord* b) { return a->index < b->index; });
+  const int n = static_cast<int>(free.size());
+  if (count > n || count <= 0) return {};
+  if (count == n) return free;
+  // Subsets of a node's devices are few (C(8,4) = 70, C(16,8) = 12,870): search them all.
+  std::vector<int> best;
+  int best_score = -1, best_rest = -1;
+  ForEachSubset(n, count, [&](const std::vector<int>& pick) {
+    std::vector<const DeviceRecord*> chosen, rest;
+    size_t p = 0;
+    for (int i = 0; i < n; ++i) {
+      if (p < pick.size() && pick[p] == i) {
+        chosen.push_back(free[static_cast<size_t>(i)]);
+        ++p;
+      } else {
+        rest.push_back(free[static_cast<size_t>(i)]);
+      }
+    }
+    const int score = LinkScore(chosen), rest_score = LinkScore(rest);
+    if (score > best_score || (score == best_score && rest_score > best_rest)) {
+      best = pick;
+      best_score = score;
+      best_rest = rest_score;
+    }
+  });
+  std::vector<const DeviceRecord*> out;
+  for (int i : best) out.push_back(free[static_cast<size_t>(i)]);
+  return out;
+}
+
+absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
+  // Which nodes could ever hold the job, and the reasons devices do not qualify, come from first
+  // fit (same filters); this policy only chooses better among the feasible placements.
+  FirstFitPolicy first_fit;
+  auto feasible = first_fit.Place(request, nodes);
+  if (!feasible.ok() || request.devices_per_node == 0) return feasible;
+
+  struct Candidate {
+    const NodeView* node;
+    std::vector<const DeviceRecord*> free;  // free, healthy, qualifying, of the chosen vendor
+  };
+  std::map<Vendor, std::vector<Candidate>> by_vendor;
+  for (const auto& node : nodes) {
+    if (!node.schedulable) continue;
+    std::map<Vendor, std::vector<const DeviceRecord*>> free;
+    for (const auto& dv : node.devices) {
+      if (!dv.free || !dv.device->healthy) continue;
+      if (Qualifies(*dv.device, request.requirements, node.context).compatibility == drivers::Compatibility::kNo) {
+        continue;
+      }
+      free[dv.device->vendor].push_back(dv.device);
+    }
+    for (auto& [vendor, devices] : free) {
+      if (static_cast<int>(devices.size()) >= request.devices_per_node) {
+        by_vendor[vendor].push_back({&node, std::move(devices)});
+      }
+    }
+  }
+  std::optional<Placement> best;
+  std::pair<int, int> best_key{0, 0};  // (free devices left on the chosen nodes, -link score)
+  for (auto& [vendor, candidates] : by_vendor) {
+    if (static_cast<int>(candidates.size()) < request.nnodes) continue;
+    std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.free.size() != b.free.size()) return a.free.size() < b.free.size();
+      return a.node->name < b.node->name;
+    });
+    Placement p;
+    p.vendor = vendor;
+    int left = 0, score = 0;
+    for (int i = 0; i < request.nnodes; ++i) {
+      const Candidate& c = candidates[static_cast<size_t>(i)];
+      auto chosen = ChooseDevices(c.free, request.devices_per_node);
+      NodeAssignment a{c.node->name, {}, LinkScore(chosen)};
+      for (const DeviceRecord* d : chosen) a.device_ids.push_back(d->id);
+      left += static_cast<int>(c.free.size()) - request.devices_per_node;
+      score += a.link_score;
+      p.nodes.push_back(std::move(a));
+    }
+    const std::pair<int, int> key{left, -score};
+    if (!best || key < best_key) {
+      best = std::move(p);
+      best_key = key;
+    }
+  }
+  if (!best) return feasible;  // first fit found something this search did not: keep it
+  return *best;
+}
+
+}  // namespace hetpool::scheduler

@@ -1,0 +1,82 @@
+// Topology choices on the machine fixtures, discovered through the fake NVML library.
+#include "scheduler/topology_policy.h"
+
+#include <set>
+
+#include "drivers/fingerprint/fingerprint.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_vendor.h"
+
+namespace hetpool::scheduler {
+namespace {
+
+std::vector<DeviceRecord> Discover(const std::string& fixture) {
+  testing::UseFakeVendorLibraries(fixture);
+  auto backend = testing::LoadBackend("nvml");
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  auto devices = (*backend)->Discover();
+  EXPECT_TRUE(devices.ok());
+  for (auto& d : *devices) drivers::ApplyFingerprint(drivers::SpecTable::Defaults(), d);
+  return *devices;
+}
+
+std::vector<const DeviceRecord*> Pointers(const std::vector<DeviceRecord>& devices, std::set<int> busy = {}) {
+  std::vector<const DeviceRecord*> out;
+  for (const auto& d : devices) {
+    if (!busy.contains(d.index)) out.push_back(&d);
+  }
+  return out;
+}
+
+std::vector<std::string> Ids(const std::vector<const DeviceRecord*>& devices) {
+  std::vector<std::string> ids;
+  for (const auto* d : devices) ids.push_back(d->id);
+  return ids;
+}
+
+TEST(TopologyPolicy, FourCardsOnAnNvSwitchNodeAreFullyLinked) {
+  const auto hgx = Discover("dgx-h100");
+  auto chosen = ChooseDevices(Pointers(hgx), 4);
+  ASSERT_EQ(chosen.size(), 4u);
+  EXPECT_EQ(LinkScore(chosen), 118);  // every pair over 18 NVLink lanes
+  EXPECT_EQ(Ids(chosen), (std::vector<std::string>{"nvidia0", "nvidia1", "nvidia2", "nvidia3"}));
+}
+
+TEST(TopologyPolicy, TwoCardsOnABridgedNodeGetABridgedPair) {
+  const auto a100 = Discover("a100-pcie-pairs");
+  EXPECT_EQ(Ids(ChooseDevices(Pointers(a100), 2)), (std::vector<std::string>{"nvidia0", "nvidia1"}));
+  // nvidia0 busy: its partner is not paired with a stranger; the next whole bridge is used.
+  EXPECT_EQ(Ids(ChooseDevices(Pointers(a100, {0}), 2)), (std::vector<std::string>{"nvidia2", "nvidia3"}));
+  // Four cards: both bridges of socket 1 rather than a set straddling the sockets.
+  auto four = ChooseDevices(Pointers(a100, {0}), 4);
+  EXPECT_EQ(Ids(four), (std::vector<std::string>{"nvidia4", "nvidia5", "nvidia6", "nvidia7"}));
+  EXPECT_TRUE(ChooseDevices(Pointers(a100, {0, 1, 2, 3, 4, 5, 6}), 2).empty());
+}
+
+TEST(TopologyPolicy, BestFitKeepsWholeNodesFreeAndBigJobsTakeWholeNodes) {
+  const auto big = Discover("a100-pcie-pairs");
+  const auto small_source = Discover("a100-pcie-pairs");
+  auto view = [](const std::string& name, const std::vector<DeviceRecord>& devices, std::set<int> busy) {
+    NodeView v{name, true, {}, {{"cuda", "cpu"}, false}};
+    for (const auto& d : devices) v.devices.push_back({&d, !busy.contains(d.index)});
+    return v;
+  };
+  // node-a: all 8 free; node-b: only a bridged pair free.
+  std::vector<NodeView> nodes = {view("node-a", big, {}), view("node-b", small_source, {0, 1, 2, 3, 4, 5})};
+  TopologyPolicy policy;
+  auto two = policy.Place({1, 2, {}}, nodes);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->nodes[0].node, "node-b");
+  EXPECT_EQ(two->nodes[0].device_ids, (std::vector<std::string>{"nvidia6", "nvidia7"}));
+  EXPECT_EQ(two->nodes[0].link_score, 112);
+  auto eight = policy.Place({1, 8, {}}, nodes);
+  ASSERT_TRUE(eight.ok());
+  EXPECT_EQ(eight->nodes[0].node, "node-a");
+  EXPECT_EQ(eight->nodes[0].device_ids.size(), 8u);
+  // Impossible and busy shapes keep first fit's meaning and reasons.
+  EXPECT_EQ(policy.Place({1, 9, {}}, nodes).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(policy.Place({2, 4, {}}, nodes).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace hetpool::scheduler
