@@ -23,28 +23,25 @@ std::string UuidString(const uint8_t* uuid) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CndevBackend>> CndevBackend::Load(const std::vector<std::string>& candidates) {
-  auto opened = DynamicLibrary::Open(candidates);
-  if (!opened.ok()) return opened.status();
-  const DynamicLibrary& lib = **opened;
-  EntryPoints t;
-  auto resolve = [&]() -> absl::Status {
+  auto loaded = OpenVendorLibrary<EntryPoints>(candidates, [](const DynamicLibrary& lib, EntryPoints& t) {
     HETPOOL_CNDEV_REQUIRED(HETPOOL_REQUIRE_ENTRY_POINT)
     HETPOOL_CNDEV_OPTIONAL(HETPOOL_OPTIONAL_ENTRY_POINT)
     return absl::OkStatus();
-  };
-  if (auto s = resolve(); !s.ok()) return s;
+  });
+  if (!loaded.ok()) return loaded.status();
+  auto& [library, t] = *loaded;
   if (t.cndevGetMemoryUsageV2 == nullptr && t.cndevGetMemoryUsage == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat(lib.path(), " lacks required symbol cndevGetMemoryUsageV2 (or cndevGetMemoryUsage)"));
+        absl::StrCat(library->path(), " lacks required symbol cndevGetMemoryUsageV2 (or cndevGetMemoryUsage)"));
   }
   if (t.cndevGetPCIeInfoV2 == nullptr && t.cndevGetPCIeInfo == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat(lib.path(), " lacks required symbol cndevGetPCIeInfoV2 (or cndevGetPCIeInfo)"));
+        absl::StrCat(library->path(), " lacks required symbol cndevGetPCIeInfoV2 (or cndevGetPCIeInfo)"));
   }
   if (cndevRet_t rc = t.cndevInit(0); rc != CNDEV_SUCCESS) {
     return absl::UnavailableError(absl::StrCat("cndevInit: ", t.cndevGetErrorString(rc)));
   }
-  return std::unique_ptr<CndevBackend>(new CndevBackend(*std::move(opened), t));
+  return std::unique_ptr<CndevBackend>(new CndevBackend(std::move(library), t));
 }
 
 CndevBackend::~CndevBackend() { cndev_.cndevRelease(); }

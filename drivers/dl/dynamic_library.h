@@ -42,6 +42,18 @@ class DynamicLibrary {
   std::string path_;
 };
 
+// Opens the first loadable candidate and fills an entry-point table with `resolve(lib, table)`
+// (the vendor's X-macro list of required and optional symbols).
+template <typename Table, typename Resolve>
+absl::StatusOr<std::pair<std::unique_ptr<DynamicLibrary>, Table>> OpenVendorLibrary(
+    const std::vector<std::string>& candidates, Resolve&& resolve) {
+  auto opened = DynamicLibrary::Open(candidates);
+  if (!opened.ok()) return opened.status();
+  Table table;
+  if (absl::Status s = resolve(**opened, table); !s.ok()) return s;
+  return std::make_pair(*std::move(opened), table);
+}
+
 // Directories added in front of the default search (HETPOOL_VENDOR_LIB_PATH, colon-separated), so
 // tests and unusual installs can point the loader at a library without changing LD_LIBRARY_PATH.
 std::vector<std::string> LibraryCandidates(const std::string& soname,

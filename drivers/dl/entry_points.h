@@ -7,7 +7,8 @@
 #define HETPOOL_DECLARE_ENTRY_POINT(name, ret, params) ret name params;
 // A member `ret (*name) params = nullptr;` of an entry-point table.
 #define HETPOOL_ENTRY_POINT_MEMBER(name, ret, params) ret(*name) params = nullptr;
-// Inside a function returning absl::Status with a DynamicLibrary `lib` and a table `t`.
+// Inside a function returning absl::Status with a DynamicLibrary `lib` and a table `t` (the
+// resolve callback of OpenVendorLibrary).
 #define HETPOOL_REQUIRE_ENTRY_POINT(name, ret, params) \
   if (auto s = lib.Require(#name, &t.name); !s.ok()) return s;
 #define HETPOOL_OPTIONAL_ENTRY_POINT(name, ret, params) lib.Optional(#name, &t.name);

@@ -36,16 +36,13 @@ std::string Bounded(const char* text, size_t size) { return std::string(text, st
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LevelZeroBackend>> LevelZeroBackend::Load(const std::vector<std::string>& candidates) {
-  auto opened = DynamicLibrary::Open(candidates);
-  if (!opened.ok()) return opened.status();
-  const DynamicLibrary& lib = **opened;
-  EntryPoints t;
-  auto resolve = [&]() -> absl::Status {
+  auto loaded = OpenVendorLibrary<EntryPoints>(candidates, [](const DynamicLibrary& lib, EntryPoints& t) {
     HETPOOL_L0_REQUIRED(HETPOOL_REQUIRE_ENTRY_POINT)
     HETPOOL_L0_OPTIONAL(HETPOOL_OPTIONAL_ENTRY_POINT)
     return absl::OkStatus();
-  };
-  if (auto s = resolve(); !s.ok()) return s;
+  });
+  if (!loaded.ok()) return loaded.status();
+  auto& [library, t] = *loaded;
   ze_result_t rc;
   if (t.zesInit && t.zesDriverGet && t.zesDeviceGet) {
     rc = t.zesInit(0);
@@ -56,7 +53,7 @@ absl::StatusOr<std::unique_ptr<LevelZeroBackend>> LevelZeroBackend::Load(const s
     rc = t.zeInit(ZE_INIT_FLAG_GPU_ONLY);
   }
   if (rc != ZE_RESULT_SUCCESS) return absl::UnavailableError(absl::StrCat("Level Zero init: ", ResultName(rc)));
-  return std::unique_ptr<LevelZeroBackend>(new LevelZeroBackend(*std::move(opened), t));
+  return std::unique_ptr<LevelZeroBackend>(new LevelZeroBackend(std::move(library), t));
 }
 
 absl::StatusOr<std::vector<zes_device_handle_t>> LevelZeroBackend::Devices() {

@@ -23,20 +23,17 @@ std::string Bounded(const char* text, size_t size) { return std::string(text, st
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MxsmlBackend>> MxsmlBackend::Load(const std::vector<std::string>& candidates) {
-  auto opened = DynamicLibrary::Open(candidates);
-  if (!opened.ok()) return opened.status();
-  const DynamicLibrary& lib = **opened;
-  EntryPoints t;
-  auto resolve = [&]() -> absl::Status {
+  auto loaded = OpenVendorLibrary<EntryPoints>(candidates, [](const DynamicLibrary& lib, EntryPoints& t) {
     HETPOOL_MXSML_REQUIRED(HETPOOL_REQUIRE_ENTRY_POINT)
     HETPOOL_MXSML_OPTIONAL(HETPOOL_OPTIONAL_ENTRY_POINT)
     return absl::OkStatus();
-  };
-  if (auto s = resolve(); !s.ok()) return s;
+  });
+  if (!loaded.ok()) return loaded.status();
+  auto& [library, t] = *loaded;
   if (mxSmlReturn_t rc = t.mxSmlInit(); rc != MXSML_SUCCESS) {
     return absl::UnavailableError(absl::StrCat("mxSmlInit: ", t.mxSmlGetErrorString(rc)));
   }
-  return std::unique_ptr<MxsmlBackend>(new MxsmlBackend(*std::move(opened), t));
+  return std::unique_ptr<MxsmlBackend>(new MxsmlBackend(std::move(library), t));
 }
 
 std::string MxsmlBackend::Error(mxSmlReturn_t rc) const {

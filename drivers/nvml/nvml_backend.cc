@@ -24,20 +24,17 @@ std::string DriverVersionString(int cuda_version) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Load(const std::vector<std::string>& candidates) {
-  auto opened = DynamicLibrary::Open(candidates);
-  if (!opened.ok()) return opened.status();
-  const DynamicLibrary& lib = **opened;
-  EntryPoints t;
-  auto resolve = [&]() -> absl::Status {
+  auto loaded = OpenVendorLibrary<EntryPoints>(candidates, [](const DynamicLibrary& lib, EntryPoints& t) {
     HETPOOL_NVML_REQUIRED(HETPOOL_REQUIRE_ENTRY_POINT)
     HETPOOL_NVML_OPTIONAL(HETPOOL_OPTIONAL_ENTRY_POINT)
     return absl::OkStatus();
-  };
-  if (auto s = resolve(); !s.ok()) return s;
+  });
+  if (!loaded.ok()) return loaded.status();
+  auto& [library, t] = *loaded;
   if (nvmlReturn_t rc = t.nvmlInit_v2(); rc != NVML_SUCCESS) {
     return absl::UnavailableError(absl::StrCat("nvmlInit_v2: ", t.nvmlErrorString(rc)));
   }
-  return std::unique_ptr<NvmlBackend>(new NvmlBackend(*std::move(opened), t));
+  return std::unique_ptr<NvmlBackend>(new NvmlBackend(std::move(library), t));
 }
 
 NvmlBackend::~NvmlBackend() { nvml_.nvmlShutdown(); }
