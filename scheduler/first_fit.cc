@@ -27,6 +27,18 @@ bool AllowsCpu(const Requirements& req) {
          std::find(req.vendors.begin(), req.vendors.end(), Vendor::kCpu) != req.vendors.end();
 }
 
+uint64_t MemoryHeld(const PlacementRequest& request, const DeviceRecord& device) {
+  if (!request.Fractional()) return device.memory_mib;
+  if (request.device_memory_mib > 0) return request.device_memory_mib;
+  return device.memory_mib * static_cast<uint64_t>(request.device_milli) / 1000;
+}
+
+bool Available(const PlacementRequest& request, const DeviceView& view) {
+  if (!view.device->healthy) return false;
+  if (!request.Fractional()) return view.free;
+  return view.milli_free >= request.device_milli && view.memory_free_mib >= MemoryHeld(request, *view.device);
+}
+
 namespace {
 
 absl::StatusOr<Placement> PlaceCpuJob(const PlacementRequest& request,
@@ -82,8 +94,10 @@ absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
       });
       NodeAssignment assignment{node.name, {}};
       for (const DeviceView* dv : devices) {
-        if (!dv->free || !dv->device->healthy) continue;
+        if (!Available(request, *dv)) continue;
         assignment.device_ids.push_back(dv->device->id);
+        assignment.device_milli = request.Fractional() ? request.device_milli : 1000;
+        assignment.device_memory_mib = MemoryHeld(request, *dv->device);
         if (static_cast<int>(assignment.device_ids.size()) == request.devices_per_node) break;
       }
       if (static_cast<int>(assignment.device_ids.size()) == request.devices_per_node) {
@@ -104,8 +118,10 @@ absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
     best_capable = std::max(best_capable, t.capable_nodes);
     best_ready = std::max(best_ready, static_cast<int>(t.ready.size()));
   }
-  const std::string shape = absl::StrCat(request.nnodes, " node(s) with ", request.devices_per_node,
-                                         " qualifying device(s) of one vendor");
+  const std::string shape =
+      request.Fractional()
+          ? absl::StrCat(request.nnodes, " node(s) with ", request.device_milli, "/1000 of a qualifying device")
+          : absl::StrCat(request.nnodes, " node(s) with ", request.devices_per_node, " qualifying device(s) of one vendor");
   if (best_capable < request.nnodes) {
     std::vector<std::string> why(reasons.begin(), reasons.end());
     return absl::FailedPreconditionError(absl::StrCat(

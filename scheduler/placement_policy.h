@@ -15,7 +15,9 @@ namespace hetpool::scheduler {
 
 struct DeviceView {
   const DeviceRecord* device = nullptr;
-  bool free = false;  // not held by any job (including processes still being stopped)
+  bool free = false;            // not held by any job at all (including processes being stopped)
+  int32_t milli_free = 1000;    // share not held by fractional jobs
+  uint64_t memory_free_mib = 0; // device memory not held by fractional jobs
 };
 
 struct NodeView {
@@ -35,12 +37,17 @@ struct PlacementRequest {
   int nnodes = 1;
   int devices_per_node = 0;  // 0 = a CPU job: no devices, any node
   Requirements requirements;
+  int32_t device_milli = 1000;    // < 1000: a fractional share of one device per node
+  uint64_t device_memory_mib = 0; // fractional: memory held (0 = the same share of the memory)
+  bool Fractional() const { return device_milli > 0 && device_milli < 1000; }
 };
 
 struct NodeAssignment {
   std::string node;
   std::vector<std::string> device_ids;
   int link_score = 0;  // average pairwise link score of the devices (topology_policy.h)
+  int32_t device_milli = 1000;     // share held on each device
+  uint64_t device_memory_mib = 0;  // memory held on each device
 };
 
 struct Placement {
@@ -63,5 +70,11 @@ drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& 
 
 // Whether the requirements admit a CPU-only placement (devices_per_node == 0).
 bool AllowsCpu(const Requirements& requirements);
+
+// Device memory a request holds on `device` (the explicit amount, or its share of the memory).
+uint64_t MemoryHeld(const PlacementRequest& request, const DeviceRecord& device);
+// Whether the device can take the request now: whole requests need it entirely free, fractional
+// ones enough milli and memory left.
+bool Available(const PlacementRequest& request, const DeviceView& view);
 
 }  // namespace hetpool::scheduler

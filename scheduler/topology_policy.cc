@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/first_fit.h"
@@ -89,6 +90,59 @@ std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRec
   return out;
 }
 
+absl::StatusOr<Placement> TopologyPolicy::PlaceFractional(const PlacementRequest& request,
+                                                         const std::vector<NodeView>& nodes) {
+  // Best fit per node: the qualifying device with the least share left that still fits, so
+  // partly used devices fill up and whole devices stay whole (the FGD replay's "bestfit"; the
+  // full FGD score needs the workload's shape mix, which the daemon does not keep yet).
+  struct Option {
+    const NodeView* node;
+    const DeviceView* device;
+  };
+  std::map<Vendor, std::vector<Option>> by_vendor;
+  for (const auto& node : nodes) {
+    if (!node.schedulable) continue;
+    std::map<Vendor, const DeviceView*> best;
+    for (const auto& dv : node.devices) {
+      if (!Available(request, dv)) continue;
+      if (Qualifies(*dv.device, request.requirements, node.context).compatibility == drivers::Compatibility::kNo) {
+        continue;
+      }
+      const DeviceView*& b = best[dv.device->vendor];
+      if (b == nullptr || dv.milli_free < b->milli_free ||
+          (dv.milli_free == b->milli_free && dv.device->index < b->device->index)) {
+        b = &dv;
+      }
+    }
+    for (const auto& [vendor, dv] : best) by_vendor[vendor].push_back({&node, dv});
+  }
+  std::optional<Placement> best;
+  int64_t best_left = 0;
+  for (auto& [vendor, options] : by_vendor) {
+    if (static_cast<int>(options.size()) < request.nnodes) continue;
+    std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+      if (a.device->milli_free != b.device->milli_free) return a.device->milli_free < b.device->milli_free;
+      return a.node->name < b.node->name;
+    });
+    Placement p;
+    p.vendor = vendor;
+    int64_t left = 0;
+    for (int i = 0; i < request.nnodes; ++i) {
+      const Option& o = options[static_cast<size_t>(i)];
+      p.nodes.push_back({o.node->name, {o.device->device->id}, 0, request.device_milli,
+                         MemoryHeld(request, *o.device->device)});
+      left += o.device->milli_free - request.device_milli;
+    }
+    if (!best || left < best_left) {
+      best = std::move(p);
+      best_left = left;
+    }
+  }
+  if (best) return *best;
+  FirstFitPolicy first_fit;  // for its verdict: unavailable now or never
+  return first_fit.Place(request, nodes);
+}
+
 absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
   // Which nodes could ever hold the job, and the reasons devices do not qualify, come from first
   // fit (same filters); this policy only chooses better among the feasible placements.
@@ -96,6 +150,7 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
   auto feasible = first_fit.Place(request, nodes);
   if (!feasible.ok() || request.devices_per_node == 0) return feasible;
 
+  if (request.Fractional()) return PlaceFractional(request, nodes);
   struct Candidate {
     const NodeView* node;
     std::vector<const DeviceRecord*> free;  // free, healthy, qualifying, of the chosen vendor
@@ -105,7 +160,7 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
     if (!node.schedulable) continue;
     std::map<Vendor, std::vector<const DeviceRecord*>> free;
     for (const auto& dv : node.devices) {
-      if (!dv.free || !dv.device->healthy) continue;
+      if (!Available(request, dv)) continue;
       if (Qualifies(*dv.device, request.requirements, node.context).compatibility == drivers::Compatibility::kNo) {
         continue;
       }
@@ -131,8 +186,9 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
     for (int i = 0; i < request.nnodes; ++i) {
       const Candidate& c = candidates[static_cast<size_t>(i)];
       auto chosen = ChooseDevices(c.free, request.devices_per_node);
-      NodeAssignment a{c.node->name, {}, LinkScore(chosen)};
+      NodeAssignment a{c.node->name, {}, LinkScore(chosen), 1000, 0};
       for (const DeviceRecord* d : chosen) a.device_ids.push_back(d->id);
+      if (!chosen.empty()) a.device_memory_mib = chosen.front()->memory_mib;
       left += static_cast<int>(c.free.size()) - request.devices_per_node;
       score += a.link_score;
       p.nodes.push_back(std::move(a));

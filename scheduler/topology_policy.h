@@ -23,6 +23,10 @@ std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRec
 class TopologyPolicy : public PlacementPolicy {
  public:
   absl::StatusOr<Placement> Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) override;
+
+ private:
+  // A share of one device per node: best fit across devices (partly used ones first).
+  absl::StatusOr<Placement> PlaceFractional(const PlacementRequest& request, const std::vector<NodeView>& nodes);
 };
 
 }  // namespace hetpool::scheduler

@@ -396,7 +396,9 @@ int Devices(Client& client, const std::vector<std::string>& args) {
     table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(),
                absl::StrCat(d.memory_mib() / 1024, " GiB"), absl::StrCat(d.numa_node()), d.pci_bus_id(),
                d.fingerprint(), d.healthy() ? "ok" : "unhealthy: " + d.health_message(),
-               v.allocated_to().empty() ? "-" : v.allocated_to()});
+               v.allocated_to().empty()
+                   ? "-"
+                   : absl::StrCat(v.allocated_to(), " (", v.allocated_milli(), "/1000)")});
   }
   std::cout << table.Render();
   return 0;

@@ -134,6 +134,27 @@ TEST_F(CliTest, AgentPrintsItsInventory) {
   EXPECT_NE(text.find("inventory.devices[0].memory_mib: required"), std::string::npos) << text;
 }
 
+TEST_F(CliTest, TwoHalfCardJobsShareOneCard) {
+  const std::string file = WriteFile("half.json", R"({
+      "python": {"script": "deploy/examples/train_ddp.py", "args": ["--steps", "20", "--step-sleep", "0.05"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(",
+      "nnodes": 1, "devices_per_node": 1, "device_milli": 500, "requirements": {"vendors": ["metax"]}})");
+  std::string out;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+    ids.push_back(out.substr(0, out.find('\n')));
+  }
+  auto first = cluster_->WaitForState(ids[0], pb::JOB_STATE_RUNNING, absl::Seconds(60));
+  auto second = cluster_->WaitForState(ids[1], pb::JOB_STATE_RUNNING, absl::Seconds(60));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->placement(0).device_ids(0), second->placement(0).device_ids(0));
+  EXPECT_EQ(first->placement(0).device_memory_mib(), 32768u);  // half of the C500's 64 GiB
+  ASSERT_EQ(cluster_->RunCli({"devices", "--vendor", "metax"}, &out), 0) << out;
+  EXPECT_NE(out.find(ids[0] + "," + ids[1] + " (1000/1000)"), std::string::npos) << out;
+  for (const auto& id : ids) EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+}
+
 TEST_F(CliTest, ClusterViews) {
   std::string out;
   ASSERT_EQ(cluster_->RunCli({"nodes"}, &out), 0) << out;

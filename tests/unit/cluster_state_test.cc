@@ -364,6 +364,49 @@ TEST_F(ClusterStateTest, UnhealthyCardsReportedByHeartbeatAreNotScheduled) {
   EXPECT_EQ(state_->GetNode("a")->inventory().devices(0).vendor(), "nvidia");
 }
 
+TEST_F(ClusterStateTest, FractionalJobsShareADeviceAndAreAccounted) {
+  Register("a", 2);
+  auto half = Spec(1, 1);
+  half.set_device_milli(500);
+  auto j1 = state_->Submit(half, "");
+  auto j2 = state_->Submit(half, "");
+  auto whole = state_->Submit(Spec(1, 1), "");
+  auto big_share = Spec(1, 1);
+  big_share.set_device_milli(600);
+  auto j4 = state_->Submit(big_share, "");
+  ASSERT_TRUE(j1.ok() && j2.ok() && whole.ok() && j4.ok());
+  state_->Tick();
+  // The two halves share one card (best fit keeps the other whole for the whole-card job).
+  EXPECT_EQ(Job(j1->id()).placement(0).device_ids(0), Job(j2->id()).placement(0).device_ids(0));
+  EXPECT_EQ(Job(j1->id()).placement(0).device_milli(), 500);
+  EXPECT_EQ(Job(j1->id()).placement(0).device_memory_mib(), 40960u);  // half of 80 GiB
+  EXPECT_EQ(Job(whole->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_NE(Job(whole->id()).placement(0).device_ids(0), Job(j1->id()).placement(0).device_ids(0));
+  EXPECT_EQ(Job(j4->id()).state(), pb::JOB_STATE_PENDING);  // 600 fits on neither card now
+  EXPECT_NE(Job(j4->id()).message().find("600/1000 of a qualifying device"), std::string::npos)
+      << Job(j4->id()).message();
+  const pb::Job first = Job(j1->id());
+  const auto& env = first.launch_plan(0).env();
+  EXPECT_EQ(env.at("HETPOOL_DEVICE_MILLI"), "500");
+  EXPECT_EQ(env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  auto devices = state_->ListDevices("a", "");
+  ASSERT_TRUE(devices.ok());
+  int shared = 0;
+  for (const auto& d : *devices) {
+    if (d.allocated_milli() == 1000 && d.allocated_to().find(',') != std::string::npos) ++shared;
+  }
+  EXPECT_EQ(shared, 1);
+  // A restarted daemon keeps the shares.
+  Open();
+  Register("a", 2, {Proc(j1->id(), 1, true), Proc(j2->id(), 1, true), Proc(whole->id(), 1, true)});
+  state_->Tick();
+  EXPECT_EQ(Job(j4->id()).state(), pb::JOB_STATE_PENDING);
+  auto after = state_->ListDevices("a", "");
+  int full = 0;
+  for (const auto& d : *after) full += d.allocated_milli() == 1000;
+  EXPECT_EQ(full, 2);
+}
+
 TEST_F(ClusterStateTest, ListJobsFiltersAndPages) {
   for (int i = 0; i < 5; ++i) {
     auto spec = Spec(1, 1);

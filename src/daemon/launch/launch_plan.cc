@@ -1,5 +1,7 @@
 #include "src/daemon/launch/launch_plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/job_paths.h"
@@ -73,6 +75,16 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     env["HETPOOL_VENDOR"] = std::string(runtime.name);
     env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);
     env["HETPOOL_TORCH_DEVICE"] = std::string(runtime.torch_device);
+    if (input.device_milli < 1000) {
+      // The share is accounted by hetpool; enforcing it is up to the vendor mechanism or the job
+      // (docs/sharing.md): MPS honours the thread percentage when an MPS daemon runs, and a
+      // PyTorch job can cap itself with torch.cuda.set_per_process_memory_fraction.
+      env["HETPOOL_DEVICE_MILLI"] = absl::StrCat(input.device_milli);
+      env["HETPOOL_DEVICE_MEMORY_MIB"] = absl::StrCat(input.device_memory_mib);
+      if (input.vendor == Vendor::kNvidia) {
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = absl::StrCat(std::max(1, input.device_milli / 10));
+      }
+    }
     plans.push_back(std::move(plan));
   }
   return plans;

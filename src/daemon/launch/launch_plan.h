@@ -29,6 +29,8 @@ struct LaunchInput {
   int restart_count = 0;
   Vendor vendor = Vendor::kCpu;
   int rendezvous_port = 0;
+  int32_t device_milli = 1000;     // < 1000: a fractional share of the one device
+  uint64_t device_memory_mib = 0;
   std::vector<LaunchNode> nodes;  // in node-rank order
 };
 

@@ -36,6 +36,8 @@ scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
   }
   req.requirements.models.assign(spec.requirements().models().begin(),
                                  spec.requirements().models().end());
+  if (spec.device_milli() > 0) req.device_milli = spec.device_milli();
+  req.device_memory_mib = spec.device_memory_mib();
   // Validated at submission, so parsing cannot fail here.
   drivers::RunRequirements& run = req.requirements.run;
   const pb::DeviceRequirements& r = spec.requirements();
@@ -106,6 +108,8 @@ absl::Status ClusterState::Load() {
         if (node == nodes_.end()) continue;
         Claim& claim = node->second.claims[{job.id(), job.generation()}];
         claim.device_ids.assign(p.device_ids().begin(), p.device_ids().end());
+        claim.device_milli = p.device_milli() > 0 ? p.device_milli() : 1000;
+        claim.device_memory_mib = p.device_memory_mib();
         claim.created_at_version = version_base;
       }
     }
@@ -309,14 +313,26 @@ std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
     scheduler::NodeView view;
     view.name = name;
     view.schedulable = all_free || (node.ready && !node.record.drained());
+    // Shares held per device: whole claims take all of it, fractional ones their slice.
+    std::map<std::string, std::pair<int32_t, uint64_t>> used;
+    std::set<std::string> held;
+    if (!all_free) {
+      for (const auto& [key, claim] : node.claims) {
+        for (const auto& d : claim.device_ids) {
+          held.insert(d);
+          used[d].first += claim.device_milli;
+          used[d].second += claim.device_milli >= 1000 ? UINT64_MAX / 4 : claim.device_memory_mib;
+        }
+      }
+    }
     view.context.torch_devices = node.inventory.torch_devices.empty()
                                      ? drivers::DefaultTorchDevices(node.inventory.devices)
                                      : node.inventory.torch_devices;
     view.context.metax_cuda_translation = options_.metax_cuda_translation;
-    std::set<std::string> held;
-    for (const auto& [key, claim] : node.claims) held.insert(claim.device_ids.begin(), claim.device_ids.end());
     for (const auto& device : node.inventory.devices) {
-      view.devices.push_back({&device, all_free || !held.contains(device.id)});
+      const auto& [milli, memory] = used[device.id];
+      view.devices.push_back({&device, !held.contains(device.id), std::max(0, 1000 - milli),
+                              memory >= device.memory_mib ? 0 : device.memory_mib - memory});
     }
     views.push_back(std::move(view));
   }
@@ -353,6 +369,8 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
   input.restart_count = job.restart_count();
   input.vendor = placement.vendor;
   input.rendezvous_port = *port;
+  input.device_milli = placement.nodes.front().device_milli;
+  input.device_memory_mib = placement.nodes.front().device_memory_mib;
   for (const auto& assignment : placement.nodes) {
     const NodeEntry& node = nodes_.at(assignment.node);
     LaunchNode launch{assignment.node, node.record.address(), node.record.torchrun_path(),
@@ -374,11 +392,15 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
     p->set_node(assignment.node);
     p->set_node_rank(static_cast<int>(rank));
     p->set_link_score(assignment.link_score);
+    p->set_device_milli(assignment.device_milli);
+    p->set_device_memory_mib(assignment.device_memory_mib);
     for (const auto& d : assignment.device_ids) p->add_device_ids(d);
     NodeEntry& node = nodes_.at(assignment.node);
     BumpOrders(node);
     Claim& claim = node.claims[{job.id(), job.generation()}];
     claim.device_ids = assignment.device_ids;
+    claim.device_milli = assignment.device_milli;
+    claim.device_memory_mib = assignment.device_memory_mib;
     claim.created_at_version = node.orders_version;
   }
   for (auto& plan : *plans) *job.add_launch_plan() = std::move(plan);
@@ -792,16 +814,30 @@ absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std:
   std::vector<pb::DeviceView> out;
   for (const auto& [name, node] : nodes_) {
     if (!node_name.empty() && name != node_name) continue;
-    std::map<std::string, std::string> holder;
+    struct Held {
+      std::vector<std::string> jobs;
+      int32_t milli = 0;
+      uint64_t memory = 0;
+    };
+    std::map<std::string, Held> holder;
     for (const auto& [key, claim] : node.claims) {
-      for (const auto& d : claim.device_ids) holder[d] = key.first;
+      for (const auto& d : claim.device_ids) {
+        Held& h = holder[d];
+        if (std::find(h.jobs.begin(), h.jobs.end(), key.first) == h.jobs.end()) h.jobs.push_back(key.first);
+        h.milli += claim.device_milli;
+        h.memory += claim.device_milli >= 1000 ? 0 : claim.device_memory_mib;
+      }
     }
     for (const auto& device : node.inventory.devices) {
       if (!vendor.empty() && VendorName(device.vendor) != vendor) continue;
       pb::DeviceView view;
       view.set_node(name);
       *view.mutable_device() = ToProto(device);
-      if (auto it = holder.find(device.id); it != holder.end()) view.set_allocated_to(it->second);
+      if (auto it = holder.find(device.id); it != holder.end()) {
+        view.set_allocated_to(absl::StrJoin(it->second.jobs, ","));
+        view.set_allocated_milli(std::min(1000, it->second.milli));
+        view.set_allocated_memory_mib(it->second.milli >= 1000 ? device.memory_mib : it->second.memory);
+      }
       out.push_back(std::move(view));
     }
   }

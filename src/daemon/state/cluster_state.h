@@ -96,6 +96,8 @@ class ClusterState {
   using JobGen = std::pair<std::string, uint64_t>;
   struct Claim {
     std::vector<std::string> device_ids;
+    int32_t device_milli = 1000;     // share held on each device (fractional jobs < 1000)
+    uint64_t device_memory_mib = 0;  // memory held on each device (0 with whole devices: all of it)
     bool desired = true;
     std::string kill_reason;
     uint64_t created_at_version = 0;    // orders version that first carried the launch

@@ -140,6 +140,16 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     return s;
   }
 
+  if (auto s = CheckRange("device_milli", spec.device_milli(), 0, 1000); !s.ok()) return s;
+  const bool fractional = spec.device_milli() > 0 && spec.device_milli() < 1000;
+  if (fractional && spec.devices_per_node() != 1) {
+    return Invalid("device_milli", "a fractional share takes exactly one device per node (devices_per_node 1)");
+  }
+  if (!fractional && spec.device_memory_mib() > 0) {
+    return Invalid("device_memory_mib", "only with a fractional device_milli (a whole device has all its memory)");
+  }
+  if (spec.device_memory_mib() > (uint64_t{1} << 24)) return Invalid("device_memory_mib", "more than 16 TiB");
+
   const auto& req = spec.requirements();
   std::set<std::string> vendors;
   for (int i = 0; i < req.vendors_size(); ++i) {
