@@ -407,6 +407,35 @@ TEST_F(ClusterStateTest, FractionalJobsShareADeviceAndAreAccounted) {
   EXPECT_EQ(full, 2);
 }
 
+TEST_F(ClusterStateTest, GangsArePlacedWholeSoTwoNeverHoldPartsAndWait) {
+  Register("a", 2);
+  Register("b", 2);
+  Register("c", 2);
+  auto g1 = state_->Submit(Spec(2, 2), "");
+  auto g2 = state_->Submit(Spec(2, 2), "");
+  state_->Tick();
+  EXPECT_EQ(Job(g1->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Job(g2->id()).state(), pb::JOB_STATE_PENDING);
+  // The waiting gang holds nothing: the third node's cards stay free for anyone else.
+  int held = 0;
+  for (const auto& node : {"a", "b", "c"}) {
+    const auto devices = state_->ListDevices(node, "");  // kept alive for the loop below
+    ASSERT_TRUE(devices.ok());
+    for (const auto& d : *devices) held += !d.allocated_to().empty();
+  }
+  EXPECT_EQ(held, 4);
+  auto single = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  EXPECT_EQ(Job(single->id()).state(), pb::JOB_STATE_SCHEDULED);
+  // When the first gang ends, the second gets both of its nodes at once.
+  const pb::Job first = Job(g1->id());
+  for (const auto& p : first.placement()) ASSERT_TRUE(Heartbeat(p.node(), {Proc(g1->id(), 1, false, 0)}).ok());
+  state_->Tick();
+  const pb::Job second = Job(g2->id());
+  EXPECT_EQ(second.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(second.placement_size(), 2);
+}
+
 TEST_F(ClusterStateTest, ListJobsFiltersAndPages) {
   for (int i = 0; i < 5; ++i) {
     auto spec = Spec(1, 1);
