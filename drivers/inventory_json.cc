@@ -226,7 +226,9 @@ nlohmann::json CapabilityToJson(const Capability& cap) {
           {"peak_tflops", peaks},
           {"runtime_version", cap.runtime_version},
           {"collective", cap.collective},
-          {"spec_source", cap.spec_source}};
+          {"spec_source", cap.spec_source},
+          {"torch_device", cap.torch_device},
+          {"dist_backend", cap.dist_backend}};
 }
 
 nlohmann::json InventoryToJson(const NodeInventory& inv) {

@@ -61,6 +61,8 @@ void ApplyFingerprint(const SpecTable& specs, DeviceRecord& d) {
       break;
   }
   if (cap.precisions.empty()) cap.precisions = {P::kFp32};  // unknown card: claim only what is safe
+  cap.torch_device = std::string(RuntimeOf(d.vendor).torch_device);
+  cap.dist_backend = std::string(RuntimeOf(d.vendor).dist_backend);
   std::vector<std::string> precisions;
   for (P p : cap.precisions) precisions.emplace_back(PrecisionName(p));
   const std::string canonical =

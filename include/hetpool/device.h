@@ -40,6 +40,8 @@ struct Capability {
   std::map<Precision, double> peak_tflops;       // dense peak per precision (absent = unknown)
   std::string runtime_version;                   // CUDA driver API, MACA, Neuware, Level Zero
   std::string collective;                        // NCCL, MCCL, CNCL, oneCCL
+  std::string torch_device;                      // cuda, mlu, xpu
+  std::string dist_backend;                      // nccl, cncl, xccl
   std::string spec_source;                       // which spec-table entry filled the figures
 };
 

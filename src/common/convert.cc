@@ -61,6 +61,8 @@ pb::Capability CapabilityToProto(const Capability& cap) {
   out.set_runtime_version(cap.runtime_version);
   out.set_collective(cap.collective);
   out.set_spec_source(cap.spec_source);
+  out.set_torch_device(cap.torch_device);
+  out.set_dist_backend(cap.dist_backend);
   return out;
 }
 
@@ -83,6 +85,8 @@ absl::StatusOr<Capability> CapabilityFromProto(const pb::Capability& in) {
   cap.runtime_version = in.runtime_version();
   cap.collective = in.collective();
   cap.spec_source = in.spec_source();
+  cap.torch_device = in.torch_device();
+  cap.dist_backend = in.dist_backend();
   return cap;
 }
 

@@ -107,6 +107,8 @@ TEST(Fingerprint, SameCardsShareAnIdDifferentOnesDoNot) {
   EXPECT_NE(a.fingerprint, c.fingerprint);  // another driver is another class
   EXPECT_EQ(a.capability.bandwidth_gbps, 3350);
   EXPECT_EQ(a.capability.collective, "NCCL");
+  EXPECT_EQ(a.capability.torch_device, "cuda");
+  EXPECT_EQ(a.capability.dist_backend, "nccl");
   EXPECT_EQ(FingerprintLabel(a), "nvidia NVIDIA-H100-80GB-HBM3 sm_90 80GiB");
 }
 
