@@ -27,6 +27,23 @@ bool AllowsCpu(const Requirements& req) {
          std::find(req.vendors.begin(), req.vendors.end(), Vendor::kCpu) != req.vendors.end();
 }
 
+void QualifyCache::SetNode(const drivers::RunContext& node) {
+  node_ = &node;
+  std::string signature = node.metax_cuda_translation ? "+" : "-";
+  for (const auto& t : node.torch_devices) {
+    signature += t;
+    signature += ',';
+  }
+  current_ = &by_context_[signature];
+}
+
+const drivers::CanRunResult& QualifyCache::Get(const DeviceRecord& device) {
+  if (device.fingerprint.empty()) return scratch_ = Qualifies(device, requirements_, *node_);
+  auto it = current_->find(device.fingerprint);  // no allocation on a hit
+  if (it == current_->end()) it = current_->emplace(device.fingerprint, Qualifies(device, requirements_, *node_)).first;
+  return it->second;
+}
+
 uint64_t MemoryHeld(const PlacementRequest& request, const DeviceRecord& device) {
   if (!request.Fractional()) return device.memory_mib;
   if (request.device_memory_mib > 0) return request.device_memory_mib;
@@ -42,12 +59,12 @@ bool Available(const PlacementRequest& request, const DeviceView& view) {
 namespace {
 
 absl::StatusOr<Placement> PlaceCpuJob(const PlacementRequest& request,
-                                      const std::vector<NodeView>& nodes) {
+                                      const std::vector<const NodeView*>& nodes) {
   Placement placement;
   placement.vendor = Vendor::kCpu;
-  for (const auto& node : nodes) {
-    if (!node.schedulable) continue;
-    placement.nodes.push_back({node.name, {}});
+  for (const NodeView* node : nodes) {
+    if (!node->schedulable) continue;
+    placement.nodes.push_back({node->name, {}});
     if (static_cast<int>(placement.nodes.size()) == request.nnodes) return placement;
   }
   if (static_cast<int>(nodes.size()) < request.nnodes) {
@@ -62,10 +79,13 @@ absl::StatusOr<Placement> PlaceCpuJob(const PlacementRequest& request,
 
 absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
                                                 const std::vector<NodeView>& in_nodes) {
-  std::vector<NodeView> nodes = in_nodes;
-  std::sort(nodes.begin(), nodes.end(),
-            [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
-  if (request.devices_per_node == 0) return PlaceCpuJob(request, nodes);
+  // Node order by name, without copying the views.
+  std::vector<const NodeView*> order;
+  order.reserve(in_nodes.size());
+  for (const auto& n : in_nodes) order.push_back(&n);
+  std::sort(order.begin(), order.end(), [](const NodeView* a, const NodeView* b) { return a->name < b->name; });
+  if (request.devices_per_node == 0) return PlaceCpuJob(request, order);
+  QualifyCache qualify(request.requirements);
 
   // Per vendor: nodes that could ever hold the job's share, and those that can right now.
   struct VendorTally {
@@ -74,10 +94,12 @@ absl::StatusOr<Placement> FirstFitPolicy::Place(const PlacementRequest& request,
   };
   std::map<Vendor, VendorTally> tally;
   std::set<std::string> reasons;  // why devices do not qualify, for the error message
-  for (const auto& node : nodes) {
+  for (const NodeView* node_ptr : order) {
+    const NodeView& node = *node_ptr;
     std::map<Vendor, std::vector<const DeviceView*>> qualifying;
+    qualify.SetNode(node.context);
     for (const auto& dv : node.devices) {
-      auto verdict = Qualifies(*dv.device, request.requirements, node.context);
+      const auto& verdict = qualify.Get(*dv.device);
       if (verdict.compatibility != drivers::Compatibility::kNo) {
         qualifying[dv.device->vendor].push_back(&dv);
       } else if (reasons.size() < 3) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,25 @@ class PlacementPolicy {
 // Whether a device could run the job at all (ignoring whether it is free or healthy), and why not.
 drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& requirements,
                                 const drivers::RunContext& node);
+
+// Qualifies, remembered per (fingerprint, node context) for one placement decision: cards of one
+// fingerprint class are interchangeable, so a 40,000-card pool needs a handful of CanRun calls
+// instead of one per card. Cards without a fingerprint are judged one by one.
+class QualifyCache {
+ public:
+  explicit QualifyCache(const Requirements& requirements) : requirements_(requirements) {}
+  // Call once per node before asking about its devices.
+  void SetNode(const drivers::RunContext& node);
+  const drivers::CanRunResult& Get(const DeviceRecord& device);
+
+ private:
+  using ByFingerprint = std::map<std::string, drivers::CanRunResult, std::less<>>;
+  const Requirements& requirements_;
+  const drivers::RunContext* node_ = nullptr;
+  std::map<std::string, ByFingerprint, std::less<>> by_context_;
+  ByFingerprint* current_ = nullptr;
+  drivers::CanRunResult scratch_;
+};
 
 // Whether the requirements admit a CPU-only placement (devices_per_node == 0).
 bool AllowsCpu(const Requirements& requirements);

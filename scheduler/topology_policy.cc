@@ -100,14 +100,14 @@ absl::StatusOr<Placement> TopologyPolicy::PlaceFractional(const PlacementRequest
     const DeviceView* device;
   };
   std::map<Vendor, std::vector<Option>> by_vendor;
+  QualifyCache qualify(request.requirements);
   for (const auto& node : nodes) {
     if (!node.schedulable) continue;
     std::map<Vendor, const DeviceView*> best;
+    qualify.SetNode(node.context);
     for (const auto& dv : node.devices) {
       if (!Available(request, dv)) continue;
-      if (Qualifies(*dv.device, request.requirements, node.context).compatibility == drivers::Compatibility::kNo) {
-        continue;
-      }
+      if (qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
       const DeviceView*& b = best[dv.device->vendor];
       if (b == nullptr || dv.milli_free < b->milli_free ||
           (dv.milli_free == b->milli_free && dv.device->index < b->device->index)) {
@@ -144,13 +144,12 @@ absl::StatusOr<Placement> TopologyPolicy::PlaceFractional(const PlacementRequest
 }
 
 absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
-  // Which nodes could ever hold the job, and the reasons devices do not qualify, come from first
-  // fit (same filters); this policy only chooses better among the feasible placements.
+  // CPU jobs, and the verdict when nothing fits (waiting vs never, with CanRun's reasons), come
+  // from first fit; this policy chooses better among the feasible placements.
   FirstFitPolicy first_fit;
-  auto feasible = first_fit.Place(request, nodes);
-  if (!feasible.ok() || request.devices_per_node == 0) return feasible;
-
+  if (request.devices_per_node == 0) return first_fit.Place(request, nodes);
   if (request.Fractional()) return PlaceFractional(request, nodes);
+  QualifyCache qualify(request.requirements);
   struct Candidate {
     const NodeView* node;
     std::vector<const DeviceRecord*> free;  // free, healthy, qualifying, of the chosen vendor
@@ -159,11 +158,10 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
   for (const auto& node : nodes) {
     if (!node.schedulable) continue;
     std::map<Vendor, std::vector<const DeviceRecord*>> free;
+    qualify.SetNode(node.context);
     for (const auto& dv : node.devices) {
       if (!Available(request, dv)) continue;
-      if (Qualifies(*dv.device, request.requirements, node.context).compatibility == drivers::Compatibility::kNo) {
-        continue;
-      }
+      if (qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
       free[dv.device->vendor].push_back(dv.device);
     }
     for (auto& [vendor, devices] : free) {
@@ -199,7 +197,7 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
       best_key = key;
     }
   }
-  if (!best) return feasible;  // first fit found something this search did not: keep it
+  if (!best) return first_fit.Place(request, nodes);  // for its reasons
   return *best;
 }
 
