@@ -26,6 +26,7 @@ struct NodeView {
   bool schedulable = false;  // Ready and not drained
   std::vector<DeviceView> devices;
   drivers::RunContext context;  // torch plugins on the node, translation layers enabled
+  std::string rack;             // the node's "rack" label: multi-node jobs prefer one rack
 };
 
 struct Requirements {

@@ -4,6 +4,8 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/first_fit.h"
@@ -171,13 +173,35 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
     }
   }
   std::optional<Placement> best;
-  std::pair<int, int> best_key{0, 0};  // (free devices left on the chosen nodes, -link score)
-  for (auto& [vendor, candidates] : by_vendor) {
-    if (static_cast<int>(candidates.size()) < request.nnodes) continue;
-    std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+  std::tuple<int, int, int> best_key{0, 0, 0};  // (racks spanned, free devices left, -link score)
+  for (auto& [vendor, all_candidates] : by_vendor) {
+    if (static_cast<int>(all_candidates.size()) < request.nnodes) continue;
+    std::stable_sort(all_candidates.begin(), all_candidates.end(), [](const Candidate& a, const Candidate& b) {
       if (a.free.size() != b.free.size()) return a.free.size() < b.free.size();
       return a.node->name < b.node->name;
     });
+    // A multi-node job prefers the rack whose fitting nodes leave the fewest devices free; only
+    // when no rack can hold it does it span racks.
+    std::vector<Candidate> candidates = all_candidates;
+    int racks = 1;
+    if (request.nnodes > 1) {
+      std::map<std::string, std::vector<Candidate>> by_rack;
+      for (const auto& c : all_candidates) by_rack[c.node->rack].push_back(c);
+      std::optional<std::pair<int, std::string>> best_rack;
+      for (const auto& [rack, members] : by_rack) {
+        if (rack.empty() || static_cast<int>(members.size()) < request.nnodes) continue;
+        int left = 0;
+        for (int i = 0; i < request.nnodes; ++i) left += static_cast<int>(members[static_cast<size_t>(i)].free.size());
+        if (!best_rack || left < best_rack->first) best_rack = std::make_pair(left, rack);
+      }
+      if (best_rack) {
+        candidates = by_rack[best_rack->second];
+      } else {
+        std::set<std::string> spanned;
+        for (int i = 0; i < request.nnodes; ++i) spanned.insert(all_candidates[static_cast<size_t>(i)].node->rack);
+        racks = static_cast<int>(spanned.size());
+      }
+    }
     Placement p;
     p.vendor = vendor;
     int left = 0, score = 0;
@@ -191,7 +215,7 @@ absl::StatusOr<Placement> TopologyPolicy::Place(const PlacementRequest& request,
       score += a.link_score;
       p.nodes.push_back(std::move(a));
     }
-    const std::pair<int, int> key{left, -score};
+    const std::tuple<int, int, int> key{racks, left, -score};
     if (!best || key < best_key) {
       best = std::move(p);
       best_key = key;

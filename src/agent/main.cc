@@ -39,7 +39,7 @@ std::string FindOnPath(const std::string& name) {
 int main(int argc, char** argv) {
   hetpool::agent::SessionOptions options;
   std::string server = "127.0.0.1:7070", inventory, config, log_level = "info", spec_table;
-  std::vector<std::string> backends, torch_devices;
+  std::vector<std::string> backends, torch_devices, labels;
   bool print_inventory = false;
   hetpool::FlagSet flags(
       "hetpool-agent: runs one node's share of hetpool jobs.\n"
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   flags.String("spec-table", &spec_table, "JSON file overriding or adding card specs (docs/fingerprints.md)");
   flags.List("torch-devices", &torch_devices,
              "torch plugins installed here (cuda, mlu, xpu, cpu); default: cpu + each vendor found");
+  flags.List("label", &labels, "node label k=v (repeatable); rack=NAME groups nodes for multi-node jobs");
   flags.String("sysfs-root", &options.collect.sysfs_root, "where sysfs is mounted (for tests)");
   flags.String("inventory", &inventory, "JSON inventory for the sim backend");
   flags.Bool("print-inventory", &print_inventory, "print the discovered inventory as JSON and exit");
@@ -94,6 +95,11 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  for (const auto& label : labels) {
+    const auto eq = label.find('=');
+    if (eq == std::string::npos || eq == 0) return Fail("--label expects key=value, got '" + label + "'");
+    options.labels[label.substr(0, eq)] = label.substr(eq + 1);
+  }
   options.servers = absl::StrSplit(server, ',', absl::SkipEmpty());
   if (options.servers.empty()) return Fail("--server: no address given");
   if (options.node_name.empty()) {

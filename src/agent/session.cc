@@ -85,6 +85,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   *req.mutable_inventory() = inventory;
   req.set_torchrun_path(options_.torchrun_path);
   req.set_work_dir(options_.work_dir);
+  for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
   *req.mutable_processes() = ProcessReports();
   pb::RegisterResponse resp;
   auto ctx = ContextWithDeadline(absl::Seconds(5));

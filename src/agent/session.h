@@ -29,6 +29,7 @@ struct SessionOptions {
   absl::Duration kill_grace = absl::Seconds(10);
   absl::Duration inventory_refresh = absl::Seconds(5);
   drivers::CollectOptions collect;  // spec table, torch devices, sysfs root
+  std::map<std::string, std::string> labels;  // --label k=v
 };
 
 class Session {

@@ -356,7 +356,7 @@ int Nodes(Client& client, const std::vector<std::string>& args) {
     std::cout << ToJson(resp);
     return 0;
   }
-  Table table({"NAME", "STATE", "ADDRESS", "DEVICES", "CPUS", "BACKEND", "JOBS", "HEARTBEAT"});
+  Table table({"NAME", "STATE", "ADDRESS", "DEVICES", "CPUS", "BACKEND", "LABELS", "JOBS", "HEARTBEAT"});
   for (const auto& n : resp.nodes()) {
     std::map<std::string, int> by_model;
     for (const auto& d : n.inventory().devices()) ++by_model[d.vendor() + "/" + d.model()];
@@ -364,8 +364,10 @@ int Nodes(Client& client, const std::vector<std::string>& args) {
     for (const auto& [model, count] : by_model) devices.push_back(absl::StrCat(count, "x", model));
     std::string state = n.state() == pb::NODE_STATE_READY ? "Ready" : "NotReady";
     if (n.drained()) state += ",Drained";
+    std::map<std::string, std::string> labels(n.labels().begin(), n.labels().end());
     table.Add({n.name(), state, n.address(), devices.empty() ? "cpu-only" : absl::StrJoin(devices, " "),
                absl::StrCat(n.inventory().cpus()), n.inventory().backend(),
+               labels.empty() ? "-" : absl::StrJoin(labels, ",", absl::PairFormatter("=")),
                absl::StrJoin(n.running_jobs(), ","), Age(n.last_heartbeat().seconds())});
   }
   std::cout << table.Render();

@@ -2,6 +2,7 @@
 // (HETPOOL_VENDOR_LIB_PATH), registers an 8 x H100 HGX node with its NVSwitch fabric and
 // fingerprints; a card hot-removed under it turns unhealthy in the daemon within one refresh.
 #include <fstream>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -100,6 +101,37 @@ TEST_F(DiscoveryTest, AgentDiscoversCardsAndReportsAHotRemovedOneWithinOneRefres
   auto refused = cluster.Submit(spec);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(refused.status().message()).find("lacks int4"), std::string::npos) << refused.status();
+}
+
+TEST_F(DiscoveryTest, SixteenCardJobLandsOnTwoNodesOfOneRack) {
+  TestCluster::Options options;
+  const std::vector<std::pair<std::string, std::string>> env = {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR},
+                                                                {"HETPOOL_FAKE_FIXTURE", fixture_}};
+  options.agents = {{"hgx-01", "", {"nvml"}, env, {"rack=r1"}},
+                    {"hgx-02", "", {"nvml"}, env, {"rack=r2"}},
+                    {"hgx-03", "", {"nvml"}, env, {"rack=r2"}}};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  std::string out;
+  ASSERT_EQ(cluster.RunCli({"nodes"}, &out), 0) << out;
+  EXPECT_NE(out.find("rack=r2"), std::string::npos) << out;
+  // A 2 x 8 job that runs long enough to inspect (the fake cards are not simulated: /bin/sleep
+  // stands in for the trainer, the placement is what is checked).
+  pb::JobSpec spec;
+  spec.set_user("tester");
+  spec.add_command("/bin/sleep");
+  spec.add_command("30");
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(2);
+  spec.set_devices_per_node(8);
+  (*spec.mutable_env())["HPTEST_RUN_MARK"] = cluster.dir();
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto placed = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.placement_size() == 2; }, absl::Seconds(20));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  std::set<std::string> nodes = {placed->placement(0).node(), placed->placement(1).node()};
+  EXPECT_EQ(nodes, (std::set<std::string>{"hgx-02", "hgx-03"}));
+  EXPECT_EQ(placed->placement(0).link_score(), 118);
 }
 
 TEST_F(DiscoveryTest, PrintInventoryGoesThroughTheVendorLibraries) {

@@ -152,6 +152,7 @@ absl::Status TestCluster::StartAgent(size_t i) {
   } else {
     for (const auto& b : spec.backends) argv.insert(argv.end(), {"--backend", b});
   }
+  for (const auto& l : spec.labels) argv.insert(argv.end(), {"--label", l});
   auto agent = ChildProcess::Spawn(argv, dir() + "/agent-" + spec.name + ".log", spec.env);
   if (!agent.ok()) return agent.status();
   agents_[i] = *std::move(agent);

@@ -46,6 +46,7 @@ struct AgentSpec {
   std::string inventory_file;  // sim backend: copied into the cluster's directory (tests may edit the copy)
   std::vector<std::string> backends;                           // when no inventory_file, e.g. {"auto"}
   std::vector<std::pair<std::string, std::string>> env;        // e.g. HETPOOL_VENDOR_LIB_PATH for fakes
+  std::vector<std::string> labels;                             // --label k=v
 };
 
 class TestCluster {

@@ -78,5 +78,26 @@ TEST(TopologyPolicy, BestFitKeepsWholeNodesFreeAndBigJobsTakeWholeNodes) {
   EXPECT_EQ(policy.Place({2, 4, {}}, nodes).status().code(), absl::StatusCode::kUnavailable);
 }
 
+TEST(TopologyPolicy, SixteenCardJobTakesTwoNodesOfOneRack) {
+  const auto hgx = Discover("dgx-h100");
+  // n1 alone in rack r1; n2 and n3 in rack r2: best fit by name alone would pick n1 + n2.
+  std::vector<NodeView> nodes;
+  for (const auto& [name, rack] : {std::pair{"n1", "r1"}, std::pair{"n2", "r2"}, std::pair{"n3", "r2"}}) {
+    NodeView v{name, true, {}, {{"cuda", "cpu"}, false}, rack};
+    for (const auto& d : hgx) v.devices.push_back({&d, true, 1000, d.memory_mib});
+    nodes.push_back(std::move(v));
+  }
+  TopologyPolicy policy;
+  auto placement = policy.Place({2, 8, {}}, nodes);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->nodes[0].node, "n2");
+  EXPECT_EQ(placement->nodes[1].node, "n3");
+  // Without a rack that can hold it, the job spans racks rather than waiting.
+  nodes[2].rack = "r3";
+  placement = policy.Place({2, 8, {}}, nodes);
+  ASSERT_TRUE(placement.ok());
+  EXPECT_EQ(placement->nodes.size(), 2u);
+}
+
 }  // namespace
 }  // namespace hetpool::scheduler

@@ -329,6 +329,7 @@ std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
                                      ? drivers::DefaultTorchDevices(node.inventory.devices)
                                      : node.inventory.torch_devices;
     view.context.metax_cuda_translation = options_.metax_cuda_translation;
+    if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
     for (const auto& device : node.inventory.devices) {
       const auto& [milli, memory] = used[device.id];
       view.devices.push_back({&device, !held.contains(device.id), std::max(0, 1000 - milli),
@@ -632,6 +633,12 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   }
   auto inventory = FromProto(req.inventory());
   if (!inventory.ok()) return inventory.status();
+  if (req.labels_size() > 32) return absl::InvalidArgumentError("labels: more than 32 labels");
+  for (const auto& [k, v] : req.labels()) {
+    if (k.empty() || k.size() > 63 || v.size() > 256) {
+      return absl::InvalidArgumentError(absl::StrCat("labels[", k, "]: key 1-63 bytes, value at most 256"));
+    }
+  }
 
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
@@ -647,6 +654,7 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   node.record.set_address(req.address());
   node.record.set_torchrun_path(req.torchrun_path());
   node.record.set_work_dir(req.work_dir());
+  *node.record.mutable_labels() = req.labels();
   *node.record.mutable_inventory() = req.inventory();
   node.inventory = *std::move(inventory);
   node.session_id = NewSessionId();
