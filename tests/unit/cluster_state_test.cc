@@ -424,16 +424,52 @@ TEST_F(ClusterStateTest, GangsArePlacedWholeSoTwoNeverHoldPartsAndWait) {
     for (const auto& d : *devices) held += !d.allocated_to().empty();
   }
   EXPECT_EQ(held, 4);
+  // It is first in line, though: node c is held for it, so a job that would delay it waits too.
+  EXPECT_NE(Job(g2->id()).message().find("first in line: holding"), std::string::npos) << Job(g2->id()).message();
   auto single = state_->Submit(Spec(1, 2), "");
   state_->Tick();
-  EXPECT_EQ(Job(single->id()).state(), pb::JOB_STATE_SCHEDULED);
-  // When the first gang ends, the second gets both of its nodes at once.
+  EXPECT_EQ(Job(single->id()).state(), pb::JOB_STATE_PENDING);
+  // When the first gang ends, the second gets both of its nodes at once, and the single job the third.
   const pb::Job first = Job(g1->id());
   for (const auto& p : first.placement()) ASSERT_TRUE(Heartbeat(p.node(), {Proc(g1->id(), 1, false, 0)}).ok());
   state_->Tick();
   const pb::Job second = Job(g2->id());
   EXPECT_EQ(second.state(), pb::JOB_STATE_SCHEDULED);
   EXPECT_EQ(second.placement_size(), 2);
+  EXPECT_EQ(Job(single->id()).state(), pb::JOB_STATE_SCHEDULED);
+}
+
+TEST_F(ClusterStateTest, BackfillUsesOnlyWhatTheHeadOfTheQueueCannot) {
+  Register("a", 2);
+  Register("b", 2);
+  // One busy card on each node (drain a while the second job is placed).
+  auto r1 = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  ASSERT_EQ(Job(r1->id()).placement(0).node(), "a");
+  ASSERT_TRUE(state_->SetDrained("a", true).ok());
+  auto r2 = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  ASSERT_EQ(Job(r2->id()).placement(0).node(), "b");
+  ASSERT_TRUE(state_->SetDrained("a", false).ok());
+  // The head needs a whole node (2 cards); each node has one card free.
+  auto head = Spec(1, 2);
+  head.set_priority(10);
+  auto h = state_->Submit(head, "");
+  auto small = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  const pb::Job waiting = Job(h->id());
+  EXPECT_EQ(waiting.state(), pb::JOB_STATE_PENDING);
+  EXPECT_NE(waiting.message().find("holding a for it"), std::string::npos) << waiting.message();
+  // The small job backfills onto b, not onto a, which the head is waiting for.
+  const pb::Job backfilled = Job(small->id());
+  ASSERT_EQ(backfilled.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(backfilled.placement(0).node(), "b");
+  // a's running job ends: the head gets node a at once.
+  ASSERT_TRUE(Heartbeat("a", {Proc(r1->id(), 1, false, 0)}).ok());
+  state_->Tick();
+  const pb::Job started = Job(h->id());
+  EXPECT_EQ(started.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(started.placement(0).node(), "a");
 }
 
 TEST_F(ClusterStateTest, ListJobsFiltersAndPages) {

@@ -431,11 +431,37 @@ void ClusterState::ScheduleLocked() {
     }
     return a->job.submit_seq() < b->job.submit_seq();
   });
+  // The first job that waits for capacity (the head of the queue) reserves the nodes closest to
+  // holding it; jobs behind it may use other devices (backfill) but not the ones it could use
+  // there, so they never delay it. Only one reservation: more would let a long queue of big
+  // jobs idle the whole pool.
+  std::map<std::string, std::set<std::string>> reserved;  // node -> device ids
   for (JobEntry* entry : pending) {
-    auto placement = policy_->Place(ToPlacementRequest(entry->job.spec()), NodeViews(false));
+    const scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
+    std::vector<scheduler::NodeView> views = NodeViews(false);
+    for (auto& view : views) {
+      auto it = reserved.find(view.name);
+      if (it == reserved.end()) continue;
+      for (auto& dv : view.devices) {
+        if (it->second.contains(dv.device->id)) {
+          dv.free = false;
+          dv.milli_free = 0;
+        }
+      }
+    }
+    auto placement = policy_->Place(request, views);
     absl::Status status = placement.status();
     if (placement.ok()) status = PlaceJob(*entry, *placement);
     if (status.ok()) continue;
+    if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
+      reserved = ReservationFor(request, NodeViews(false));
+      if (!reserved.empty()) {
+        std::vector<std::string> names;
+        for (const auto& [node, devices] : reserved) names.push_back(node);
+        status = absl::UnavailableError(
+            absl::StrCat(status.message(), "; first in line: holding ", absl::StrJoin(names, ","), " for it"));
+      }
+    }
     // Still pending: record why, once per distinct reason.
     const std::string reason =
         absl::IsFailedPrecondition(status) ? "Unresolvable" : "Unschedulable";
@@ -447,6 +473,45 @@ void ClusterState::ScheduleLocked() {
       Persist(*entry);
     }
   }
+}
+
+std::map<std::string, std::set<std::string>> ClusterState::ReservationFor(
+    const scheduler::PlacementRequest& request, const std::vector<scheduler::NodeView>& views) const {
+  // Per node: the qualifying devices of the vendor with the most of them, and how many are free.
+  struct Option {
+    std::string node;
+    size_t free = 0;
+    std::set<std::string> devices;
+  };
+  std::vector<Option> options;
+  scheduler::QualifyCache qualify(request.requirements);
+  for (const auto& view : views) {
+    if (!view.schedulable) continue;
+    qualify.SetNode(view.context);
+    std::map<Vendor, Option> by_vendor;
+    for (const auto& dv : view.devices) {
+      if (!dv.device->healthy || qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
+      Option& o = by_vendor[dv.device->vendor];
+      o.node = view.name;
+      o.devices.insert(dv.device->id);
+      o.free += scheduler::Available(request, dv) ? 1 : 0;
+    }
+    const Option* best = nullptr;
+    for (const auto& [vendor, o] : by_vendor) {
+      if (static_cast<int>(o.devices.size()) < request.devices_per_node) continue;
+      if (best == nullptr || o.free > best->free) best = &o;
+    }
+    if (best != nullptr) options.push_back(*best);
+  }
+  if (static_cast<int>(options.size()) < request.nnodes) return {};
+  // Most free first: those nodes are likely to hold the job soonest.
+  std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+    if (a.free != b.free) return a.free > b.free;
+    return a.node < b.node;
+  });
+  std::map<std::string, std::set<std::string>> out;
+  for (int i = 0; i < request.nnodes; ++i) out[options[static_cast<size_t>(i)].node] = options[static_cast<size_t>(i)].devices;
+  return out;
 }
 
 void ClusterState::ReleaseClaims(JobEntry& entry, const std::string& reason) {

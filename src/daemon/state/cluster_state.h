@@ -145,6 +145,10 @@ class ClusterState {
                            const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
                            bool registering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<scheduler::NodeView> NodeViews(bool all_free) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The nodes (and their qualifying devices) a waiting job is held for: those closest to
+  // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
+  std::map<std::string, std::set<std::string>> ReservationFor(const scheduler::PlacementRequest& request,
+                                                              const std::vector<scheduler::NodeView>& views) const;
   absl::StatusOr<int> PickRendezvousPort(const std::string& address) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   pb::Orders OrdersFor(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
