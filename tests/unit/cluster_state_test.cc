@@ -359,9 +359,18 @@ TEST_F(ClusterStateTest, UnhealthyCardsReportedByHeartbeatAreNotScheduled) {
   EXPECT_EQ(classes[0].free(), 1);
   EXPECT_EQ(classes[0].nodes(0), "a");
   // A malformed inventory is refused and changes nothing.
-  hb.mutable_inventory()->mutable_devices(0)->set_vendor("amd");
-  EXPECT_EQ(state_->Heartbeat(hb).code(), absl::StatusCode::kInvalidArgument);
+  pb::HeartbeatRequest bad = hb;
+  bad.mutable_inventory()->mutable_devices(0)->set_vendor("amd");
+  EXPECT_EQ(state_->Heartbeat(bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(state_->GetNode("a")->inventory().devices(0).vendor(), "nvidia");
+  // Utilisation alone is kept in memory, not written: after a restart the health change is there,
+  // the utilisation reading is not.
+  hb.mutable_inventory()->mutable_devices(0)->set_utilization_percent(87);
+  ASSERT_TRUE(state_->Heartbeat(hb).ok());
+  EXPECT_EQ(state_->GetNode("a")->inventory().devices(0).utilization_percent(), 87);
+  Open();
+  EXPECT_FALSE(state_->GetNode("a")->inventory().devices(1).healthy());
+  EXPECT_NE(state_->GetNode("a")->inventory().devices(0).utilization_percent(), 87);
 }
 
 TEST_F(ClusterStateTest, FractionalJobsShareADeviceAndAreAccounted) {

@@ -27,6 +27,17 @@ std::string NewSessionId() {
   return absl::StrFormat("%08x%08x%08x", rd(), rd(), rd());
 }
 
+// Whether two inventories differ only in what changes all the time (utilisation, memory in use).
+bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
+  for (auto* inv : {&a, &b}) {
+    for (auto& d : *inv->mutable_devices()) {
+      d.clear_utilization_percent();
+      d.clear_memory_used_mib();
+    }
+  }
+  return a.SerializeAsString() == b.SerializeAsString();
+}
+
 scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
   scheduler::PlacementRequest req;
   req.nnodes = spec.nnodes();
@@ -758,9 +769,14 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
       if (!d.healthy) spdlog::warn("node {}: {} unhealthy: {}", node.record.name(), d.id, d.health_message);
     }
     node.inventory = *std::move(inventory);
+    // Utilisation and memory use change on every refresh: keep them in memory, and write the node
+    // to the store only when something lasting changed (cards, health, links, versions).
+    const bool lasting_change = !SameLastingInventory(node.record.inventory(), req.inventory());
     *node.record.mutable_inventory() = req.inventory();
-    if (auto s = store_->PutNode(node.record); !s.ok()) {
-      spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+    if (lasting_change) {
+      if (auto s = store_->PutNode(node.record); !s.ok()) {
+        spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+      }
     }
     work_pending_ = true;
     Changed();
