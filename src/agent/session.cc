@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "drivers/backend_factory.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "spdlog/spdlog.h"
@@ -99,7 +100,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     return false;
   }
   session_id_ = resp.session_id();
-  reported_inventory_ = inventory.SerializeAsString();
+  reported_inventory_ = inventory;
   unreported_inventory_.reset();
   applied_version_ = 0;
   spdlog::info("registered with {} as {} (session {}, {} devices)", server, options_.node_name,
@@ -273,7 +274,8 @@ void Session::Serve(const std::atomic<bool>* stop) {
         const std::string error(inventory.status().message());
         if (error != last_inventory_error_) spdlog::error("device discovery failed: {}", error);
         last_inventory_error_ = error;
-      } else if (inventory->SerializeAsString() != reported_inventory_) {
+      } else if (!google::protobuf::util::MessageDifferencer::Equals(*inventory, reported_inventory_)) {
+        // (Field by field: serialised bytes of messages with maps are not deterministic.)
         last_inventory_error_.clear();
         unreported_inventory_ = *std::move(inventory);
         report_now = true;  // a card going bad must reach the daemon within one refresh
@@ -292,7 +294,7 @@ void Session::Serve(const std::atomic<bool>* stop) {
       if (status.ok()) {
         last_heartbeat = absl::Now();
         if (unreported_inventory_) {
-          reported_inventory_ = unreported_inventory_->SerializeAsString();
+          reported_inventory_ = *unreported_inventory_;
           unreported_inventory_.reset();
         }
       } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {

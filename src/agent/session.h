@@ -59,7 +59,7 @@ class Session {
   std::unique_ptr<Connection> conn_;
   std::string session_id_;
   drivers::InventoryTracker tracker_;
-  std::string reported_inventory_;  // serialized inventory the daemon has, to notice changes
+  hetpool::v1::NodeInventory reported_inventory_;  // what the daemon has, to notice changes
   std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;
   uint64_t applied_version_ = 0;

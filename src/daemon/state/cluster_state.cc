@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/numbers.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -28,6 +29,7 @@ std::string NewSessionId() {
 }
 
 // Whether two inventories differ only in what changes all the time (utilisation, memory in use).
+// Compared field by field: serialised bytes of messages with maps are not deterministic.
 bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
   for (auto* inv : {&a, &b}) {
     for (auto& d : *inv->mutable_devices()) {
@@ -35,7 +37,7 @@ bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
       d.clear_memory_used_mib();
     }
   }
-  return a.SerializeAsString() == b.SerializeAsString();
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
 scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
