@@ -32,20 +32,38 @@ std::string HostName() {
   return buf;
 }
 
-absl::StatusOr<std::unique_ptr<DeviceBackend>> LoadVendorBackend(const std::string& name) {
-  if (name == "nvml") return NvmlBackend::Load(LibraryCandidates("libnvidia-ml.so.1"));
-  if (name == "cndev") return CndevBackend::Load(LibraryCandidates("libcndev.so", {"/usr/local/neuware/lib64"}));
-  if (name == "mxsml") {
-    return MxsmlBackend::Load(LibraryCandidates("libmxsml.so", {"/opt/mxdriver/lib", "/opt/maca/lib"}));
-  }
-  return LevelZeroBackend::Load(LibraryCandidates("libze_loader.so.1"));
+template <typename Backend>
+absl::StatusOr<std::unique_ptr<DeviceBackend>> Load(const std::vector<std::string>& candidates) {
+  auto backend = Backend::Load(candidates);
+  if (!backend.ok()) return backend.status();
+  return std::unique_ptr<DeviceBackend>(*std::move(backend));
 }
 
-absl::string_view VendorOfBackend(const std::string& name) {
-  if (name == "nvml") return "NVIDIA";
-  if (name == "cndev") return "Cambricon";
-  if (name == "mxsml") return "MetaX";
-  return "Intel";
+// The vendor backends `auto` tries, in order: name, vendor (for log lines), library, extra
+// directories the vendor installs it in, and the loader.
+struct VendorBackend {
+  absl::string_view name;
+  absl::string_view vendor;
+  const char* library;
+  std::vector<std::string> extra_dirs;
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> (*load)(const std::vector<std::string>&);
+};
+
+const std::vector<VendorBackend>& VendorBackends() {
+  static const std::vector<VendorBackend> kBackends = {
+      {"nvml", "NVIDIA", "libnvidia-ml.so.1", {}, &Load<NvmlBackend>},
+      {"cndev", "Cambricon", "libcndev.so", {"/usr/local/neuware/lib64"}, &Load<CndevBackend>},
+      {"mxsml", "MetaX", "libmxsml.so", {"/opt/mxdriver/lib", "/opt/maca/lib"}, &Load<MxsmlBackend>},
+      {"levelzero", "Intel", "libze_loader.so.1", {}, &Load<LevelZeroBackend>},
+  };
+  return kBackends;
+}
+
+const VendorBackend* FindVendorBackend(const std::string& name) {
+  for (const auto& b : VendorBackends()) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -54,7 +72,7 @@ absl::StatusOr<std::vector<std::unique_ptr<DeviceBackend>>> CreateBackends(const
   std::vector<std::string> names;
   for (const auto& name : options.names) {
     if (name == "auto") {
-      names.insert(names.end(), std::begin(kVendorBackends), std::end(kVendorBackends));
+      for (const auto& b : VendorBackends()) names.emplace_back(b.name);
     } else {
       names.push_back(name);
     }
@@ -68,12 +86,12 @@ absl::StatusOr<std::vector<std::unique_ptr<DeviceBackend>>> CreateBackends(const
       backends.push_back(std::make_unique<SimBackend>(options.sim_inventory_path));
     } else if (name == "sysfs") {
       backends.push_back(std::make_unique<SysfsBackend>(SysfsPci(options.sysfs_root, options.pci_ids_path)));
-    } else if (std::find(std::begin(kVendorBackends), std::end(kVendorBackends), name) != std::end(kVendorBackends)) {
-      auto backend = LoadVendorBackend(name);
+    } else if (const VendorBackend* vendor = FindVendorBackend(name)) {
+      auto backend = vendor->load(LibraryCandidates(vendor->library, vendor->extra_dirs));
       if (backend.ok()) {
         backends.push_back(*std::move(backend));
       } else if (absl::IsNotFound(backend.status())) {
-        options.note(absl::StrCat("no ", VendorOfBackend(name), " devices: ", backend.status().message()));
+        options.note(absl::StrCat("no ", vendor->vendor, " devices: ", backend.status().message()));
       } else {
         options.note(absl::StrCat(name, " backend disabled: ", backend.status().message()));
       }
@@ -120,8 +138,8 @@ absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr
   }
   inventory.backend = absl::StrJoin(names, ",");
   if (!inventory.simulated) SysfsPci(options.sysfs_root).Complete(inventory.devices);
-  const SpecTable defaults = SpecTable::Defaults();
-  const SpecTable& specs = options.specs ? *options.specs : defaults;
+  static const SpecTable kDefaults = SpecTable::Defaults();  // built once, not on every refresh
+  const SpecTable& specs = options.specs ? *options.specs : kDefaults;
   for (auto& d : inventory.devices) ApplyFingerprint(specs, d);
   inventory.torch_devices = options.torch_devices.empty() ? DefaultTorchDevices(inventory.devices)
                                                           : options.torch_devices;

@@ -14,8 +14,6 @@
 
 namespace hetpool::drivers {
 
-inline constexpr const char* kVendorBackends[] = {"nvml", "cndev", "mxsml", "levelzero"};
-
 struct BackendOptions {
   // Backend names; "auto" = every vendor backend whose library loads (plus sysfs completion).
   std::vector<std::string> names = {"auto"};

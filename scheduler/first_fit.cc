@@ -22,11 +22,6 @@ drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& 
   return drivers::CanRun(req.run, device, node);
 }
 
-bool AllowsCpu(const Requirements& req) {
-  return req.vendors.empty() ||
-         std::find(req.vendors.begin(), req.vendors.end(), Vendor::kCpu) != req.vendors.end();
-}
-
 void QualifyCache::SetNode(const drivers::RunContext& node) {
   node_ = &node;
   std::string signature = node.metax_cuda_translation ? "+" : "-";

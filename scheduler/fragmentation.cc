@@ -10,33 +10,28 @@ int64_t GpuNodeState::GpuMilliLeft() const {
   return total;
 }
 
+bool GpusFit(const GpuNodeState& node, const TaskShape& task) {
+  if (task.num_gpu == 0) return true;
+  int fitting = 0;  // GPUs this task could use: enough milli for a share, idle for whole GPUs
+  const int32_t need = task.Fractional() ? task.gpu_milli : kWholeGpuMilli;
+  for (int i = 0; i < node.gpus; ++i) fitting += node.gpu_milli_left[i] >= need;
+  return fitting >= (task.Fractional() ? 1 : task.num_gpu);
+}
+
 int64_t Fragmentation(const GpuNodeState& node, const TaskShape& task) {
   const int64_t left = node.GpuMilliLeft();
   if (left == 0) return 0;
   // A CPU-only task can never use GPU capacity, and a task that cannot land here (CPU short,
   // GPU type not allowed) can use none of it: all free milli-GPU is fragment for it.
   if (task.num_gpu == 0 || node.cpu_milli_left < task.cpu_milli || !task.AllowsModel(node.model)) return left;
+  if (!GpusFit(node, task)) return left;
+  // It fits: the GPUs too small for it (below its share, or not idle for whole-GPU tasks) are fragment.
+  const int32_t need = task.Fractional() ? task.gpu_milli : kWholeGpuMilli;
   int64_t unusable = 0;
-  if (task.num_gpu == 1 && task.gpu_milli < kWholeGpuMilli) {
-    bool fits = false;
-    for (int i = 0; i < node.gpus; ++i) {
-      if (node.gpu_milli_left[i] >= task.gpu_milli) {
-        fits = true;
-      } else {
-        unusable += node.gpu_milli_left[i];
-      }
-    }
-    return fits ? unusable : left;
-  }
-  int whole = 0;
   for (int i = 0; i < node.gpus; ++i) {
-    if (node.gpu_milli_left[i] == kWholeGpuMilli) {
-      ++whole;
-    } else {
-      unusable += node.gpu_milli_left[i];
-    }
+    if (node.gpu_milli_left[i] < need) unusable += node.gpu_milli_left[i];
   }
-  return whole >= task.num_gpu ? unusable : left;
+  return unusable;
 }
 
 size_t ExpectedFragmentation::KeyHash::operator()(const Key& k) const {

@@ -32,7 +32,12 @@ struct TaskShape {
   uint64_t model_mask = 0;    // allowed GPU models (bit per model id); 0 = any
   double weight = 0;          // share of the workload
   bool AllowsModel(int model) const { return model_mask == 0 || (model_mask >> model) & 1; }
+  bool Fractional() const { return num_gpu == 1 && gpu_milli < kWholeGpuMilli; }
 };
+
+// Whether the node's GPUs can take the task: a fractional task needs one GPU with enough free
+// milli, a k-GPU task k idle GPUs (CPU, memory and GPU type are checked by the caller).
+bool GpusFit(const GpuNodeState& node, const TaskShape& task);
 
 // Milli-GPU on `node` that `task` could not use (all of it when the task cannot land there or
 // uses no GPU). Host memory decides feasibility only, as in the FGD paper.

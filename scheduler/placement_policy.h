@@ -89,9 +89,6 @@ class QualifyCache {
   drivers::CanRunResult scratch_;
 };
 
-// Whether the requirements admit a CPU-only placement (devices_per_node == 0).
-bool AllowsCpu(const Requirements& requirements);
-
 // Device memory a request holds on `device` (the explicit amount, or its share of the memory).
 uint64_t MemoryHeld(const PlacementRequest& request, const DeviceRecord& device);
 // Whether the device can take the request now: whole requests need it entirely free, fractional

@@ -158,16 +158,7 @@ class Simulator {
   bool FitsHost(const GpuNodeState& s, const TaskShape& t) const {
     if (s.cpu_milli_left < t.cpu_milli || s.memory_mib_left < t.memory_mib) return false;
     if (t.num_gpu == 0) return true;
-    if (!t.AllowsModel(s.model)) return false;
-    if (t.num_gpu == 1 && t.gpu_milli < kWholeGpuMilli) {
-      for (int i = 0; i < s.gpus; ++i) {
-        if (s.gpu_milli_left[i] >= t.gpu_milli) return true;
-      }
-      return false;
-    }
-    int whole = 0;
-    for (int i = 0; i < s.gpus; ++i) whole += s.gpu_milli_left[i] == kWholeGpuMilli;
-    return whole >= t.num_gpu;
+    return t.AllowsModel(s.model) && GpusFit(s, t);
   }
 
   // The GPU options on one node: whole tasks take the lowest-index idle GPUs; a fractional task
@@ -176,7 +167,7 @@ class Simulator {
     std::vector<std::array<int32_t, kMaxGpusPerNode>> out;
     if (t.num_gpu == 0) {
       out.push_back({});
-    } else if (t.num_gpu == 1 && t.gpu_milli < kWholeGpuMilli) {
+    } else if (t.Fractional()) {
       std::vector<int32_t> seen;
       for (int i = 0; i < s.gpus; ++i) {
         const int32_t left = s.gpu_milli_left[i];
@@ -210,7 +201,7 @@ class Simulator {
   // Best-fit GPU for a fractional task: the fitting GPU with the least free milli.
   static std::array<int32_t, kMaxGpusPerNode> BestFitGpu(const GpuNodeState& s, const TaskShape& t,
                                                          const std::vector<std::array<int32_t, kMaxGpusPerNode>>& opts) {
-    if (!(t.num_gpu == 1 && t.gpu_milli < kWholeGpuMilli)) return opts.front();
+    if (!t.Fractional()) return opts.front();
     size_t best = 0;
     int32_t best_left = INT32_MAX;
     for (size_t k = 0; k < opts.size(); ++k) {

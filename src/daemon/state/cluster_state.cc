@@ -4,16 +4,16 @@
 #include <random>
 
 #include "absl/strings/numbers.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "spdlog/spdlog.h"
-#include "src/common/convert.h"
-#include "src/daemon/launch/launch_plan.h"
 #include "drivers/backend_factory.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "drivers/fingerprint/spec_table.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+#include "src/daemon/launch/launch_plan.h"
 #include "src/daemon/state/job_validation.h"
 
 namespace hetpool::daemon {
@@ -319,6 +319,23 @@ absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::st
 // ---------------------------------------------------------------------------------------------
 // Scheduling
 
+std::map<std::string, ClusterState::DeviceHold> ClusterState::HoldsByDevice(const NodeEntry& node) {
+  std::map<std::string, DeviceHold> holds;
+  for (const auto& [key, claim] : node.claims) {
+    for (const auto& d : claim.device_ids) {
+      DeviceHold& h = holds[d];
+      if (std::find(h.jobs.begin(), h.jobs.end(), key.first) == h.jobs.end()) h.jobs.push_back(key.first);
+      h.milli += claim.device_milli;
+      if (claim.device_milli >= 1000) {
+        h.whole = true;
+      } else {
+        h.fractional_memory_mib += claim.device_memory_mib;
+      }
+    }
+  }
+  return holds;
+}
+
 std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
   std::vector<scheduler::NodeView> views;
   views.reserve(nodes_.size());
@@ -327,26 +344,22 @@ std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
     view.name = name;
     view.schedulable = all_free || (node.ready && !node.record.drained());
     // Shares held per device: whole claims take all of it, fractional ones their slice.
-    std::map<std::string, std::pair<int32_t, uint64_t>> used;
-    std::set<std::string> held;
-    if (!all_free) {
-      for (const auto& [key, claim] : node.claims) {
-        for (const auto& d : claim.device_ids) {
-          held.insert(d);
-          used[d].first += claim.device_milli;
-          used[d].second += claim.device_milli >= 1000 ? UINT64_MAX / 4 : claim.device_memory_mib;
-        }
-      }
-    }
+    const std::map<std::string, DeviceHold> holds = all_free ? std::map<std::string, DeviceHold>{} : HoldsByDevice(node);
     view.context.torch_devices = node.inventory.torch_devices.empty()
                                      ? drivers::DefaultTorchDevices(node.inventory.devices)
                                      : node.inventory.torch_devices;
     view.context.metax_cuda_translation = options_.metax_cuda_translation;
     if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
     for (const auto& device : node.inventory.devices) {
-      const auto& [milli, memory] = used[device.id];
-      view.devices.push_back({&device, !held.contains(device.id), std::max(0, 1000 - milli),
-                              memory >= device.memory_mib ? 0 : device.memory_mib - memory});
+      auto it = holds.find(device.id);
+      if (it == holds.end()) {
+        view.devices.push_back({&device, true, 1000, device.memory_mib});
+        continue;
+      }
+      const DeviceHold& h = it->second;
+      const uint64_t memory_free =
+          h.whole || h.fractional_memory_mib >= device.memory_mib ? 0 : device.memory_mib - h.fractional_memory_mib;
+      view.devices.push_back({&device, false, std::max(0, 1000 - h.milli), memory_free});
     }
     views.push_back(std::move(view));
   }
@@ -467,7 +480,7 @@ void ClusterState::ScheduleLocked() {
     if (placement.ok()) status = PlaceJob(*entry, *placement);
     if (status.ok()) continue;
     if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
-      reserved = ReservationFor(request, NodeViews(false));
+      reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
       if (!reserved.empty()) {
         std::vector<std::string> names;
         for (const auto& [node, devices] : reserved) names.push_back(node);
@@ -905,20 +918,7 @@ absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std:
   std::vector<pb::DeviceView> out;
   for (const auto& [name, node] : nodes_) {
     if (!node_name.empty() && name != node_name) continue;
-    struct Held {
-      std::vector<std::string> jobs;
-      int32_t milli = 0;
-      uint64_t memory = 0;
-    };
-    std::map<std::string, Held> holder;
-    for (const auto& [key, claim] : node.claims) {
-      for (const auto& d : claim.device_ids) {
-        Held& h = holder[d];
-        if (std::find(h.jobs.begin(), h.jobs.end(), key.first) == h.jobs.end()) h.jobs.push_back(key.first);
-        h.milli += claim.device_milli;
-        h.memory += claim.device_milli >= 1000 ? 0 : claim.device_memory_mib;
-      }
-    }
+    const std::map<std::string, DeviceHold> holder = HoldsByDevice(node);
     for (const auto& device : node.inventory.devices) {
       if (!vendor.empty() && VendorName(device.vendor) != vendor) continue;
       pb::DeviceView view;
@@ -927,7 +927,7 @@ absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std:
       if (auto it = holder.find(device.id); it != holder.end()) {
         view.set_allocated_to(absl::StrJoin(it->second.jobs, ","));
         view.set_allocated_milli(std::min(1000, it->second.milli));
-        view.set_allocated_memory_mib(it->second.milli >= 1000 ? device.memory_mib : it->second.memory);
+        view.set_allocated_memory_mib(it->second.milli >= 1000 ? device.memory_mib : it->second.fractional_memory_mib);
       }
       out.push_back(std::move(view));
     }
@@ -940,8 +940,7 @@ std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
   std::map<std::string, pb::FingerprintClass> classes;
   std::map<std::string, std::set<std::string>> nodes_of;
   for (const auto& [name, node] : nodes_) {
-    std::set<std::string> held;
-    for (const auto& [key, claim] : node.claims) held.insert(claim.device_ids.begin(), claim.device_ids.end());
+    const std::map<std::string, DeviceHold> held = HoldsByDevice(node);
     for (const auto& d : node.inventory.devices) {
       pb::FingerprintClass& c = classes[d.fingerprint];
       if (c.total() == 0) {

@@ -117,6 +117,14 @@ class ClusterState {
     pb::Job job;
     uint64_t version = 1;
   };
+  // What the claims on a node hold of one device.
+  struct DeviceHold {
+    std::vector<std::string> jobs;  // in claim order, each once
+    int32_t milli = 0;              // sum of the shares (whole claims count 1000)
+    uint64_t fractional_memory_mib = 0;  // memory held by fractional claims
+    bool whole = false;             // some claim holds the whole device
+  };
+  static std::map<std::string, DeviceHold> HoldsByDevice(const NodeEntry& node);
 
   absl::Time Now() const { return options_.clock(); }
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
