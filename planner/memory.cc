@@ -1,0 +1,214 @@
+#include "planner/memory.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace hetpool::planner {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Parameters held by the first pipeline stage of one tensor-parallel rank: its share of the
+// layers plus the input embedding (and the output projection too when there is one stage).
+double StageParams(const ModelSpec& m, const Layout& l) {
+  const int64_t layers = CeilDiv(m.layers, l.pp);
+  const int64_t embeddings = l.pp == 1 ? m.EmbeddingParams() : m.vocab * m.hidden;
+  return static_cast<double>(layers * m.LayerParams(false) + embeddings + m.hidden) / l.tp;
+}
+
+// The largest single weight matrix on one rank: what ZeRO-3 gathers at a time.
+double LargestMatrixParams(const ModelSpec& m, const Layout& l) {
+  const double mlp = static_cast<double>(m.hidden) * m.intermediate;
+  const double embedding = static_cast<double>(m.vocab) * m.hidden;
+  return std::max(mlp, embedding) / l.tp;
+}
+
+// Adapter parameters: rank r on Q and V (PEFT's default for these models) or every linear layer.
+int64_t LoraParams(const ModelSpec& m, const Workload& w) {
+  const int64_t r = w.lora_rank;
+  int64_t per_layer = r * (m.hidden + m.QDim()) + r * (m.hidden + m.KvDim());
+  if (w.lora_all_linear) {
+    per_layer += r * (m.hidden + m.KvDim()) + r * (m.QDim() + m.hidden);
+    const int64_t mlps = m.experts > 0 ? m.experts : 1;
+    per_layer += mlps * 3 * r * (m.hidden + m.intermediate);
+  }
+  return per_layer * m.layers;
+}
+
+// Element size of activations: fp32 training keeps fp32 tensors, every 16-bit mode keeps 16-bit
+// ones (fp8 recipes keep bf16 activations around their fp8 GEMMs).
+double ActivationBytes(const Workload& w) {
+  return w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4.0 : 2.0;
+}
+
+}  // namespace
+
+// Korthikanti et al. count, for a GeLU MLP with i = 4h and 16-bit tensors,
+// sbh(34 + 5as/h) = sbh(10 + 24/t + 5as/(ht)) bytes with tensor parallelism t; the terms below
+// are theirs, written per tensor so the gated MLP (four s x i tensors), grouped-query K/V and the
+// absence of dropout (no masks, one copy of the probabilities) follow from the shape.
+double LayerActivationBytes(const ModelSpec& m, const Workload& w, const Layout& l) {
+  const double s = static_cast<double>(w.seq), b = static_cast<double>(w.micro_batch);
+  const double h = static_cast<double>(m.hidden), t = l.tp, e = ActivationBytes(w);
+  // Autocast keeps the residual stream (norm inputs) in fp32 while matmuls save 16-bit inputs.
+  const double e_residual = w.mixed == MixedPrecision::kAutocast && w.precision != Precision::kFp32 ? 4.0 : e;
+  if (w.recompute == Recompute::kFull) return s * b * h * e_residual;  // the layer's input only
+
+  const double q = static_cast<double>(m.QDim()), kv = static_cast<double>(m.KvDim());
+  const double inter = static_cast<double>(m.intermediate) * std::max<int64_t>(1, m.experts_per_token);
+  // Both norms' inputs and outputs, and the dropout masks: replicated across tensor-parallel
+  // ranks unless sequence parallelism splits them.
+  const double t_seq = w.sequence_parallel ? t : 1;
+  double bytes = (2 * s * b * h * e_residual + 2 * s * b * h * e) / t_seq;
+  if (w.dropout) bytes += 2 * s * b * h / t_seq;  // one-byte masks after attention and after the MLP
+  // Split across ranks: Q, K, V (eager attention expands grouped K/V to every head), the
+  // attention output, and the gated MLP's gate, up, activation and product.
+  const double kv_saved = w.attention == AttentionKernel::kEager ? q : kv;
+  bytes += s * b * (q + 2 * kv_saved + q) * e / t;
+  bytes += 4 * s * b * inter * e / t;
+  if (w.recompute == Recompute::kNone && w.attention == AttentionKernel::kEager) {
+    const double scores = static_cast<double>(m.heads) * s * s * b / t;
+    bytes += scores * e;                       // softmax output, saved for softmax and for P x V
+    if (w.dropout) bytes += scores * (1 + e);  // dropout mask and the dropped-out copy
+  }
+  if (w.attention == AttentionKernel::kFlash) bytes += static_cast<double>(m.heads) * s * b * 4 / t;  // log-sum-exp
+  return bytes;
+}
+
+double BytesPer(Precision p) {
+  switch (p) {
+    case Precision::kFp64: return 8;
+    case Precision::kFp32:
+    case Precision::kTf32: return 4;
+    case Precision::kBf16:
+    case Precision::kFp16: return 2;
+    case Precision::kFp8:
+    case Precision::kInt8: return 1;
+    case Precision::kInt4: return 0.5;
+  }
+  return 4;
+}
+
+absl::Status Validate(const Workload& w) {
+  auto positive = [](const char* field, int64_t v) -> absl::Status {
+    if (v > 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be positive (got ", v, ")"));
+  };
+  if (w.mode == Mode::kTrain) {
+    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"micro_batch", w.micro_batch},
+                                   {"seq", w.seq}, {"grad_accum", w.grad_accum}}) {
+      if (absl::Status s = positive(field, v); !s.ok()) return s;
+    }
+    if (w.zero_stage < 0 || w.zero_stage > 3) {
+      return absl::InvalidArgumentError(absl::StrCat("zero stage must be 0..3 (got ", w.zero_stage, ")"));
+    }
+    if (w.lora_rank < 0) return absl::InvalidArgumentError("lora_rank must not be negative");
+    const bool quantised = w.precision == Precision::kInt8 || w.precision == Precision::kInt4;
+    if (quantised && w.lora_rank == 0) {
+      return absl::InvalidArgumentError(
+          "full training in int8/int4 is not supported; train in bf16/fp16/fp8/fp32, or use --lora-rank "
+          "for adapters on a quantised base (QLoRA)");
+    }
+    if (w.precision == Precision::kFp64) return absl::InvalidArgumentError("fp64 LLM training is not supported");
+  } else {
+    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"batch", w.batch}, {"context", w.context}}) {
+      if (absl::Status s = positive(field, v); !s.ok()) return s;
+    }
+    if (w.precision == Precision::kFp64) return absl::InvalidArgumentError("fp64 serving is not supported");
+  }
+  if (w.seq > (1 << 22) || w.context > (1 << 22) || w.micro_batch > (1 << 16) || w.batch > (1 << 20) ||
+      w.grad_accum > (1 << 20) || w.lora_rank > (1 << 16)) {
+    return absl::InvalidArgumentError("sequence, batch, accumulation or LoRA rank is implausibly large");
+  }
+  if (!(w.tokens >= 0) || w.tokens > 1e18) {
+    return absl::InvalidArgumentError("tokens must be between 0 and 1e18");
+  }
+  return absl::OkStatus();
+}
+
+int64_t TrainableParams(const ModelSpec& model, const Workload& w) {
+  return w.lora_rank > 0 ? LoraParams(model, w) : model.TotalParams();
+}
+
+MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layout& l) {
+  MemoryBreakdown out;
+  const double stage_params = StageParams(m, l);
+  const double dp = l.dp;
+
+  if (w.mode == Mode::kInfer) {
+    const double per_param = BytesPer(w.precision) + (w.precision == Precision::kInt4 ? 2.0 / 128 : 0);
+    out.weights = stage_params * per_param;  // int4 adds fp16 scales per group of 128 weights
+    const double layers = static_cast<double>(CeilDiv(m.layers, l.pp));
+    const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / l.tp);  // replicated when tp > kv heads
+    out.kv_cache = 2 * layers * kv_heads * m.head_dim * static_cast<double>(w.context) * w.batch * BytesPer(w.kv_precision);
+    // Prefill workspace of one layer for the whole prompt: hidden states, the MLP's intermediates
+    // and, with eager attention, two s x s score tensors per head; plus last-token logits in fp32.
+    const double s = static_cast<double>(w.context), b = static_cast<double>(w.batch), e = 2;
+    double work = 4 * s * b * m.hidden * e + 3 * s * b * m.intermediate * e / l.tp;
+    if (w.attention == AttentionKernel::kEager) work += 2 * b * (static_cast<double>(m.heads) / l.tp) * s * s * e;
+    out.activations = work;
+    out.transient = b * static_cast<double>(m.vocab) / l.tp * 4;
+    return out;
+  }
+
+  // Model states per trained parameter.
+  double weight_b = 0, grad_b = 0, master_b = 0, moment_b = 0, autocast_copy_b = 0;
+  const Precision p = w.precision;
+  switch (w.optimizer) {
+    case Optimizer::kAdamW: moment_b = 8; break;
+    case Optimizer::kSgdMomentum: moment_b = 4; break;
+    case Optimizer::kSgd: moment_b = 0; break;
+  }
+  if (p == Precision::kFp32 || p == Precision::kTf32) {
+    weight_b = 4, grad_b = 4;
+  } else if (w.mixed == MixedPrecision::kAutocast) {
+    weight_b = 4, grad_b = 4, autocast_copy_b = p == Precision::kFp8 ? 1 : 2;
+  } else {
+    weight_b = 2, grad_b = 2, master_b = 4;
+    if (p == Precision::kFp8) autocast_copy_b = 1;  // fp8 copies of the weights for the GEMMs
+  }
+
+  double trained = stage_params, frozen = 0;
+  if (w.lora_rank > 0) {
+    trained = static_cast<double>(LoraParams(m, w)) / (l.tp * l.pp);
+    frozen = stage_params;
+    // Quantised or fp8 bases compute adapters in bf16 with fp32 masters.
+    if (p == Precision::kInt8 || p == Precision::kInt4 || p == Precision::kFp8) {
+      weight_b = 2, grad_b = 2, master_b = 4, autocast_copy_b = 0;
+    }
+  }
+  const double shard_optimizer = w.zero_stage >= 1 ? dp : 1;
+  const double shard_grads = w.zero_stage >= 2 ? dp : 1;
+  const double shard_weights = w.zero_stage >= 3 ? dp : 1;
+  const double frozen_b = BytesPer(p) + (p == Precision::kInt4 ? 2.0 / 128 : 0);
+  // Autocast copies every matmul weight but not the input embedding.
+  const double autocast_params =
+      std::max(0.0, trained - (w.lora_rank > 0 ? 0.0 : static_cast<double>(m.vocab) * m.hidden / l.tp));
+  out.weights = (trained * weight_b + frozen * frozen_b) / shard_weights + autocast_params * autocast_copy_b;
+  out.gradients = trained * grad_b / shard_grads;
+  out.master = trained * master_b / shard_optimizer;
+  out.optimizer = trained * moment_b / shard_optimizer;
+
+  // 1F1B keeps min(pp, micro-batches) micro-batches in flight on the first stage.
+  const double in_flight = static_cast<double>(std::min<int64_t>(l.pp, w.grad_accum));
+  const double layers = static_cast<double>(CeilDiv(m.layers, l.pp));
+  out.activations = layers * in_flight * LayerActivationBytes(m, w, l);
+  const double s = static_cast<double>(w.seq), b = static_cast<double>(w.micro_batch), e = ActivationBytes(w);
+  if (w.recompute == Recompute::kFull) {
+    Workload full = w;
+    full.recompute = Recompute::kSelective;
+    out.activations += LayerActivationBytes(m, full, l);  // one layer recomputed during backward
+  }
+  out.activations += 2 * s * b * m.hidden * e;  // final norm
+  // The loss: 16-bit (or fp32) logits, the fp32 log-softmax saved for backward and the fp32
+  // gradient flowing back, all alive when backward starts.
+  const double logits = s * b * static_cast<double>(m.vocab) / l.tp;
+  out.transient = logits * (e + 4 + 4);
+  if (w.zero_stage == 3) {
+    out.transient += LargestMatrixParams(m, l) * (weight_b + grad_b);  // gathered weights and their gradients
+  }
+  return out;
+}
+
+}  // namespace hetpool::planner

@@ -1,0 +1,323 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "drivers/fingerprint/spec_table.h"
+
+namespace hetpool::planner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+bool Has(const PoolClass& cls, Precision p) { return cls.example.capability.precisions.contains(p); }
+
+// The precision the card's matmuls run in. Weight-only int8/int4 dequantises into 16-bit
+// matmuls (the usual serving kernels), so it needs and uses a 16-bit fast path.
+std::optional<Precision> ComputePrecision(const PoolClass& cls, const Workload& w) {
+  const bool weight_only = w.precision == Precision::kInt8 || w.precision == Precision::kInt4;
+  if (!weight_only) return Has(cls, w.precision) ? std::optional(w.precision) : std::nullopt;
+  if (Has(cls, Precision::kBf16)) return Precision::kBf16;
+  if (Has(cls, Precision::kFp16)) return Precision::kFp16;
+  return std::nullopt;
+}
+
+double PeakFlops(const PoolClass& cls, Precision p) {
+  const auto& peaks = cls.example.capability.peak_tflops;
+  auto it = peaks.find(p);
+  return it == peaks.end() ? 0 : it->second * 1e12;
+}
+
+double TokensPerStep(const Workload& w, const Layout& l) {
+  if (w.mode == Mode::kInfer) return static_cast<double>(w.batch) * l.dp;
+  return static_cast<double>(w.micro_batch) * w.seq * w.grad_accum * l.dp;
+}
+
+// FLOPs per token: 6N for training (forward + backward; 8N with full recomputation, which runs
+// the forward twice) or 2N per generated token, plus attention's score and value products
+// (Kaplan et al.: 2 x layers x context x attention width per forward token).
+double FlopsPerToken(const ModelSpec& m, const Workload& w) {
+  const double n = static_cast<double>(m.ActiveParams());
+  const double ctx = static_cast<double>(w.mode == Mode::kTrain ? w.seq : w.context);
+  const double attention = 2.0 * m.layers * ctx * m.QDim();
+  if (w.mode == Mode::kInfer) return 2 * n + attention;
+  const double passes = w.recompute == Recompute::kFull ? 4.0 : 3.0;  // forward = 1, backward = 2
+  return passes * (2 * n + attention);
+}
+
+struct ClassFigures {
+  double mfu = 0;
+  double bandwidth_utilisation = 0;
+  double reserve_bytes = 0;
+  double price = 0;
+};
+
+ClassFigures FiguresFor(const PoolClass& cls, const PriceTable& prices) {
+  ClassFigures f;
+  const ClassPricing* row = prices.Find(cls);
+  f.mfu = row && row->mfu ? *row->mfu : DefaultMfu(cls.example.vendor);
+  f.bandwidth_utilisation =
+      row && row->bandwidth_utilisation ? *row->bandwidth_utilisation : DefaultBandwidthUtilisation();
+  f.reserve_bytes = (row && row->reserve_gib ? *row->reserve_gib : DefaultReserveGib(cls.example.vendor)) * kGiB;
+  f.price = row ? row->price_per_card_hour : 0;
+  return f;
+}
+
+// Seconds per step: compute at peak x utilisation, stretched by the pipeline bubble
+// (m micro-batches over p stages run m / (m + p - 1) of the time); decode is also bounded by
+// reading the weights and the KV cache once per step.
+double StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, const PoolClass& cls,
+                   Precision compute, const ClassFigures& fig, const MemoryBreakdown& mem) {
+  const double peak = PeakFlops(cls, compute);
+  if (peak <= 0) return 0;
+  const double flops = FlopsPerToken(m, w) * TokensPerStep(w, l);
+  double seconds = flops / (l.Devices() * peak * fig.mfu);
+  if (w.mode == Mode::kTrain) {
+    const double micro = static_cast<double>(w.grad_accum);
+    seconds *= (micro + l.pp - 1) / micro;
+  } else {
+    const double bandwidth = cls.example.capability.bandwidth_gbps * 1e9 * fig.bandwidth_utilisation;
+    if (bandwidth > 0) {
+      // Each pipeline stage reads its weights and cache in turn; tensor ranks read in parallel.
+      const double bytes = (mem.weights + mem.kv_cache) * l.pp;
+      seconds = std::max(seconds, bytes / bandwidth);
+    }
+  }
+  return seconds;
+}
+
+std::vector<int> Divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Device counts a class can lay out: up to one node, or whole nodes.
+std::vector<int> CandidateCounts(const PoolClass& cls, int fixed) {
+  if (fixed > 0) return {fixed};
+  std::vector<int> out;
+  const int per_node = std::max(1, cls.MaxPerNode());
+  for (int n = 1; n <= per_node; ++n) out.push_back(n);
+  const int whole_nodes = static_cast<int>(cls.nodes.size());
+  for (int k = 2; k <= whole_nodes; ++k) out.push_back(k * per_node);
+  return out;
+}
+
+bool AvailableNow(const PoolClass& cls, int devices) {
+  const int per_node = cls.MaxPerNode();
+  if (devices <= per_node) {
+    return std::any_of(cls.nodes.begin(), cls.nodes.end(), [&](const NodeCapacity& n) { return n.free >= devices; });
+  }
+  const int whole = static_cast<int>(std::count_if(cls.nodes.begin(), cls.nodes.end(), [&](const NodeCapacity& n) {
+    return n.devices == per_node && n.free == per_node;
+  }));
+  return whole * per_node >= devices;
+}
+
+std::string LayoutText(const Layout& l, const Workload& w) {
+  std::string s = absl::StrCat("TP", l.tp, " PP", l.pp, " DP", l.dp);
+  if (w.mode == Mode::kTrain && w.zero_stage > 0) absl::StrAppend(&s, " ZeRO-", w.zero_stage);
+  return s;
+}
+
+// Plans one class: the fewest cards (or exactly request.cards) with the fastest fitting layout.
+Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& prices) {
+  const ModelSpec& m = req.model;
+  const Workload& w = req.workload;
+  Plan plan;
+  plan.fingerprint = cls.fingerprint;
+  plan.label = cls.label;
+  plan.class_total = cls.Total();
+  plan.class_free = cls.Free();
+  plan.card_bytes = static_cast<double>(cls.example.memory_mib) * 1024 * 1024;
+  const ClassFigures fig = FiguresFor(cls, prices);
+  plan.price_per_card_hour = fig.price;
+
+  const std::optional<Precision> compute = ComputePrecision(cls, w);
+  if (!compute) {
+    plan.reason = absl::StrCat("cards do not support ", drivers::PrecisionName(w.precision));
+    return plan;
+  }
+  if (req.cards > plan.class_total) {
+    plan.reason = absl::StrCat(req.cards, " cards requested; the class has ", plan.class_total);
+    return plan;
+  }
+  const int group = cls.LargestLinkGroup();
+  const int per_node = std::max(1, cls.MaxPerNode());
+  const int tp_limit = group > 1 ? group : per_node;  // no fabric: tensor parallel over PCIe, in one node
+
+  std::optional<Plan> best;
+  double least_required = std::numeric_limits<double>::infinity();
+  Layout least_layout;
+  for (int n : CandidateCounts(cls, req.cards)) {
+    if (n > plan.class_total) break;
+    for (int tp : Divisors(n)) {
+      if (tp > tp_limit || m.heads % tp != 0) continue;
+      for (int pp : Divisors(n / tp)) {
+        if (pp > m.layers) continue;
+        const Layout layout{tp, pp, n / tp / pp};
+        // Serving replicas do not shrink a replica; only an explicit card count asks for them.
+        if (w.mode == Mode::kInfer && layout.dp > 1 && req.cards == 0) continue;
+        Plan c = plan;
+        c.layout = layout;
+        c.memory = EstimateMemory(m, w, layout);
+        c.required_bytes = c.memory.Total() * (1 + prices.memory_margin) + fig.reserve_bytes;
+        if (c.required_bytes < least_required) least_required = c.required_bytes, least_layout = layout;
+        if (c.required_bytes > c.card_bytes) continue;
+        c.feasible = true;
+        c.step_seconds = StepSeconds(m, w, layout, cls, *compute, fig, c.memory);
+        const bool better = !best || (c.step_seconds < best->step_seconds * 0.999) ||
+                            (c.step_seconds <= best->step_seconds * 1.001 && c.required_bytes < best->required_bytes);
+        if (better) best = std::move(c);
+      }
+    }
+    if (best) break;
+  }
+  if (!best) {
+    plan.reason = absl::StrCat("needs ", HumanBytes(least_required), " per card at best (",
+                               LayoutText(least_layout, w), " on ", least_layout.Devices(), " cards); a card holds ",
+                               HumanBytes(plan.card_bytes));
+    return plan;
+  }
+  Plan& p = *best;
+  const int n = p.layout.Devices();
+  p.nodes = n <= per_node ? 1 : n / per_node;
+  p.devices_per_node = n <= per_node ? n : per_node;
+  if (p.layout.tp > 1 && group <= 1) p.reason = "tensor parallel over PCIe (no fabric links)";
+  if (p.step_seconds > 0 && w.tokens > 0) p.total_seconds = p.step_seconds * w.tokens / TokensPerStep(w, p.layout);
+  if (p.total_seconds > 0 && p.price_per_card_hour > 0) p.cost = p.total_seconds / 3600 * n * p.price_per_card_hour;
+  p.available_now = AvailableNow(cls, n);
+  return p;
+}
+
+// Cost per token, for ranking when no budget is given (same order as the cost of a budget).
+double CostPerToken(const Plan& p, const Workload& w) {
+  if (p.step_seconds <= 0 || p.price_per_card_hour <= 0) return std::numeric_limits<double>::infinity();
+  return p.step_seconds / 3600 * p.layout.Devices() * p.price_per_card_hour / TokensPerStep(w, p.layout);
+}
+
+double SecondsPerToken(const Plan& p, const Workload& w) {
+  return p.step_seconds > 0 ? p.step_seconds / TokensPerStep(w, p.layout) : std::numeric_limits<double>::infinity();
+}
+
+std::string ClosestSummary(const PlanRequest& req, const std::vector<PoolClass>& classes) {
+  Layout one;
+  Workload w = req.workload;
+  w.zero_stage = 0;
+  const MemoryBreakdown whole = EstimateMemory(req.model, w, one);
+  const double state = whole.weights + whole.gradients + whole.optimizer + whole.master + whole.kv_cache;
+  double best_group = 0, best_class = 0;
+  std::string group_text, class_text;
+  for (const PoolClass& cls : classes) {
+    const double card = static_cast<double>(cls.example.memory_mib) * 1024 * 1024;
+    for (const NodeCapacity& node : cls.nodes) {
+      if (node.largest_link_group * card > best_group) {
+        best_group = node.largest_link_group * card;
+        group_text = absl::StrCat(node.largest_link_group, " x ", cls.label, " on ", node.node);
+      }
+    }
+    if (cls.Total() * card > best_class) {
+      best_class = cls.Total() * card;
+      class_text = absl::StrCat(cls.Total(), " x ", cls.label);
+    }
+  }
+  return absl::StrCat("needs ", HumanBytes(state), " of ", req.workload.mode == Mode::kTrain ? "model state" : "weights and KV cache",
+                      " before activations; the largest link group holds ", HumanBytes(best_group), " (", group_text,
+                      "), the largest class ", HumanBytes(best_class), " (", class_text, ")");
+}
+
+}  // namespace
+
+absl::StatusOr<Objective> ParseObjective(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "cost" || lower.empty()) return Objective::kCost;
+  if (lower == "time") return Objective::kTime;
+  if (lower == "now") return Objective::kNow;
+  return absl::InvalidArgumentError(absl::StrCat("unknown objective '", name, "' (cost, time, now)"));
+}
+
+absl::string_view ObjectiveName(Objective objective) {
+  switch (objective) {
+    case Objective::kCost: return "cost";
+    case Objective::kTime: return "time";
+    case Objective::kNow: return "now";
+  }
+  return "cost";
+}
+
+std::string HumanBytes(double bytes) {
+  if (bytes >= 1024 * kGiB) return absl::StrFormat("%.2f TiB", bytes / (1024 * kGiB));
+  if (bytes >= kGiB) return absl::StrFormat("%.1f GiB", bytes / kGiB);
+  return absl::StrFormat("%.0f MiB", bytes / (1024 * 1024));
+}
+
+absl::StatusOr<PlanResult> MakePlan(const PlanRequest& req, const std::vector<PoolClass>& classes,
+                                    const PriceTable& prices) {
+  if (absl::Status s = Validate(req.model); !s.ok()) return s;
+  if (absl::Status s = Validate(req.workload); !s.ok()) return s;
+  if (req.cards < 0 || req.cards > 1 << 20) {
+    return absl::InvalidArgumentError(absl::StrCat("cards must be between 0 and 1048576 (got ", req.cards, ")"));
+  }
+  if (classes.empty()) return absl::FailedPreconditionError("the pool has no healthy cards to plan on");
+  const Workload& w = req.workload;
+  if (std::none_of(classes.begin(), classes.end(), [&](const PoolClass& c) { return ComputePrecision(c, w).has_value(); })) {
+    std::vector<std::string> labels;
+    for (const PoolClass& c : classes) labels.push_back(c.label);
+    return absl::InvalidArgumentError(absl::StrCat("no card in the pool supports ", drivers::PrecisionName(w.precision),
+                                                   " (classes: ", absl::StrJoin(labels, "; "), ")"));
+  }
+
+  PlanResult result;
+  result.currency = prices.currency;
+  result.total_params = req.model.TotalParams();
+  result.active_params = req.model.ActiveParams();
+  result.trainable_params = w.mode == Mode::kTrain ? TrainableParams(req.model, w) : 0;
+  result.flops_per_token = FlopsPerToken(req.model, w);
+  for (const PoolClass& cls : classes) result.plans.push_back(PlanClass(req, cls, prices));
+
+  auto key = [&](const Plan& p) {
+    switch (req.objective) {
+      case Objective::kCost: return std::make_tuple(0, CostPerToken(p, w), SecondsPerToken(p, w));
+      case Objective::kTime: return std::make_tuple(0, SecondsPerToken(p, w), CostPerToken(p, w));
+      case Objective::kNow: return std::make_tuple(p.available_now ? 0 : 1, SecondsPerToken(p, w), CostPerToken(p, w));
+    }
+    return std::make_tuple(0, 0.0, 0.0);
+  };
+  std::stable_sort(result.plans.begin(), result.plans.end(), [&](const Plan& a, const Plan& b) {
+    if (a.feasible != b.feasible) return a.feasible;
+    if (!a.feasible) return a.label < b.label;
+    return key(a) < key(b);
+  });
+
+  // Cost-performance: (baseline time / time) x (baseline card price / card price).
+  const Plan* baseline = nullptr;
+  for (const Plan& p : result.plans) {
+    if (!p.feasible || p.price_per_card_hour <= 0 || p.step_seconds <= 0) continue;
+    auto cls = std::find_if(classes.begin(), classes.end(),
+                            [&](const PoolClass& c) { return c.fingerprint == p.fingerprint; });
+    const bool named = cls != classes.end() && MatchesClass(prices.baseline, *cls);
+    if (named || (!baseline && prices.baseline.empty())) baseline = &p;
+    if (named) break;
+  }
+  if (baseline) {
+    result.baseline = baseline->label;
+    const double base_time = SecondsPerToken(*baseline, w);
+    for (Plan& p : result.plans) {
+      if (!p.feasible || p.price_per_card_hour <= 0 || p.step_seconds <= 0) continue;
+      p.cost_performance = (base_time / SecondsPerToken(p, w)) * (baseline->price_per_card_hour / p.price_per_card_hour);
+    }
+  }
+  if (std::none_of(result.plans.begin(), result.plans.end(), [](const Plan& p) { return p.feasible; })) {
+    result.infeasible_summary = ClosestSummary(req, classes);
+  }
+  return result;
+}
+
+}  // namespace hetpool::planner

@@ -1,0 +1,69 @@
+// Ranks ways to run one model workload on the pool's classes of cards. For each fingerprint
+// class: the smallest device count and (tensor, pipeline, data) layout whose per-card memory fits
+// with the margin and runtime reserve, its time per step and for the token budget, its cost from
+// the price table and its cost-performance against a baseline class.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/memory.h"
+#include "planner/model.h"
+#include "planner/pool.h"
+
+namespace hetpool::planner {
+
+enum class Objective { kCost, kTime, kNow };
+absl::StatusOr<Objective> ParseObjective(absl::string_view name);
+absl::string_view ObjectiveName(Objective objective);
+
+struct PlanRequest {
+  ModelSpec model;
+  Workload workload;
+  Objective objective = Objective::kCost;
+  int cards = 0;  // > 0: use exactly this many cards (more data parallelism); 0 = the fewest that fit
+};
+
+struct Plan {
+  std::string fingerprint;
+  std::string label;
+  bool feasible = false;
+  std::string reason;      // why not, when infeasible; notes (e.g. "TP over PCIe") when feasible
+  Layout layout;
+  int nodes = 0;           // nodes the job spans
+  int devices_per_node = 0;
+  MemoryBreakdown memory;  // per card, before margin and reserve
+  double required_bytes = 0;  // estimate x (1 + margin) + reserve
+  double card_bytes = 0;
+  double step_seconds = 0;    // 0 = unknown (no peak figure for the precision)
+  double total_seconds = 0;   // for the token budget; 0 when no budget or unknown
+  double price_per_card_hour = 0;  // 0 = not priced
+  double cost = 0;
+  double cost_performance = 0;     // vs the baseline class; 0 = not comparable
+  bool available_now = false;      // free capacity could start it at once
+  int class_total = 0;
+  int class_free = 0;
+};
+
+struct PlanResult {
+  std::vector<Plan> plans;  // feasible ones ranked by the objective, then the infeasible ones
+  std::string currency;
+  std::string baseline;     // label of the cost-performance baseline, empty when none
+  int64_t total_params = 0;
+  int64_t active_params = 0;
+  int64_t trainable_params = 0;
+  double flops_per_token = 0;
+  // When nothing is feasible: how close the pool comes, in words.
+  std::string infeasible_summary;
+};
+
+// Validates the inputs (a clear error naming the field), then plans against `classes`.
+absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vector<PoolClass>& classes,
+                                    const PriceTable& prices);
+
+// "1.2 TB", "80 GiB": the human size used in reasons.
+std::string HumanBytes(double bytes);
+
+}  // namespace hetpool::planner
