@@ -191,6 +191,10 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
   p.nodes = n <= per_node ? 1 : n / per_node;
   p.devices_per_node = n <= per_node ? n : per_node;
   if (p.layout.tp > 1 && group <= 1) p.reason = "tensor parallel over PCIe (no fabric links)";
+  if (p.step_seconds <= 0) {
+    p.reason = absl::StrCat(p.reason, p.reason.empty() ? "" : "; ", "no ", drivers::PrecisionName(*compute),
+                            " peak in the spec table: time and cost unknown");
+  }
   if (p.step_seconds > 0 && w.tokens > 0) p.total_seconds = p.step_seconds * w.tokens / TokensPerStep(w, p.layout);
   if (p.total_seconds > 0 && p.price_per_card_hour > 0) p.cost = p.total_seconds / 3600 * n * p.price_per_card_hour;
   p.available_now = AvailableNow(cls, n);

@@ -19,6 +19,10 @@ drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& 
       std::find(req.models.begin(), req.models.end(), device.model) == req.models.end()) {
     return {drivers::Compatibility::kNo, absl::StrCat(device.model, " is not an allowed model")};
   }
+  if (!req.fingerprints.empty() &&
+      std::find(req.fingerprints.begin(), req.fingerprints.end(), device.fingerprint) == req.fingerprints.end()) {
+    return {drivers::Compatibility::kNo, absl::StrCat(device.model, " (", device.fingerprint, ") is not an allowed class")};
+  }
   return drivers::CanRun(req.run, device, node);
 }
 

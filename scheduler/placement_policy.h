@@ -32,6 +32,7 @@ struct NodeView {
 struct Requirements {
   std::vector<Vendor> vendors;      // empty = any
   std::vector<std::string> models;  // empty = any
+  std::vector<std::string> fingerprints;  // empty = any (jobs submitted by model name their class)
   drivers::RunRequirements run;     // code, precisions, memory per device, versions (CanRun)
 };
 

@@ -30,6 +30,10 @@ def main() -> None:
     print(f"rank {rank}: WORLD_SIZE={os.environ.get('WORLD_SIZE')} world={world} backend={backend} "
           f"device={device} job={os.environ.get('HETPOOL_JOB_ID')} "
           f"restart={os.environ.get('HETPOOL_RESTART_COUNT')}", flush=True)
+    if "HETPOOL_TP" in os.environ:  # submitted by model: the planner's layout for this job
+        print(f"rank {rank}: layout tp={os.environ['HETPOOL_TP']} pp={os.environ['HETPOOL_PP']} "
+              f"dp={os.environ['HETPOOL_DP']} zero={os.environ['HETPOOL_ZERO_STAGE']} "
+              f"micro_batch={os.environ['HETPOOL_MICRO_BATCH']}", flush=True)
 
     torch.manual_seed(0)  # identical initial weights on every rank
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).to(device)

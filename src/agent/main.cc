@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "drivers/backend_factory.h"
 #include "drivers/inventory_json.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/session.h"
 #include "src/common/flags.h"
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) server = env;
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpool-agent", &config)) return *exit_code;
+  // --print-inventory's stdout is the JSON alone (it feeds `hetpoolctl plan --pool`); logs go to stderr.
+  if (print_inventory) spdlog::set_default_logger(spdlog::stderr_color_mt("agent-stderr"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
 

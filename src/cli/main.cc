@@ -18,75 +18,15 @@
 #include "grpcpp/security/credentials.h"
 #include "hetpool/v1/cluster.grpc.pb.h"
 #include "hetpool/v1/job.grpc.pb.h"
+#include "src/cli/client.h"
 #include "src/cli/output.h"
+#include "src/cli/plan_command.h"
 #include "src/common/convert.h"
 #include "src/common/flags.h"
 #include "src/common/grpc_status.h"
 
 namespace hetpool::cli {
 namespace {
-
-namespace pb = ::hetpool::v1;
-
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitJobFailed = 3;
-constexpr int kExitTimeout = 124;
-
-struct Globals {
-  std::string server = "127.0.0.1:7070";
-  std::string output = "table";
-  absl::Duration timeout = absl::Seconds(30);
-};
-
-class Client {
- public:
-  explicit Client(const Globals& g)
-      : globals_(g),
-        channel_(grpc::CreateChannel(g.server, grpc::InsecureChannelCredentials())),
-        jobs_(pb::JobService::NewStub(channel_)),
-        cluster_(pb::ClusterService::NewStub(channel_)) {}
-
-  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::ZeroDuration()) const {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    const absl::Duration t = timeout == absl::ZeroDuration() ? globals_.timeout : timeout;
-    if (t != absl::InfiniteDuration()) ctx->set_deadline(absl::ToChronoTime(absl::Now() + t));
-    return ctx;
-  }
-  pb::JobService::Stub& jobs() { return *jobs_; }
-  pb::ClusterService::Stub& cluster() { return *cluster_; }
-  bool json() const { return globals_.output == "json"; }
-
- private:
-  Globals globals_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pb::JobService::Stub> jobs_;
-  std::unique_ptr<pb::ClusterService::Stub> cluster_;
-};
-
-int Error(const absl::Status& s) {
-  std::cerr << "hetpoolctl: " << absl::StatusCodeToString(s.code()) << ": " << s.message() << "\n";
-  return kExitError;
-}
-int RpcError(const grpc::Status& s) { return Error(FromGrpcStatus(s)); }
-int Usage(const std::string& message) {
-  std::cerr << "hetpoolctl: " << message << " (see hetpoolctl --help)\n";
-  return kExitUsage;
-}
-
-// Parses a command's flags. Returns -1 to go on, or the exit code (0 after printing --help).
-int ParseFlags(FlagSet& flags, const std::vector<std::string>& args, std::vector<std::string>* rest) {
-  auto parsed = flags.Parse(args);
-  if (parsed.ok()) {
-    *rest = *std::move(parsed);
-    return -1;
-  }
-  if (absl::IsCancelled(parsed.status())) {
-    std::cout << parsed.status().message();
-    return 0;
-  }
-  return Usage(std::string(parsed.status().message()));
-}
 
 std::string Placement(const pb::Job& job) {
   std::vector<std::string> parts;
@@ -454,6 +394,8 @@ constexpr const char* kUsage =
     "  nodes                hetpoolctl nodes\n"
     "  devices              hetpoolctl devices --vendor nvidia\n"
     "  fingerprints         hetpoolctl fingerprints       (classes of identical cards: free/total, nodes)\n"
+    "  plan                 hetpoolctl plan --model llama-2-70b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3\n"
+    "                       (ranked plans per class of cards: layout, memory, time, cost; --pool FILE... offline)\n"
     "  drain NODE           hetpoolctl drain node-a\n"
     "  undrain NODE         hetpoolctl undrain node-a\n"
     "Run 'hetpoolctl COMMAND --help' for a command's flags.\n";
@@ -516,7 +458,7 @@ int Main(int argc, char** argv) {
   static const std::map<std::string, std::function<int(Client&, const std::vector<std::string>&)>> kCommands = {
       {"submit", Submit}, {"get", Get},     {"list", List},   {"cancel", Cancel},
       {"logs", Logs},     {"watch", WatchCmd}, {"wait", Wait}, {"nodes", Nodes},
-      {"devices", Devices},    {"fingerprints", Fingerprints},
+      {"devices", Devices},    {"fingerprints", Fingerprints}, {"plan", PlanCommand},
       {"drain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, true); }},
       {"undrain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, false); }},
   };

@@ -31,6 +31,15 @@ void FlagSet::Int(const std::string& name, int* target, const std::string& help)
   });
 }
 
+void FlagSet::Double(const std::string& name, double* target, const std::string& help) {
+  Add(name, help, false, [target, name](const std::string& v) {
+    if (!absl::SimpleAtod(v, target)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", v, "' is not a number"));
+    }
+    return absl::OkStatus();
+  });
+}
+
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
   Add(name, help, true, [target, name](const std::string& v) {
     if (!absl::SimpleAtob(v, target)) {
@@ -149,12 +158,18 @@ std::string FlagSet::Usage() const {
   return out;
 }
 
-absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
   std::stringstream text;
   text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  return text.str();
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  auto json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   return json;
 }

@@ -21,6 +21,7 @@ class FlagSet {
 
   void String(const std::string& name, std::string* target, const std::string& help);
   void Int(const std::string& name, int* target, const std::string& help);
+  void Double(const std::string& name, double* target, const std::string& help);  // also 2e9
   void Bool(const std::string& name, bool* target, const std::string& help);
   void Duration(const std::string& name, absl::Duration* target, const std::string& help);
   // Repeatable; each value may also be a comma-separated list.
@@ -50,6 +51,9 @@ class FlagSet {
   std::map<std::string, std::string> aliases_;
   std::set<std::string> set_;
 };
+
+// Reads a whole file; the error names it.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 // Reads a JSON config file into an object; errors name the file.
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);

@@ -26,9 +26,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
   d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
   if (auto s = d->state_->Load(); !s.ok()) return s;
-  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get());
+  d->planner_ = std::make_unique<ModelPlanner>(options.prices);
+  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get());
   d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get());
   d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get());
+  d->planner_service_ = std::make_unique<PlannerServiceImpl>(d->state_.get(), d->planner_.get());
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -36,6 +38,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   builder.RegisterService(d->job_service_.get());
   builder.RegisterService(d->cluster_service_.get());
   builder.RegisterService(d->agent_service_.get());
+  builder.RegisterService(d->planner_service_.get());
   d->server_ = builder.BuildAndStart();
   if (!d->server_ || d->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));

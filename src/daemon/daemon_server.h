@@ -12,6 +12,7 @@
 #include "src/daemon/services/agent_service.h"
 #include "src/daemon/services/cluster_service.h"
 #include "src/daemon/services/job_service.h"
+#include "src/daemon/services/planner_service.h"
 #include "src/daemon/state/cluster_state.h"
 #include "src/daemon/store/store.h"
 
@@ -21,6 +22,7 @@ struct DaemonOptions {
   std::string listen = "127.0.0.1:7070";  // port 0 picks a free one: read port()
   std::string data_dir;
   ClusterOptions cluster;
+  planner::PriceTable prices;  // --prices: currency per card-hour per class, utilisation overrides
 };
 
 class DaemonServer {
@@ -39,9 +41,11 @@ class DaemonServer {
   std::unique_ptr<scheduler::PlacementPolicy> policy_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<ClusterState> state_;
+  std::unique_ptr<ModelPlanner> planner_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
+  std::unique_ptr<PlannerServiceImpl> planner_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
 #include "src/common/flags.h"
@@ -33,7 +34,7 @@ absl::Status ParsePortRange(const std::string& text, int* min, int* max) {
 
 int main(int argc, char** argv) {
   hetpool::daemon::DaemonOptions options;
-  std::string config, port_file, log_level = "info";
+  std::string config, port_file, prices_file, log_level = "info";
   std::string port_range = "29500-30499";
   hetpool::FlagSet flags(
       "hetpoold: the hetpool control-plane daemon.\n"
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
   flags.Bool("metax-cuda-translation", &options.cluster.metax_cuda_translation,
              "MetaX nodes have a CUDA translation layer (cu-bridge): CUDA builds may run there");
+  flags.String("prices", &prices_file,
+               "planner price table (JSON): currency per card-hour per class, utilisation overrides (docs/planner.md)");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
@@ -53,6 +56,13 @@ int main(int argc, char** argv) {
                               &options.cluster.rendezvous_port_max);
       !s.ok()) {
     return Fail(s);
+  }
+  if (!prices_file.empty()) {
+    auto text = hetpool::ReadTextFile(prices_file);
+    if (!text.ok()) return Fail(text.status());
+    auto prices = hetpool::planner::ParsePriceTable(*text);
+    if (!prices.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prices ", prices_file, ": ", prices.status().message())));
+    options.prices = *std::move(prices);
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ hetpoold %v");

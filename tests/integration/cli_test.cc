@@ -185,5 +185,111 @@ TEST_F(CliTest, ClusterViews) {
   EXPECT_NE(out.find("--rank"), std::string::npos) << out;
 }
 
+TEST_F(CliTest, PlanRanksTheLivePoolsClasses) {
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-7b", "--tokens", "1e9", "-o", "json"}, &out), 0) << out;
+  auto plan = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(plan.is_discarded()) << out;
+  EXPECT_EQ(plan["total_params"], "6738415616");  // int64 is a string in protobuf JSON
+  ASSERT_EQ(plan["plans"].size(), 3u) << out;
+  // 16 bytes/param of model state (108 GB) needs two cards; the H100 pairs are NVLinked.
+  const auto& best = plan["plans"][0];
+  EXPECT_EQ(best["feasible"], true) << out;
+  EXPECT_NE(best["label"].get<std::string>().find("H100"), std::string::npos) << out;
+  EXPECT_EQ(best["tp"].get<int>() * best["pp"].get<int>() * best["dp"].get<int>(), 2) << out;
+  EXPECT_EQ(best["class_total"], 4);
+  ASSERT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-7b", "--mode", "infer", "--batch", "8"}, &out), 0) << out;
+  EXPECT_NE(out.find("TP1 PP1 DP1"), std::string::npos) << out;
+  EXPECT_NE(out.find("yes "), std::string::npos) << out;
+
+  EXPECT_EQ(cluster_->RunCli({"plan", "--model", "gpt-17"}, &out), 1);
+  EXPECT_NE(out.find("NOT_FOUND: unknown model preset 'gpt-17'; known: llama-2-7b"), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-7b", "--seq", "0"}, &out), 1);
+  EXPECT_EQ(out, "hetpoolctl: INVALID_ARGUMENT: seq must be positive (got 0)\n");
+  ASSERT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-7b", "--precision", "fp8"}, &out), 0) << out;
+  EXPECT_NE(out.find("cards do not support fp8"), std::string::npos) << out;  // the MLU370 and C500 rows
+  const std::string bad_config = WriteFile("config.json", "{\"hidden_size\": 4096,");
+  EXPECT_EQ(cluster_->RunCli({"plan", "--config", bad_config}, &out), 1);
+  EXPECT_NE(out.find("config.json is not valid JSON"), std::string::npos) << out;
+  // A 70B model does not fit the example pool; the answer says how close it comes.
+  EXPECT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-70b"}, &out), 1) << out;
+  EXPECT_NE(out.find("no feasible plan: needs 1.00 TiB of model state"), std::string::npos) << out;
+  EXPECT_NE(out.find("the largest link group holds 159.3 GiB (2 x nvidia H100-SXM"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, PlanOfflineAgainstPrintedInventoriesWithPrices) {
+  std::vector<std::string> inventories;
+  for (size_t i = 0; i < 2; ++i) {
+    inventories.push_back(cluster_->dir() + "/offline-" + std::to_string(i) + ".json");
+    auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory", cluster_->InventoryPath(i),
+                                      "--node-name", "n" + std::to_string(i), "--print-inventory"}, inventories.back());
+    ASSERT_TRUE(agent.ok());
+    ASSERT_EQ((*agent)->Wait(absl::Seconds(10)), std::optional<int>(0));
+  }
+  const std::string prices = WriteFile("prices.json", R"({"currency": "CNY", "baseline": "MLU370",
+      "classes": [{"match": "H100", "price_per_card_hour": 30}, {"match": "MLU370", "price_per_card_hour": 6}]})");
+  // No daemon at this address: offline planning needs none.
+  std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", "127.0.0.1:1", "-o", "json", "plan", "--model",
+                                   "qwen2-7b", "--mode", "infer", "--batch", "4", "--context", "8192", "--tokens", "1e8",
+                                   "--prices", prices, "--pool"};
+  argv.insert(argv.end(), inventories.begin(), inventories.end());
+  const std::string out_path = cluster_->dir() + "/offline-plan.out";
+  auto cli = ChildProcess::Spawn(argv, out_path);
+  ASSERT_TRUE(cli.ok());
+  ASSERT_EQ((*cli)->Wait(absl::Seconds(30)), std::optional<int>(0));
+  std::ifstream in(out_path);
+  auto plan = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(plan.is_discarded());
+  EXPECT_EQ(plan["currency"], "CNY");
+  EXPECT_NE(plan["baseline"].get<std::string>().find("MLU370"), std::string::npos);
+  ASSERT_EQ(plan["plans"].size(), 3u);
+  // Offline, every healthy card counts as free; priced classes carry a cost and cost-performance.
+  for (const auto& row : plan["plans"]) {
+    if (row["label"].get<std::string>().find("MXC500") != std::string::npos) continue;  // not priced
+    EXPECT_EQ(row["feasible"], true) << row;
+    EXPECT_EQ(row["available_now"], true) << row;
+    EXPECT_GT(row["cost"].get<double>(), 0) << row;
+    EXPECT_GT(row["cost_performance"].get<double>(), 0) << row;
+  }
+}
+
+TEST_F(CliTest, SubmitByModelRunsThePlannedLayout) {
+  const std::string file = WriteFile("by-model.json", R"({
+      "name": "by-model",
+      "python": {"script": "deploy/examples/train_ddp.py", "args": ["--steps", "3"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(",
+      "model": {"model": {"preset": "llama-2-7b"}, "workload": {"mode": "train", "precision": "bf16",
+                "seq": 2048, "micro_batch": 2}, "objective": "time"}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  ASSERT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id, "-o", "json"}, &out), 0) << out;
+  auto job = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(job.is_discarded()) << out;
+  // The plan chose two NVLinked H100 of one node with tensor parallel 2, and says so everywhere.
+  EXPECT_EQ(job["plan"]["tp"], 2) << out;
+  EXPECT_EQ(job["spec"]["devices_per_node"], 2);
+  EXPECT_EQ(job["spec"]["nnodes"], 1);
+  EXPECT_EQ(job["vendor"], "nvidia");
+  EXPECT_EQ(job["spec"]["requirements"]["fingerprints"][0], job["plan"]["fingerprint"]);
+  EXPECT_EQ(job["launch_plan"][0]["env"]["HETPOOL_TP"], "2");
+  EXPECT_EQ(job["launch_plan"][0]["env"]["HETPOOL_MICRO_BATCH"], "2");
+  auto logs = cluster_->Logs(id);
+  ASSERT_TRUE(logs.ok());
+  EXPECT_NE(logs->find("layout tp=2 pp=1 dp=1 zero=0 micro_batch=2"), std::string::npos) << *logs;
+
+  // A model section with explicit devices, or one nothing can hold, is refused and stores nothing.
+  const std::string both = WriteFile("both.json", R"({"command": ["/bin/true"], "nnodes": 1, "devices_per_node": 1,
+      "model": {"model": {"preset": "llama-2-7b"}}})");
+  EXPECT_EQ(cluster_->RunCli({"submit", "-f", both}, &out), 1);
+  EXPECT_NE(out.find("model: leave nnodes, devices_per_node and device_milli unset"), std::string::npos) << out;
+  const std::string huge = WriteFile("huge.json", R"({"command": ["/bin/true"],
+      "model": {"model": {"preset": "llama-2-70b"}}})");
+  EXPECT_EQ(cluster_->RunCli({"submit", "-f", huge}, &out), 1);
+  EXPECT_NE(out.find("FAILED_PRECONDITION: model: no class of the pool can run it; needs 1.00 TiB"), std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace hetpool::testing

@@ -75,6 +75,7 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     env["HETPOOL_VENDOR"] = std::string(runtime.name);
     env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);
     env["HETPOOL_TORCH_DEVICE"] = std::string(runtime.torch_device);
+    for (const auto& [key, value] : input.layout_env) env[key] = value;
     if (input.device_milli < 1000) {
       // The share is accounted by hetpool; enforcing it is up to the vendor mechanism or the job
       // (docs/sharing.md): MPS honours the thread percentage when an MPS daemon runs, and a

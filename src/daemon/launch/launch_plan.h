@@ -31,6 +31,8 @@ struct LaunchInput {
   int rendezvous_port = 0;
   int32_t device_milli = 1000;     // < 1000: a fractional share of the one device
   uint64_t device_memory_mib = 0;
+  // Jobs submitted by model: the planner's layout (HETPOOL_TP, _PP, _DP, _ZERO_STAGE, ...).
+  std::vector<std::pair<std::string, std::string>> layout_env;
   std::vector<LaunchNode> nodes;  // in node-rank order
 };
 

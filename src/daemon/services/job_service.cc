@@ -43,7 +43,16 @@ class RankFilter {
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const pb::SubmitJobRequest* req,
                                        pb::SubmitJobResponse* resp) {
-  auto job = state_->Submit(req->spec(), req->request_id());
+  absl::StatusOr<pb::Job> job;
+  if (req->spec().has_model()) {
+    // Submit by model: the plan fixes the devices, the class and the layout variables.
+    pb::JobSpec spec = req->spec();
+    auto plan = planner_->ResolveJob(spec, state_->PlannerPool());
+    if (!plan.ok()) return ToGrpcStatus(plan.status());
+    job = state_->Submit(std::move(spec), req->request_id(), &*plan);
+  } else {
+    job = state_->Submit(req->spec(), req->request_id());
+  }
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp->mutable_job() = *std::move(job);
   return grpc::Status::OK;

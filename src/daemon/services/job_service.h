@@ -3,13 +3,15 @@
 
 #include "hetpool/v1/job.grpc.pb.h"
 #include "src/daemon/logs/log_store.h"
+#include "src/daemon/planning/model_planner.h"
 #include "src/daemon/state/cluster_state.h"
 
 namespace hetpool::daemon {
 
 class JobServiceImpl final : public hetpool::v1::JobService::Service {
  public:
-  JobServiceImpl(ClusterState* state, const LogStore* logs) : state_(state), logs_(logs) {}
+  JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner)
+      : state_(state), logs_(logs), planner_(planner) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                          pb::SubmitJobResponse* resp) override;
@@ -26,6 +28,7 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
  private:
   ClusterState* state_;
   const LogStore* logs_;
+  const ModelPlanner* planner_;
 };
 
 }  // namespace hetpool::daemon

@@ -13,6 +13,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
+#include "src/common/plan_convert.h"
 #include "src/daemon/launch/launch_plan.h"
 #include "src/daemon/state/job_validation.h"
 
@@ -49,6 +50,8 @@ scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
   }
   req.requirements.models.assign(spec.requirements().models().begin(),
                                  spec.requirements().models().end());
+  req.requirements.fingerprints.assign(spec.requirements().fingerprints().begin(),
+                                       spec.requirements().fingerprints().end());
   if (spec.device_milli() > 0) req.device_milli = spec.device_milli();
   req.device_memory_mib = spec.device_memory_mib();
   // Validated at submission, so parsing cannot fail here.
@@ -198,7 +201,8 @@ pb::NodePlacement* ClusterState::PlacementOn(pb::Job& job, const std::string& no
   return nullptr;
 }
 
-absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string& request_id) {
+absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string& request_id,
+                                             const pb::PlanRow* plan) {
   if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
   if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
   absl::MutexLock lock(&mu_);
@@ -222,6 +226,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
   job.set_submit_seq(seq);
   job.set_request_id(request_id);
   *job.mutable_spec() = std::move(spec);
+  if (plan) *job.mutable_plan() = *plan;
   job.set_state(pb::JOB_STATE_PENDING);
   *job.mutable_created_at() = ToProtoTime(Now());
   JobEntry entry{std::move(job)};
@@ -398,6 +403,7 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
   input.rendezvous_port = *port;
   input.device_milli = placement.nodes.front().device_milli;
   input.device_memory_mib = placement.nodes.front().device_memory_mib;
+  if (job.has_plan()) input.layout_env = PlanEnvironment(job.plan());
   for (const auto& assignment : placement.nodes) {
     const NodeEntry& node = nodes_.at(assignment.node);
     LaunchNode launch{assignment.node, node.record.address(), node.record.torchrun_path(),
@@ -961,6 +967,21 @@ std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
     out.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<planner::PoolClass> ClusterState::PlannerPool() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<planner::PoolClass> classes;
+  for (const auto& [name, node] : nodes_) {
+    if (!node.ready || node.record.drained()) continue;  // cards nobody can be given
+    const std::map<std::string, DeviceHold> held = HoldsByDevice(node);
+    std::set<std::string> free;
+    for (const auto& d : node.inventory.devices) {
+      if (d.healthy && !held.contains(d.id)) free.insert(d.id);
+    }
+    planner::AddNode(classes, name, node.inventory, free);
+  }
+  return classes;
 }
 
 absl::StatusOr<pb::Node> ClusterState::SetDrained(const std::string& name, bool drained) {

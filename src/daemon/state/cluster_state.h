@@ -26,6 +26,7 @@
 #include "hetpool/v1/agent.pb.h"
 #include "hetpool/v1/cluster.pb.h"
 #include "hetpool/v1/job.pb.h"
+#include "planner/pool.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/store/store.h"
 
@@ -61,7 +62,9 @@ class ClusterState {
   void Tick();
 
   // --- JobService
-  absl::StatusOr<pb::Job> Submit(pb::JobSpec spec, const std::string& request_id);
+  // `plan`: the planner's choice for a job submitted by model, recorded in the job.
+  absl::StatusOr<pb::Job> Submit(pb::JobSpec spec, const std::string& request_id,
+                                 const pb::PlanRow* plan = nullptr);
   absl::StatusOr<pb::Job> GetJob(const std::string& id) const;
   absl::StatusOr<pb::ListJobsResponse> ListJobs(const pb::ListJobsRequest& request) const;
   absl::StatusOr<pb::Job> Cancel(const std::string& id, const std::string& reason);
@@ -89,6 +92,8 @@ class ClusterState {
                                                           const std::string& vendor) const;
   absl::StatusOr<pb::Node> SetDrained(const std::string& name, bool drained);
   std::vector<pb::FingerprintClass> ListFingerprints() const;
+  // The schedulable pool by fingerprint class, with free counts and link groups, for the planner.
+  std::vector<planner::PoolClass> PlannerPool() const;
 
   bool stopping() const;
 

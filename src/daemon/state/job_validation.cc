@@ -207,6 +207,12 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
       return s;
     }
   }
+  if (req.fingerprints_size() > 64) return Invalid("requirements.fingerprints", "more than 64 classes");
+  for (int i = 0; i < req.fingerprints_size(); ++i) {
+    if (auto s = CheckText(absl::StrCat("requirements.fingerprints[", i, "]"), req.fingerprints(i), 64); !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -1,0 +1,59 @@
+// What every hetpoolctl command shares: global flags, the connection to hetpoold, and the way
+// errors and usage mistakes are reported (one line on stderr, a distinct exit code).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "hetpool/v1/cluster.grpc.pb.h"
+#include "hetpool/v1/job.grpc.pb.h"
+#include "hetpool/v1/planner.grpc.pb.h"
+#include "src/common/flags.h"
+
+namespace hetpool::cli {
+
+namespace pb = ::hetpool::v1;
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitJobFailed = 3;
+constexpr int kExitTimeout = 124;
+
+struct Globals {
+  std::string server = "127.0.0.1:7070";
+  std::string output = "table";
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+class Client {
+ public:
+  explicit Client(const Globals& g);
+
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::ZeroDuration()) const;
+  pb::JobService::Stub& jobs() { return *jobs_; }
+  pb::ClusterService::Stub& cluster() { return *cluster_; }
+  pb::PlannerService::Stub& planner() { return *planner_; }
+  bool json() const { return globals_.output == "json"; }
+
+ private:
+  Globals globals_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::JobService::Stub> jobs_;
+  std::unique_ptr<pb::ClusterService::Stub> cluster_;
+  std::unique_ptr<pb::PlannerService::Stub> planner_;
+};
+
+// Print one line on stderr and return the exit code.
+int Error(const absl::Status& s);
+int RpcError(const grpc::Status& s);
+int Usage(const std::string& message);
+
+// Parses a command's flags. Returns -1 to go on, or the exit code (0 after printing --help).
+int ParseFlags(FlagSet& flags, const std::vector<std::string>& args, std::vector<std::string>* rest);
+
+}  // namespace hetpool::cli

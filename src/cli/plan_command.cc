@@ -1,0 +1,206 @@
+#include "src/cli/plan_command.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "drivers/fingerprint/fingerprint.h"
+#include "drivers/inventory_json.h"
+#include "planner/planner.h"
+#include "src/cli/output.h"
+#include "src/common/plan_convert.h"
+
+namespace hetpool::cli {
+namespace {
+
+std::string Duration(double seconds) {
+  if (seconds <= 0) return "?";
+  if (seconds < 120) return absl::StrFormat("%.3g s", seconds);
+  if (seconds < 2 * 3600) return absl::StrFormat("%.1f min", seconds / 60);
+  if (seconds < 2 * 86400) return absl::StrFormat("%.1f h", seconds / 3600);
+  return absl::StrFormat("%.1f d", seconds / 86400);
+}
+
+std::string Params(int64_t n) { return absl::StrFormat("%.2fB", static_cast<double>(n) / 1e9); }
+
+std::string Money(double amount, const std::string& currency) {
+  return amount > 0 ? absl::StrFormat("%s %.2f", currency, amount) : "-";
+}
+
+void PrintPlans(const pb::PlanResponse& resp) {
+  std::cout << resp.model_name() << ": " << Params(resp.total_params()) << " parameters";
+  if (resp.active_params() != resp.total_params()) std::cout << " (" << Params(resp.active_params()) << " active)";
+  if (resp.trainable_params() > 0 && resp.trainable_params() != resp.total_params()) {
+    std::cout << ", " << absl::StrFormat("%.1fM", resp.trainable_params() / 1e6) << " trainable";
+  }
+  std::cout << "; " << resp.mode() << " " << resp.precision() << "; ranked by " << resp.objective()
+            << "; memory = estimate + " << absl::StrFormat("%.0f%%", resp.memory_margin() * 100)
+            << " margin + runtime reserve\n";
+  Table table({"#", "CLASS", "FINGERPRINT", "CARDS", "LAYOUT", "NODES", "MEM/CARD", "HEADROOM", "STEP", "TIME",
+               "COST", "COST-PERF", "NOW", "NOTE"});
+  int rank = 0;
+  for (const pb::PlanRow& p : resp.plans()) {
+    if (!p.feasible()) {
+      table.Add({"-", p.label(), p.fingerprint(), "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                 absl::StrCat(p.class_free(), "/", p.class_total()), p.reason()});
+      continue;
+    }
+    const double headroom = p.card_bytes() - p.required_bytes();
+    std::string layout = absl::StrCat("TP", p.tp(), " PP", p.pp(), " DP", p.dp());
+    if (p.zero_stage() > 0) absl::StrAppend(&layout, " ZeRO-", p.zero_stage());
+    table.Add({absl::StrCat(++rank), p.label(), p.fingerprint(), absl::StrCat(p.tp() * p.pp() * p.dp()), layout,
+               absl::StrCat(p.nodes(), "x", p.devices_per_node()), planner::HumanBytes(p.required_bytes()),
+               absl::StrFormat("%s (%.0f%%)", planner::HumanBytes(headroom), 100 * headroom / p.card_bytes()),
+               Duration(p.step_seconds()), Duration(p.total_seconds()), Money(p.cost(), resp.currency()),
+               p.cost_performance() > 0 ? absl::StrFormat("%.2f", p.cost_performance()) : "-",
+               absl::StrCat(p.available_now() ? "yes " : "no ", p.class_free(), "/", p.class_total()), p.reason()});
+  }
+  std::cout << table.Render();
+  if (!resp.baseline().empty()) std::cout << "cost-performance baseline: " << resp.baseline() << "\n";
+  if (!resp.infeasible_summary().empty()) std::cout << "no feasible plan: " << resp.infeasible_summary() << "\n";
+}
+
+absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, const std::vector<std::string>& pool_files,
+                                             const std::string& prices_file) {
+  static const drivers::SpecTable specs = drivers::SpecTable::Defaults();
+  std::vector<planner::PoolClass> classes;
+  for (const std::string& file : pool_files) {
+    auto text = ReadTextFile(file);
+    if (!text.ok()) return text.status();
+    auto inventory = drivers::ParseInventoryJson(*text);
+    if (!inventory.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", inventory.status().message()));
+    for (DeviceRecord& d : inventory->devices) drivers::ApplyFingerprint(specs, d);
+    // Inventories printed on copies of one machine share a host name; the file then names the node.
+    std::string node = inventory->hostname;
+    const bool taken = std::any_of(classes.begin(), classes.end(), [&](const planner::PoolClass& c) {
+      return std::any_of(c.nodes.begin(), c.nodes.end(), [&](const planner::NodeCapacity& n) { return n.node == node; });
+    });
+    if (node.empty() || taken) node = std::filesystem::path(file).stem().string();
+    planner::AddNode(classes, node, *inventory, std::nullopt);
+  }
+  planner::PriceTable prices;
+  if (!prices_file.empty()) {
+    auto text = ReadTextFile(prices_file);
+    if (!text.ok()) return text.status();
+    auto parsed = planner::ParsePriceTable(*text);
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(prices_file, ": ", parsed.status().message()));
+    prices = *std::move(parsed);
+  }
+  auto req = FromProto(request);
+  if (!req.ok()) return req.status();
+  auto result = planner::MakePlan(*req, classes, prices);
+  if (!result.ok()) return result.status();
+  return ToProto(*result, *req, prices);
+}
+
+}  // namespace
+
+int PlanCommand(Client& client, const std::vector<std::string>& args) {
+  std::string model, config, mode, precision, optimizer, mixed, recompute, attention, kv_precision, objective, prices;
+  std::vector<std::string> pool;
+  int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0;
+  double tokens = 0;
+  bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false;
+  FlagSet flags(
+      "hetpoolctl plan --model NAME|--config config.json [flags]\n"
+      "Ranked plans per class of cards: count and layout, memory per card, time, cost, cost-performance.\n"
+      "Examples:\n"
+      "  hetpoolctl plan --model llama-2-70b --mode train --precision bf16 --seq 4096 --micro-batch 1 --tokens 2e9 --zero 3\n"
+      "  hetpoolctl plan --model llama-2-70b --mode infer --precision fp8 --batch 32 --context 4096 --objective now\n"
+      "  hetpoolctl plan --config ./config.json --pool node-a.json node-b.json --prices prices.json   (offline)");
+  flags.String("model", &model, "preset name (--list-models shows them)");
+  flags.String("config", &config, "a Hugging Face config.json instead of a preset");
+  flags.Bool("list-models", &list_models, "print the presets and exit");
+  flags.String("mode", &mode, "train (default) or infer");
+  flags.String("precision", &precision, "fp32, bf16 (default), fp16, fp8; int8/int4 weights for infer or QLoRA");
+  flags.String("optimizer", &optimizer, "adamw (default), adam, sgd-momentum, sgd");
+  flags.String("mixed", &mixed, "16-bit training: master (16-bit weights + fp32 master, default) or autocast");
+  flags.Int("seq", &seq, "training sequence length (default 4096)");
+  flags.Int("micro-batch", &micro_batch, "sequences per micro-batch per data-parallel rank (default 1)");
+  flags.Int("grad-accum", &grad_accum, "micro-batches per optimizer step (default 1)");
+  flags.Int("zero", &zero, "ZeRO stage 0-3 over the data-parallel ranks (default 0)");
+  flags.String("recompute", &recompute, "activation recomputation: none, selective (default), full");
+  flags.String("attention", &attention, "flash (default) or eager (materialises s x s scores)");
+  flags.Bool("dropout", &dropout, "the model trains with dropout (adds masks)");
+  flags.Bool("no-sequence-parallel", &no_sequence_parallel, "tensor parallel without sequence parallelism");
+  flags.Int("lora-rank", &lora_rank, "train LoRA adapters of this rank on a frozen base");
+  flags.Bool("lora-all-linear", &lora_all_linear, "adapters on every linear layer (default: Q and V)");
+  flags.Int("batch", &batch, "inference: concurrent sequences (default 1)");
+  flags.Int("context", &context, "inference: prompt + generated tokens per sequence (default 4096)");
+  flags.String("kv-precision", &kv_precision, "inference: KV cache precision (default: the serving precision)");
+  flags.Double("tokens", &tokens, "token budget (trained, or generated), e.g. 2e9");
+  flags.Int("cards", &cards, "use exactly this many cards (default: the fewest that fit)");
+  flags.String("objective", &objective, "rank by cost (default), time, or now (what can start at once first)");
+  flags.List("pool", &pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
+  flags.String("prices", &prices, "offline: price table JSON (docs/planner.md)");
+  std::vector<std::string> rest;
+  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+  // Inventory files may follow --pool as separate words: --pool a.json b.json.
+  if (!pool.empty()) {
+    pool.insert(pool.end(), rest.begin(), rest.end());
+    rest.clear();
+  }
+  if (!rest.empty()) return Usage("plan takes no positional arguments (files follow --pool)");
+  if (list_models) {
+    Table table({"PRESET", "PARAMS", "ACTIVE", "LAYERS", "HIDDEN", "HEADS", "KV HEADS", "VOCAB", "CONTEXT"});
+    for (const planner::ModelSpec& m : planner::Presets()) {
+      table.Add({m.name, Params(m.TotalParams()), Params(m.ActiveParams()), absl::StrCat(m.layers), absl::StrCat(m.hidden),
+                 absl::StrCat(m.heads), absl::StrCat(m.kv_heads), absl::StrCat(m.vocab), absl::StrCat(m.max_context)});
+    }
+    std::cout << table.Render();
+    return 0;
+  }
+  if (!prices.empty() && pool.empty()) return Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
+
+  pb::PlanRequest req;
+  req.mutable_model()->set_preset(model);
+  if (!config.empty()) {
+    auto text = ReadTextFile(config);
+    if (!text.ok()) return Error(text.status());
+    req.mutable_model()->set_config_json(*text);
+    req.mutable_model()->set_name(config);
+  }
+  pb::Workload& w = *req.mutable_workload();
+  w.set_mode(mode);
+  w.set_precision(precision);
+  w.set_optimizer(optimizer);
+  w.set_mixed_precision(mixed);
+  w.set_recompute(recompute);
+  w.set_attention(attention);
+  w.set_kv_precision(kv_precision);
+  w.set_dropout(dropout);
+  w.set_no_sequence_parallel(no_sequence_parallel);
+  w.set_lora_all_linear(lora_all_linear);
+  // Only what was given is sent, so the planner's defaults apply and a given 0 is an error.
+  if (flags.WasSet("seq")) w.set_seq(seq);
+  if (flags.WasSet("micro-batch")) w.set_micro_batch(micro_batch);
+  if (flags.WasSet("grad-accum")) w.set_grad_accum(grad_accum);
+  if (flags.WasSet("zero")) w.set_zero_stage(zero);
+  if (flags.WasSet("lora-rank")) w.set_lora_rank(lora_rank);
+  if (flags.WasSet("batch")) w.set_batch(batch);
+  if (flags.WasSet("context")) w.set_context(context);
+  if (flags.WasSet("tokens")) w.set_tokens(tokens);
+  req.set_objective(objective);
+  req.set_cards(cards);
+
+  absl::StatusOr<pb::PlanResponse> resp;
+  if (!pool.empty()) {
+    resp = PlanOffline(req, pool, prices);
+  } else {
+    pb::PlanResponse answer;
+    auto status = client.planner().Plan(client.Context().get(), req, &answer);
+    if (!status.ok()) return RpcError(status);
+    resp = std::move(answer);
+  }
+  if (!resp.ok()) return Error(resp.status());
+  if (client.json()) {
+    std::cout << ToJson(*resp);
+  } else {
+    PrintPlans(*resp);
+  }
+  return resp->infeasible_summary().empty() ? 0 : kExitError;
+}
+
+}  // namespace hetpool::cli

@@ -1,0 +1,195 @@
+#include "src/common/plan_convert.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "drivers/fingerprint/spec_table.h"
+
+namespace hetpool {
+namespace {
+
+using planner::Workload;
+
+absl::StatusOr<planner::ModelSpec> ResolveModel(const pb::ModelRef& ref) {
+  const bool has_dims = ref.dims().layers() != 0 || ref.dims().hidden() != 0 || ref.dims().heads() != 0;
+  const int given = (ref.preset().empty() ? 0 : 1) + (ref.config_json().empty() ? 0 : 1) + (has_dims ? 1 : 0);
+  if (given == 0) {
+    return absl::InvalidArgumentError("model: give a preset name, a config.json or explicit dimensions");
+  }
+  if (given > 1) return absl::InvalidArgumentError("model: give only one of preset, config.json, dimensions");
+  if (!ref.preset().empty()) return planner::FindPreset(ref.preset());
+  const std::string name = ref.name().empty() ? "custom" : ref.name();
+  if (!ref.config_json().empty()) return planner::ParseHfConfig(ref.config_json(), name);
+  const pb::ModelDimensions& d = ref.dims();
+  planner::ModelSpec m;
+  m.name = name;
+  m.layers = d.layers(), m.hidden = d.hidden(), m.heads = d.heads();
+  m.kv_heads = d.kv_heads() != 0 ? d.kv_heads() : d.heads();
+  m.head_dim = d.head_dim() != 0 ? d.head_dim() : (d.heads() > 0 ? d.hidden() / d.heads() : 0);
+  m.intermediate = d.intermediate(), m.vocab = d.vocab();
+  m.tied_embeddings = d.tied_embeddings(), m.qkv_bias = d.qkv_bias();
+  m.experts = d.experts(), m.experts_per_token = d.experts_per_token();
+  if (absl::Status s = planner::Validate(m); !s.ok()) return s;
+  return m;
+}
+
+// A named choice: the text (case-insensitive), or the default when empty.
+template <typename T>
+absl::StatusOr<T> Choice(const std::string& field, const std::string& text, T fallback,
+                         std::initializer_list<std::pair<const char*, T>> options) {
+  if (text.empty()) return fallback;
+  const std::string lower = absl::AsciiStrToLower(text);
+  std::string names;
+  for (const auto& [name, value] : options) {
+    if (lower == name) return value;
+    absl::StrAppend(&names, names.empty() ? "" : ", ", name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value '", text, "' (", names, ")"));
+}
+
+absl::StatusOr<Workload> ResolveWorkload(const pb::Workload& in) {
+  Workload w;
+  auto mode = Choice<planner::Mode>("mode", in.mode(), planner::Mode::kTrain,
+                                    {{"train", planner::Mode::kTrain}, {"infer", planner::Mode::kInfer},
+                                     {"inference", planner::Mode::kInfer}, {"serve", planner::Mode::kInfer}});
+  if (!mode.ok()) return mode.status();
+  w.mode = *mode;
+  if (!in.precision().empty()) {
+    auto p = drivers::ParsePrecision(in.precision());
+    if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("precision: ", p.status().message()));
+    w.precision = *p;
+  }
+  auto optimizer = Choice<planner::Optimizer>(
+      "optimizer", in.optimizer(), planner::Optimizer::kAdamW,
+      {{"adamw", planner::Optimizer::kAdamW}, {"adam", planner::Optimizer::kAdamW},
+       {"sgd-momentum", planner::Optimizer::kSgdMomentum}, {"sgd", planner::Optimizer::kSgd}});
+  if (!optimizer.ok()) return optimizer.status();
+  w.optimizer = *optimizer;
+  auto mixed = Choice<planner::MixedPrecision>("mixed_precision", in.mixed_precision(),
+                                               planner::MixedPrecision::kMasterWeights,
+                                               {{"master", planner::MixedPrecision::kMasterWeights},
+                                                {"autocast", planner::MixedPrecision::kAutocast}});
+  if (!mixed.ok()) return mixed.status();
+  w.mixed = *mixed;
+  auto recompute = Choice<planner::Recompute>("recompute", in.recompute(), planner::Recompute::kSelective,
+                                              {{"none", planner::Recompute::kNone},
+                                               {"selective", planner::Recompute::kSelective},
+                                               {"full", planner::Recompute::kFull}});
+  if (!recompute.ok()) return recompute.status();
+  w.recompute = *recompute;
+  auto attention = Choice<planner::AttentionKernel>("attention", in.attention(), planner::AttentionKernel::kFlash,
+                                                    {{"flash", planner::AttentionKernel::kFlash},
+                                                     {"eager", planner::AttentionKernel::kEager}});
+  if (!attention.ok()) return attention.status();
+  w.attention = *attention;
+  if (in.has_zero_stage()) w.zero_stage = in.zero_stage();
+  if (in.has_micro_batch()) w.micro_batch = in.micro_batch();
+  if (in.has_seq()) w.seq = in.seq();
+  if (in.has_grad_accum()) w.grad_accum = in.grad_accum();
+  w.dropout = in.dropout();
+  w.sequence_parallel = !in.no_sequence_parallel();
+  if (in.has_lora_rank()) w.lora_rank = in.lora_rank();
+  w.lora_all_linear = in.lora_all_linear();
+  if (in.has_batch()) w.batch = in.batch();
+  if (in.has_context()) w.context = in.context();
+  // The cache is kept in the serving precision, but never below 8 bits (int4 weights keep a
+  // 16-bit cache unless told otherwise).
+  w.kv_precision = w.precision == Precision::kInt4 || w.precision == Precision::kInt8 ? Precision::kBf16 : w.precision;
+  if (!in.kv_precision().empty()) {
+    auto p = drivers::ParsePrecision(in.kv_precision());
+    if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("kv_precision: ", p.status().message()));
+    w.kv_precision = *p;
+  }
+  if (in.has_tokens()) w.tokens = in.tokens();
+  if (absl::Status s = planner::Validate(w); !s.ok()) return s;
+  return w;
+}
+
+pb::MemoryBreakdown ToProto(const planner::MemoryBreakdown& m) {
+  pb::MemoryBreakdown out;
+  out.set_weights(m.weights);
+  out.set_gradients(m.gradients);
+  out.set_optimizer(m.optimizer);
+  out.set_master(m.master);
+  out.set_activations(m.activations);
+  out.set_kv_cache(m.kv_cache);
+  out.set_transient(m.transient);
+  out.set_total(m.Total());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<planner::PlanRequest> FromProto(const pb::PlanRequest& request) {
+  planner::PlanRequest out;
+  auto model = ResolveModel(request.model());
+  if (!model.ok()) return model.status();
+  out.model = *std::move(model);
+  auto workload = ResolveWorkload(request.workload());
+  if (!workload.ok()) return workload.status();
+  out.workload = *workload;
+  auto objective = planner::ParseObjective(request.objective());
+  if (!objective.ok()) return objective.status();
+  out.objective = *objective;
+  out.cards = request.cards();
+  return out;
+}
+
+pb::PlanRow ToProto(const planner::Plan& p, const Workload& w) {
+  pb::PlanRow row;
+  row.set_fingerprint(p.fingerprint);
+  row.set_label(p.label);
+  row.set_feasible(p.feasible);
+  row.set_reason(p.reason);
+  row.set_class_total(p.class_total);
+  row.set_class_free(p.class_free);
+  row.set_card_bytes(p.card_bytes);
+  row.set_price_per_card_hour(p.price_per_card_hour);
+  if (!p.feasible) return row;
+  row.set_tp(p.layout.tp);
+  row.set_pp(p.layout.pp);
+  row.set_dp(p.layout.dp);
+  row.set_zero_stage(w.mode == planner::Mode::kTrain ? w.zero_stage : 0);
+  row.set_nodes(p.nodes);
+  row.set_devices_per_node(p.devices_per_node);
+  *row.mutable_memory() = ToProto(p.memory);
+  row.set_required_bytes(p.required_bytes);
+  row.set_step_seconds(p.step_seconds);
+  row.set_total_seconds(p.total_seconds);
+  row.set_cost(p.cost);
+  row.set_cost_performance(p.cost_performance);
+  row.set_available_now(p.available_now);
+  row.set_micro_batch(w.mode == planner::Mode::kTrain ? w.micro_batch : w.batch);
+  row.set_grad_accum(w.mode == planner::Mode::kTrain ? w.grad_accum : 1);
+  return row;
+}
+
+pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanRequest& request,
+                         const planner::PriceTable& prices) {
+  pb::PlanResponse out;
+  for (const planner::Plan& p : result.plans) *out.add_plans() = ToProto(p, request.workload);
+  out.set_currency(result.currency);
+  out.set_baseline(result.baseline);
+  out.set_total_params(result.total_params);
+  out.set_active_params(result.active_params);
+  out.set_trainable_params(result.trainable_params);
+  out.set_flops_per_token(result.flops_per_token);
+  out.set_infeasible_summary(result.infeasible_summary);
+  out.set_model_name(request.model.name);
+  out.set_objective(std::string(planner::ObjectiveName(request.objective)));
+  out.set_mode(request.workload.mode == planner::Mode::kTrain ? "train" : "infer");
+  out.set_precision(std::string(drivers::PrecisionName(request.workload.precision)));
+  out.set_memory_margin(prices.memory_margin);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> PlanEnvironment(const pb::PlanRow& plan) {
+  return {{"HETPOOL_TP", absl::StrCat(plan.tp())},
+          {"HETPOOL_PP", absl::StrCat(plan.pp())},
+          {"HETPOOL_DP", absl::StrCat(plan.dp())},
+          {"HETPOOL_ZERO_STAGE", absl::StrCat(plan.zero_stage())},
+          {"HETPOOL_MICRO_BATCH", absl::StrCat(plan.micro_batch())},
+          {"HETPOOL_GRAD_ACCUM", absl::StrCat(plan.grad_accum())},
+          {"HETPOOL_PLAN_CLASS", plan.fingerprint()}};
+}
+
+}  // namespace hetpool

@@ -1,0 +1,25 @@
+// API messages <-> planner types (planner/ knows nothing of protobuf). Shared by hetpoold's
+// PlannerService and submit-by-model, and by `hetpoolctl plan --pool` planning offline.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "hetpool/v1/planner.pb.h"
+#include "planner/planner.h"
+
+namespace hetpool {
+
+namespace pb = ::hetpool::v1;
+
+// Resolves the model (preset, config.json text or dimensions) and the workload's defaults;
+// errors name the field that is wrong.
+absl::StatusOr<planner::PlanRequest> FromProto(const pb::PlanRequest& request);
+
+pb::PlanRow ToProto(const planner::Plan& plan, const planner::Workload& workload);
+pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanRequest& request,
+                         const planner::PriceTable& prices);
+
+// The environment a job submitted by model gets: HETPOOL_TP, _PP, _DP, _ZERO_STAGE, _MICRO_BATCH,
+// _GRAD_ACCUM and the plan's class.
+std::vector<std::pair<std::string, std::string>> PlanEnvironment(const pb::PlanRow& plan);
+
+}  // namespace hetpool

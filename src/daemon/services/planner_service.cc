@@ -1,0 +1,15 @@
+#include "src/daemon/services/planner_service.h"
+
+#include "src/common/grpc_status.h"
+
+namespace hetpool::daemon {
+
+grpc::Status PlannerServiceImpl::Plan(grpc::ServerContext*, const pb::PlanRequest* request,
+                                      pb::PlanResponse* response) {
+  auto plan = planner_->Plan(*request, state_->PlannerPool());
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  *response = *std::move(plan);
+  return grpc::Status::OK;
+}
+
+}  // namespace hetpool::daemon

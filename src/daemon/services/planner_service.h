@@ -1,0 +1,21 @@
+// PlannerService: `hetpoolctl plan` against the live pool (free capacity included).
+#pragma once
+
+#include "hetpool/v1/planner.grpc.pb.h"
+#include "src/daemon/planning/model_planner.h"
+#include "src/daemon/state/cluster_state.h"
+
+namespace hetpool::daemon {
+
+class PlannerServiceImpl final : public pb::PlannerService::Service {
+ public:
+  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner) : state_(state), planner_(planner) {}
+
+  grpc::Status Plan(grpc::ServerContext* context, const pb::PlanRequest* request, pb::PlanResponse* response) override;
+
+ private:
+  ClusterState* state_;
+  const ModelPlanner* planner_;
+};
+
+}  // namespace hetpool::daemon
