@@ -58,9 +58,12 @@ double LayerActivationBytes(const ModelSpec& m, const Workload& w, const Layout&
   const double q = static_cast<double>(m.QDim()), kv = static_cast<double>(m.KvDim());
   const double inter = static_cast<double>(m.intermediate) * std::max<int64_t>(1, m.experts_per_token);
   // Both norms' inputs and outputs, and the dropout masks: replicated across tensor-parallel
-  // ranks unless sequence parallelism splits them.
+  // ranks unless sequence parallelism splits them. Under autocast each projection casts (and
+  // saves) its own 16-bit copy of the norm's output: Q, K and V after the first norm, gate and
+  // up after the second.
   const double t_seq = w.sequence_parallel ? t : 1;
-  double bytes = (2 * s * b * h * e_residual + 2 * s * b * h * e) / t_seq;
+  const double norm_output_copies = w.mixed == MixedPrecision::kAutocast && e_residual > e ? 5 : 2;
+  double bytes = (2 * s * b * h * e_residual + norm_output_copies * s * b * h * e) / t_seq;
   if (w.dropout) bytes += 2 * s * b * h / t_seq;  // one-byte masks after attention and after the MLP
   // Split across ranks: Q, K, V (eager attention expands grouped K/V to every head), the
   // attention output, and the gated MLP's gate, up, activation and product.
@@ -201,10 +204,10 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
     out.activations += LayerActivationBytes(m, full, l);  // one layer recomputed during backward
   }
   out.activations += 2 * s * b * m.hidden * e;  // final norm
-  // The loss: 16-bit (or fp32) logits, the fp32 log-softmax saved for backward and the fp32
-  // gradient flowing back, all alive when backward starts.
+  // The loss, computed in fp32 as usual: when backward starts, the log-softmax saved for it,
+  // the gradient arriving and the gradient it produces for the logits are alive at once.
   const double logits = s * b * static_cast<double>(m.vocab) / l.tp;
-  out.transient = logits * (e + 4 + 4);
+  out.transient = logits * 12;
   if (w.zero_stage == 3) {
     out.transient += LargestMatrixParams(m, l) * (weight_b + grad_b);  // gathered weights and their gradients
   }
