@@ -1,15 +1,11 @@
-// Topology-aware placement: one vendor per job, all or nothing across nodes.
-//  - Within a node, the device set with the best link score (fabric link > same PCIe switch >
-//    same host bridge > same NUMA node > across sockets); among equals, the set that leaves the
-//    remaining free devices best connected (so link groups stay whole for later jobs), then the
-//    lowest indices.
-//  - Across nodes, best fit: the nodes left with the fewest free qualifying devices, so multi-card
-//    jobs find whole nodes free. Node name breaks remaining ties (deterministic).
+// How well a set of devices is connected, and the best-connected set of a node's free devices.
+// Prefers, per pair: a vendor fabric (NVLink/NVSwitch, MetaXLink, MLU-Link, Xe Link; more lanes
+// better) > the same PCIe switch > the same host bridge > the same NUMA node > across sockets.
 #pragma once
 
 #include <vector>
 
-#include "scheduler/placement_policy.h"
+#include "hetpool/device.h"
 
 namespace hetpool::scheduler {
 
@@ -17,16 +13,9 @@ namespace hetpool::scheduler {
 // their lane count, PCIe switch 40, host bridge 30, same NUMA node 20, across sockets 10.
 int LinkScore(const std::vector<const DeviceRecord*>& devices);
 
-// The best `count` devices of `free` by the rules above; empty if there are fewer.
+// The best `count` devices of `free`: the highest link score; among equals, the set that leaves
+// the remaining free devices best connected (so link groups stay whole for later jobs), then the
+// lowest indices. Empty if there are fewer than `count`.
 std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRecord*>& free, int count);
-
-class TopologyPolicy : public PlacementPolicy {
- public:
-  absl::StatusOr<Placement> Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) override;
-
- private:
-  // A share of one device per node: best fit across devices (partly used ones first).
-  absl::StatusOr<Placement> PlaceFractional(const PlacementRequest& request, const std::vector<NodeView>& nodes);
-};
 
 }  // namespace hetpool::scheduler

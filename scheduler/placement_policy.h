@@ -1,5 +1,5 @@
-// The placement interface the daemon schedules through. v1 ships first fit (first_fit.h); the
-// topology-aware plugin pipeline replaces it behind this same interface.
+// The placement interface and the views it decides on. The daemon schedules through the plugin
+// framework (framework/framework.h); first fit (first_fit.h) is the simple reference policy.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ struct PlacementRequest {
 struct NodeAssignment {
   std::string node;
   std::vector<std::string> device_ids;
-  int link_score = 0;  // average pairwise link score of the devices (topology_policy.h)
+  int link_score = 0;  // average pairwise link score of the devices (link_score.h)
   int32_t device_milli = 1000;     // share held on each device
   uint64_t device_memory_mib = 0;  // memory held on each device
 };
@@ -60,11 +60,28 @@ struct Placement {
 
 // Result meaning follows the Kubernetes scheduler: UNAVAILABLE = cannot be placed now but may be
 // later (capacity busy); FAILED_PRECONDITION = no node of the pool could ever run it.
+// Implemented by the daemon: makes a placement real (claims, launch plans, store). Non-OK leaves
+// the job pending.
+class Binder {
+ public:
+  virtual ~Binder() = default;
+  virtual absl::Status Bind(const Placement& placement) = 0;
+};
+
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
   virtual absl::StatusOr<Placement> Place(const PlacementRequest& request,
                                           const std::vector<NodeView>& nodes) = 0;
+  // Place, then bind. Policies with state that follows placements (the framework's Reserve
+  // plugins) override it to reserve before and unreserve when binding fails.
+  virtual absl::StatusOr<Placement> Schedule(const PlacementRequest& request, const std::vector<NodeView>& nodes,
+                                             Binder& binder) {
+    auto placement = Place(request, nodes);
+    if (!placement.ok()) return placement;
+    if (absl::Status s = binder.Bind(*placement); !s.ok()) return s;
+    return placement;
+  }
 };
 
 // Whether a device could run the job at all (ignoring whether it is free or healthy), and why not.

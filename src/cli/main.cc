@@ -52,6 +52,26 @@ void PrintJobDetail(const pb::Job& job) {
             << "vendor:      " << (job.vendor().empty() ? "-" : job.vendor()) << "\n"
             << "rendezvous:  " << (job.rendezvous_endpoint().empty() ? "-" : job.rendezvous_endpoint()) << "\n"
             << "placement:   " << Placement(job) << "\n";
+  if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING) {
+    const pb::PendingReason& w = job.pending();
+    std::cout << "waiting:     " << (w.never_fits() ? "can never run in this pool as it is" : "for capacity") << "\n"
+              << "  needs:     " << w.needs() << "\n";
+    if (!w.closest().empty()) std::cout << "  closest:   " << w.closest() << "\n";
+    if (!w.nodes_rejected().empty()) {
+      std::map<std::string, int> sorted(w.nodes_rejected().begin(), w.nodes_rejected().end());
+      std::vector<std::string> parts;
+      for (const auto& [plugin, n] : sorted) parts.push_back(absl::StrCat(plugin, " ", n));
+      std::cout << "  turned away by: " << absl::StrJoin(parts, ", ") << " (nodes)\n";
+    }
+    for (const auto& reason : w.device_reasons()) std::cout << "  device:    " << reason << "\n";
+    if (!w.held_for_it().empty()) std::cout << "  holding:   " << w.held_for_it() << " (first in line)\n";
+  }
+  if (job.has_plan()) {
+    const pb::PlanRow& p = job.plan();
+    std::cout << "plan:        " << p.label() << ": TP" << p.tp() << " PP" << p.pp() << " DP" << p.dp()
+              << (p.zero_stage() > 0 ? absl::StrCat(" ZeRO-", p.zero_stage()) : "") << ", micro-batch "
+              << p.micro_batch() << "\n";
+  }
   for (const auto& plan : job.launch_plan()) {
     std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank() << ", "
               << plan.dist_backend() << "/" << plan.torch_device() << "):\n  argv: "

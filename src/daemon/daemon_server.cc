@@ -6,7 +6,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "scheduler/topology_policy.h"
+#include "scheduler/framework/profile.h"
 #include "spdlog/spdlog.h"
 #include "src/daemon/store/sqlite_store.h"
 
@@ -22,7 +22,13 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   auto store = SqliteStore::Open(options.data_dir + "/hetpool.db");
   if (!store.ok()) return store.status();
   d->store_ = *std::move(store);
-  d->policy_ = std::make_unique<scheduler::TopologyPolicy>();
+  auto framework = scheduler::FrameworkFromProfile(options.scheduler_profile.empty()
+                                                        ? scheduler::DefaultProfileJson()
+                                                        : absl::string_view(options.scheduler_profile));
+  if (!framework.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--scheduler-profile: ", framework.status().message()));
+  }
+  d->policy_ = *std::move(framework);
   d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
   d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
   if (auto s = d->state_->Load(); !s.ok()) return s;

@@ -23,6 +23,7 @@ struct DaemonOptions {
   std::string data_dir;
   ClusterOptions cluster;
   planner::PriceTable prices;  // --prices: currency per card-hour per class, utilisation overrides
+  std::string scheduler_profile;  // --scheduler-profile: JSON text; empty = the built-in default
 };
 
 class DaemonServer {

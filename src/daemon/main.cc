@@ -34,7 +34,7 @@ absl::Status ParsePortRange(const std::string& text, int* min, int* max) {
 
 int main(int argc, char** argv) {
   hetpool::daemon::DaemonOptions options;
-  std::string config, port_file, prices_file, log_level = "info";
+  std::string config, port_file, prices_file, profile_file, log_level = "info";
   std::string port_range = "29500-30499";
   hetpool::FlagSet flags(
       "hetpoold: the hetpool control-plane daemon.\n"
@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
              "MetaX nodes have a CUDA translation layer (cu-bridge): CUDA builds may run there");
   flags.String("prices", &prices_file,
                "planner price table (JSON): currency per card-hour per class, utilisation overrides (docs/planner.md)");
+  flags.String("scheduler-profile", &profile_file,
+               "scheduler plugins, weights and args (JSON; docs/scheduler.md); default: the built-in profile");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
@@ -63,6 +65,11 @@ int main(int argc, char** argv) {
     auto prices = hetpool::planner::ParsePriceTable(*text);
     if (!prices.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prices ", prices_file, ": ", prices.status().message())));
     options.prices = *std::move(prices);
+  }
+  if (!profile_file.empty()) {
+    auto text = hetpool::ReadTextFile(profile_file);
+    if (!text.ok()) return Fail(text.status());
+    options.scheduler_profile = *std::move(text);
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ hetpoold %v");

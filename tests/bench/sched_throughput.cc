@@ -1,4 +1,5 @@
-// sched_throughput: placement decisions per second of the daemon's policy (TopologyPolicy) on a
+// sched_throughput: placement decisions per second of the daemon's policy (the default plugin
+// profile, scheduler/framework/profile.h) on a
 // synthetic pool, and latency per decision by job shape. Figures go to docs/benchmarks.md.
 //   sched_throughput [--nodes 5000] [--jobs 100000] [--seed 1] [-o json]
 // Pool: 8 cards per node, a mix of H100 (NVSwitch), A100 (bridged pairs), MetaX C500 (MetaXLink
@@ -13,7 +14,7 @@
 
 #include "drivers/fingerprint/fingerprint.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/topology_policy.h"
+#include "scheduler/framework/profile.h"
 
 namespace {
 
@@ -106,7 +107,8 @@ int main(int argc, char** argv) {
   std::discrete_distribution<int> pick_shape({0.70, 0.20, 0.08, 0.02});
   std::map<int, std::vector<double>> latency_us;
   std::map<int, int> placed;
-  sched::TopologyPolicy policy;
+  auto framework = sched::DefaultFramework();
+  sched::PlacementPolicy& policy = *framework;
   const auto start = std::chrono::steady_clock::now();
   for (int j = 0; j < jobs_n; ++j) {
     const int shape = pick_shape(rng);

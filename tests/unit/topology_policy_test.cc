@@ -1,5 +1,6 @@
 // Topology choices on the machine fixtures, discovered through the fake NVML library.
-#include "scheduler/topology_policy.h"
+#include "scheduler/framework/profile.h"
+#include "scheduler/link_score.h"
 
 #include <set>
 
@@ -63,7 +64,8 @@ TEST(TopologyPolicy, BestFitKeepsWholeNodesFreeAndBigJobsTakeWholeNodes) {
   };
   // node-a: all 8 free; node-b: only a bridged pair free.
   std::vector<NodeView> nodes = {view("node-a", big, {}), view("node-b", small_source, {0, 1, 2, 3, 4, 5})};
-  TopologyPolicy policy;
+  auto framework = DefaultFramework();
+  PlacementPolicy& policy = *framework;
   auto two = policy.Place({1, 2, {}}, nodes);
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->nodes[0].node, "node-b");
@@ -87,7 +89,8 @@ TEST(TopologyPolicy, SixteenCardJobTakesTwoNodesOfOneRack) {
     for (const auto& d : hgx) v.devices.push_back({&d, true, 1000, d.memory_mib});
     nodes.push_back(std::move(v));
   }
-  TopologyPolicy policy;
+  auto framework = DefaultFramework();
+  PlacementPolicy& policy = *framework;
   auto placement = policy.Place({2, 8, {}}, nodes);
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_EQ(placement->nodes[0].node, "n2");

@@ -12,6 +12,7 @@
 #include "drivers/fingerprint/spec_table.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
+#include "scheduler/framework/pending_reason.h"
 #include "src/common/convert.h"
 #include "src/common/plan_convert.h"
 #include "src/daemon/launch/launch_plan.h"
@@ -39,6 +40,16 @@ bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
     }
   }
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+pb::PendingReason ToProto(const scheduler::PendingReason& r) {
+  pb::PendingReason out;
+  out.set_never_fits(r.never);
+  out.set_needs(r.needs);
+  out.set_closest(r.closest);
+  for (const auto& [plugin, n] : r.nodes_rejected) (*out.mutable_nodes_rejected())[plugin] = n;
+  for (const auto& reason : r.device_reasons) out.add_device_reasons(reason);
+  return out;
 }
 
 scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
@@ -481,26 +492,46 @@ void ClusterState::ScheduleLocked() {
         }
       }
     }
-    auto placement = policy_->Place(request, views);
+    // Binding is PlaceJob: claims, launch plans and the store, under this same lock.
+    class JobBinder final : public scheduler::Binder {
+     public:
+      JobBinder(ClusterState& state, JobEntry& entry) : state_(state), entry_(entry) {}
+      absl::Status Bind(const scheduler::Placement& placement) override {
+        state_.mu_.AssertHeld();
+        return state_.PlaceJob(entry_, placement);
+      }
+
+     private:
+      ClusterState& state_;
+      JobEntry& entry_;
+    } binder(*this, *entry);
+    auto placement = policy_->Schedule(request, views, binder);
+    if (placement.ok()) {
+      entry->job.clear_pending();
+      continue;
+    }
     absl::Status status = placement.status();
-    if (placement.ok()) status = PlaceJob(*entry, *placement);
-    if (status.ok()) continue;
+    pb::PendingReason why = ToProto(scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{}));
     if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
       reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
       if (!reserved.empty()) {
         std::vector<std::string> names;
         for (const auto& [node, devices] : reserved) names.push_back(node);
+        why.set_held_for_it(absl::StrJoin(names, ","));
         status = absl::UnavailableError(
             absl::StrCat(status.message(), "; first in line: holding ", absl::StrJoin(names, ","), " for it"));
       }
     }
+    if (why.needs().empty()) why.set_never_fits(absl::IsFailedPrecondition(status));
     // Still pending: record why, once per distinct reason.
     const std::string reason =
         absl::IsFailedPrecondition(status) ? "Unresolvable" : "Unschedulable";
     const std::string message = std::string(status.message());
-    if (entry->job.reason() != reason || entry->job.message() != message) {
+    if (entry->job.reason() != reason || entry->job.message() != message ||
+        !google::protobuf::util::MessageDifferencer::Equals(entry->job.pending(), why)) {
       entry->job.set_reason(reason);
       entry->job.set_message(message);
+      *entry->job.mutable_pending() = std::move(why);
       AddEvent(*entry, reason, message);
       Persist(*entry);
     }

@@ -1,0 +1,92 @@
+// The scheduling framework's extension points, after the Kubernetes scheduler framework:
+// PreFilter (the request as a whole), Filter (nodes and their devices), Score + NormalizeScore
+// (rank the nodes that pass), Permit (the assembled gang), Reserve / Unreserve (plugin state that
+// follows a placement) and Bind (the daemon makes the placement real through its Binder,
+// placement_policy.h).
+// Plugins are named, configured by the JSON profile (profile.h) and run in profile order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/placement_policy.h"
+
+namespace hetpool::scheduler {
+
+// Kubernetes' Unschedulable vs UnschedulableAndUnresolvable: whether waiting can help.
+enum class Rejection { kWaiting, kNever };
+
+struct FilterVerdict {
+  Rejection rejection = Rejection::kWaiting;
+  std::string reason;
+};
+
+// What one Place call knows, shared by its plugins.
+struct CycleState {
+  explicit CycleState(const PlacementRequest& r) : request(r), qualify(r.requirements) {}
+  const PlacementRequest& request;
+  QualifyCache qualify;  // CanRun verdicts per fingerprint class and node context
+};
+
+// One node's option for the job: its devices of one vendor that pass every filter, and the ones
+// the device selection picked.
+struct NodeCandidate {
+  const NodeView* node = nullptr;
+  Vendor vendor = Vendor::kCpu;
+  std::vector<const DeviceView*> fitting;
+  std::vector<const DeviceView*> chosen;
+  int link_score = 0;
+};
+
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  virtual absl::string_view Name() const = 0;
+};
+
+class PreFilterPlugin : public virtual Plugin {
+ public:
+  // FAILED_PRECONDITION: no pool could run the request; UNAVAILABLE: not now.
+  virtual absl::Status PreFilter(CycleState& state) = 0;
+};
+
+// Node-level filters run on nodes that have enough devices that could ever run the job.
+class NodeFilterPlugin : public virtual Plugin {
+ public:
+  virtual std::optional<FilterVerdict> FilterNode(CycleState& state, const NodeView& node) = 0;
+};
+
+// Device-level filters. Those whose rejections are kNever decide whether a node could ever hold
+// the job; the kWaiting ones whether it can now.
+class DeviceFilterPlugin : public virtual Plugin {
+ public:
+  virtual std::optional<FilterVerdict> FilterDevice(CycleState& state, const NodeView& node,
+                                                    const DeviceView& device) = 0;
+};
+
+class ScorePlugin : public virtual Plugin {
+ public:
+  // Higher is better. Candidates of one Place call are scored by every score plugin.
+  virtual int64_t Score(CycleState& state, const NodeCandidate& candidate) = 0;
+  // Maps the raw scores of one call onto 0..100. Default: min-max (all equal: all 100).
+  virtual void NormalizeScore(std::vector<int64_t>& scores);
+};
+
+class PermitPlugin : public virtual Plugin {
+ public:
+  // Non-OK withholds the placement: UNAVAILABLE waits, FAILED_PRECONDITION never.
+  virtual absl::Status Permit(CycleState& state, const Placement& placement) = 0;
+};
+
+class ReservePlugin : public virtual Plugin {
+ public:
+  virtual void Reserve(const PlacementRequest& request, const Placement& placement) = 0;
+  // Undoes Reserve when binding fails.
+  virtual void Unreserve(const PlacementRequest& request, const Placement& placement) = 0;
+};
+
+}  // namespace hetpool::scheduler
