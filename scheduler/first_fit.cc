@@ -27,19 +27,28 @@ drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& 
 }
 
 void QualifyCache::SetNode(const drivers::RunContext& node) {
+  // Neighbouring nodes nearly always share a context: compare with the last one before building
+  // a signature (this runs for every node of every decision).
+  const bool same = node_ != nullptr && current_ != nullptr && node.metax_cuda_translation == node_->metax_cuda_translation &&
+                    node.torch_devices == node_->torch_devices;
   node_ = &node;
+  if (same) return;
   std::string signature = node.metax_cuda_translation ? "+" : "-";
   for (const auto& t : node.torch_devices) {
     signature += t;
     signature += ',';
   }
   current_ = &by_context_[signature];
+  last_ = nullptr;
 }
 
 const drivers::CanRunResult& QualifyCache::Get(const DeviceRecord& device) {
   if (device.fingerprint.empty()) return scratch_ = Qualifies(device, requirements_, *node_);
+  // A node's cards are usually one class: the previous answer is the likeliest.
+  if (last_ != nullptr && last_->first == device.fingerprint) return last_->second;
   auto it = current_->find(device.fingerprint);  // no allocation on a hit
   if (it == current_->end()) it = current_->emplace(device.fingerprint, Qualifies(device, requirements_, *node_)).first;
+  last_ = &*it;
   return it->second;
 }
 

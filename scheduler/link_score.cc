@@ -59,21 +59,34 @@ std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRec
   const int n = static_cast<int>(free.size());
   if (count > n || count <= 0) return {};
   if (count == n) return free;
-  // Subsets of a node's devices are few (C(8,4) = 70, C(16,8) = 12,870): search them all.
-  std::vector<int> best;
-  int best_score = -1, best_rest = -1;
-  ForEachSubset(n, count, [&](const std::vector<int>& pick) {
-    std::vector<const DeviceRecord*> chosen, rest;
-    size_t p = 0;
+  // Pair scores once (each scans a device's links), then every subset is table lookups: subsets
+  // of a node's devices are few (C(8,4) = 70, C(16,8) = 12,870), so search them all.
+  std::vector<int> pair(static_cast<size_t>(n * n), 0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      pair[static_cast<size_t>(i * n + j)] = PairScore(*free[static_cast<size_t>(i)], *free[static_cast<size_t>(j)]);
+    }
+  }
+  // Average pairwise score of the members flagged in `in` (as LinkScore computes it).
+  auto average = [&](const std::vector<char>& in, bool member) {
+    int sum = 0, pairs = 0;
     for (int i = 0; i < n; ++i) {
-      if (p < pick.size() && pick[p] == i) {
-        chosen.push_back(free[static_cast<size_t>(i)]);
-        ++p;
-      } else {
-        rest.push_back(free[static_cast<size_t>(i)]);
+      if ((in[static_cast<size_t>(i)] != 0) != member) continue;
+      for (int j = i + 1; j < n; ++j) {
+        if ((in[static_cast<size_t>(j)] != 0) != member) continue;
+        sum += pair[static_cast<size_t>(i * n + j)];
+        ++pairs;
       }
     }
-    const int score = LinkScore(chosen), rest_score = LinkScore(rest);
+    return pairs == 0 ? 0 : sum / pairs;
+  };
+  std::vector<int> best;
+  int best_score = -1, best_rest = -1;
+  std::vector<char> in(static_cast<size_t>(n));
+  ForEachSubset(n, count, [&](const std::vector<int>& pick) {
+    std::fill(in.begin(), in.end(), 0);
+    for (int i : pick) in[static_cast<size_t>(i)] = 1;
+    const int score = average(in, true), rest_score = average(in, false);
     if (score > best_score || (score == best_score && rest_score > best_rest)) {
       best = pick;
       best_score = score;

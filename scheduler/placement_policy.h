@@ -104,6 +104,7 @@ class QualifyCache {
   const drivers::RunContext* node_ = nullptr;
   std::map<std::string, ByFingerprint, std::less<>> by_context_;
   ByFingerprint* current_ = nullptr;
+  const ByFingerprint::value_type* last_ = nullptr;  // the previous hit in current_
   drivers::CanRunResult scratch_;
 };
 

@@ -1,6 +1,7 @@
 #include "scheduler/framework/framework.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,14 +16,7 @@ namespace hetpool::scheduler {
 namespace {
 
 constexpr size_t kMaxDeviceReasons = 3;
-
-// A device's verdict from every device filter: the first that says never, the first that says
-// not now. Every filter runs, so a transient "unhealthy" cannot hide a permanent "wrong ISA".
-struct DeviceVerdict {
-  const DeviceFilterPlugin* never = nullptr;
-  const DeviceFilterPlugin* waiting = nullptr;
-  std::string never_reason;
-};
+constexpr size_t kVendorCount = static_cast<size_t>(Vendor::kCpu) + 1;
 
 // Min-max onto 0..100; all equal -> 100, so a plugin with nothing to tell adds the same to all.
 void MinMax(std::vector<int64_t>& scores) {
@@ -177,102 +171,144 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
   const int need = request.Fractional() ? 1 : request.devices_per_node;
   std::vector<NodeCandidate> candidates;
   candidates.reserve(nodes.size());
+  // Every fitting device pointer of this call, so candidates hold spans instead of vectors.
+  size_t total_devices = 0;
+  for (const NodeView& node : nodes) total_devices += node.devices.size();
+  std::vector<const DeviceView*> fitting_storage;
+  fitting_storage.reserve(total_devices);
   std::map<Vendor, int> capable;  // nodes that could ever hold the job's share, per vendor
   std::set<std::string> reasons;
   int closest = -1;
   std::string closest_node;
+  const size_t n_filters = plugins_.device_filter.size();
+  std::vector<int> waiting_by(n_filters), never_by(n_filters);  // per node: devices each filter rejected
+  struct VendorDevices {
+    std::vector<const DeviceView*> fitting;
+    int ever = 0;
+  };
+  std::array<VendorDevices, kVendorCount> by_vendor;  // reused across nodes: no allocation per node
   for (const NodeView& node : nodes) {
     state.qualify.SetNode(node.context);
-    std::map<Vendor, std::pair<std::vector<const DeviceView*>, int>> by_vendor;  // now-fitting, ever-count
-    std::map<const DeviceFilterPlugin*, int> waiting_by, never_by;
+    for (VendorDevices& v : by_vendor) {
+      v.fitting.clear();
+      v.ever = 0;
+    }
+    std::fill(waiting_by.begin(), waiting_by.end(), 0);
+    std::fill(never_by.begin(), never_by.end(), 0);
     for (const DeviceView& dv : node.devices) {
-      DeviceVerdict verdict;
-      for (DeviceFilterPlugin* f : plugins_.device_filter) {
-        auto v = f->FilterDevice(state, node, dv);
+      int never = -1, waiting = -1;
+      for (size_t i = 0; i < n_filters; ++i) {
+        auto v = plugins_.device_filter[i]->FilterDevice(state, node, dv);
         if (!v) continue;
-        if (v->rejection == Rejection::kNever && verdict.never == nullptr) {
-          verdict.never = f;
-          verdict.never_reason = v->reason;
-        } else if (v->rejection == Rejection::kWaiting && verdict.waiting == nullptr) {
-          verdict.waiting = f;
+        if (v->rejection == Rejection::kNever && never < 0) {
+          never = static_cast<int>(i);
+          if (reasons.size() < kMaxDeviceReasons) reasons.insert(v->reason);
+        } else if (v->rejection == Rejection::kWaiting && waiting < 0) {
+          waiting = static_cast<int>(i);
         }
       }
-      if (verdict.never != nullptr) {
-        ++never_by[verdict.never];
-        if (reasons.size() < kMaxDeviceReasons) reasons.insert(verdict.never_reason);
+      if (never >= 0) {
+        ++never_by[static_cast<size_t>(never)];
         continue;
       }
-      auto& [fitting, ever] = by_vendor[dv.device->vendor];
-      ++ever;
-      if (verdict.waiting == nullptr) {
-        fitting.push_back(&dv);
+      VendorDevices& v = by_vendor[static_cast<size_t>(dv.device->vendor)];
+      ++v.ever;
+      if (waiting < 0) {
+        v.fitting.push_back(&dv);
       } else {
-        ++waiting_by[verdict.waiting];
+        ++waiting_by[static_cast<size_t>(waiting)];
       }
     }
     bool any_capable = false, any_candidate = false;
     std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> rejected_node;
-    for (auto& [vendor, entry] : by_vendor) {
-      auto& [fitting, ever] = entry;
-      if (ever < need) continue;
+    for (size_t vi = 0; vi < by_vendor.size(); ++vi) {
+      VendorDevices& v = by_vendor[vi];
+      if (v.ever < need) continue;
       rejected_node = node_verdict(node);
       if (rejected_node && rejected_node->second.rejection == Rejection::kNever) break;
       any_capable = true;
-      ++capable[vendor];
+      ++capable[static_cast<Vendor>(vi)];
       if (rejected_node) continue;
-      if (static_cast<int>(fitting.size()) > closest) {
-        closest = static_cast<int>(fitting.size());
+      if (static_cast<int>(v.fitting.size()) > closest) {
+        closest = static_cast<int>(v.fitting.size());
         closest_node = node.name;
       }
-      if (static_cast<int>(fitting.size()) < need) continue;
+      if (static_cast<int>(v.fitting.size()) < need) continue;
       NodeCandidate c;
       c.node = &node;
-      c.vendor = vendor;
-      c.fitting = std::move(fitting);
-      SelectDevices(request, c);
+      c.vendor = static_cast<Vendor>(vi);
+      const size_t begin = fitting_storage.size();
+      fitting_storage.insert(fitting_storage.end(), v.fitting.begin(), v.fitting.end());
+      c.fitting = std::span<const DeviceView* const>(fitting_storage.data() + begin, v.fitting.size());
       candidates.push_back(std::move(c));
       any_candidate = true;
     }
     if (any_candidate) continue;
     // Tally the node once, under the filter that turned it away.
-    auto most = [](const std::map<const DeviceFilterPlugin*, int>& m) {
-      return std::max_element(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    auto most = [&](const std::vector<int>& counts) {
+      const size_t i = static_cast<size_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+      return counts[i] > 0 ? std::string(plugins_.device_filter[i]->Name()) : std::string();
     };
+    std::string by;
     if (rejected_node) {
-      ++why.nodes_rejected[std::string(rejected_node->first->Name())];
-    } else if (any_capable && !waiting_by.empty()) {
-      ++why.nodes_rejected[std::string(most(waiting_by)->first->Name())];
-    } else if (!never_by.empty()) {
-      ++why.nodes_rejected[std::string(most(never_by)->first->Name())];
+      by = std::string(rejected_node->first->Name());
+    } else if (any_capable) {
+      by = most(waiting_by);
     } else {
-      ++why.nodes_rejected["TooFewDevices"];
+      by = most(never_by);
     }
+    ++why.nodes_rejected[by.empty() ? "TooFewDevices" : by];
   }
 
-  // Score every candidate with every score plugin, normalise per plugin, add with weights.
-  std::map<const NodeCandidate*, int64_t> total;
-  for (const NodeCandidate& c : candidates) total[&c] = 0;
-  for (const WeightedScore& ws : plugins_.score) {
+  // Score: plugins that need no device choice score every candidate; the best kNodesToScore of
+  // each vendor (by those) get their devices chosen and the other plugins' scores too. Each
+  // plugin's scores are normalised over the candidates it scored, then added with weights.
+  std::vector<int64_t> total(candidates.size(), 0);
+  auto run_score = [&](const WeightedScore& ws, const std::vector<size_t>& which) {
     std::vector<int64_t> raw;
-    raw.reserve(candidates.size());
-    for (const NodeCandidate& c : candidates) raw.push_back(ws.plugin->Score(state, c));
+    raw.reserve(which.size());
+    for (size_t i : which) raw.push_back(ws.plugin->Score(state, candidates[i]));
     ws.plugin->NormalizeScore(raw);
-    for (size_t i = 0; i < candidates.size(); ++i) total[&candidates[i]] += ws.weight * raw[i];
+    for (size_t k = 0; k < which.size(); ++k) total[which[k]] += ws.weight * raw[k];
+  };
+  std::vector<size_t> all(candidates.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  for (const WeightedScore& ws : plugins_.score) {
+    if (!ws.plugin->NeedsDeviceSelection()) run_score(ws, all);
+  }
+  auto better = [&](size_t a, size_t b) {
+    if (total[a] != total[b]) return total[a] > total[b];
+    return candidates[a].node->name < candidates[b].node->name;
+  };
+  std::map<Vendor, std::vector<size_t>> ranked;
+  for (size_t i : all) ranked[candidates[i].vendor].push_back(i);
+  const size_t keep = std::max<size_t>(nodes_to_score_, static_cast<size_t>(request.nnodes) * 2);
+  std::vector<size_t> finalists;
+  for (auto& [vendor, list] : ranked) {
+    if (list.size() > keep) {
+      std::partial_sort(list.begin(), list.begin() + static_cast<long>(keep), list.end(), better);
+      list.resize(keep);
+    }
+    finalists.insert(finalists.end(), list.begin(), list.end());
+  }
+  for (size_t i : finalists) SelectDevices(request, candidates[i]);
+  for (const WeightedScore& ws : plugins_.score) {
+    if (ws.plugin->NeedsDeviceSelection()) run_score(ws, finalists);
   }
 
-  std::map<Vendor, std::vector<const NodeCandidate*>> ranked;
-  for (const NodeCandidate& c : candidates) ranked[c.vendor].push_back(&c);
+  std::map<const NodeCandidate*, int64_t> score_of;
+  for (size_t i : finalists) score_of[&candidates[i]] = total[i];
   std::optional<Group> best;
   Vendor best_vendor = Vendor::kCpu;
   for (auto& [vendor, list] : ranked) {
-    std::stable_sort(list.begin(), list.end(), [&](const NodeCandidate* a, const NodeCandidate* b) {
-      if (total[a] != total[b]) return total[a] > total[b];
-      return a->node->name < b->node->name;
-    });
-    auto group = AssembleGang(list, total, request.nnodes);
+    std::sort(list.begin(), list.end(), better);
+    std::vector<const NodeCandidate*> ordered;
+    for (size_t i : list) ordered.push_back(&candidates[i]);
+    auto group = AssembleGang(ordered, score_of, request.nnodes);
     if (!group) continue;
-    const bool better = !best || std::make_tuple(group->racks, -group->score) < std::make_tuple(best->racks, -best->score);
-    if (better) {
+    const bool better_group =
+        !best || std::make_tuple(group->racks, -group->score) < std::make_tuple(best->racks, -best->score);
+    if (better_group) {
       best = std::move(group);
       best_vendor = vendor;
     }
@@ -286,7 +322,8 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
   if (!best) {
     int most_capable = 0, most_ready = 0;
     for (const auto& [vendor, n] : capable) most_capable = std::max(most_capable, n);
-    for (const auto& [vendor, list] : ranked) most_ready = std::max(most_ready, static_cast<int>(list.size()));
+    std::map<Vendor, int> ready;
+    for (const NodeCandidate& c : candidates) most_ready = std::max(most_ready, ++ready[c.vendor]);
     if (most_capable < request.nnodes) {
       why.never = true;
       return fail(absl::FailedPreconditionError(

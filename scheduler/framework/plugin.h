@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ struct CycleState {
 struct NodeCandidate {
   const NodeView* node = nullptr;
   Vendor vendor = Vendor::kCpu;
-  std::vector<const DeviceView*> fitting;
+  std::span<const DeviceView* const> fitting;  // storage owned by the Place call
   std::vector<const DeviceView*> chosen;
   int link_score = 0;
 };
@@ -72,6 +73,9 @@ class ScorePlugin : public virtual Plugin {
  public:
   // Higher is better. Candidates of one Place call are scored by every score plugin.
   virtual int64_t Score(CycleState& state, const NodeCandidate& candidate) = 0;
+  // Whether Score reads candidate.chosen / link_score. Those plugins score only the best
+  // candidates of the others (Framework: kNodesToScore), since choosing devices costs more.
+  virtual bool NeedsDeviceSelection() const { return false; }
   // Maps the raw scores of one call onto 0..100. Default: min-max (all equal: all 100).
   virtual void NormalizeScore(std::vector<int64_t>& scores);
 };

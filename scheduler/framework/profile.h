@@ -7,7 +7,7 @@
 //    "filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"],
 //    "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
 //              {"name": "Fgd", "weight": 2, "args": {"window": 500}}],
-//    "permit": ["Gang"]}
+//    "permit": ["Gang"], "nodesToScore": 64}
 //
 // Score plugins that also keep state per placement (Fgd) are Reserve plugins too, automatically.
 #pragma once

@@ -73,7 +73,11 @@ class Capacity final : public DeviceFilterPlugin {
 
 // What a placement leaves on the node: free devices (whole jobs) or milli on the chosen device.
 int64_t LeftAfter(const PlacementRequest& r, const NodeCandidate& c) {
-  if (r.Fractional()) return c.chosen.front()->milli_free - r.device_milli;
+  if (r.Fractional()) {  // on the device best fit would take: the least share left that fits
+    int32_t least = kWholeGpuMilli;
+    for (const DeviceView* dv : c.fitting) least = std::min(least, dv->milli_free);
+    return least - r.device_milli;
+  }
   return static_cast<int64_t>(c.fitting.size()) - r.devices_per_node;
 }
 
@@ -92,6 +96,7 @@ class Spread final : public ScorePlugin {
 class LinkScorePlugin final : public ScorePlugin {
  public:
   absl::string_view Name() const override { return "LinkScore"; }
+  bool NeedsDeviceSelection() const override { return true; }
   int64_t Score(CycleState&, const NodeCandidate& c) override { return c.link_score; }
 };
 
@@ -101,6 +106,7 @@ class Fgd final : public ScorePlugin, public ReservePlugin {
  public:
   explicit Fgd(size_t window) : window_(window) {}
   absl::string_view Name() const override { return "Fgd"; }
+  bool NeedsDeviceSelection() const override { return true; }
 
   int64_t Score(CycleState& state, const NodeCandidate& c) override {
     if (history_.empty()) return 0;

@@ -253,6 +253,27 @@ TEST_F(CliTest, PlanOfflineAgainstPrintedInventoriesWithPrices) {
   }
 }
 
+TEST_F(CliTest, PendingJobSaysWhyItWaits) {
+  std::string out;
+  for (const char* node : {"node-a", "node-b"}) ASSERT_EQ(cluster_->RunCli({"drain", node}, &out), 0) << out;
+  const std::string file = WriteFile("waits.json", R"({"command": ["/bin/true"], "working_dir": "/tmp",
+      "nnodes": 1, "devices_per_node": 2, "requirements": {"vendors": ["nvidia"], "precisions": ["bf16"]}})");
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  auto pending = cluster_->WaitFor(id, [](const pb::Job& j) { return j.has_pending(); }, absl::Seconds(20));
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_FALSE(pending->pending().never_fits());
+  EXPECT_EQ(pending->pending().needs(), "1 node x 2 devices of one vendor (bf16, nvidia)");
+  EXPECT_EQ(pending->pending().nodes_rejected().at("NodeSchedulable"), 2);
+  ASSERT_EQ(cluster_->RunCli({"get", id}, &out), 0) << out;
+  EXPECT_NE(out.find("waiting:     for capacity"), std::string::npos) << out;
+  EXPECT_NE(out.find("turned away by: NodeSchedulable 2 (nodes)"), std::string::npos) << out;
+  for (const char* node : {"node-a", "node-b"}) ASSERT_EQ(cluster_->RunCli({"undrain", node}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"wait", id, "--timeout", "60s"}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id, "-o", "json"}, &out), 0) << out;
+  EXPECT_EQ(out.find("\"pending\""), std::string::npos) << out;  // cleared once placed
+}
+
 TEST_F(CliTest, SubmitByModelRunsThePlannedLayout) {
   const std::string file = WriteFile("by-model.json", R"({
       "name": "by-model",

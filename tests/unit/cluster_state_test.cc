@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "drivers/fingerprint/fingerprint.h"
-#include "scheduler/first_fit.h"
+#include "scheduler/framework/profile.h"
 #include "src/common/convert.h"
 #include "src/daemon/store/sqlite_store.h"
 #include "tests/testing/temp_dir.h"
@@ -25,7 +25,7 @@ class ClusterStateTest : public ::testing::Test {
     ClusterOptions options;
     options.lease_ttl = absl::Seconds(10);
     options.clock = [this] { return now_; };
-    state_ = std::make_unique<ClusterState>(options, store_.get(), &policy_);
+    state_ = std::make_unique<ClusterState>(options, store_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
 
@@ -118,7 +118,8 @@ class ClusterStateTest : public ::testing::Test {
 
   testing::TempDir dir_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
-  scheduler::FirstFitPolicy policy_;
+  // The daemon's policy: the default plugin profile.
+  std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<ClusterState> state_;
   std::map<std::string, std::string> sessions_;
@@ -392,8 +393,13 @@ TEST_F(ClusterStateTest, FractionalJobsShareADeviceAndAreAccounted) {
   EXPECT_EQ(Job(whole->id()).state(), pb::JOB_STATE_SCHEDULED);
   EXPECT_NE(Job(whole->id()).placement(0).device_ids(0), Job(j1->id()).placement(0).device_ids(0));
   EXPECT_EQ(Job(j4->id()).state(), pb::JOB_STATE_PENDING);  // 600 fits on neither card now
-  EXPECT_NE(Job(j4->id()).message().find("600/1000 of a qualifying device"), std::string::npos)
-      << Job(j4->id()).message();
+  // Why it waits, in fields: the shape, that waiting helps, and which filter turned node a away.
+  const pb::PendingReason why = Job(j4->id()).pending();
+  EXPECT_EQ(why.needs(), "1 node x 600/1000 of a device") << Job(j4->id()).DebugString();
+  EXPECT_FALSE(why.never_fits());
+  EXPECT_EQ(why.nodes_rejected().at("Capacity"), 1);
+  EXPECT_EQ(why.held_for_it(), "a");
+  EXPECT_NE(Job(j4->id()).message().find("600/1000 of a device free"), std::string::npos) << Job(j4->id()).message();
   const pb::Job first = Job(j1->id());
   const auto& env = first.launch_plan(0).env();
   EXPECT_EQ(env.at("HETPOOL_DEVICE_MILLI"), "500");

@@ -1,0 +1,295 @@
+// The scheduler's plugin framework: profiles, each built-in plugin on its own, scoring and
+// normalisation, Reserve/Unreserve around Bind, and the structured pending reasons.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+
+#include "drivers/fingerprint/fingerprint.h"
+#include "scheduler/framework/framework.h"
+#include "scheduler/framework/profile.h"
+#include "scheduler/plugins/builtin.h"
+
+namespace hetpool::scheduler {
+namespace {
+
+constexpr char kRequired[] = R"("filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"], "permit": ["Gang"])";
+
+std::string Profile(const std::string& score) {
+  return absl::StrCat(R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": )", score, "}");
+}
+
+TEST(SchedulerProfile, DefaultAndCustomProfilesLoad) {
+  EXPECT_TRUE(FrameworkFromProfile(DefaultProfileJson()).ok());
+  EXPECT_TRUE(FrameworkFromProfile(Profile(R"([{"name": "Spread", "weight": 5}, "LinkScore"])")).ok());
+}
+
+TEST(SchedulerProfile, TheShippedProfileIsTheDefault) {
+  std::ifstream in(HETPOOL_SOURCE_DIR_FOR_TESTS "/deploy/scheduler-profile.json");
+  const nlohmann::json shipped = nlohmann::json::parse(in, nullptr, false);
+  EXPECT_EQ(shipped, nlohmann::json::parse(DefaultProfileJson()));
+}
+
+TEST(SchedulerProfile, MistakesAreNamed) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"[1, 2]", "profile: not a JSON object"},
+      {R"({"scores": []})", "unknown extension point 'scores'"},
+      {Profile(R"(["Cheapest"])"), "unknown plugin 'Cheapest' (known: BestFit, Capacity"},
+      {Profile(R"(["Capacity"])"), "Capacity is not a score plugin"},
+      {Profile(R"([{"name": "BestFit", "weight": 0}])"), "weight must be an integer in 1..100"},
+      {Profile(R"([{"name": "BestFit", "wieght": 2}])"), "unknown key 'wieght'"},
+      {Profile(R"([{"name": "Fgd", "args": {"window": -3}}])"), "window must be an integer in 1..100000"},
+      {Profile(R"([{"name": "Fgd", "args": {"size": 3}}])"), "plugin Fgd: unknown arg 'size'"},
+      {Profile(R"([{"name": "BestFit", "args": {"x": 1}}])"), "plugin BestFit takes no args"},
+      {Profile(R"(["BestFit", "BestFit"])"), "score lists BestFit twice"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth"], "permit": ["Gang"]})",
+       "filter must include Capacity"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"]})", "permit must include Gang"},
+      {Profile(R"(["BestFit"], "nodesToScore": 0)"), "nodesToScore must be an integer in 1..1000000"},
+  };
+  for (const auto& [profile, expected] : cases) {
+    auto f = FrameworkFromProfile(profile);
+    ASSERT_FALSE(f.ok()) << profile;
+    EXPECT_NE(f.status().message().find(expected), std::string::npos) << f.status().message();
+  }
+}
+
+// --- a small pool -----------------------------------------------------------------------------
+
+DeviceRecord Card(int index, Vendor vendor = Vendor::kNvidia, const std::string& model = "NVIDIA H100 80GB HBM3") {
+  DeviceRecord d;
+  d.index = index;
+  d.vendor = vendor;
+  d.id = absl::StrCat(VendorName(vendor), index);
+  d.model = model;
+  d.memory_mib = 81920;
+  drivers::ApplyFingerprint(drivers::SpecTable::Defaults(), d);
+  return d;
+}
+
+// `cards` per node; `busy[i]` cards of node i are taken (the lowest indices).
+struct Pool {
+  std::vector<std::vector<DeviceRecord>> devices;
+  std::vector<NodeView> views;
+  Pool(int nodes, int cards, std::vector<int> busy = {}) {
+    devices.resize(static_cast<size_t>(nodes));
+    for (int n = 0; n < nodes; ++n) {
+      for (int c = 0; c < cards; ++c) devices[static_cast<size_t>(n)].push_back(Card(c));
+    }
+    for (int n = 0; n < nodes; ++n) {
+      NodeView v{absl::StrCat("n", n), true, {}, {{"cuda", "cpu"}, false}};
+      for (const auto& d : devices[static_cast<size_t>(n)]) {
+        const bool taken = static_cast<size_t>(n) < busy.size() && d.index < busy[static_cast<size_t>(n)];
+        v.devices.push_back({&d, !taken, taken ? 0 : 1000, taken ? 0 : d.memory_mib});
+      }
+      views.push_back(std::move(v));
+    }
+  }
+};
+
+PlacementRequest Whole(int nnodes, int devices) {
+  PlacementRequest r;
+  r.nnodes = nnodes;
+  r.devices_per_node = devices;
+  return r;
+}
+
+// --- filters, one plugin at a time (table-driven) ---------------------------------------------
+
+TEST(SchedulerPlugins, DeviceFilters) {
+  DeviceRecord h100 = Card(0);
+  DeviceRecord sick = Card(1);
+  sick.healthy = false;
+  sick.health_message = "XID 79";
+  DeviceRecord mlu = Card(2, Vendor::kCambricon, "MLU370-X8");
+  PlacementRequest fp8 = Whole(1, 1);
+  fp8.requirements.run.precisions = {Precision::kFp8};
+  PlacementRequest half = Whole(1, 1);
+  half.device_milli = 500;
+  PlacementRequest too_big = half;
+  too_big.device_memory_mib = 100000;
+  const NodeView node{"n", true, {}, {{"cuda", "cpu", "mlu"}, false}};
+  struct Case {
+    std::string plugin;
+    PlacementRequest request;
+    DeviceView device;
+    std::optional<Rejection> expected;
+    std::string reason;
+  };
+  const Case cases[] = {
+      {"Fingerprint", fp8, {&h100, true, 1000, 81920}, std::nullopt, ""},
+      {"Fingerprint", fp8, {&mlu, true, 1000, 81920}, Rejection::kNever, "fp8"},
+      {"DeviceHealth", Whole(1, 1), {&sick, true, 1000, 81920}, Rejection::kWaiting, "XID 79"},
+      {"DeviceHealth", Whole(1, 1), {&h100, true, 1000, 81920}, std::nullopt, ""},
+      {"Capacity", Whole(1, 1), {&h100, false, 500, 40960}, Rejection::kWaiting, "in use"},
+      {"Capacity", half, {&h100, false, 500, 40960}, std::nullopt, ""},
+      {"Capacity", half, {&h100, false, 400, 40960}, Rejection::kWaiting, "in use"},
+      {"Capacity", too_big, {&h100, true, 1000, 81920}, Rejection::kNever, "share needs 100000 MiB of a 81920 MiB"},
+  };
+  for (const Case& c : cases) {
+    auto plugin = MakeBuiltinPlugin(c.plugin, nullptr);
+    ASSERT_TRUE(plugin.ok());
+    auto* filter = dynamic_cast<DeviceFilterPlugin*>(plugin->get());
+    ASSERT_NE(filter, nullptr) << c.plugin;
+    CycleState state(c.request);
+    state.qualify.SetNode(node.context);
+    const auto verdict = filter->FilterDevice(state, node, c.device);
+    ASSERT_EQ(verdict.has_value(), c.expected.has_value()) << c.plugin << " " << c.device.device->id;
+    if (!verdict) continue;
+    EXPECT_EQ(verdict->rejection, *c.expected) << c.plugin;
+    EXPECT_NE(verdict->reason.find(c.reason), std::string::npos) << verdict->reason;
+  }
+  auto schedulable = MakeBuiltinPlugin("NodeSchedulable", nullptr);
+  auto* node_filter = dynamic_cast<NodeFilterPlugin*>(schedulable->get());
+  PlacementRequest any = Whole(1, 1);
+  CycleState state(any);
+  EXPECT_FALSE(node_filter->FilterNode(state, node).has_value());
+  NodeView drained = node;
+  drained.schedulable = false;
+  EXPECT_EQ(node_filter->FilterNode(state, drained)->rejection, Rejection::kWaiting);
+}
+
+// --- scores -------------------------------------------------------------------------------------
+
+TEST(SchedulerPlugins, BestFitAndSpreadPullOppositeWays) {
+  Pool pool(2, 8, {6, 2});  // n0: 2 free, n1: 6 free
+  auto best_fit = FrameworkFromProfile(Profile(R"(["BestFit"])"));
+  auto spread = FrameworkFromProfile(Profile(R"(["Spread"])"));
+  ASSERT_TRUE(best_fit.ok() && spread.ok());
+  EXPECT_EQ((*best_fit)->Place(Whole(1, 2), pool.views)->nodes[0].node, "n0");
+  EXPECT_EQ((*spread)->Place(Whole(1, 2), pool.views)->nodes[0].node, "n1");
+}
+
+TEST(SchedulerPlugins, NormalizeScoreIsMinMax) {
+  auto plugin = MakeBuiltinPlugin("BestFit", nullptr);
+  auto* score = dynamic_cast<ScorePlugin*>(plugin->get());
+  std::vector<int64_t> raw = {-6, -2, -4};
+  score->NormalizeScore(raw);
+  EXPECT_EQ(raw, (std::vector<int64_t>{0, 100, 50}));
+  std::vector<int64_t> same = {7, 7};
+  score->NormalizeScore(same);
+  EXPECT_EQ(same, (std::vector<int64_t>{100, 100}));
+}
+
+// FGD keeps capacity usable by the recent mix: with 4-card jobs common, a 1-card job goes where
+// the rest still takes a 4-card job (5 free -> 4), not where it would strand 3 cards (4 -> 3),
+// which is where plain best fit would put it.
+TEST(SchedulerPlugins, FgdFollowsTheRecentShapeMix) {
+  auto fgd = FrameworkFromProfile(Profile(R"([{"name": "Fgd", "args": {"window": 10}}])"));
+  auto best_fit = FrameworkFromProfile(Profile(R"(["BestFit"])"));
+  ASSERT_TRUE(fgd.ok() && best_fit.ok());
+  // Teach the mix: three 4-card placements on an empty pool.
+  struct NoopBinder : Binder {
+    absl::Status Bind(const Placement&) override { return absl::OkStatus(); }
+  } binder;
+  for (int i = 0; i < 3; ++i) {
+    Pool empty(1, 8);
+    ASSERT_TRUE((*fgd)->Schedule(Whole(1, 4), empty.views, binder).ok());
+  }
+  Pool pool(2, 8, {4, 3});  // n0: 4 free, n1: 5 free
+  EXPECT_EQ((*fgd)->Place(Whole(1, 1), pool.views)->nodes[0].node, "n1");
+  EXPECT_EQ((*best_fit)->Place(Whole(1, 1), pool.views)->nodes[0].node, "n0");
+}
+
+TEST(SchedulerPlugins, FractionalSharesPackOntoPartlyUsedCards) {
+  Pool pool(1, 2);
+  auto framework = DefaultFramework();
+  PlacementRequest quarter = Whole(1, 1);
+  quarter.device_milli = 250;
+  pool.views[0].devices[1].free = false;
+  pool.views[0].devices[1].milli_free = 500;
+  auto p = framework->Place(quarter, pool.views);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->nodes[0].device_ids[0], "nvidia1");  // the half-used card, not the idle one
+  EXPECT_EQ(p->nodes[0].device_milli, 250);
+  EXPECT_EQ(p->nodes[0].device_memory_mib, 81920u / 4);
+}
+
+// --- Reserve / Bind / Unreserve -------------------------------------------------------------------
+
+class CountingReserve final : public ReservePlugin {
+ public:
+  absl::string_view Name() const override { return "CountingReserve"; }
+  void Reserve(const PlacementRequest&, const Placement&) override { ++reserved; }
+  void Unreserve(const PlacementRequest&, const Placement&) override { --reserved; }
+  int reserved = 0;
+};
+
+TEST(SchedulerFramework, BindFailureUnreserves) {
+  // A framework assembled by hand, with a custom plugin next to the built-in ones.
+  Framework::Plugins plugins;
+  for (const char* name : {"Fingerprint", "DeviceHealth", "Capacity"}) {
+    auto p = MakeBuiltinPlugin(name, nullptr);
+    plugins.owned.push_back(*p);
+    plugins.device_filter.push_back(dynamic_cast<DeviceFilterPlugin*>(p->get()));
+  }
+  auto gang = MakeBuiltinPlugin("Gang", nullptr);
+  plugins.owned.push_back(*gang);
+  plugins.permit.push_back(dynamic_cast<PermitPlugin*>(gang->get()));
+  auto counting = std::make_shared<CountingReserve>();
+  plugins.owned.push_back(counting);
+  plugins.reserve.push_back(counting.get());
+  Framework framework(std::move(plugins));
+
+  struct Binders : Binder {
+    absl::Status result;
+    absl::Status Bind(const Placement&) override { return result; }
+  } binder;
+  Pool pool(1, 8);
+  binder.result = absl::UnavailableError("store down");
+  EXPECT_EQ(framework.Schedule(Whole(1, 2), pool.views, binder).status().message(), "store down");
+  EXPECT_EQ(counting->reserved, 0);
+  binder.result = absl::OkStatus();
+  EXPECT_TRUE(framework.Schedule(Whole(1, 2), pool.views, binder).ok());
+  EXPECT_EQ(counting->reserved, 1);
+}
+
+// --- pending reasons ------------------------------------------------------------------------------
+
+TEST(SchedulerFramework, PendingReasonsSayWhatIsNeededAndWhatTurnedNodesAway) {
+  Pool pool(3, 8, {6, 8, 0});  // n0: 2 free, n1: none, n2: drained with 8
+  pool.views[2].schedulable = false;
+  auto framework = DefaultFramework();
+  PlacementRequest four = Whole(1, 4);
+  four.requirements.run.precisions = {Precision::kBf16};
+  four.requirements.run.min_memory_mib = 65536;
+  auto waiting = framework->Place(four, pool.views);
+  ASSERT_EQ(waiting.status().code(), absl::StatusCode::kUnavailable);
+  auto why = PendingReasonOf(waiting.status());
+  ASSERT_TRUE(why.has_value());
+  EXPECT_FALSE(why->never);
+  EXPECT_EQ(why->needs, "1 node x 4 devices of one vendor (bf16, >= 64 GiB)");
+  EXPECT_EQ(why->closest, "most free qualifying devices on one node: 2 (n0)");
+  EXPECT_EQ(why->nodes_rejected, (std::map<std::string, int>{{"Capacity", 2}, {"NodeSchedulable", 1}}));
+  EXPECT_EQ(why->Message(),
+            "waiting for capacity: needs 1 node x 4 devices of one vendor (bf16, >= 64 GiB); most free qualifying "
+            "devices on one node: 2 (n0); nodes turned away by Capacity 2, NodeSchedulable 1");
+
+  PlacementRequest fp8 = Whole(1, 1);
+  fp8.requirements.vendors = {Vendor::kCambricon};
+  auto never = framework->Place(fp8, pool.views);
+  ASSERT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition);
+  why = PendingReasonOf(never.status());
+  ASSERT_TRUE(why.has_value());
+  EXPECT_TRUE(why->never);
+  EXPECT_EQ(why->nodes_rejected, (std::map<std::string, int>{{"Fingerprint", 3}}));
+  ASSERT_EQ(why->device_reasons.size(), 1u);
+  EXPECT_NE(why->device_reasons[0].find("not an allowed vendor"), std::string::npos) << why->device_reasons[0];
+  EXPECT_EQ(why->Message().rfind("can never run in this pool: needs 1 node x 1 device of one vendor (cambricon)", 0), 0u)
+      << why->Message();
+}
+
+TEST(SchedulerFramework, GangsArePlacedWholeOrNotAtAll) {
+  Pool pool(3, 8, {0, 0, 4});  // two whole nodes and one half node
+  auto framework = DefaultFramework();
+  auto two = framework->Place(Whole(2, 8), pool.views);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->nodes.size(), 2u);
+  auto three = framework->Place(Whole(3, 8), pool.views);
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kUnavailable);  // never a partial gang
+  EXPECT_EQ(framework->Place(Whole(4, 8), pool.views).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace hetpool::scheduler
