@@ -1,5 +1,6 @@
 #include "scheduler/framework/profile.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -103,58 +104,60 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     return absl::InvalidArgumentError(absl::StrCat("profile: ", e.name, " is not a ", point, " plugin"));
   };
 
-  auto pre = Entries(profile, "preFilter", false);
-  if (!pre.ok()) return pre.status();
-  for (const Entry& e : *pre) {
-    auto p = instance(e, "preFilter");
-    if (!p.ok()) return p.status();
-    auto* typed = dynamic_cast<PreFilterPlugin*>(*p);
-    if (!typed) return wrong_point(e, "preFilter");
-    plugins.pre_filter.push_back(typed);
-  }
-  auto filters = Entries(profile, "filter", false);
-  if (!filters.ok()) return filters.status();
-  for (const Entry& e : *filters) {
-    auto p = instance(e, "filter");
-    if (!p.ok()) return p.status();
-    if (auto* node = dynamic_cast<NodeFilterPlugin*>(*p)) {
-      plugins.node_filter.push_back(node);
-    } else if (auto* device = dynamic_cast<DeviceFilterPlugin*>(*p)) {
-      plugins.device_filter.push_back(device);
-    } else {
-      return wrong_point(e, "filter");
+  // Each point's entries, in order; `add` files the plugin and says whether it fits the point.
+  auto each = [&](const char* point, bool weighted, auto&& add) -> absl::Status {
+    auto entries = Entries(profile, point, weighted);
+    if (!entries.ok()) return entries.status();
+    for (const Entry& e : *entries) {
+      auto p = instance(e, point);
+      if (!p.ok()) return p.status();
+      if (!add(*p, e)) return wrong_point(e, point);
     }
+    return absl::OkStatus();
+  };
+  absl::Status s = each("preFilter", false, [&](Plugin* p, const Entry&) {
+    auto* typed = dynamic_cast<PreFilterPlugin*>(p);
+    if (typed) plugins.pre_filter.push_back(typed);
+    return typed != nullptr;
+  });
+  if (s.ok()) {
+    s = each("filter", false, [&](Plugin* p, const Entry&) {
+      if (auto* node = dynamic_cast<NodeFilterPlugin*>(p)) {
+        plugins.node_filter.push_back(node);
+      } else if (auto* device = dynamic_cast<DeviceFilterPlugin*>(p)) {
+        plugins.device_filter.push_back(device);
+      } else {
+        return false;
+      }
+      return true;
+    });
   }
-  auto scores = Entries(profile, "score", true);
-  if (!scores.ok()) return scores.status();
-  for (const Entry& e : *scores) {
-    auto p = instance(e, "score");
-    if (!p.ok()) return p.status();
-    auto* typed = dynamic_cast<ScorePlugin*>(*p);
-    if (!typed) return wrong_point(e, "score");
-    plugins.score.push_back({typed, e.weight});
-    if (auto* reserve = dynamic_cast<ReservePlugin*>(*p)) plugins.reserve.push_back(reserve);
+  if (s.ok()) {
+    s = each("score", true, [&](Plugin* p, const Entry& e) {
+      auto* typed = dynamic_cast<ScorePlugin*>(p);
+      if (!typed) return false;
+      plugins.score.push_back({typed, e.weight});
+      if (auto* reserve = dynamic_cast<ReservePlugin*>(p)) plugins.reserve.push_back(reserve);
+      return true;
+    });
   }
-  auto permits = Entries(profile, "permit", false);
-  if (!permits.ok()) return permits.status();
-  for (const Entry& e : *permits) {
-    auto p = instance(e, "permit");
-    if (!p.ok()) return p.status();
-    auto* typed = dynamic_cast<PermitPlugin*>(*p);
-    if (!typed) return wrong_point(e, "permit");
-    plugins.permit.push_back(typed);
+  if (s.ok()) {
+    s = each("permit", false, [&](Plugin* p, const Entry&) {
+      auto* typed = dynamic_cast<PermitPlugin*>(p);
+      if (typed) plugins.permit.push_back(typed);
+      return typed != nullptr;
+    });
   }
-  auto reserves = Entries(profile, "reserve", false);
-  if (!reserves.ok()) return reserves.status();
-  for (const Entry& e : *reserves) {
-    auto p = instance(e, "reserve");
-    if (!p.ok()) return p.status();
-    auto* typed = dynamic_cast<ReservePlugin*>(*p);
-    if (!typed) return wrong_point(e, "reserve");
-    if (std::find(plugins.reserve.begin(), plugins.reserve.end(), typed) == plugins.reserve.end()) {
-      plugins.reserve.push_back(typed);
-    }
+  if (s.ok()) {
+    s = each("reserve", false, [&](Plugin* p, const Entry&) {
+      auto* typed = dynamic_cast<ReservePlugin*>(p);
+      if (typed && std::find(plugins.reserve.begin(), plugins.reserve.end(), typed) == plugins.reserve.end()) {
+        plugins.reserve.push_back(typed);
+      }
+      return typed != nullptr;
+    });
   }
+  if (!s.ok()) return s;
   // Leaving these out would double-book devices, run jobs on cards that cannot run them, or
   // start part of a gang.
   for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"}) {
