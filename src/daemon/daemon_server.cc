@@ -1,13 +1,16 @@
 #include "src/daemon/daemon_server.h"
 
+#include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "scheduler/framework/profile.h"
 #include "spdlog/spdlog.h"
+#include "src/daemon/store/etcd_store.h"
 #include "src/daemon/store/sqlite_store.h"
 
 namespace hetpool::daemon {
@@ -19,9 +22,18 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": ", ec.message()));
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
-  auto store = SqliteStore::Open(options.data_dir + "/hetpool.db");
-  if (!store.ok()) return store.status();
-  d->store_ = *std::move(store);
+  if (options.store.empty() || options.store == "sqlite") {
+    auto store = SqliteStore::Open(options.data_dir + "/hetpool.db");
+    if (!store.ok()) return store.status();
+    d->store_ = *std::move(store);
+  } else if (absl::StartsWith(options.store, "etcd://")) {
+    auto store = EtcdStore::Open(options.store.substr(std::strlen("etcd://")));
+    if (!store.ok()) return store.status();
+    d->store_ = *std::move(store);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store ", options.store, ": expected sqlite or etcd://host:port[,host:port...]"));
+  }
   auto framework = scheduler::FrameworkFromProfile(options.scheduler_profile.empty()
                                                         ? scheduler::DefaultProfileJson()
                                                         : absl::string_view(options.scheduler_profile));

@@ -21,6 +21,7 @@ namespace hetpool::daemon {
 struct DaemonOptions {
   std::string listen = "127.0.0.1:7070";  // port 0 picks a free one: read port()
   std::string data_dir;
+  std::string store;  // "" = SQLite in data_dir; "etcd://host:port[,host:port...]" = etcd
   ClusterOptions cluster;
   planner::PriceTable prices;  // --prices: currency per card-hour per class, utilisation overrides
   std::string scheduler_profile;  // --scheduler-profile: JSON text; empty = the built-in default

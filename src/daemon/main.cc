@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
       "Example: hetpoold --listen 127.0.0.1:7070 --data-dir /var/lib/hetpool");
   flags.String("listen", &options.listen, "address:port to serve gRPC on (port 0 = any free port)");
   flags.String("data-dir", &options.data_dir, "directory for the SQLite store and job logs");
+  flags.String("store", &options.store,
+               "where jobs and nodes are kept: sqlite (default, in --data-dir) or etcd://host:port[,host:port...]");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.Duration("lease-ttl", &options.cluster.lease_ttl, "agent lease; a node silent this long is NotReady");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval, "heartbeat period suggested to agents");

@@ -1,17 +1,27 @@
 // kill -9 of hetpoold: every acknowledged submission survives, and running jobs are re-adopted
-// (same generation, same processes), not restarted.
+// (same generation, same processes), not restarted. On both stores: SQLite and a real etcd.
 #include <signal.h>
 
 #include <algorithm>
 
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
 
 namespace hetpool::testing {
 namespace {
 
-TEST(Crash, KillNineLosesNoAcknowledgedJobAndReadoptsRunningOnes) {
-  TestCluster cluster(TestCluster::ExamplePool());
+class Crash : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Crash, KillNineLosesNoAcknowledgedJobAndReadoptsRunningOnes) {
+  TempDir etcd_dir;
+  EtcdProcess etcd(etcd_dir.path());
+  TestCluster::Options options = TestCluster::ExamplePool();
+  if (GetParam() == "etcd") {
+    ASSERT_TRUE(etcd.Start().ok()) << etcd.Log();
+    options.daemon_args = {"--store", "etcd://" + etcd.endpoint()};
+  }
+  TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok());
   // A job that runs for a while on both nodes' NVIDIA cards.
   auto running = cluster.Submit(cluster.TrainSpec(2, 2, {"--steps", "150", "--step-sleep", "0.1"}));
@@ -74,6 +84,9 @@ TEST(Crash, KillNineLosesNoAcknowledgedJobAndReadoptsRunningOnes) {
   auto first_queued = cluster.WaitForState(acknowledged.front(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120));
   EXPECT_TRUE(first_queued.ok()) << first_queued.status();
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, Crash, ::testing::Values("sqlite", "etcd"),
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace hetpool::testing

@@ -122,11 +122,12 @@ void TestCluster::Connect() {
 absl::Status TestCluster::StartDaemon(int port) {
   const std::string port_file = dir() + "/daemon.port";
   std::filesystem::remove(port_file);
-  auto daemon = ChildProcess::Spawn(
-      {HETPOOLD_BIN, "--listen", absl::StrCat("127.0.0.1:", port), "--data-dir", dir() + "/daemon",
-       "--port-file", port_file, "--lease-ttl", absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
-       "--rdzv-port-range", absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)},
-      dir() + "/daemon.log");
+  std::vector<std::string> argv = {
+      HETPOOLD_BIN, "--listen", absl::StrCat("127.0.0.1:", port), "--data-dir", dir() + "/daemon",
+      "--port-file", port_file, "--lease-ttl", absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
+      "--rdzv-port-range", absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)};
+  argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
+  auto daemon = ChildProcess::Spawn(argv, dir() + "/daemon.log");
   if (!daemon.ok()) return daemon.status();
   daemon_ = *std::move(daemon);
   for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;) {

@@ -54,6 +54,7 @@ class TestCluster {
   struct Options {
     std::vector<AgentSpec> agents;
     absl::Duration lease_ttl = absl::Seconds(10);
+    std::vector<std::string> daemon_args;  // extra hetpoold flags, e.g. {"--store", "etcd://..."}
   };
   // Two agents simulating deploy/examples/node-a.json and node-b.json.
   static Options ExamplePool();

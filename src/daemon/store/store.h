@@ -1,6 +1,7 @@
 // Durable state of the control plane: jobs and nodes. Every call returns only after the change is
-// durable, so an acknowledged SubmitJob survives kill -9. SQLite is the embedded default; the etcd
-// implementation for the highly available control plane comes behind the same interface.
+// durable, so an acknowledged SubmitJob survives kill -9. SqliteStore is the embedded default;
+// EtcdStore keeps the state on an etcd cluster. Both pass one conformance suite
+// (tests/integration/store_conformance_test.cc).
 #pragma once
 
 #include <vector>

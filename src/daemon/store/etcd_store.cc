@@ -1,0 +1,148 @@
+#include "src/daemon/store/etcd_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "src/common/grpc_status.h"
+
+namespace hetpool::daemon {
+namespace {
+
+constexpr int64_t kPageSize = 500;
+
+// The smallest key above every key that starts with `prefix` (etcd's range_end for a prefix).
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    if (static_cast<unsigned char>(prefix.back()) < 0xff) {
+      ++prefix.back();
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+bool Unreachable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+EtcdStore::EtcdStore(std::vector<std::string> endpoints, std::string prefix, absl::Duration timeout)
+    : endpoints_(std::move(endpoints)), prefix_(std::move(prefix)), timeout_(timeout) {
+  for (const std::string& endpoint : endpoints_) {
+    kv_.push_back(etcdserverpb::KV::NewStub(grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials())));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, std::string prefix,
+                                                            absl::Duration timeout) {
+  std::vector<std::string> list;
+  for (absl::string_view e : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) list.emplace_back(e);
+  if (list.empty()) return absl::InvalidArgumentError("etcd store: no endpoints (etcd://host:port[,host:port...])");
+  if (prefix.empty() || prefix.back() != '/') prefix += '/';
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(list), std::move(prefix), timeout));
+  // One read proves an endpoint answers and the cluster has a quorum (reads are linearizable).
+  auto probe = store->List(store->prefix_ + "probe/");
+  if (!probe.ok()) {
+    return absl::UnavailableError(absl::StrCat("etcd store: no endpoint of ", endpoints, " answers: ",
+                                               probe.status().message()));
+  }
+  return store;
+}
+
+template <typename Call>
+grpc::Status EtcdStore::WithFailover(Call&& call) {
+  size_t first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = current_;
+  }
+  grpc::Status status;
+  for (size_t i = 0; i < kv_.size(); ++i) {
+    const size_t k = (first + i) % kv_.size();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+    status = call(*kv_[k], ctx);
+    if (!Unreachable(status)) {
+      if (k != first) {
+        absl::MutexLock lock(&mu_);
+        current_ = k;  // stay with the endpoint that answered
+      }
+      return status;
+    }
+  }
+  return status;
+}
+
+absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
+  etcdserverpb::PutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  etcdserverpb::PutResponse resp;
+  const grpc::Status s =
+      WithFailover([&](etcdserverpb::KV::Stub& kv, grpc::ClientContext& ctx) { return kv.Put(&ctx, req, &resp); });
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("etcd put ", key, ": ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EtcdStore::List(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string end = PrefixEnd(dir);
+  std::string from = dir;
+  while (true) {
+    etcdserverpb::RangeRequest req;
+    req.set_key(from);
+    req.set_range_end(end);
+    req.set_limit(kPageSize);
+    req.set_sort_order(etcdserverpb::RangeRequest::ASCEND);
+    req.set_sort_target(etcdserverpb::RangeRequest::KEY);
+    etcdserverpb::RangeResponse resp;
+    const grpc::Status s =
+        WithFailover([&](etcdserverpb::KV::Stub& kv, grpc::ClientContext& ctx) { return kv.Range(&ctx, req, &resp); });
+    if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd range ", dir, ": ", s.error_message()));
+    for (const auto& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
+    if (!resp.more() || resp.kvs().empty()) return out;
+    from = resp.kvs(resp.kvs_size() - 1).key() + '\0';  // the next key after the last one
+  }
+}
+
+absl::Status EtcdStore::PutJob(const hetpool::v1::Job& job) {
+  return Put(absl::StrCat(prefix_, "jobs/", job.id()), job.SerializeAsString());
+}
+
+absl::Status EtcdStore::PutNode(const hetpool::v1::Node& node) {
+  return Put(absl::StrCat(prefix_, "nodes/", node.name()), node.SerializeAsString());
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::LoadJobs() {
+  auto rows = List(prefix_ + "jobs/");
+  if (!rows.ok()) return rows.status();
+  std::vector<hetpool::v1::Job> jobs(rows->size());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if (!jobs[i].ParseFromString((*rows)[i].second)) {
+      return absl::DataLossError(absl::StrCat("etcd key ", (*rows)[i].first, ": not a hetpool.v1.Job"));
+    }
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.submit_seq() < b.submit_seq(); });
+  return jobs;
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Node>> EtcdStore::LoadNodes() {
+  auto rows = List(prefix_ + "nodes/");
+  if (!rows.ok()) return rows.status();
+  std::vector<hetpool::v1::Node> nodes(rows->size());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if (!nodes[i].ParseFromString((*rows)[i].second)) {
+      return absl::DataLossError(absl::StrCat("etcd key ", (*rows)[i].first, ": not a hetpool.v1.Node"));
+    }
+  }
+  return nodes;
+}
+
+}  // namespace hetpool::daemon

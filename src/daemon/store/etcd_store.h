@@ -1,0 +1,51 @@
+// Store on a real etcd cluster through its v3 gRPC API (KV): the control plane's state survives
+// the loss of a machine. Each job and node is one key under a prefix, its value the serialized
+// protobuf; etcd acknowledges a Put only after a quorum has it on disk, so an acknowledged
+// submission survives kill -9 of the daemon and of any etcd minority. Several endpoints may be
+// given; a call that finds one unreachable goes on to the next.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "src/daemon/store/store.h"
+
+namespace hetpool::daemon {
+
+class EtcdStore : public Store {
+ public:
+  // `endpoints`: "host:port[,host:port...]" (the etcd://... of --store without its scheme).
+  // Fails unless some endpoint answers within `timeout`.
+  static absl::StatusOr<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints,
+                                                         std::string prefix = "/hetpool/",
+                                                         absl::Duration timeout = absl::Seconds(5));
+
+  absl::Status PutJob(const hetpool::v1::Job& job) override;
+  absl::Status PutNode(const hetpool::v1::Node& node) override;
+  absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
+  absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
+
+ private:
+  EtcdStore(std::vector<std::string> endpoints, std::string prefix, absl::Duration timeout);
+  absl::Status Put(const std::string& key, const std::string& value);
+  // Every key/value under `dir` (pages of kPageSize, so no reply outgrows gRPC's message limit).
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(const std::string& dir);
+  // Runs `call` on the current endpoint, then on each other one while they are unreachable.
+  template <typename Call>
+  grpc::Status WithFailover(Call&& call);
+
+  const std::vector<std::string> endpoints_;
+  const std::string prefix_;
+  const absl::Duration timeout_;
+  std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
+  absl::Mutex mu_;
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace hetpool::daemon
