@@ -22,13 +22,17 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": ", ec.message()));
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
+  EtcdStore* etcd = nullptr;
+  std::string etcd_endpoints;
   if (options.store.empty() || options.store == "sqlite") {
     auto store = SqliteStore::Open(options.data_dir + "/hetpool.db");
     if (!store.ok()) return store.status();
     d->store_ = *std::move(store);
   } else if (absl::StartsWith(options.store, "etcd://")) {
-    auto store = EtcdStore::Open(options.store.substr(std::strlen("etcd://")));
+    etcd_endpoints = options.store.substr(std::strlen("etcd://"));
+    auto store = EtcdStore::Open(etcd_endpoints);
     if (!store.ok()) return store.status();
+    etcd = store->get();
     d->store_ = *std::move(store);
   } else {
     return absl::InvalidArgumentError(
@@ -43,12 +47,20 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   d->policy_ = *std::move(framework);
   d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
   d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
-  if (auto s = d->state_->Load(); !s.ok()) return s;
+  // On etcd, several replicas may share the state: only the elected leader loads and acts.
+  const bool replicated = etcd != nullptr;
+  DaemonServer* self = d.get();
+  d->gate_ = std::make_unique<LeaderGate>(!replicated, [self] {
+    return self->leadership_ ? self->leadership_->Leader() : std::string();
+  });
+  if (!replicated) {
+    if (auto s = d->state_->Load(); !s.ok()) return s;
+  }
   d->planner_ = std::make_unique<ModelPlanner>(options.prices);
-  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get());
-  d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get());
-  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get());
-  d->planner_service_ = std::make_unique<PlannerServiceImpl>(d->state_.get(), d->planner_.get());
+  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get());
+  d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get(), d->gate_.get());
+  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get(), d->gate_.get());
+  d->planner_service_ = std::make_unique<PlannerServiceImpl>(d->state_.get(), d->planner_.get(), d->gate_.get());
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -61,14 +73,44 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (!d->server_ || d->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
-  d->state_->Start();
-  spdlog::info("hetpoold listening on port {} (data dir {})", d->port_, options.data_dir);
+  if (!replicated) {
+    d->state_->Start();
+  } else {
+    Leadership::Options lo;
+    lo.endpoints = etcd_endpoints;
+    lo.self = options.advertise.empty()
+                  ? absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", d->port_)
+                  : options.advertise;
+    lo.ttl = options.leader_lease;
+    lo.on_elected = [self, etcd, key = lo.key](int64_t fencing_revision) {
+      // Writes from here on carry the fencing token; then the state is read and served.
+      etcd->SetGuard(key, fencing_revision);
+      if (absl::Status s = self->state_->Load(); !s.ok()) {
+        spdlog::critical("elected, but the state cannot be loaded: {}", std::string(s.message()));
+        std::_Exit(3);
+      }
+      self->state_->Start();
+      self->gate_->Open();
+      spdlog::info("leading: serving and scheduling");
+    };
+    lo.on_lost = [] {
+      // A deposed leader must stop acting at once; its supervisor restarts it as a follower.
+      spdlog::critical("leadership lost: exiting so that this replica stops acting");
+      std::_Exit(3);
+    };
+    auto leadership = Leadership::Start(std::move(lo));
+    if (!leadership.ok()) return leadership.status();
+    d->leadership_ = *std::move(leadership);
+  }
+  spdlog::info("hetpoold listening on port {} (data dir {}{})", d->port_, options.data_dir,
+               replicated ? ", etcd store: leader election on" : "");
   return d;
 }
 
 void DaemonServer::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
+  leadership_.reset();  // revokes the lease: another replica takes over at once
   // Stop the state first: it wakes every watch/order stream so they return promptly.
   state_->Stop();
   server_->Shutdown(absl::ToChronoTime(deadline));

@@ -9,6 +9,7 @@
 #include "grpcpp/server.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/logs/log_store.h"
+#include "src/daemon/ha/leadership.h"
 #include "src/daemon/services/agent_service.h"
 #include "src/daemon/services/cluster_service.h"
 #include "src/daemon/services/job_service.h"
@@ -22,6 +23,10 @@ struct DaemonOptions {
   std::string listen = "127.0.0.1:7070";  // port 0 picks a free one: read port()
   std::string data_dir;
   std::string store;  // "" = SQLite in data_dir; "etcd://host:port[,host:port...]" = etcd
+  // With etcd: this replica's address for clients (default: the listen host and bound port),
+  // and the leader lease (how long a dead leader keeps the lead).
+  std::string advertise;
+  absl::Duration leader_lease = absl::Seconds(2);
   ClusterOptions cluster;
   planner::PriceTable prices;  // --prices: currency per card-hour per class, utilisation overrides
   std::string scheduler_profile;  // --scheduler-profile: JSON text; empty = the built-in default
@@ -48,9 +53,12 @@ class DaemonServer {
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<PlannerServiceImpl> planner_service_;
+  std::unique_ptr<LeaderGate> gate_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
+  // Last: destroyed first, so its thread stops before what its callbacks touch.
+  std::unique_ptr<Leadership> leadership_;
 };
 
 }  // namespace hetpool::daemon

@@ -42,7 +42,11 @@ int main(int argc, char** argv) {
   flags.String("listen", &options.listen, "address:port to serve gRPC on (port 0 = any free port)");
   flags.String("data-dir", &options.data_dir, "directory for the SQLite store and job logs");
   flags.String("store", &options.store,
-               "where jobs and nodes are kept: sqlite (default, in --data-dir) or etcd://host:port[,host:port...]");
+               "where jobs and nodes are kept: sqlite (default, in --data-dir) or etcd://host:port[,host:port...]"
+               " (several hetpoold on one etcd elect a leader)");
+  flags.String("advertise", &options.advertise,
+               "with etcd: this replica's address for clients (default: listen host and bound port)");
+  flags.Duration("leader-lease", &options.leader_lease, "with etcd: how long a dead leader keeps the lead");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.Duration("lease-ttl", &options.cluster.lease_ttl, "agent lease; a node silent this long is NotReady");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval, "heartbeat period suggested to agents");

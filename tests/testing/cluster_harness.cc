@@ -134,7 +134,15 @@ absl::Status TestCluster::StartDaemon(int port) {
     if (std::filesystem::exists(port_file)) {
       port_ = std::atoi(ReadFile(port_file).c_str());
       Connect();
-      return absl::OkStatus();
+      // On etcd the daemon serves once elected: wait until it answers.
+      while (absl::Now() < deadline) {
+        pb::ListNodesResponse nodes;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+        if (cluster_->ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok()) return absl::OkStatus();
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+      return absl::DeadlineExceededError("hetpoold did not start serving:\n" + DaemonLog());
     }
     if (daemon_->Wait(absl::Milliseconds(50))) {
       return absl::InternalError("hetpoold exited at start:\n" + DaemonLog());

@@ -6,6 +6,7 @@ namespace hetpool::daemon {
 
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext*, const pb::RegisterRequest* req,
                                         pb::RegisterResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto response = state_->Register(*req);
   if (!response.ok()) return ToGrpcStatus(response.status());
   *resp = *std::move(response);
@@ -14,11 +15,13 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext*, const pb::Register
 
 grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* req,
                                          pb::HeartbeatResponse*) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   return ToGrpcStatus(state_->Heartbeat(*req));
 }
 
 grpc::Status AgentServiceImpl::StreamOrders(grpc::ServerContext* ctx, const pb::StreamOrdersRequest* req,
                                             grpc::ServerWriter<pb::Orders>* writer) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   uint64_t sent = 0;
   while (!ctx->IsCancelled()) {
     auto orders = state_->WaitOrders(req->node_name(), req->session_id(), sent,
@@ -33,6 +36,7 @@ grpc::Status AgentServiceImpl::StreamOrders(grpc::ServerContext* ctx, const pb::
 
 grpc::Status AgentServiceImpl::PushLogs(grpc::ServerContext*, const pb::PushLogsRequest* req,
                                         pb::PushLogsResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   if (req->data().size() > 4 * 1024 * 1024) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "data: at most 4 MiB per push");
   }

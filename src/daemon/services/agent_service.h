@@ -1,6 +1,8 @@
 // AgentService: the node agents' side of the control plane (see proto/hetpool/v1/agent.proto).
 #pragma once
 
+#include "src/daemon/services/leader_gate.h"
+
 #include "hetpool/v1/agent.grpc.pb.h"
 #include "src/daemon/logs/log_store.h"
 #include "src/daemon/state/cluster_state.h"
@@ -9,7 +11,8 @@ namespace hetpool::daemon {
 
 class AgentServiceImpl final : public hetpool::v1::AgentService::Service {
  public:
-  AgentServiceImpl(ClusterState* state, LogStore* logs) : state_(state), logs_(logs) {}
+  AgentServiceImpl(ClusterState* state, LogStore* logs, const LeaderGate* gate)
+      : state_(state), logs_(logs), gate_(gate) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req,
                         pb::RegisterResponse* resp) override;
@@ -23,6 +26,7 @@ class AgentServiceImpl final : public hetpool::v1::AgentService::Service {
  private:
   ClusterState* state_;
   LogStore* logs_;
+  const LeaderGate* gate_;
 };
 
 }  // namespace hetpool::daemon

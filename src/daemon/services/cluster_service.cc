@@ -6,12 +6,14 @@ namespace hetpool::daemon {
 
 grpc::Status ClusterServiceImpl::ListNodes(grpc::ServerContext*, const pb::ListNodesRequest*,
                                            pb::ListNodesResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   for (auto& node : state_->ListNodes()) *resp->add_nodes() = std::move(node);
   return grpc::Status::OK;
 }
 
 grpc::Status ClusterServiceImpl::GetNode(grpc::ServerContext*, const pb::GetNodeRequest* req,
                                          pb::Node* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto node = state_->GetNode(req->name());
   if (!node.ok()) return ToGrpcStatus(node.status());
   *resp = *std::move(node);
@@ -20,6 +22,7 @@ grpc::Status ClusterServiceImpl::GetNode(grpc::ServerContext*, const pb::GetNode
 
 grpc::Status ClusterServiceImpl::ListDevices(grpc::ServerContext*, const pb::ListDevicesRequest* req,
                                              pb::ListDevicesResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto devices = state_->ListDevices(req->node(), req->vendor());
   if (!devices.ok()) return ToGrpcStatus(devices.status());
   for (auto& d : *devices) *resp->add_devices() = std::move(d);
@@ -28,6 +31,7 @@ grpc::Status ClusterServiceImpl::ListDevices(grpc::ServerContext*, const pb::Lis
 
 grpc::Status ClusterServiceImpl::DrainNode(grpc::ServerContext*, const pb::DrainNodeRequest* req,
                                            pb::Node* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto node = state_->SetDrained(req->name(), true);
   if (!node.ok()) return ToGrpcStatus(node.status());
   *resp = *std::move(node);
@@ -36,6 +40,7 @@ grpc::Status ClusterServiceImpl::DrainNode(grpc::ServerContext*, const pb::Drain
 
 grpc::Status ClusterServiceImpl::UndrainNode(grpc::ServerContext*, const pb::DrainNodeRequest* req,
                                              pb::Node* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto node = state_->SetDrained(req->name(), false);
   if (!node.ok()) return ToGrpcStatus(node.status());
   *resp = *std::move(node);
@@ -44,6 +49,7 @@ grpc::Status ClusterServiceImpl::UndrainNode(grpc::ServerContext*, const pb::Dra
 
 grpc::Status ClusterServiceImpl::ListFingerprints(grpc::ServerContext*, const pb::ListFingerprintsRequest*,
                                                   pb::ListFingerprintsResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   for (auto& c : state_->ListFingerprints()) *resp->add_classes() = std::move(c);
   return grpc::Status::OK;
 }

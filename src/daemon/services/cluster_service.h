@@ -1,6 +1,8 @@
 // ClusterService: operators' view of nodes and devices, and draining.
 #pragma once
 
+#include "src/daemon/services/leader_gate.h"
+
 #include "hetpool/v1/cluster.grpc.pb.h"
 #include "src/daemon/state/cluster_state.h"
 
@@ -8,7 +10,7 @@ namespace hetpool::daemon {
 
 class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
  public:
-  explicit ClusterServiceImpl(ClusterState* state) : state_(state) {}
+  ClusterServiceImpl(ClusterState* state, const LeaderGate* gate) : state_(state), gate_(gate) {}
 
   grpc::Status ListNodes(grpc::ServerContext* ctx, const pb::ListNodesRequest* req,
                          pb::ListNodesResponse* resp) override;
@@ -23,6 +25,7 @@ class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
 
  private:
   ClusterState* state_;
+  const LeaderGate* gate_;
 };
 
 }  // namespace hetpool::daemon

@@ -43,6 +43,7 @@ class RankFilter {
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const pb::SubmitJobRequest* req,
                                        pb::SubmitJobResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   absl::StatusOr<pb::Job> job;
   if (req->spec().has_model()) {
     // Submit by model: the plan fixes the devices, the class and the layout variables.
@@ -59,6 +60,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const pb::SubmitJob
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const pb::GetJobRequest* req, pb::Job* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto job = state_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -67,6 +69,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const pb::GetJobReques
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const pb::ListJobsRequest* req,
                                       pb::ListJobsResponse* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto list = state_->ListJobs(*req);
   if (!list.ok()) return ToGrpcStatus(list.status());
   *resp = *std::move(list);
@@ -75,6 +78,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const pb::ListJobsRe
 
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const pb::CancelJobRequest* req,
                                        pb::Job* resp) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   auto job = state_->Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -83,6 +87,7 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const pb::CancelJob
 
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const pb::WatchJobRequest* req,
                                       grpc::ServerWriter<pb::WatchJobResponse>* writer) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
     auto next = state_->WaitJob(req->job_id(), seen, absl::Now() + kPollSlice);
@@ -103,6 +108,7 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const pb::WatchJ
 
 grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                                         grpc::ServerWriter<pb::LogChunk>* writer) {
+  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   uint64_t seen = 0;
   std::map<std::string, uint64_t> offsets;
   std::map<std::string, RankFilter> filters;

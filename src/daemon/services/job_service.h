@@ -1,6 +1,8 @@
 // JobService: researchers' and CI's API (submit, inspect, cancel, watch, logs).
 #pragma once
 
+#include "src/daemon/services/leader_gate.h"
+
 #include "hetpool/v1/job.grpc.pb.h"
 #include "src/daemon/logs/log_store.h"
 #include "src/daemon/planning/model_planner.h"
@@ -10,8 +12,8 @@ namespace hetpool::daemon {
 
 class JobServiceImpl final : public hetpool::v1::JobService::Service {
  public:
-  JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner)
-      : state_(state), logs_(logs), planner_(planner) {}
+  JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner, const LeaderGate* gate)
+      : state_(state), logs_(logs), planner_(planner), gate_(gate) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                          pb::SubmitJobResponse* resp) override;
@@ -29,6 +31,7 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
   ClusterState* state_;
   const LogStore* logs_;
   const ModelPlanner* planner_;
+  const LeaderGate* gate_;
 };
 
 }  // namespace hetpool::daemon

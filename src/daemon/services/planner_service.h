@@ -1,6 +1,8 @@
 // PlannerService: `hetpoolctl plan` against the live pool (free capacity included).
 #pragma once
 
+#include "src/daemon/services/leader_gate.h"
+
 #include "hetpool/v1/planner.grpc.pb.h"
 #include "src/daemon/planning/model_planner.h"
 #include "src/daemon/state/cluster_state.h"
@@ -9,13 +11,15 @@ namespace hetpool::daemon {
 
 class PlannerServiceImpl final : public pb::PlannerService::Service {
  public:
-  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner) : state_(state), planner_(planner) {}
+  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner, const LeaderGate* gate)
+      : state_(state), planner_(planner), gate_(gate) {}
 
   grpc::Status Plan(grpc::ServerContext* context, const pb::PlanRequest* request, pb::PlanResponse* response) override;
 
  private:
   ClusterState* state_;
   const ModelPlanner* planner_;
+  const LeaderGate* gate_;
 };
 
 }  // namespace hetpool::daemon

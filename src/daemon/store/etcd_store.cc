@@ -78,15 +78,37 @@ grpc::Status EtcdStore::WithFailover(Call&& call) {
   return status;
 }
 
+void EtcdStore::SetGuard(std::string key, int64_t create_revision) {
+  absl::MutexLock lock(&mu_);
+  guard_key_ = std::move(key);
+  guard_revision_ = create_revision;
+}
+
 absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
-  etcdserverpb::PutRequest req;
-  req.set_key(key);
-  req.set_value(value);
-  etcdserverpb::PutResponse resp;
+  std::string guard_key;
+  int64_t guard_revision = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    guard_key = guard_key_;
+    guard_revision = guard_revision_;
+  }
+  etcdserverpb::TxnRequest txn;
+  if (!guard_key.empty()) {
+    auto* cmp = txn.add_compare();
+    cmp->set_key(guard_key);
+    cmp->set_target(etcdserverpb::Compare::CREATE);
+    cmp->set_result(etcdserverpb::Compare::EQUAL);
+    cmp->set_create_revision(guard_revision);
+  }
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  etcdserverpb::TxnResponse resp;
   const grpc::Status s =
-      WithFailover([&](etcdserverpb::KV::Stub& kv, grpc::ClientContext& ctx) { return kv.Put(&ctx, req, &resp); });
-  if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat("etcd put ", key, ": ", s.error_message()));
+      WithFailover([&](etcdserverpb::KV::Stub& kv, grpc::ClientContext& ctx) { return kv.Txn(&ctx, txn, &resp); });
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd put ", key, ": ", s.error_message()));
+  if (!resp.succeeded()) {
+    return absl::FailedPreconditionError(absl::StrCat("etcd put ", key, ": this hetpoold is no longer the leader"));
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,10 @@ class EtcdStore : public Store {
                                                          std::string prefix = "/hetpool/",
                                                          absl::Duration timeout = absl::Seconds(5));
 
+  // From now on every write is a transaction that succeeds only while `key` still has this
+  // create revision: the leader's fencing token (ha/leadership.h). A deposed leader's writes fail.
+  void SetGuard(std::string key, int64_t create_revision);
+
   absl::Status PutJob(const hetpool::v1::Job& job) override;
   absl::Status PutNode(const hetpool::v1::Node& node) override;
   absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
@@ -46,6 +50,8 @@ class EtcdStore : public Store {
   std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
   absl::Mutex mu_;
   size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string guard_key_ ABSL_GUARDED_BY(mu_);
+  int64_t guard_revision_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hetpool::daemon

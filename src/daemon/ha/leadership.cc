@@ -1,0 +1,156 @@
+#include "src/daemon/ha/leadership.h"
+
+#include "absl/strings/str_split.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "spdlog/spdlog.h"
+
+namespace hetpool::daemon {
+namespace {
+
+bool Unreachable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+Leadership::Leadership(Options options) : options_(std::move(options)) {
+  for (absl::string_view e : absl::StrSplit(options_.endpoints, ',', absl::SkipWhitespace())) {
+    channels_.push_back(grpc::CreateChannel(std::string(e), grpc::InsecureChannelCredentials()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Start(Options options) {
+  if (options.self.empty()) return absl::InvalidArgumentError("leadership needs this replica's address (--advertise)");
+  if (options.ttl < absl::Seconds(1)) return absl::InvalidArgumentError("leader lease must be at least 1s");
+  std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
+  if (l->channels_.empty()) return absl::InvalidArgumentError("leadership needs etcd endpoints");
+  l->thread_ = std::thread([p = l.get()] { p->Run(); });
+  return l;
+}
+
+Leadership::~Leadership() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+  if (lease_ != 0) {
+    etcdserverpb::LeaseRevokeRequest req;
+    req.set_id(lease_);
+    etcdserverpb::LeaseRevokeResponse resp;
+    OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+      return etcdserverpb::Lease::NewStub(ch)->LeaseRevoke(&ctx, req, &resp);
+    });
+  }
+}
+
+std::string Leadership::Leader() const {
+  absl::MutexLock lock(&mu_);
+  return leader_address_;
+}
+
+template <typename Call>
+grpc::Status Leadership::OnAnyEndpoint(Call&& call) {
+  grpc::Status status;
+  for (const auto& ch : channels_) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.ttl / 2));
+    status = call(ch, ctx);
+    if (!Unreachable(status)) return status;
+  }
+  return status;
+}
+
+void Leadership::Run() {
+  // A third of the lease between steps: a renewal is missed twice before the lease can lapse.
+  const absl::Duration period = options_.ttl / 3;
+  do {
+    if (!lost_) Step();
+  } while (!stop_.WaitForNotificationWithTimeout(period));
+}
+
+void Leadership::Step() {
+  const int64_t ttl_seconds = std::max<int64_t>(1, absl::ToInt64Seconds(options_.ttl));
+  if (lease_ == 0) {
+    etcdserverpb::LeaseGrantRequest req;
+    req.set_ttl(ttl_seconds);
+    etcdserverpb::LeaseGrantResponse resp;
+    auto s = OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+      return etcdserverpb::Lease::NewStub(ch)->LeaseGrant(&ctx, req, &resp);
+    });
+    if (!s.ok() || resp.id() == 0) return;
+    lease_ = resp.id();
+    last_renewed_ = absl::Now();
+  } else {
+    // Renew: one keep-alive round trip on a short stream.
+    etcdserverpb::LeaseKeepAliveRequest req;
+    req.set_id(lease_);
+    etcdserverpb::LeaseKeepAliveResponse resp;
+    bool renewed = false;
+    OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+      auto stub = etcdserverpb::Lease::NewStub(ch);
+      auto stream = stub->LeaseKeepAlive(&ctx);
+      if (stream->Write(req) && stream->Read(&resp)) renewed = resp.ttl() > 0;
+      stream->WritesDone();
+      return stream->Finish();
+    });
+    if (renewed) {
+      last_renewed_ = absl::Now();
+    } else if (absl::Now() - last_renewed_ >= options_.ttl) {
+      // The lease has lapsed (or etcd is out of reach for a whole lease): whatever we held is gone.
+      spdlog::warn("leader lease {} lapsed", lease_);
+      lease_ = 0;
+      if (leader_.exchange(false)) {
+        lost_ = true;
+        if (options_.on_lost) options_.on_lost();
+      }
+      return;
+    }
+  }
+  // Campaign: create the key with our lease unless it exists; either way learn who leads.
+  etcdserverpb::TxnRequest txn;
+  auto* cmp = txn.add_compare();
+  cmp->set_key(options_.key);
+  cmp->set_target(etcdserverpb::Compare::CREATE);
+  cmp->set_result(etcdserverpb::Compare::EQUAL);
+  cmp->set_create_revision(0);
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(options_.key);
+  put->set_value(options_.self);
+  put->set_lease(lease_);
+  txn.add_failure()->mutable_request_range()->set_key(options_.key);
+  etcdserverpb::TxnResponse resp;
+  auto s = OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+    return etcdserverpb::KV::NewStub(ch)->Txn(&ctx, txn, &resp);
+  });
+  if (!s.ok()) return;
+  std::string holder;
+  int64_t create_revision = 0;
+  int64_t holder_lease = 0;
+  if (resp.succeeded()) {
+    holder = options_.self;
+    create_revision = resp.header().revision();
+    holder_lease = lease_;
+  } else if (!resp.responses().empty() && !resp.responses(0).response_range().kvs().empty()) {
+    const auto& kv = resp.responses(0).response_range().kvs(0);
+    holder = kv.value();
+    create_revision = kv.create_revision();
+    holder_lease = kv.lease();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    leader_address_ = holder;
+  }
+  const bool ours = holder_lease == lease_ && holder == options_.self;
+  if (ours && !leader_.load()) {
+    fencing_revision_ = create_revision;
+    leader_ = true;
+    spdlog::info("elected leader (fencing revision {})", fencing_revision_);
+    if (options_.on_elected) options_.on_elected(fencing_revision_);
+  } else if (!ours && leader_.load()) {
+    spdlog::error("leadership lost: the key now names {}", holder);
+    leader_ = false;
+    lost_ = true;
+    if (options_.on_lost) options_.on_lost();
+  }
+}
+
+}  // namespace hetpool::daemon
