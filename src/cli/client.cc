@@ -2,15 +2,37 @@
 
 #include <iostream>
 
+#include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "src/common/grpc_status.h"
 
 namespace hetpool::cli {
 
+namespace {
+
+// With several daemon addresses (replicas on etcd), the one that answers: the leader. Followers
+// refuse with UNAVAILABLE; when none answers, the first address (its error is what the user sees).
+std::shared_ptr<grpc::Channel> PickServer(const std::string& servers) {
+  const std::vector<std::string> list = absl::StrSplit(servers, ',', absl::SkipWhitespace());
+  if (list.size() <= 1) return grpc::CreateChannel(servers, grpc::InsecureChannelCredentials());
+  for (const std::string& server : list) {
+    auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    pb::ListFingerprintsResponse resp;
+    if (pb::ClusterService::NewStub(channel)->ListFingerprints(&ctx, pb::ListFingerprintsRequest(), &resp).ok()) {
+      return channel;
+    }
+  }
+  return grpc::CreateChannel(list.front(), grpc::InsecureChannelCredentials());
+}
+
+}  // namespace
+
 Client::Client(const Globals& g)
     : globals_(g),
-      channel_(grpc::CreateChannel(g.server, grpc::InsecureChannelCredentials())),
+      channel_(PickServer(g.server)),
       jobs_(pb::JobService::NewStub(channel_)),
       cluster_(pb::ClusterService::NewStub(channel_)),
       planner_(pb::PlannerService::NewStub(channel_)) {}

@@ -402,7 +402,8 @@ int Drain(Client& client, const std::vector<std::string>& args, bool drain) {
 constexpr const char* kUsage =
     "hetpoolctl: submit and follow jobs on a hetpool GPU pool.\n\n"
     "Usage: hetpoolctl [--server ADDR] [-o table|json] [--timeout 30s] COMMAND ...\n"
-    "  (--server defaults to $HETPOOL_SERVER, then 127.0.0.1:7070)\n\n"
+    "  (--server defaults to $HETPOOL_SERVER, then 127.0.0.1:7070; several, comma-separated, for\n"
+    "   replicas on etcd: the leader is used)\n\n"
     "Commands (each with an example):\n"
     "  submit -f FILE       hetpoolctl submit -f deploy/examples/ddp-job.json\n"
     "  get ID               hetpoolctl get job-000001\n"

@@ -1,0 +1,214 @@
+// The control plane on etcd, highly available: 3 etcd members, 3 hetpoold replicas, one sim agent
+// that knows every replica. Kill -9 the leading daemon during a storm of submissions: a new leader
+// serves within 5 s, every acknowledged job is there exactly once, and no job runs twice.
+#include <csignal>
+#include <iostream>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "hetpool/v1/cluster.grpc.pb.h"
+#include "hetpool/v1/job.grpc.pb.h"
+#include "src/common/convert.h"
+#include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::testing {
+namespace {
+
+struct Replica {
+  int port = 0;
+  std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<pb::JobService::Stub> jobs;
+  std::unique_ptr<pb::ClusterService::Stub> cluster;
+  std::string address() const { return absl::StrCat("127.0.0.1:", port); }
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class HighAvailability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(etcd_.Start().ok()) << etcd_.member(0).Log();
+    for (int i = 0; i < 3; ++i) {
+      Replica r;
+      r.port = FreeTcpPort();
+      // Replicas come and go: reconnect quickly instead of gRPC's default backoff (up to 2 min).
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+      auto channel = grpc::CreateCustomChannel(r.address(), grpc::InsecureChannelCredentials(), args);
+      r.jobs = pb::JobService::NewStub(channel);
+      r.cluster = pb::ClusterService::NewStub(channel);
+      replicas_.push_back(std::move(r));
+      ASSERT_TRUE(StartReplica(static_cast<size_t>(i)).ok());
+    }
+    std::vector<std::string> addresses;
+    for (const auto& r : replicas_) addresses.push_back(r.address());
+    auto agent = ChildProcess::Spawn(
+        {HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name", "node-a", "--work-dir",
+         dir_.path() + "/agent", "--backend", "sim", "--inventory",
+         std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/node-a.json", "--inventory-refresh", "500ms"},
+        dir_.path() + "/agent.log");
+    ASSERT_TRUE(agent.ok());
+    agent_ = *std::move(agent);
+  }
+
+  absl::Status StartReplica(size_t i) {
+    Replica& r = replicas_[i];
+    auto process = ChildProcess::Spawn(
+        {HETPOOLD_BIN, "--listen", r.address(), "--data-dir", absl::StrCat(dir_.path(), "/d", i), "--store",
+         "etcd://" + etcd_.endpoints(), "--leader-lease", "2s", "--lease-ttl", "5s", "--rdzv-port-range",
+         absl::StrCat(31000 + 50 * i, "-", 31049 + 50 * i)},
+        absl::StrCat(dir_.path(), "/daemon", i, ".log"));
+    if (!process.ok()) return process.status();
+    r.process = *std::move(process);
+    return absl::OkStatus();
+  }
+
+  // The replica that serves (the leader), or -1.
+  int Leader() {
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      if (!replicas_[i].process) continue;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+      pb::ListNodesResponse resp;
+      const grpc::Status s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+      if (s.ok()) return static_cast<int>(i);
+      if (getenv("HA_DEBUG")) fprintf(stderr, "replica %zu: %d %s\n", i, s.error_code(), s.error_message().c_str());
+    }
+    return -1;
+  }
+
+  // Submits with a request id, on whichever replica accepts it, until one does.
+  absl::StatusOr<pb::Job> SubmitSomewhere(const pb::JobSpec& spec, const std::string& request_id) {
+    for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+      for (auto& r : replicas_) {
+        if (!r.process) continue;
+        pb::SubmitJobRequest req;
+        *req.mutable_spec() = spec;
+        req.set_request_id(request_id);
+        pb::SubmitJobResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+        if (r.jobs->SubmitJob(&ctx, req, &resp).ok()) return resp.job();
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return absl::DeadlineExceededError("no replica accepted the submission");
+  }
+
+  std::string Logs() {
+    std::string out;
+    for (int i = 0; i < 3; ++i) absl::StrAppend(&out, "--- daemon ", i, "\n", ReadAll(absl::StrCat(dir_.path(), "/daemon", i, ".log")));
+    return out;
+  }
+
+  TempDir dir_;
+  EtcdCluster etcd_{dir_.path(), 3};
+  std::vector<Replica> replicas_;
+  std::unique_ptr<ChildProcess> agent_;
+};
+
+TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicatesNothing) {
+  int leader = -1;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(15); leader < 0 && absl::Now() < deadline;) {
+    leader = Leader();
+    if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(leader, 0) << Logs();
+  // Exactly one replica serves; the others say who leads.
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (static_cast<int>(i) == leader) continue;
+    grpc::ClientContext ctx;
+    pb::ListNodesResponse resp;
+    const grpc::Status s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(s.error_message(), "not the leader; the leader is at " + replicas_[static_cast<size_t>(leader)].address());
+  }
+
+  // Short jobs on the node's two H100 cards, so at most two run at once.
+  pb::JobSpec spec;
+  spec.set_user("storm");
+  spec.add_command("/bin/true");
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(1);
+  spec.mutable_requirements()->add_vendors("nvidia");
+  constexpr int kJobs = 16;
+  std::map<std::string, std::string> acknowledged;  // request id -> job id
+  absl::Duration failover;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string request_id = absl::StrCat("storm-", i);
+    auto job = SubmitSomewhere(spec, request_id);
+    ASSERT_TRUE(job.ok()) << job.status() << Logs();
+    acknowledged[request_id] = job->id();
+    if (i == 5) {
+      replicas_[static_cast<size_t>(leader)].process->Signal(SIGKILL);
+      replicas_[static_cast<size_t>(leader)].process->Wait(absl::Seconds(5));
+      replicas_[static_cast<size_t>(leader)].process.reset();
+      // A client that retries a submission whose reply it never saw gets the first job back,
+      // from the new leader.
+      const absl::Time killed = absl::Now();
+      auto again = SubmitSomewhere(spec, request_id);
+      failover = absl::Now() - killed;
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_EQ(again->id(), job->id());
+    }
+  }
+  EXPECT_LT(failover, absl::Seconds(5)) << "a new leader must serve within 5 s";
+  std::cout << "failover: the first submission after the kill took " << absl::FormatDuration(failover) << "\n";
+  RecordProperty("failover_ms", static_cast<int>(absl::ToInt64Milliseconds(failover)));
+  const int new_leader = Leader();
+  ASSERT_GE(new_leader, 0);
+  ASSERT_NE(new_leader, leader);
+
+  // hetpoolctl, given every address, finds the new leader.
+  std::vector<std::string> addresses;
+  for (const auto& r : replicas_) addresses.push_back(r.address());
+  auto cli = ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", absl::StrJoin(addresses, ","), "get",
+                                  acknowledged.begin()->second},
+                                 dir_.path() + "/cli.out");
+  ASSERT_TRUE(cli.ok());
+  EXPECT_EQ((*cli)->Wait(absl::Seconds(30)), std::optional<int>(0)) << ReadAll(dir_.path() + "/cli.out");
+
+  // Every acknowledged job, once each, and each ran once: it finishes in its first generation.
+  auto& r = replicas_[static_cast<size_t>(new_leader)];
+  std::set<std::string> ids;
+  for (const auto& [request_id, id] : acknowledged) ids.insert(id);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kJobs));
+  for (absl::Time deadline = absl::Now() + absl::Seconds(150); absl::Now() < deadline;) {
+    pb::ListJobsRequest req;
+    req.set_page_size(1000);
+    pb::ListJobsResponse list;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(r.jobs->ListJobs(&ctx, req, &list).ok());
+    ASSERT_EQ(list.jobs_size(), kJobs) << "no job lost, none duplicated";
+    int done = 0;
+    for (const auto& job : list.jobs()) {
+      ASSERT_TRUE(ids.contains(job.id())) << job.id();
+      EXPECT_LE(job.generation(), 1u) << job.id() << " was launched twice";
+      EXPECT_EQ(job.restart_count(), 0) << job.id();
+      EXPECT_NE(job.state(), pb::JOB_STATE_FAILED) << job.DebugString();
+      done += job.state() == pb::JOB_STATE_SUCCEEDED;
+    }
+    if (done == kJobs) return;
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  FAIL() << "jobs did not finish\n" << Logs();
+}
+
+}  // namespace
+}  // namespace hetpool::testing
