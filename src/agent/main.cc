@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   flags.String("torchrun", &options.torchrun_path, "torchrun executable (default: found on PATH)");
   flags.String("job-path", &options.job_path, "PATH given to job processes");
   flags.Duration("kill-grace", &options.kill_grace, "time between SIGTERM and SIGKILL when stopping a job");
+  std::string fence_after = "auto";
+  flags.String("fence-after", &fence_after,
+               "stop job processes when no hetpoold answers for this long: auto (80% of the daemon's lease), "
+               "a duration, or 0 (never)");
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
@@ -70,6 +74,14 @@ int main(int argc, char** argv) {
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpool-agent", &config)) return *exit_code;
   // --print-inventory's stdout is the JSON alone (it feeds `hetpoolctl plan --pool`); logs go to stderr.
   if (print_inventory) spdlog::set_default_logger(spdlog::stderr_color_mt("agent-stderr"));
+  if (fence_after != "auto") {
+    auto d = hetpool::ParseDurationFlag(fence_after);
+    if (!d.ok()) {
+      std::cerr << "hetpool-agent: --fence-after: " << d.status().message() << "\n";
+      return 2;
+    }
+    options.fence_after = *d;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
 

@@ -100,6 +100,9 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     return false;
   }
   session_id_ = resp.session_id();
+  last_contact_ = absl::Now();
+  fenced_ = false;
+  fence_after_ = options_.fence_after.value_or(absl::Milliseconds(resp.lease_ttl_ms()) * 0.8);
   reported_inventory_ = inventory;
   unreported_inventory_.reset();
   applied_version_ = 0;
@@ -293,6 +296,7 @@ void Session::Serve(const std::atomic<bool>* stop) {
       const grpc::Status status = conn_->stub->Heartbeat(ctx.get(), req, &resp);
       if (status.ok()) {
         last_heartbeat = absl::Now();
+        last_contact_ = last_heartbeat;
         if (unreported_inventory_) {
           reported_inventory_ = *unreported_inventory_;
           unreported_inventory_.reset();
@@ -306,7 +310,19 @@ void Session::Serve(const std::atomic<bool>* stop) {
       spdlog::warn("order stream ended: {}", stream_status.error_message());
       return;  // register again (a restarted daemon has forgotten this session)
     }
+    FenceIfCutOff();
+    if (fenced_) return;  // cut off: register again, wherever a daemon answers
   }
+}
+
+void Session::FenceIfCutOff() {
+  if (fenced_ || fence_after_ <= absl::ZeroDuration() || absl::Now() - last_contact_ < fence_after_) return;
+  fenced_ = true;
+  if (!runner_.AnyRunning()) return;
+  const std::string reason =
+      absl::StrCat("fenced: no hetpoold answered for ", absl::FormatDuration(absl::Now() - last_contact_));
+  spdlog::error("{}; stopping every job process (their daemon has given them to other nodes)", reason);
+  runner_.KillAll(reason);
 }
 
 void Session::Run(const std::atomic<bool>* stop) {
@@ -325,9 +341,11 @@ void Session::Run(const std::atomic<bool>* stop) {
       conn_.reset();
       continue;
     }
-    // While the daemon is away, keep reaping and logging locally; jobs keep running.
+    // While the daemon is away, keep reaping and logging locally; jobs keep running until the
+    // fencing deadline.
     for (absl::Time until = absl::Now() + backoff; absl::Now() < until && !stop->load();) {
       runner_.Poll();
+      FenceIfCutOff();
       absl::SleepFor(kLoopPeriod);
     }
     backoff = std::min(backoff * 2, absl::Seconds(5));

@@ -30,6 +30,11 @@ struct SessionOptions {
   absl::Duration inventory_refresh = absl::Seconds(5);
   drivers::CollectOptions collect;  // spec table, torch devices, sysfs root
   std::map<std::string, std::string> labels;  // --label k=v
+  // Fencing: with no hetpoold reachable for this long, stop every job process, since the daemon
+  // will have given this node's jobs to others. nullopt = 80% of the lease the daemon announced
+  // at registration (so the processes are gone before the lease lapses); zero = never (jobs
+  // outlive any daemon outage, at the risk of running beside their restarted copies).
+  std::optional<absl::Duration> fence_after;
 };
 
 class Session {
@@ -50,6 +55,8 @@ class Session {
   // Pushes new log bytes; returns true if some exited process is now fully pushed.
   bool PushLogs();
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
+  // Stops every job process once no daemon has answered for fence_after_ (once per outage).
+  void FenceIfCutOff();
 
   const SessionOptions options_;
   std::vector<std::unique_ptr<drivers::DeviceBackend>> backends_;
@@ -63,6 +70,9 @@ class Session {
   std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;
   uint64_t applied_version_ = 0;
+  absl::Time last_contact_ = absl::Now();  // the last registration or heartbeat a daemon answered
+  absl::Duration fence_after_ = absl::ZeroDuration();  // known once a daemon has announced its lease
+  bool fenced_ = false;
 };
 
 }  // namespace hetpool::agent

@@ -170,6 +170,8 @@ absl::Status TestCluster::StartAgent(size_t i) {
 
 void TestCluster::StopAgent(size_t i) { agents_[i].reset(); }
 
+void TestCluster::SignalAgent(size_t i, int sig) { agents_[i]->Signal(sig); }
+
 absl::Status TestCluster::Start() {
   if (auto s = StartDaemon(); !s.ok()) return s;
   for (size_t i = 0; i < options_.agents.size(); ++i) {

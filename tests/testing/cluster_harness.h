@@ -69,6 +69,7 @@ class TestCluster {
   absl::Status Start();
   void KillDaemon(int sig);
   void StopAgent(size_t index);
+  void SignalAgent(size_t index, int sig);  // e.g. SIGSTOP / SIGCONT to cut an agent off
   absl::Status WaitNodesReady(size_t count, absl::Duration timeout);
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }

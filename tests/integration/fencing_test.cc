@@ -1,0 +1,86 @@
+// Fencing: a node's job processes never outlive the daemon's belief that they run there.
+//  - An agent that no daemon answers for 80% of the lease stops its job processes itself.
+//  - An agent paused past its lease (its jobs restarted elsewhere) kills the stale generation as
+//    soon as it runs again.
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "tests/testing/cluster_harness.h"
+
+namespace hetpool::testing {
+namespace {
+
+bool AnyAlive(const std::vector<pid_t>& pids) {
+  return std::any_of(pids.begin(), pids.end(), [](pid_t p) {
+    std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');
+    return !text.empty() && paren != std::string::npos && text.size() > paren + 2 && text[paren + 2] != 'Z';
+  });
+}
+
+bool WaitAllGone(const std::vector<pid_t>& pids, absl::Duration timeout) {
+  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
+    if (!AnyAlive(pids)) return true;
+  }
+  return !AnyAlive(pids);
+}
+
+TEST(Fencing, AgentCutOffFromEveryDaemonStopsItsJobs) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.lease_ttl = absl::Seconds(3);  // agents fence after 2.4 s without an answer
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto job = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"}));
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  const auto pids = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
+  ASSERT_GE(pids.size(), 3u);
+
+  cluster.KillDaemon(SIGKILL);  // and it does not come back
+  EXPECT_TRUE(WaitAllGone(pids, absl::Seconds(15))) << "the agent kept running a job nobody tracks";
+  const std::string logs = cluster.AgentLog(0) + cluster.AgentLog(1);
+  EXPECT_NE(logs.find("fenced: no hetpoold answered for"), std::string::npos) << logs;
+}
+
+TEST(Fencing, PausedAgentComesBackAndKillsItsStaleGeneration) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.lease_ttl = absl::Seconds(3);
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto spec = cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"});
+  spec.mutable_requirements()->add_vendors("nvidia");  // both nodes have two H100
+  spec.set_max_restarts(1);
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto running = cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60));
+  ASSERT_TRUE(running.ok());
+  const std::string first_node = running->placement(0).node();
+  const size_t agent = first_node == "node-a" ? 0 : 1;
+  const auto first_generation = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
+  ASSERT_GE(first_generation.size(), 3u);
+
+  // Partition the node: its agent stops answering (its processes keep running meanwhile).
+  cluster.SignalAgent(agent, SIGSTOP);
+  auto moved = cluster.WaitFor(
+      job->id(), [&](const pb::Job& j) { return j.generation() == 2 && j.state() == pb::JOB_STATE_RUNNING; },
+      absl::Seconds(60));
+  cluster.SignalAgent(agent, SIGCONT);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_NE(moved->placement(0).node(), first_node);
+  EXPECT_EQ(moved->restart_count(), 1);
+  // Back from the pause, the agent is past its fencing deadline and its session is gone: the
+  // stale generation dies at once.
+  EXPECT_TRUE(WaitAllGone(first_generation, absl::Seconds(10))) << cluster.AgentLog(agent);
+  auto still = cluster.Get(job->id());
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->generation(), 2u);
+  EXPECT_EQ(still->state(), pb::JOB_STATE_RUNNING);
+}
+
+}  // namespace
+}  // namespace hetpool::testing
