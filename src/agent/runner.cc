@@ -133,6 +133,7 @@ void Runner::Start(const LaunchSpec& spec) {
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
+  if (options_.ledger != nullptr) options_.ledger->Add(pid, spec.job_id, spec.generation);
   spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
 }
 
@@ -169,6 +170,7 @@ bool Runner::Poll() {
       if (r.kill_sent) r.message = absl::StrCat("stopped: ", r.kill_reason);
       // Ranks orphaned by a crashed torchrun are still in the group: take them down too.
       killpg(r.pid, SIGKILL);
+      if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);
       spdlog::info("job {} g{}: pid {} exited with code {}", key.first, key.second, r.pid, r.exit_code);
       continue;
     }

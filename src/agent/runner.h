@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/agent/process_ledger.h"
 
 namespace hetpool::agent {
 
@@ -43,6 +44,7 @@ struct ProcessRecord {
 
 struct RunnerOptions {
   absl::Duration kill_grace = absl::Seconds(10);
+  ProcessLedger* ledger = nullptr;  // records started groups on disk, when set
 };
 
 class Runner {

@@ -62,7 +62,8 @@ struct Session::Connection {
 Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::DeviceBackend>> backends)
     : options_(std::move(options)),
       backends_(std::move(backends)),
-      runner_(RunnerOptions{options_.kill_grace}) {
+      ledger_(options_.work_dir + "/process-groups"),
+      runner_(RunnerOptions{options_.kill_grace, &ledger_}) {
   for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
 }
 
@@ -326,6 +327,11 @@ void Session::FenceIfCutOff() {
 }
 
 void Session::Run(const std::atomic<bool>* stop) {
+  // Whatever a killed predecessor left running is stopped before the daemon hears from us: it
+  // will take this node as running nothing and restart those jobs as new generations.
+  if (const int stopped = ledger_.StopLeftovers(options_.kill_grace); stopped > 0) {
+    spdlog::warn("stopped {} job process group(s) left by a previous agent", stopped);
+  }
   absl::Duration backoff = absl::Milliseconds(200);
   while (!stop->load()) {
     auto inventory = Inventory();

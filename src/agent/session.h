@@ -61,6 +61,7 @@ class Session {
   const SessionOptions options_;
   std::vector<std::unique_ptr<drivers::DeviceBackend>> backends_;
   bool simulated_ = false;
+  ProcessLedger ledger_;  // before runner_, which records into it
   Runner runner_;
   size_t server_index_ = 0;
   std::unique_ptr<Connection> conn_;

@@ -2,6 +2,8 @@
 //  - An agent that no daemon answers for 80% of the lease stops its job processes itself.
 //  - An agent paused past its lease (its jobs restarted elsewhere) kills the stale generation as
 //    soon as it runs again.
+//  - An agent killed with SIGKILL leaves its jobs running; its successor stops them before it
+//    registers, and the daemon restarts them as a new generation.
 #include <signal.h>
 
 #include <algorithm>
@@ -80,6 +82,32 @@ TEST(Fencing, PausedAgentComesBackAndKillsItsStaleGeneration) {
   ASSERT_TRUE(still.ok());
   EXPECT_EQ(still->generation(), 2u);
   EXPECT_EQ(still->state(), pb::JOB_STATE_RUNNING);
+}
+
+TEST(Fencing, RestartedAgentStopsWhatItsPredecessorLeftRunning) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);  // node-a only: the job must come back to the same node
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto spec = cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"});
+  spec.set_max_restarts(1);
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  const auto first_generation = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
+  ASSERT_GE(first_generation.size(), 3u);
+
+  cluster.SignalAgent(0, SIGKILL);
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(AnyAlive(first_generation)) << "the job outlives its agent";
+  ASSERT_TRUE(cluster.StartAgent(0).ok());
+  EXPECT_TRUE(WaitAllGone(first_generation, absl::Seconds(15))) << cluster.AgentLog(0);
+  auto second = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.generation() == 2 && j.state() == pb::JOB_STATE_RUNNING; },
+      absl::Seconds(60));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(AnyAlive(first_generation));
+  EXPECT_NE(cluster.AgentLog(0).find("left running by a previous agent"), std::string::npos);
 }
 
 }  // namespace
