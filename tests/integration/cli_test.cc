@@ -152,7 +152,10 @@ TEST_F(CliTest, TwoHalfCardJobsShareOneCard) {
   EXPECT_EQ(first->placement(0).device_memory_mib(), 32768u);  // half of the C500's 64 GiB
   ASSERT_EQ(cluster_->RunCli({"devices", "--vendor", "metax"}, &out), 0) << out;
   EXPECT_NE(out.find(ids[0] + "," + ids[1] + " (1000/1000)"), std::string::npos) << out;
-  for (const auto& id : ids) EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+  for (const auto& id : ids) {
+    EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0)
+        << out << cluster_->Logs(id).value_or("(no logs)") << cluster_->DaemonLog();
+  }
 }
 
 TEST_F(CliTest, ClusterViews) {
