@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
   flags.String("torchrun", &options.torchrun_path, "torchrun executable (default: found on PATH)");
   flags.String("job-path", &options.job_path, "PATH given to job processes");
   flags.Duration("kill-grace", &options.kill_grace, "time between SIGTERM and SIGKILL when stopping a job");
-  std::string fence_after = "auto";
+  std::string fence_after = "auto", on_stop = "handback";
+  flags.String("on-stop", &on_stop,
+               "on SIGTERM: handback (stop job processes now; hetpoold restarts them elsewhere) or finish "
+               "(drain the node, let running jobs end, then exit; a second signal stops them)");
   flags.String("fence-after", &fence_after,
                "stop job processes when no hetpoold answers for this long: auto (80% of the daemon's lease), "
                "a duration, or 0 (never)");
@@ -74,6 +77,10 @@ int main(int argc, char** argv) {
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpool-agent", &config)) return *exit_code;
   // --print-inventory's stdout is the JSON alone (it feeds `hetpoolctl plan --pool`); logs go to stderr.
   if (print_inventory) spdlog::set_default_logger(spdlog::stderr_color_mt("agent-stderr"));
+  if (on_stop != "handback" && on_stop != "finish") {
+    std::cerr << "hetpool-agent: --on-stop: expected handback or finish, got '" << on_stop << "'\n";
+    return 2;
+  }
   if (fence_after != "auto") {
     auto d = hetpool::ParseDurationFlag(fence_after);
     if (!d.ok()) {
@@ -132,17 +139,22 @@ int main(int argc, char** argv) {
   options.torchrun_path = std::filesystem::absolute(options.torchrun_path).string();
 
   const sigset_t signals = hetpool::BlockShutdownSignals();
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, drain{false};
   std::thread waiter([&] {
     int received = 0;
     sigwait(&signals, &received);
+    if (on_stop == "finish") {
+      spdlog::info("signal {}: draining: no new work, exiting once running jobs end (again: stop them now)", received);
+      drain = true;
+      sigwait(&signals, &received);
+    }
     spdlog::info("signal {}: stopping jobs and exiting", received);
     stop = true;
   });
   waiter.detach();
 
   hetpool::agent::Session session(options, *std::move(created));
-  session.Run(&stop);
+  session.Run(&stop, &drain);
   spdlog::info("stopped");
   return 0;
 }

@@ -66,6 +66,7 @@ class Runner {
 
   std::map<Key, ProcessRecord>& records() { return records_; }
   bool AnyRunning() const;
+  bool Empty() const { return records_.empty(); }  // nothing left to run or to report
 
  private:
   RunnerOptions options_;

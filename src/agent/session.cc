@@ -245,7 +245,7 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
   return out;
 }
 
-void Session::Serve(const std::atomic<bool>* stop) {
+void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   absl::Time last_heartbeat = absl::InfinitePast();
   absl::Time last_inventory = absl::Now();
   const absl::Duration heartbeat_every = absl::Seconds(1);
@@ -290,6 +290,7 @@ void Session::Serve(const std::atomic<bool>* stop) {
       req.set_session_id(session_id_);
       req.set_node_name(options_.node_name);
       req.set_applied_orders_version(applied_version_);
+      req.set_draining(drain != nullptr && drain->load());
       *req.mutable_processes() = ProcessReports();
       if (unreported_inventory_) *req.mutable_inventory() = *unreported_inventory_;
       pb::HeartbeatResponse resp;
@@ -313,6 +314,7 @@ void Session::Serve(const std::atomic<bool>* stop) {
     }
     FenceIfCutOff();
     if (fenced_) return;  // cut off: register again, wherever a daemon answers
+    if (Drained(drain)) return;  // draining, and every job has ended and been accounted for
   }
 }
 
@@ -326,14 +328,14 @@ void Session::FenceIfCutOff() {
   runner_.KillAll(reason);
 }
 
-void Session::Run(const std::atomic<bool>* stop) {
+void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   // Whatever a killed predecessor left running is stopped before the daemon hears from us: it
   // will take this node as running nothing and restart those jobs as new generations.
   if (const int stopped = ledger_.StopLeftovers(options_.kill_grace); stopped > 0) {
     spdlog::warn("stopped {} job process group(s) left by a previous agent", stopped);
   }
   absl::Duration backoff = absl::Milliseconds(200);
-  while (!stop->load()) {
+  while (!stop->load() && !Drained(drain)) {
     auto inventory = Inventory();
     bool registered = false;
     if (!inventory.ok()) {
@@ -343,7 +345,7 @@ void Session::Run(const std::atomic<bool>* stop) {
     }
     if (registered) {
       backoff = absl::Milliseconds(200);
-      Serve(stop);
+      Serve(stop, drain);
       conn_.reset();
       continue;
     }

@@ -41,15 +41,19 @@ class Session {
  public:
   Session(SessionOptions options, std::vector<std::unique_ptr<drivers::DeviceBackend>> backends);
   ~Session();
-  // Runs until *stop becomes true, then stops every job process and returns.
-  void Run(const std::atomic<bool>* stop);
+  // Runs until *stop becomes true, then stops every job process and returns. Once *drain is
+  // true (may be null) the node takes no new work (heartbeats say so, the daemon drains it) and
+  // Run returns when no job process is left.
+  void Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain = nullptr);
 
  private:
   struct Connection;
   absl::StatusOr<hetpool::v1::NodeInventory> Inventory();
   bool RegisterOnce(const hetpool::v1::NodeInventory& inventory);
   // One registered session; returns when it is lost or *stop is set.
-  void Serve(const std::atomic<bool>* stop);
+  void Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain);
+  // Draining and done: no process left, every exit reported and acknowledged by the daemon.
+  bool Drained(const std::atomic<bool>* drain) const { return drain != nullptr && drain->load() && runner_.Empty(); }
   void Reconcile(const hetpool::v1::Orders& orders);
   LaunchSpec ToLaunchSpec(const hetpool::v1::LaunchOrder& order) const;
   // Pushes new log bytes; returns true if some exited process is now fully pushed.

@@ -110,5 +110,39 @@ TEST(Fencing, RestartedAgentStopsWhatItsPredecessorLeftRunning) {
   EXPECT_NE(cluster.AgentLog(0).find("left running by a previous agent"), std::string::npos);
 }
 
+// Graceful stop with --on-stop finish: the node is drained, its running job ends normally, new
+// work waits, and the agent exits once the job is accounted for.
+TEST(Drain, AgentStoppedWithFinishLetsItsJobEndAndTakesNoNewWork) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  options.agents[0].args = {"--on-stop", "finish"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto running = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "40", "--step-sleep", "0.1"}));
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_TRUE(cluster.WaitForState(running->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+
+  cluster.SignalAgent(0, SIGTERM);
+  bool drained = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10); !drained && absl::Now() < deadline;) {
+    pb::ListNodesResponse nodes;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(cluster.cluster().ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok());
+    drained = nodes.nodes(0).drained();
+    if (!drained) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(drained) << cluster.AgentLog(0);
+  auto waiting = cluster.Submit(cluster.TrainSpec(1, 1, {"--steps", "1"}));
+  ASSERT_TRUE(waiting.ok());
+
+  auto done = cluster.WaitForState(running->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status() << cluster.AgentLog(0);
+  EXPECT_EQ(done->generation(), 1u);  // ran to its end, not stopped and restarted
+  EXPECT_EQ(cluster.WaitAgent(0, absl::Seconds(30)), std::optional<int>(0)) << cluster.AgentLog(0);
+  auto still = cluster.Get(waiting->id());
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->state(), pb::JOB_STATE_PENDING);
+}
+
 }  // namespace
 }  // namespace hetpool::testing

@@ -162,6 +162,7 @@ absl::Status TestCluster::StartAgent(size_t i) {
     for (const auto& b : spec.backends) argv.insert(argv.end(), {"--backend", b});
   }
   for (const auto& l : spec.labels) argv.insert(argv.end(), {"--label", l});
+  argv.insert(argv.end(), spec.args.begin(), spec.args.end());
   auto agent = ChildProcess::Spawn(argv, dir() + "/agent-" + spec.name + ".log", spec.env);
   if (!agent.ok()) return agent.status();
   agents_[i] = *std::move(agent);
@@ -171,6 +172,8 @@ absl::Status TestCluster::StartAgent(size_t i) {
 void TestCluster::StopAgent(size_t i) { agents_[i].reset(); }
 
 void TestCluster::SignalAgent(size_t i, int sig) { agents_[i]->Signal(sig); }
+
+std::optional<int> TestCluster::WaitAgent(size_t i, absl::Duration timeout) { return agents_[i]->Wait(timeout); }
 
 absl::Status TestCluster::Start() {
   if (auto s = StartDaemon(); !s.ok()) return s;

@@ -47,6 +47,7 @@ struct AgentSpec {
   std::vector<std::string> backends;                           // when no inventory_file, e.g. {"auto"}
   std::vector<std::pair<std::string, std::string>> env;        // e.g. HETPOOL_VENDOR_LIB_PATH for fakes
   std::vector<std::string> labels;                             // --label k=v
+  std::vector<std::string> args;                               // more agent flags
 };
 
 class TestCluster {
@@ -70,6 +71,7 @@ class TestCluster {
   void KillDaemon(int sig);
   void StopAgent(size_t index);
   void SignalAgent(size_t index, int sig);  // e.g. SIGSTOP / SIGCONT to cut an agent off
+  std::optional<int> WaitAgent(size_t index, absl::Duration timeout);  // its exit status
   absl::Status WaitNodesReady(size_t count, absl::Duration timeout);
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }

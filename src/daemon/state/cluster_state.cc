@@ -835,6 +835,15 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
   }
   node.last_heartbeat = Now();
   node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
+  if (req.draining() && !node.record.drained()) {
+    // The agent is stopping with --on-stop finish: no new work, running jobs finish.
+    node.record.set_drained(true);
+    if (auto s = store_->PutNode(node.record); !s.ok()) {
+      spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+    }
+    spdlog::info("node {} drained: its agent is stopping and lets running jobs finish", node.record.name());
+    Changed();
+  }
   ApplyProcessReports(node, req.processes(), /*registering=*/false);
   return absl::OkStatus();
 }
