@@ -78,11 +78,13 @@ class HighAvailability : public ::testing::Test {
     return absl::OkStatus();
   }
 
-  // The replica that serves (the leader), or -1.
+  // The replica that leads, or -1. (Followers pass API calls on to the leader, except calls
+  // marked as already passed on: those they refuse, naming the leader.)
   int Leader() {
     for (size_t i = 0; i < replicas_.size(); ++i) {
       if (!replicas_[i].process) continue;
       grpc::ClientContext ctx;
+      ctx.AddMetadata("x-hetpool-forwarded", "1");
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
       pb::ListNodesResponse resp;
       const grpc::Status s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
@@ -129,13 +131,14 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
     if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_GE(leader, 0) << Logs();
-  // Exactly one replica serves; the others say who leads (once their next campaign step has
-  // seen the key, a third of the lease at most).
+  // Exactly one replica leads; the others, asked not to pass the call on, say who leads (once
+  // their next campaign step has seen the key, a third of the lease at most).
   for (size_t i = 0; i < replicas_.size(); ++i) {
     if (static_cast<int>(i) == leader) continue;
     grpc::Status s;
     for (absl::Time deadline = absl::Now() + absl::Seconds(3); absl::Now() < deadline;) {
       grpc::ClientContext ctx;
+      ctx.AddMetadata("x-hetpool-forwarded", "1");
       pb::ListNodesResponse resp;
       s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
       // (Until then: "no leader is elected yet", or the channel still connecting.)
@@ -144,6 +147,14 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
     }
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
     EXPECT_EQ(s.error_message(), "not the leader; the leader is at " + replicas_[static_cast<size_t>(leader)].address());
+  }
+
+  // A follower serves reads and writes by passing them on to the leader.
+  {
+    const size_t follower = (static_cast<size_t>(leader) + 1) % replicas_.size();
+    grpc::ClientContext ctx;
+    pb::ListNodesResponse resp;
+    EXPECT_TRUE(replicas_[follower].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp).ok());
   }
 
   // Short jobs on the node's two H100 cards, so at most two run at once.

@@ -41,9 +41,9 @@ class RankFilter {
 
 }  // namespace
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const pb::SubmitJobRequest* req,
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                                        pb::SubmitJobResponse* resp) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, SubmitJob, ctx, req, resp);
   absl::StatusOr<pb::Job> job;
   if (req->spec().has_model()) {
     // Submit by model: the plan fixes the devices, the class and the layout variables.
@@ -59,26 +59,26 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const pb::SubmitJob
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const pb::GetJobRequest* req, pb::Job* resp) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx, const pb::GetJobRequest* req, pb::Job* resp) {
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, GetJob, ctx, req, resp);
   auto job = state_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const pb::ListJobsRequest* req,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx, const pb::ListJobsRequest* req,
                                       pb::ListJobsResponse* resp) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, ListJobs, ctx, req, resp);
   auto list = state_->ListJobs(*req);
   if (!list.ok()) return ToGrpcStatus(list.status());
   *resp = *std::move(list);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const pb::CancelJobRequest* req,
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req,
                                        pb::Job* resp) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, CancelJob, ctx, req, resp);
   auto job = state_->Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);

@@ -4,9 +4,9 @@
 
 namespace hetpool::daemon {
 
-grpc::Status PlannerServiceImpl::Plan(grpc::ServerContext*, const pb::PlanRequest* request,
+grpc::Status PlannerServiceImpl::Plan(grpc::ServerContext* ctx, const pb::PlanRequest* request,
                                       pb::PlanResponse* response) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::PlannerService, Plan, ctx, request, response);
   auto plan = planner_->Plan(*request, state_->PlannerPool());
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   *response = *std::move(plan);
