@@ -95,7 +95,7 @@ TEST(Fencing, RestartedAgentStopsWhatItsPredecessorLeftRunning) {
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
   const auto first_generation = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
-  ASSERT_GE(first_generation.size(), 3u);
+  ASSERT_GE(first_generation.size(), 3u) << cluster.DaemonLog() << cluster.AgentLog(0);
 
   cluster.SignalAgent(0, SIGKILL);
   absl::SleepFor(absl::Milliseconds(300));

@@ -95,8 +95,10 @@ TestCluster::TestCluster(Options options) : options_(std::move(options)) {
     }
   }
   agents_.resize(options_.agents.size());
-  // Rendezvous ports away from other test runs: a window picked from this process id.
-  rdzv_base_ = 31000 + static_cast<int>(getpid() % 400) * 50;
+  // Rendezvous ports away from other test runs (a window picked from this process id) and below
+  // the kernel's ephemeral range (32768 and up), where client sockets and FreeTcpPort() live:
+  // torchrun could not bind a port some connection happens to hold.
+  rdzv_base_ = 11000 + static_cast<int>(getpid() % 400) * 50;
 }
 
 TestCluster::~TestCluster() {

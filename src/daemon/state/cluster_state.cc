@@ -154,7 +154,7 @@ void ClusterState::Start() {
       {
         absl::MutexLock lock(&mu_);
         if (stopping_) return;
-        if (!work_pending_) changed_.WaitWithTimeout(&mu_, options_.tick);
+        if (!work_pending_ && new_jobs_.empty()) changed_.WaitWithTimeout(&mu_, options_.tick);
         if (stopping_) return;
       }
       Tick();
@@ -174,8 +174,18 @@ void ClusterState::Stop() {
 void ClusterState::Tick() {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
+  // Only submissions since the last cycle: capacity has not changed, so the jobs already waiting
+  // still wait; place the new ones (a full cycle still runs at least every tick).
+  if (!work_pending_ && !new_jobs_.empty() && Now() - last_full_cycle_ < options_.tick) {
+    std::vector<std::string> fresh;
+    fresh.swap(new_jobs_);
+    ScheduleLocked(&fresh);
+    return;
+  }
   work_pending_ = false;
-  ScheduleLocked();
+  new_jobs_.clear();
+  last_full_cycle_ = Now();
+  ScheduleLocked(nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -216,41 +226,50 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
                                              const pb::PlanRow* plan) {
   if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
   if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
+  JobEntry entry;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
+    if (!request_id.empty()) {
+      // A retry while the first copy is still being written waits for that write's outcome.
+      auto settled = [this, &request_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !requests_in_flight_.contains(request_id);
+      };
+      mu_.Await(absl::Condition(&settled));
+      if (auto it = job_by_request_.find(request_id); it != job_by_request_.end()) {
+        return jobs_.at(it->second).job;  // a retried submission: the first one stands
+      }
+    }
+    // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
+    if (!nodes_.empty()) {
+      auto feasible = policy_->Place(ToPlacementRequest(spec), NodeViews(/*all_free=*/true));
+      if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
+      }
+    }
+    const uint64_t seq = next_seq_++;  // a failed write burns its number
+    pb::Job& job = entry.job;
+    job.set_id(absl::StrFormat("job-%06d", seq));
+    job.set_submit_seq(seq);
+    job.set_request_id(request_id);
+    *job.mutable_spec() = std::move(spec);
+    if (plan) *job.mutable_plan() = *plan;
+    job.set_state(pb::JOB_STATE_PENDING);
+    *job.mutable_created_at() = ToProtoTime(Now());
+    AddEvent(entry, "Submitted", absl::StrCat("by ", entry.job.spec().user()));
+    if (!request_id.empty()) requests_in_flight_.insert(request_id);
+  }
+  // Durable before it is acknowledged or visible, written outside the lock so that concurrent
+  // submissions share one commit (the store groups them). On failure nothing is kept.
+  const absl::Status written = store_->PutJob(entry.job);
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
-  if (!request_id.empty()) {
-    if (auto it = job_by_request_.find(request_id); it != job_by_request_.end()) {
-      return jobs_.at(it->second).job;  // a retried submission: the first one stands
-    }
-  }
-  // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
-  if (!nodes_.empty()) {
-    auto feasible = policy_->Place(ToPlacementRequest(spec), NodeViews(/*all_free=*/true));
-    if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
-    }
-  }
-  const uint64_t seq = next_seq_;
-  pb::Job job;
-  job.set_id(absl::StrFormat("job-%06d", seq));
-  job.set_submit_seq(seq);
-  job.set_request_id(request_id);
-  *job.mutable_spec() = std::move(spec);
-  if (plan) *job.mutable_plan() = *plan;
-  job.set_state(pb::JOB_STATE_PENDING);
-  *job.mutable_created_at() = ToProtoTime(Now());
-  JobEntry entry{std::move(job)};
-  AddEvent(entry, "Submitted", absl::StrCat("by ", entry.job.spec().user()));
-  // Durable before it is acknowledged or visible: on failure nothing is kept.
-  if (auto s = store_->PutJob(entry.job); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat("job not stored: ", s.message()));
-  }
-  next_seq_ = seq + 1;
+  requests_in_flight_.erase(request_id);
+  if (!written.ok()) return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
   const std::string id = entry.job.id();
   if (!request_id.empty()) job_by_request_[request_id] = id;
   auto& stored = jobs_[id] = std::move(entry);
-  work_pending_ = true;
+  new_jobs_.push_back(id);
   Changed();
   return stored.job;
 }
@@ -462,10 +481,17 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
   return absl::OkStatus();
 }
 
-void ClusterState::ScheduleLocked() {
+void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
   std::vector<JobEntry*> pending;
-  for (auto& [id, entry] : jobs_) {
-    if (entry.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&entry);
+  if (only != nullptr) {
+    for (const std::string& id : *only) {
+      auto it = jobs_.find(id);
+      if (it != jobs_.end() && it->second.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&it->second);
+    }
+  } else {
+    for (auto& [id, entry] : jobs_) {
+      if (entry.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&entry);
+    }
   }
   // Higher priority first, then submission order.
   std::sort(pending.begin(), pending.end(), [](const JobEntry* a, const JobEntry* b) {
@@ -477,8 +503,9 @@ void ClusterState::ScheduleLocked() {
   // The first job that waits for capacity (the head of the queue) reserves the nodes closest to
   // holding it; jobs behind it may use other devices (backfill) but not the ones it could use
   // there, so they never delay it. Only one reservation: more would let a long queue of big
-  // jobs idle the whole pool.
+  // jobs idle the whole pool. A cycle for new submissions only keeps the last full cycle's.
   std::map<std::string, std::set<std::string>> reserved;  // node -> device ids
+  if (only != nullptr) reserved = reserved_;
   for (JobEntry* entry : pending) {
     const scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
     std::vector<scheduler::NodeView> views = NodeViews(false);
@@ -533,9 +560,13 @@ void ClusterState::ScheduleLocked() {
       entry->job.set_message(message);
       *entry->job.mutable_pending() = std::move(why);
       AddEvent(*entry, reason, message);
-      Persist(*entry);
+      // Why a job waits is recomputed every cycle (and after a restart), so it is not written to
+      // the store: the next state change carries it. Watchers still hear of it now.
+      ++entry->version;
+      Changed();
     }
   }
+  if (only == nullptr) reserved_ = std::move(reserved);
 }
 
 std::map<std::string, std::set<std::string>> ClusterState::ReservationFor(

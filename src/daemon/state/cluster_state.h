@@ -143,7 +143,8 @@ class ClusterState {
   pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) const;
 
   // Job state machine.
-  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // All pending jobs, or (`only`) just those ids, keeping the last full cycle's reservation.
+  void ScheduleLocked(const std::vector<std::string>* only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PlaceJob(JobEntry& entry, const scheduler::Placement& placement)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -174,9 +175,13 @@ class ClusterState {
   mutable absl::CondVar changed_;  // signalled on every change (watchers, order streams, loop)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool work_pending_ ABSL_GUARDED_BY(mu_) = false;  // something may now be schedulable
+  std::vector<std::string> new_jobs_ ABSL_GUARDED_BY(mu_);  // submitted since the last cycle
+  absl::Time last_full_cycle_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, std::set<std::string>> reserved_ ABSL_GUARDED_BY(mu_);  // the head's hold
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> job_by_request_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> requests_in_flight_ ABSL_GUARDED_BY(mu_);  // submissions being written
   std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
 
   std::thread loop_;  // last member: joined before the state it uses goes away

@@ -77,8 +77,36 @@ absl::Status SqliteStore::Error(absl::string_view what) {
 }
 
 absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
-  const std::string data = job.SerializeAsString();
+  // Group commit: the write joins the queue; whoever holds the database next commits every
+  // queued write in one transaction (one fsync), and the others find theirs done.
+  auto write = std::make_shared<QueuedJob>();
+  write->job = &job;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    queue_.push_back(write);
+  }
   absl::MutexLock lock(&mu_);
+  if (write->done) return write->status;
+  std::vector<std::shared_ptr<QueuedJob>> batch;
+  {
+    absl::MutexLock queue_lock(&queue_mu_);
+    batch.swap(queue_);
+  }
+  absl::Status status = Exec("BEGIN IMMEDIATE");
+  for (auto& w : batch) {
+    if (status.ok()) status = UpsertJob(*w->job);
+  }
+  status = status.ok() ? Exec("COMMIT") : status;
+  if (!status.ok()) Exec("ROLLBACK").IgnoreError();
+  for (auto& w : batch) {
+    w->status = status;  // one transaction: all written, or none
+    w->done = true;
+  }
+  return write->status;
+}
+
+absl::Status SqliteStore::UpsertJob(const hetpool::v1::Job& job) {
+  const std::string data = job.SerializeAsString();
   Statement stmt(db_, "INSERT INTO jobs (id, seq, state, user, data) VALUES (?1, ?2, ?3, ?4, ?5) "
                       "ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data");
   if (!stmt.ok()) return Error("prepare job upsert");

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -26,11 +27,20 @@ class SqliteStore : public Store {
 
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
+  // A PutJob waiting for the next group commit. `job` stays valid: its caller waits for `done`.
+  struct QueuedJob {
+    const hetpool::v1::Job* job = nullptr;
+    bool done = false;     // under mu_
+    absl::Status status;   // under mu_
+  };
+  absl::Status UpsertJob(const hetpool::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Error(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<std::shared_ptr<QueuedJob>> queue_ ABSL_GUARDED_BY(queue_mu_);
 };
 
 }  // namespace hetpool::daemon
