@@ -250,6 +250,10 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
   absl::Time last_inventory = absl::Now();
   const absl::Duration heartbeat_every = absl::Seconds(1);
   while (!stop->load()) {
+    // First, before anything is reported: an agent back from a pause or a partition longer than
+    // the fencing deadline stops its (stale) job processes.
+    FenceIfCutOff();
+    if (fenced_) return;  // cut off: register again, wherever a daemon answers
     std::optional<pb::Orders> orders;
     bool stream_ended = false;
     grpc::Status stream_status;
@@ -312,8 +316,6 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
       spdlog::warn("order stream ended: {}", stream_status.error_message());
       return;  // register again (a restarted daemon has forgotten this session)
     }
-    FenceIfCutOff();
-    if (fenced_) return;  // cut off: register again, wherever a daemon answers
     if (Drained(drain)) return;  // draining, and every job has ended and been accounted for
   }
 }
@@ -336,6 +338,7 @@ void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain)
   }
   absl::Duration backoff = absl::Milliseconds(200);
   while (!stop->load() && !Drained(drain)) {
+    FenceIfCutOff();  // before registering reports the processes
     auto inventory = Inventory();
     bool registered = false;
     if (!inventory.ok()) {

@@ -171,12 +171,17 @@ void ClusterState::Stop() {
   if (loop_.joinable()) loop_.join();
 }
 
+namespace {
+constexpr absl::Duration kFullCycleEvery = absl::Minutes(1);
+}  // namespace
+
 void ClusterState::Tick() {
   absl::MutexLock lock(&mu_);
   ExpireLeasesLocked();
-  // Only submissions since the last cycle: capacity has not changed, so the jobs already waiting
-  // still wait; place the new ones (a full cycle still runs at least every tick).
-  if (!work_pending_ && !new_jobs_.empty() && Now() - last_full_cycle_ < options_.tick) {
+  // Nothing that frees capacity happened (every such change sets work_pending_): the jobs
+  // already waiting still wait, so place only the new submissions. A full cycle runs anyway once
+  // a minute, a safety net that costs one pass over the queue.
+  if (!work_pending_ && Now() - last_full_cycle_ < kFullCycleEvery) {
     std::vector<std::string> fresh;
     fresh.swap(new_jobs_);
     ScheduleLocked(&fresh);
@@ -893,6 +898,7 @@ void ClusterState::ExpireLeasesLocked() {
     }
     node.claims.clear();
     BumpOrders(node);
+    work_pending_ = true;
     for (const auto& key : lost) {
       auto job = jobs_.find(key.first);
       if (job == jobs_.end() || job->second.job.generation() != key.second) continue;
