@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -171,30 +172,31 @@ class Chaos {
     return absl::DeadlineExceededError("no replica acknowledged " + request_id + " within 60 s");
   }
 
-  absl::StatusOr<std::vector<pb::Job>> ListAll() {
+  // One ListJobs (first page of up to `page_size`) from the first replica that answers within
+  // `timeout`, with its index.
+  std::optional<std::pair<int, pb::ListJobsResponse>> FirstAnswer(int page_size, absl::Duration timeout) {
     for (size_t i = 0; i < jobs_stubs_.size(); ++i) {
       if (!daemons_[i]) continue;
       pb::ListJobsRequest req;
-      req.set_page_size(1000);
+      req.set_page_size(page_size);
       pb::ListJobsResponse resp;
       grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-      if (jobs_stubs_[i]->ListJobs(&ctx, req, &resp).ok()) return std::vector<pb::Job>(resp.jobs().begin(), resp.jobs().end());
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+      ctx.AddMetadata("x-hetpool-forwarded", "1");  // followers refuse it: only the leader answers
+      if (jobs_stubs_[i]->ListJobs(&ctx, req, &resp).ok()) return std::make_pair(static_cast<int>(i), std::move(resp));
     }
-    return absl::UnavailableError("no replica answers");
+    return std::nullopt;
+  }
+
+  absl::StatusOr<std::vector<pb::Job>> ListAll() {
+    auto answer = FirstAnswer(1000, absl::Seconds(2));
+    if (!answer) return absl::UnavailableError("no replica answers");
+    return std::vector<pb::Job>(answer->second.jobs().begin(), answer->second.jobs().end());
   }
 
   int LeaderIndex() {
-    for (size_t i = 0; i < jobs_stubs_.size(); ++i) {
-      if (!daemons_[i]) continue;
-      pb::ListJobsRequest req;
-      req.set_page_size(1);
-      pb::ListJobsResponse resp;
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
-      if (jobs_stubs_[i]->ListJobs(&ctx, req, &resp).ok()) return static_cast<int>(i);
-    }
-    return -1;
+    auto answer = FirstAnswer(1, absl::Milliseconds(500));
+    return answer ? answer->first : -1;
   }
 
   std::string InjectFault() {

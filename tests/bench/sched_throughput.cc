@@ -14,6 +14,7 @@
 
 #include "drivers/fingerprint/fingerprint.h"
 #include "nlohmann/json.hpp"
+#include "tests/bench/percentile.h"
 #include "scheduler/framework/profile.h"
 
 namespace {
@@ -42,11 +43,7 @@ const Model kModels[] = {
     {Vendor::kIntel, "Intel(R) Data Center GPU Max 1550", 131072, 0, 0, LinkKind::kXeLink, 8, 4, 0.1},
 };
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
+using hetpool::bench::Percentile;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "grpcpp/create_channel.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/bench/percentile.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/temp_dir.h"
@@ -22,11 +23,7 @@ namespace {
 
 using namespace hetpool::testing;
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
+using hetpool::bench::Percentile;
 
 }  // namespace
 

@@ -142,29 +142,29 @@ absl::Status EtcdStore::PutNode(const hetpool::v1::Node& node) {
   return Put(absl::StrCat(prefix_, "nodes/", node.name()), node.SerializeAsString());
 }
 
-absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::LoadJobs() {
-  auto rows = List(prefix_ + "jobs/");
+template <typename Message>
+absl::StatusOr<std::vector<Message>> EtcdStore::LoadAll(const std::string& dir) {
+  auto rows = List(dir);
   if (!rows.ok()) return rows.status();
-  std::vector<hetpool::v1::Job> jobs(rows->size());
+  std::vector<Message> out(rows->size());
   for (size_t i = 0; i < rows->size(); ++i) {
-    if (!jobs[i].ParseFromString((*rows)[i].second)) {
-      return absl::DataLossError(absl::StrCat("etcd key ", (*rows)[i].first, ": not a hetpool.v1.Job"));
+    if (!out[i].ParseFromString((*rows)[i].second)) {
+      return absl::DataLossError(
+          absl::StrCat("etcd key ", (*rows)[i].first, ": not a ", out[i].GetDescriptor()->full_name()));
     }
   }
-  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.submit_seq() < b.submit_seq(); });
+  return out;
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::LoadJobs() {
+  auto jobs = LoadAll<hetpool::v1::Job>(prefix_ + "jobs/");
+  if (!jobs.ok()) return jobs;
+  std::sort(jobs->begin(), jobs->end(), [](const auto& a, const auto& b) { return a.submit_seq() < b.submit_seq(); });
   return jobs;
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Node>> EtcdStore::LoadNodes() {
-  auto rows = List(prefix_ + "nodes/");
-  if (!rows.ok()) return rows.status();
-  std::vector<hetpool::v1::Node> nodes(rows->size());
-  for (size_t i = 0; i < rows->size(); ++i) {
-    if (!nodes[i].ParseFromString((*rows)[i].second)) {
-      return absl::DataLossError(absl::StrCat("etcd key ", (*rows)[i].first, ": not a hetpool.v1.Node"));
-    }
-  }
-  return nodes;
+  return LoadAll<hetpool::v1::Node>(prefix_ + "nodes/");
 }
 
 }  // namespace hetpool::daemon

@@ -40,6 +40,9 @@ class EtcdStore : public Store {
   absl::Status Put(const std::string& key, const std::string& value);
   // Every key/value under `dir` (pages of kPageSize, so no reply outgrows gRPC's message limit).
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(const std::string& dir);
+  // Every value under `dir`, parsed as Message (a value that does not parse is DATA_LOSS).
+  template <typename Message>
+  absl::StatusOr<std::vector<Message>> LoadAll(const std::string& dir);
   // Runs `call` on the current endpoint, then on each other one while they are unreachable.
   template <typename Call>
   grpc::Status WithFailover(Call&& call);
