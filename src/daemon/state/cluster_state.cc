@@ -530,6 +530,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       JobBinder(ClusterState& state, JobEntry& entry) : state_(state), entry_(entry) {}
       absl::Status Bind(const scheduler::Placement& placement) override {
         state_.mu_.AssertHeld();
+        entry_.job.clear_pending();  // placed: no reason to wait (stored with the placement)
         return state_.PlaceJob(entry_, placement);
       }
 
@@ -538,10 +539,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       JobEntry& entry_;
     } binder(*this, *entry);
     auto placement = policy_->Schedule(request, views, binder);
-    if (placement.ok()) {
-      entry->job.clear_pending();
-      continue;
-    }
+    if (placement.ok()) continue;
     absl::Status status = placement.status();
     pb::PendingReason why = ToProto(scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{}));
     if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
