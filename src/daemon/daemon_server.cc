@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   const bool replicated = etcd != nullptr;
   DaemonServer* self = d.get();
   d->gate_ = std::make_unique<LeaderGate>(!replicated, [self] {
-    return self->leadership_ ? self->leadership_->Leader() : std::string();
+    const Leadership* l = self->leadership_view_.load();  // RPC threads: read through the atomic
+    return l != nullptr ? l->Leader() : std::string();
   });
   if (!replicated) {
     if (auto s = d->state_->Load(); !s.ok()) return s;
@@ -101,6 +102,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     auto leadership = Leadership::Start(std::move(lo));
     if (!leadership.ok()) return leadership.status();
     d->leadership_ = *std::move(leadership);
+    d->leadership_view_ = d->leadership_.get();
   }
   spdlog::info("hetpoold listening on port {} (data dir {}{})", d->port_, options.data_dir,
                replicated ? ", etcd store: leader election on" : "");
@@ -110,7 +112,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
 void DaemonServer::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
-  leadership_.reset();  // revokes the lease: another replica takes over at once
+  if (leadership_) leadership_->Resign();  // revokes the lease: another replica takes over at once
   // Stop the state first: it wakes every watch/order stream so they return promptly.
   state_->Stop();
   server_->Shutdown(absl::ToChronoTime(deadline));

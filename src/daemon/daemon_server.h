@@ -2,6 +2,7 @@
 // order so destruction is the shutdown order. main.cc only parses flags and waits for a signal.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,7 @@ class DaemonServer {
   bool shut_down_ = false;
   // Last: destroyed first, so its thread stops before what its callbacks touch.
   std::unique_ptr<Leadership> leadership_;
+  std::atomic<const Leadership*> leadership_view_{nullptr};  // what RPC threads read
 };
 
 }  // namespace hetpool::daemon

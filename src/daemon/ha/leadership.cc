@@ -29,9 +29,12 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Start(Options options) {
   return l;
 }
 
-Leadership::~Leadership() {
-  stop_.Notify();
+Leadership::~Leadership() { Resign(); }
+
+void Leadership::Resign() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
   if (thread_.joinable()) thread_.join();
+  leader_ = false;
   if (lease_ != 0) {
     etcdserverpb::LeaseRevokeRequest req;
     req.set_id(lease_);
@@ -39,6 +42,7 @@ Leadership::~Leadership() {
     OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
       return etcdserverpb::Lease::NewStub(ch)->LeaseRevoke(&ctx, req, &resp);
     });
+    lease_ = 0;
   }
 }
 

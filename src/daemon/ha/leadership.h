@@ -34,7 +34,9 @@ class Leadership {
     std::function<void()> on_lost;                             // called once, from the campaign thread
   };
   static absl::StatusOr<std::unique_ptr<Leadership>> Start(Options options);
-  ~Leadership();  // stops campaigning and revokes the lease: a clean stop hands over at once
+  ~Leadership();  // Resign()
+  // Stops campaigning and revokes the lease: a clean stop hands over at once. Idempotent.
+  void Resign();
 
   bool IsLeader() const { return leader_.load(); }
   std::string Leader() const;  // the leader's address as last seen ("" when unknown)
