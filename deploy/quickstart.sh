@@ -55,4 +55,6 @@ echo "== job"
 "$bin/hetpoolctl" get "$job"
 echo "== loss (rank 0)"
 "$bin/hetpoolctl" logs "$job" --rank 0 | grep -E "loss" | sed -n '1p;$p'
+echo "== what would serving llama-2-7b to 8 users take on this pool? (docs/planner.md)"
+"$bin/hetpoolctl" plan --model llama-2-7b --mode infer --batch 8 --context 4096 || true
 exit $status
