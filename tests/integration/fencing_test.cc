@@ -95,7 +95,8 @@ TEST(Fencing, RestartedAgentStopsWhatItsPredecessorLeftRunning) {
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
   const auto first_generation = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
-  ASSERT_GE(first_generation.size(), 3u) << cluster.DaemonLog() << cluster.AgentLog(0);
+  ASSERT_GE(first_generation.size(), 3u) << cluster.Get(job->id())->DebugString() << cluster.DaemonLog()
+                                         << cluster.AgentLog(0) << cluster.Logs(job->id()).value_or("(no logs)");
 
   cluster.SignalAgent(0, SIGKILL);
   absl::SleepFor(absl::Milliseconds(300));
