@@ -82,10 +82,8 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
   }
   planner::PriceTable prices;
   if (!prices_file.empty()) {
-    auto text = ReadTextFile(prices_file);
-    if (!text.ok()) return text.status();
-    auto parsed = planner::ParsePriceTable(*text);
-    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(prices_file, ": ", parsed.status().message()));
+    auto parsed = ReadPriceTableFile(prices_file);
+    if (!parsed.ok()) return parsed.status();
     prices = *std::move(parsed);
   }
   auto req = FromProto(request);

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "drivers/fingerprint/spec_table.h"
+#include "src/common/flags.h"
 
 namespace hetpool {
 namespace {
@@ -180,6 +181,14 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   out.set_precision(std::string(drivers::PrecisionName(request.workload.precision)));
   out.set_memory_margin(prices.memory_margin);
   return out;
+}
+
+absl::StatusOr<planner::PriceTable> ReadPriceTableFile(const std::string& path) {
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  auto prices = planner::ParsePriceTable(*text);
+  if (!prices.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", prices.status().message()));
+  return prices;
 }
 
 std::vector<std::pair<std::string, std::string>> PlanEnvironment(const pb::PlanRow& plan) {

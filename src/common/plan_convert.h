@@ -18,6 +18,10 @@ pb::PlanRow ToProto(const planner::Plan& plan, const planner::Workload& workload
 pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanRequest& request,
                          const planner::PriceTable& prices);
 
+// Reads and checks a price table file (hetpoold --prices, hetpoolctl plan --prices); errors
+// name the file.
+absl::StatusOr<planner::PriceTable> ReadPriceTableFile(const std::string& path);
+
 // The environment a job submitted by model gets: HETPOOL_TP, _PP, _DP, _ZERO_STAGE, _MICRO_BATCH,
 // _GRAD_ACCUM and the plan's class.
 std::vector<std::pair<std::string, std::string>> PlanEnvironment(const pb::PlanRow& plan);

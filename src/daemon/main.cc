@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
 #include "src/common/flags.h"
+#include "src/common/plan_convert.h"
 #include "src/common/program.h"
 #include "src/daemon/daemon_server.h"
 
@@ -66,10 +67,8 @@ int main(int argc, char** argv) {
     return Fail(s);
   }
   if (!prices_file.empty()) {
-    auto text = hetpool::ReadTextFile(prices_file);
-    if (!text.ok()) return Fail(text.status());
-    auto prices = hetpool::planner::ParsePriceTable(*text);
-    if (!prices.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prices ", prices_file, ": ", prices.status().message())));
+    auto prices = hetpool::ReadPriceTableFile(prices_file);
+    if (!prices.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prices ", prices.status().message())));
     options.prices = *std::move(prices);
   }
   if (!profile_file.empty()) {

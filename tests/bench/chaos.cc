@@ -11,8 +11,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -23,7 +21,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "grpcpp/create_channel.h"
 #include "hetpool/v1/cluster.grpc.pb.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
@@ -35,14 +32,6 @@
 namespace hetpool::testing {
 namespace {
 
-std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
-  grpc::ChannelArguments args;  // components restart all the time: reconnect quickly
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
-
 class Chaos {
  public:
   Chaos(int rounds, uint64_t seed, int jobs_per_round)
@@ -53,7 +42,7 @@ class Chaos {
     if (absl::Status s = etcd_.Start(); !s.ok()) return Fail(s);
     for (int i = 0; i < 3; ++i) {
       daemon_ports_.push_back(FreeTcpPort());
-      jobs_stubs_.push_back(pb::JobService::NewStub(Channel(Address(i))));
+      jobs_stubs_.push_back(pb::JobService::NewStub(FastReconnectChannel(Address(i))));
       daemons_.emplace_back();
       if (absl::Status s = StartDaemon(i); !s.ok()) return Fail(s);
     }
@@ -238,23 +227,10 @@ class Chaos {
     const std::string mark = "HPCHAOS_MARK=" + dir_.path();
     while (!monitor_stop_) {
       std::map<std::string, std::set<std::string>> generations;
-      std::error_code ec;
-      for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.empty() || !isdigit(static_cast<unsigned char>(name[0]))) continue;
-        std::ifstream stat(entry.path() / "stat");
-        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-        const auto paren = text.rfind(')');
-        if (paren == std::string::npos || text.size() < paren + 3 || text[paren + 2] == 'Z') continue;
-        std::ifstream environ(entry.path() / "environ", std::ios::binary);
-        std::string var, job, generation;
-        bool ours = false;
-        while (std::getline(environ, var, '\0')) {
-          ours |= var == mark;
-          if (var.rfind("HETPOOL_JOB_ID=", 0) == 0) job = var.substr(15);
-          if (var.rfind("HETPOOL_GENERATION=", 0) == 0) generation = var.substr(19);
-        }
-        if (ours && !job.empty()) generations[job].insert(generation);
+      for (const MarkedProcess& p : MarkedProcesses(mark)) {
+        auto job = p.env.find("HETPOOL_JOB_ID");
+        auto generation = p.env.find("HETPOOL_GENERATION");
+        if (job != p.env.end()) generations[job->second].insert(generation != p.env.end() ? generation->second : "");
       }
       ++samples_;
       for (const auto& [job, gens] : generations) {

@@ -1,11 +1,10 @@
 // submit_load: durable submissions per second. Starts hetpoold on SQLite (or on a 3-member etcd
 // cluster) and drives SubmitJob from many concurrent clients for a fixed time; every reply counted
 // is an acknowledged, durable submission. Reports submissions/s and p50/p99 latency.
+// The daemon runs through the test harness (tests/testing), stopped when the program ends.
 //   submit_load [--store sqlite|etcd] [--clients 32] [--seconds 10] [-o json]
 #include <algorithm>
 #include <atomic>
-#include <csignal>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -41,37 +40,24 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  TempDir dir;
+  TempDir etcd_dir;
   std::unique_ptr<EtcdCluster> etcd;
-  std::vector<std::string> argv_daemon = {HETPOOLD_BIN, "--listen", "127.0.0.1:0", "--data-dir", dir.path() + "/d",
-                                          "--port-file", dir.path() + "/port", "--log-level", "warn"};
+  TestCluster::Options options;  // no agents: every job stays pending
+  options.daemon_args = {"--log-level", "warn"};
   if (store == "etcd") {
-    etcd = std::make_unique<EtcdCluster>(dir.path(), 3);
+    etcd = std::make_unique<EtcdCluster>(etcd_dir.path(), 3);
     if (auto s = etcd->Start(); !s.ok()) {
       std::cerr << s << "\n";
       return 1;
     }
-    argv_daemon.insert(argv_daemon.end(), {"--store", "etcd://" + etcd->endpoints()});
+    options.daemon_args.insert(options.daemon_args.end(), {"--store", "etcd://" + etcd->endpoints()});
   }
-  auto daemon = ChildProcess::Spawn(argv_daemon, dir.path() + "/daemon.log");
-  if (!daemon.ok()) return 1;
-  std::string port;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); port.empty() && absl::Now() < deadline;) {
-    std::ifstream in(dir.path() + "/port");
-    std::getline(in, port);
-    if (port.empty()) absl::SleepFor(absl::Milliseconds(50));
+  TestCluster cluster(options);
+  if (auto s = cluster.StartDaemon(); !s.ok()) {  // returns once it serves (on etcd: elected)
+    std::cerr << s << "\n";
+    return 1;
   }
-  const std::string address = "127.0.0.1:" + port;
-  // Wait until it serves (on etcd: elected).
-  {
-    auto stub = hetpool::v1::JobService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-    for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;) {
-      grpc::ClientContext ctx;
-      hetpool::v1::ListJobsResponse resp;
-      if (stub->ListJobs(&ctx, hetpool::v1::ListJobsRequest(), &resp).ok()) break;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-  }
+  const std::string address = cluster.address();
 
   std::atomic<bool> stop{false};
   std::atomic<int64_t> errors{0};
@@ -127,7 +113,5 @@ int main(int argc, char** argv) {
                         {"p50_ms", Percentile(latency_ms, 0.5)},
                         {"p99_ms", Percentile(latency_ms, 0.99)}};
   std::cout << (output == "json" ? out.dump(2) : out.dump()) << "\n";
-  daemon->get()->Signal(SIGTERM);
-  daemon->get()->Wait(absl::Seconds(20));
   return 0;
 }

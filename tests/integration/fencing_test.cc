@@ -7,8 +7,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
@@ -16,14 +14,7 @@
 namespace hetpool::testing {
 namespace {
 
-bool AnyAlive(const std::vector<pid_t>& pids) {
-  return std::any_of(pids.begin(), pids.end(), [](pid_t p) {
-    std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const auto paren = text.rfind(')');
-    return !text.empty() && paren != std::string::npos && text.size() > paren + 2 && text[paren + 2] != 'Z';
-  });
-}
+bool AnyAlive(const std::vector<pid_t>& pids) { return std::any_of(pids.begin(), pids.end(), ProcessAlive); }
 
 bool WaitAllGone(const std::vector<pid_t>& pids, absl::Duration timeout) {
   for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {

@@ -44,12 +44,7 @@ class HighAvailability : public ::testing::Test {
     for (int i = 0; i < 3; ++i) {
       Replica r;
       r.port = FreeTcpPort();
-      // Replicas come and go: reconnect quickly instead of gRPC's default backoff (up to 2 min).
-      grpc::ChannelArguments args;
-      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-      auto channel = grpc::CreateCustomChannel(r.address(), grpc::InsecureChannelCredentials(), args);
+      auto channel = FastReconnectChannel(r.address());  // replicas come and go
       r.jobs = pb::JobService::NewStub(channel);
       r.cluster = pb::ClusterService::NewStub(channel);
       replicas_.push_back(std::move(r));

@@ -27,6 +27,11 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+bool ZombieOrGone(const std::string& stat) {
+  const auto close_paren = stat.rfind(')');
+  return close_paren == std::string::npos || stat.size() < close_paren + 3 || stat[close_paren + 2] == 'Z';
+}
+
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration timeout = absl::Seconds(10)) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -34,6 +39,39 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration timeout = absl::Seconds(
 }
 
 }  // namespace
+
+bool ProcessAlive(pid_t pid) { return !ZombieOrGone(ReadFile("/proc/" + std::to_string(pid) + "/stat")); }
+
+std::vector<MarkedProcess> MarkedProcesses(const std::string& marker) {
+  std::vector<MarkedProcess> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !isdigit(static_cast<unsigned char>(name[0]))) continue;
+    if (ZombieOrGone(ReadFile(entry.path() / "stat"))) continue;
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    MarkedProcess p;
+    bool marked = false;
+    std::string var;
+    while (std::getline(environ, var, '\0')) {
+      marked |= var == marker;
+      const auto eq = var.find('=');
+      if (eq != std::string::npos) p.env[var.substr(0, eq)] = var.substr(eq + 1);
+    }
+    if (!marked) continue;
+    p.pid = static_cast<pid_t>(std::stol(name));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::shared_ptr<grpc::Channel> FastReconnectChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::string& log_path,
@@ -273,23 +311,9 @@ absl::StatusOr<std::string> TestCluster::Logs(const std::string& id, std::option
 
 std::vector<pid_t> TestCluster::JobProcesses(const std::string& job_id) const {
   std::vector<pid_t> pids;
-  const std::string mark = "HPTEST_RUN_MARK=" + dir();
-  const std::string job = "HETPOOL_JOB_ID=" + job_id;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || !isdigit(static_cast<unsigned char>(name[0]))) continue;
-    const std::string stat = ReadFile(entry.path() / "stat");
-    const auto close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos || stat.size() < close_paren + 3 || stat[close_paren + 2] == 'Z') continue;
-    std::ifstream environ(entry.path() / "environ", std::ios::binary);
-    std::string var;
-    bool has_mark = false, has_job = false;
-    while (std::getline(environ, var, '\0')) {
-      has_mark |= var == mark;
-      has_job |= var == job;
-    }
-    if (has_mark && has_job) pids.push_back(static_cast<pid_t>(std::stol(name)));
+  for (const MarkedProcess& p : MarkedProcesses("HPTEST_RUN_MARK=" + dir())) {
+    auto job = p.env.find("HETPOOL_JOB_ID");
+    if (job != p.env.end() && job->second == job_id) pids.push_back(p.pid);
   }
   return pids;
 }

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,19 @@ struct AgentSpec {
   std::vector<std::string> labels;                             // --label k=v
   std::vector<std::string> args;                               // more agent flags
 };
+
+// Whether `pid` is a live process (not gone, not a zombie).
+bool ProcessAlive(pid_t pid);
+// Every live process whose environment holds `marker` ("NAME=VALUE"), with its environment.
+struct MarkedProcess {
+  pid_t pid = 0;
+  std::map<std::string, std::string> env;
+};
+std::vector<MarkedProcess> MarkedProcesses(const std::string& marker);
+
+// A channel that reconnects within half a second (gRPC's default backoff grows to two minutes):
+// for tests and benches whose daemons come and go.
+std::shared_ptr<grpc::Channel> FastReconnectChannel(const std::string& address);
 
 class TestCluster {
  public:

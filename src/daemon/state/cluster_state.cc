@@ -869,14 +869,13 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
   }
   node.last_heartbeat = Now();
   node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
-  if (req.draining() && !node.record.drained()) {
-    // The agent is stopping with --on-stop finish: no new work, running jobs finish.
-    node.record.set_drained(true);
-    if (auto s = store_->PutNode(node.record); !s.ok()) {
-      spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+  if (req.draining()) {
+    // The agent is stopping with --on-stop finish: no new work, running jobs finish. A failed
+    // store write is retried with the next heartbeat, which says the same.
+    if (auto s = SetDrainedLocked(node, true, "by its agent, which is stopping and lets running jobs finish");
+        !s.ok()) {
+      spdlog::error("node {}: {}", node.record.name(), std::string(s.message()));
     }
-    spdlog::info("node {} drained: its agent is stopping and lets running jobs finish", node.record.name());
-    Changed();
   }
   ApplyProcessReports(node, req.processes(), /*registering=*/false);
   return absl::OkStatus();
@@ -1063,18 +1062,21 @@ absl::StatusOr<pb::Node> ClusterState::SetDrained(const std::string& name, bool 
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("node '", name, "' not found"));
-  NodeEntry& node = it->second;
-  if (node.record.drained() != drained) {
-    node.record.set_drained(drained);
-    if (auto s = store_->PutNode(node.record); !s.ok()) {
-      node.record.set_drained(!drained);
-      return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));
-    }
-    spdlog::info("node {} {}", name, drained ? "drained" : "undrained");
-    work_pending_ = true;
-    Changed();
+  if (absl::Status s = SetDrainedLocked(it->second, drained, "by an operator"); !s.ok()) return s;
+  return NodeSnapshot(it->second);
+}
+
+absl::Status ClusterState::SetDrainedLocked(NodeEntry& node, bool drained, absl::string_view why) {
+  if (node.record.drained() == drained) return absl::OkStatus();
+  node.record.set_drained(drained);
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    node.record.set_drained(!drained);
+    return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));
   }
-  return NodeSnapshot(node);
+  spdlog::info("node {} {} {}", node.record.name(), drained ? "drained" : "undrained", std::string(why));
+  work_pending_ = true;
+  Changed();
+  return absl::OkStatus();
 }
 
 }  // namespace hetpool::daemon

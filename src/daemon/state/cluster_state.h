@@ -141,6 +141,9 @@ class ClusterState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   pb::Node NodeSnapshot(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) const;
+  // Drains or undrains, stored before it counts (on a failed write nothing changes).
+  absl::Status SetDrainedLocked(NodeEntry& node, bool drained, absl::string_view why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Job state machine.
   // All pending jobs, or (`only`) just those ids, keeping the last full cycle's reservation.
