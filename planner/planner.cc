@@ -121,12 +121,6 @@ bool AvailableNow(const PoolClass& cls, int devices) {
   return whole * per_node >= devices;
 }
 
-std::string LayoutText(const Layout& l, const Workload& w) {
-  std::string s = absl::StrCat("TP", l.tp, " PP", l.pp, " DP", l.dp);
-  if (w.mode == Mode::kTrain && w.zero_stage > 0) absl::StrAppend(&s, " ZeRO-", w.zero_stage);
-  return s;
-}
-
 // Plans one class: the fewest cards (or exactly request.cards) with the fastest fitting layout.
 Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& prices) {
   const ModelSpec& m = req.model;
@@ -182,7 +176,7 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
   }
   if (!best) {
     plan.reason = absl::StrCat("needs ", HumanBytes(least_required), " per card at best (",
-                               LayoutText(least_layout, w), " on ", least_layout.Devices(), " cards); a card holds ",
+                               LayoutName(least_layout, w.mode == Mode::kTrain ? w.zero_stage : 0), " on ", least_layout.Devices(), " cards); a card holds ",
                                HumanBytes(plan.card_bytes));
     return plan;
   }
@@ -254,6 +248,12 @@ absl::string_view ObjectiveName(Objective objective) {
     case Objective::kNow: return "now";
   }
   return "cost";
+}
+
+std::string LayoutName(const Layout& l, int zero_stage) {
+  std::string s = absl::StrCat("TP", l.tp, " PP", l.pp, " DP", l.dp);
+  if (zero_stage > 0) absl::StrAppend(&s, " ZeRO-", zero_stage);
+  return s;
 }
 
 std::string HumanBytes(double bytes) {

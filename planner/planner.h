@@ -63,6 +63,9 @@ struct PlanResult {
 absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vector<PoolClass>& classes,
                                     const PriceTable& prices);
 
+// "TP4 PP2 DP1 ZeRO-3": how a layout is written everywhere (ZeRO only when stage > 0).
+std::string LayoutName(const Layout& layout, int zero_stage);
+
 // "1.2 TB", "80 GiB": the human size used in reasons.
 std::string HumanBytes(double bytes);
 

@@ -22,6 +22,7 @@
 #include "src/cli/output.h"
 #include "src/cli/plan_command.h"
 #include "src/common/convert.h"
+#include "src/common/plan_convert.h"
 #include "src/common/flags.h"
 #include "src/common/grpc_status.h"
 
@@ -68,9 +69,7 @@ void PrintJobDetail(const pb::Job& job) {
   }
   if (job.has_plan()) {
     const pb::PlanRow& p = job.plan();
-    std::cout << "plan:        " << p.label() << ": TP" << p.tp() << " PP" << p.pp() << " DP" << p.dp()
-              << (p.zero_stage() > 0 ? absl::StrCat(" ZeRO-", p.zero_stage()) : "") << ", micro-batch "
-              << p.micro_batch() << "\n";
+    std::cout << "plan:        " << p.label() << ": " << LayoutName(p) << ", micro-batch " << p.micro_batch() << "\n";
   }
   for (const auto& plan : job.launch_plan()) {
     std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank() << ", "

@@ -48,9 +48,7 @@ void PrintPlans(const pb::PlanResponse& resp) {
       continue;
     }
     const double headroom = p.card_bytes() - p.required_bytes();
-    std::string layout = absl::StrCat("TP", p.tp(), " PP", p.pp(), " DP", p.dp());
-    if (p.zero_stage() > 0) absl::StrAppend(&layout, " ZeRO-", p.zero_stage());
-    table.Add({absl::StrCat(++rank), p.label(), p.fingerprint(), absl::StrCat(p.tp() * p.pp() * p.dp()), layout,
+    table.Add({absl::StrCat(++rank), p.label(), p.fingerprint(), absl::StrCat(p.tp() * p.pp() * p.dp()), LayoutName(p),
                absl::StrCat(p.nodes(), "x", p.devices_per_node()), planner::HumanBytes(p.required_bytes()),
                absl::StrFormat("%s (%.0f%%)", planner::HumanBytes(headroom), 100 * headroom / p.card_bytes()),
                Duration(p.step_seconds()), Duration(p.total_seconds()), Money(p.cost(), resp.currency()),

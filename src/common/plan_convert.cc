@@ -183,6 +183,10 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   return out;
 }
 
+std::string LayoutName(const pb::PlanRow& plan) {
+  return planner::LayoutName(planner::Layout{plan.tp(), plan.pp(), plan.dp()}, plan.zero_stage());
+}
+
 absl::StatusOr<planner::PriceTable> ReadPriceTableFile(const std::string& path) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();

@@ -18,6 +18,9 @@ pb::PlanRow ToProto(const planner::Plan& plan, const planner::Workload& workload
 pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanRequest& request,
                          const planner::PriceTable& prices);
 
+// The plan's layout as planner::LayoutName writes it: "TP8 PP2 DP1 ZeRO-3".
+std::string LayoutName(const pb::PlanRow& plan);
+
 // Reads and checks a price table file (hetpoold --prices, hetpoolctl plan --prices); errors
 // name the file.
 absl::StatusOr<planner::PriceTable> ReadPriceTableFile(const std::string& path);

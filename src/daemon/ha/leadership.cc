@@ -1,30 +1,15 @@
 #include "src/daemon/ha/leadership.h"
 
-#include "absl/strings/str_split.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "spdlog/spdlog.h"
 
 namespace hetpool::daemon {
-namespace {
-
-bool Unreachable(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-}
-
-}  // namespace
-
-Leadership::Leadership(Options options) : options_(std::move(options)) {
-  for (absl::string_view e : absl::StrSplit(options_.endpoints, ',', absl::SkipWhitespace())) {
-    channels_.push_back(grpc::CreateChannel(std::string(e), grpc::InsecureChannelCredentials()));
-  }
-}
+Leadership::Leadership(Options options) : options_(std::move(options)), endpoints_(options_.endpoints) {}
 
 absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Start(Options options) {
   if (options.self.empty()) return absl::InvalidArgumentError("leadership needs this replica's address (--advertise)");
   if (options.ttl < absl::Seconds(1)) return absl::InvalidArgumentError("leader lease must be at least 1s");
   std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
-  if (l->channels_.empty()) return absl::InvalidArgumentError("leadership needs etcd endpoints");
+  if (l->endpoints_.empty()) return absl::InvalidArgumentError("leadership needs etcd endpoints");
   l->thread_ = std::thread([p = l.get()] { p->Run(); });
   return l;
 }
@@ -39,7 +24,7 @@ void Leadership::Resign() {
     etcdserverpb::LeaseRevokeRequest req;
     req.set_id(lease_);
     etcdserverpb::LeaseRevokeResponse resp;
-    OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+    endpoints_.Call(options_.ttl / 2, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
       return etcdserverpb::Lease::NewStub(ch)->LeaseRevoke(&ctx, req, &resp);
     });
     lease_ = 0;
@@ -49,18 +34,6 @@ void Leadership::Resign() {
 std::string Leadership::Leader() const {
   absl::MutexLock lock(&mu_);
   return leader_address_;
-}
-
-template <typename Call>
-grpc::Status Leadership::OnAnyEndpoint(Call&& call) {
-  grpc::Status status;
-  for (const auto& ch : channels_) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.ttl / 2));
-    status = call(ch, ctx);
-    if (!Unreachable(status)) return status;
-  }
-  return status;
 }
 
 void Leadership::Run() {
@@ -77,7 +50,7 @@ void Leadership::Step() {
     etcdserverpb::LeaseGrantRequest req;
     req.set_ttl(ttl_seconds);
     etcdserverpb::LeaseGrantResponse resp;
-    auto s = OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+    auto s = endpoints_.Call(options_.ttl / 2, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
       return etcdserverpb::Lease::NewStub(ch)->LeaseGrant(&ctx, req, &resp);
     });
     if (!s.ok() || resp.id() == 0) return;
@@ -89,7 +62,7 @@ void Leadership::Step() {
     req.set_id(lease_);
     etcdserverpb::LeaseKeepAliveResponse resp;
     bool renewed = false;
-    OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+    endpoints_.Call(options_.ttl / 2, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
       auto stub = etcdserverpb::Lease::NewStub(ch);
       auto stream = stub->LeaseKeepAlive(&ctx);
       if (stream->Write(req) && stream->Read(&resp)) renewed = resp.ttl() > 0;
@@ -122,7 +95,7 @@ void Leadership::Step() {
   put->set_lease(lease_);
   txn.add_failure()->mutable_request_range()->set_key(options_.key);
   etcdserverpb::TxnResponse resp;
-  auto s = OnAnyEndpoint([&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+  auto s = endpoints_.Call(options_.ttl / 2, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
     return etcdserverpb::KV::NewStub(ch)->Txn(&ctx, txn, &resp);
   });
   if (!s.ok()) return;

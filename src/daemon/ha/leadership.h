@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "src/daemon/store/etcd_endpoints.h"
 
 namespace hetpool::daemon {
 
@@ -45,12 +46,9 @@ class Leadership {
   explicit Leadership(Options options);
   void Run();
   void Step();
-  // Calls `call` on each endpoint in turn until one answers.
-  template <typename Call>
-  grpc::Status OnAnyEndpoint(Call&& call);
 
   Options options_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  EtcdEndpoints endpoints_;
   int64_t lease_ = 0;
   int64_t fencing_revision_ = 0;
   absl::Time last_renewed_;

@@ -3,10 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "src/common/grpc_status.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -25,26 +21,18 @@ std::string PrefixEnd(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
-bool Unreachable(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-}
-
 }  // namespace
 
-EtcdStore::EtcdStore(std::vector<std::string> endpoints, std::string prefix, absl::Duration timeout)
-    : endpoints_(std::move(endpoints)), prefix_(std::move(prefix)), timeout_(timeout) {
-  for (const std::string& endpoint : endpoints_) {
-    kv_.push_back(etcdserverpb::KV::NewStub(grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials())));
-  }
-}
+EtcdStore::EtcdStore(const std::string& endpoints, std::string prefix, absl::Duration timeout)
+    : endpoints_(endpoints), prefix_(std::move(prefix)), timeout_(timeout) {}
 
 absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, std::string prefix,
                                                             absl::Duration timeout) {
-  std::vector<std::string> list;
-  for (absl::string_view e : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) list.emplace_back(e);
-  if (list.empty()) return absl::InvalidArgumentError("etcd store: no endpoints (etcd://host:port[,host:port...])");
   if (prefix.empty() || prefix.back() != '/') prefix += '/';
-  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(list), std::move(prefix), timeout));
+  std::unique_ptr<EtcdStore> store(new EtcdStore(endpoints, std::move(prefix), timeout));
+  if (store->endpoints_.empty()) {
+    return absl::InvalidArgumentError("etcd store: no endpoints (etcd://host:port[,host:port...])");
+  }
   // One read proves an endpoint answers and the cluster has a quorum (reads are linearizable).
   auto probe = store->List(store->prefix_ + "probe/");
   if (!probe.ok()) {
@@ -52,30 +40,6 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& en
                                                probe.status().message()));
   }
   return store;
-}
-
-template <typename Call>
-grpc::Status EtcdStore::WithFailover(Call&& call) {
-  size_t first;
-  {
-    absl::MutexLock lock(&mu_);
-    first = current_;
-  }
-  grpc::Status status;
-  for (size_t i = 0; i < kv_.size(); ++i) {
-    const size_t k = (first + i) % kv_.size();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-    status = call(*kv_[k], ctx);
-    if (!Unreachable(status)) {
-      if (k != first) {
-        absl::MutexLock lock(&mu_);
-        current_ = k;  // stay with the endpoint that answered
-      }
-      return status;
-    }
-  }
-  return status;
 }
 
 void EtcdStore::SetGuard(std::string key, int64_t create_revision) {
@@ -105,7 +69,9 @@ absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
   put->set_value(value);
   etcdserverpb::TxnResponse resp;
   const grpc::Status s =
-      WithFailover([&](etcdserverpb::KV::Stub& kv, grpc::ClientContext& ctx) { return kv.Txn(&ctx, txn, &resp); });
+      endpoints_.Call(timeout_, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+        return etcdserverpb::KV::NewStub(ch)->Txn(&ctx, txn, &resp);
+      });
   if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd put ", key, ": ", s.error_message()));
   if (!resp.succeeded()) {
     return absl::FailedPreconditionError(absl::StrCat("etcd put ", key, ": this hetpoold is no longer the leader"));
@@ -126,7 +92,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EtcdStore::List
     req.set_sort_target(etcdserverpb::RangeRequest::KEY);
     etcdserverpb::RangeResponse resp;
     const grpc::Status s =
-        WithFailover([&](etcdserverpb::KV::Stub& kv, grpc::ClientContext& ctx) { return kv.Range(&ctx, req, &resp); });
+        endpoints_.Call(timeout_, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+          return etcdserverpb::KV::NewStub(ch)->Range(&ctx, req, &resp);
+        });
     if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd range ", dir, ": ", s.error_message()));
     for (const auto& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
     if (!resp.more() || resp.kvs().empty()) return out;

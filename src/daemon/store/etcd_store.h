@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "src/daemon/store/etcd_endpoints.h"
 #include "src/daemon/store/store.h"
 
 namespace hetpool::daemon {
@@ -36,23 +37,18 @@ class EtcdStore : public Store {
   absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
 
  private:
-  EtcdStore(std::vector<std::string> endpoints, std::string prefix, absl::Duration timeout);
+  EtcdStore(const std::string& endpoints, std::string prefix, absl::Duration timeout);
   absl::Status Put(const std::string& key, const std::string& value);
   // Every key/value under `dir` (pages of kPageSize, so no reply outgrows gRPC's message limit).
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(const std::string& dir);
   // Every value under `dir`, parsed as Message (a value that does not parse is DATA_LOSS).
   template <typename Message>
   absl::StatusOr<std::vector<Message>> LoadAll(const std::string& dir);
-  // Runs `call` on the current endpoint, then on each other one while they are unreachable.
-  template <typename Call>
-  grpc::Status WithFailover(Call&& call);
 
-  const std::vector<std::string> endpoints_;
+  EtcdEndpoints endpoints_;
   const std::string prefix_;
   const absl::Duration timeout_;
-  std::vector<std::unique_ptr<etcdserverpb::KV::Stub>> kv_;
   absl::Mutex mu_;
-  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
   std::string guard_key_ ABSL_GUARDED_BY(mu_);
   int64_t guard_revision_ ABSL_GUARDED_BY(mu_) = 0;
 };
