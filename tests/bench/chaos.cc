@@ -144,21 +144,13 @@ class Chaos {
     spec.set_max_restarts(10);
     (*spec.mutable_env())["HPCHAOS_MARK"] = dir_.path();
     req.set_request_id(request_id);
+    std::vector<pb::JobService::Stub*> live;
+    for (size_t i = 0; i < jobs_stubs_.size(); ++i) live.push_back(daemons_[i] ? jobs_stubs_[i].get() : nullptr);
     const absl::Time t0 = absl::Now();
-    for (absl::Time deadline = t0 + absl::Seconds(60); absl::Now() < deadline;) {
-      for (size_t i = 0; i < jobs_stubs_.size(); ++i) {
-        if (!daemons_[i]) continue;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-        pb::SubmitJobResponse resp;
-        if (jobs_stubs_[i]->SubmitJob(&ctx, req, &resp).ok()) {
-          max_failover_ = std::max(max_failover_, absl::ToDoubleSeconds(absl::Now() - t0));
-          return resp.job().id();
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    return absl::DeadlineExceededError("no replica acknowledged " + request_id + " within 60 s");
+    auto job = SubmitToAnyReplica(live, req, absl::Seconds(60));
+    if (!job.ok()) return job.status();
+    max_failover_ = std::max(max_failover_, absl::ToDoubleSeconds(absl::Now() - t0));
+    return job->id();
   }
 
   // One ListJobs (first page of up to `page_size`) from the first replica that answers within

@@ -89,22 +89,14 @@ class HighAvailability : public ::testing::Test {
     return -1;
   }
 
-  // Submits with a request id, on whichever replica accepts it, until one does.
+  // Submits with a request id, on whichever live replica accepts it.
   absl::StatusOr<pb::Job> SubmitSomewhere(const pb::JobSpec& spec, const std::string& request_id) {
-    for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
-      for (auto& r : replicas_) {
-        if (!r.process) continue;
-        pb::SubmitJobRequest req;
-        *req.mutable_spec() = spec;
-        req.set_request_id(request_id);
-        pb::SubmitJobResponse resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-        if (r.jobs->SubmitJob(&ctx, req, &resp).ok()) return resp.job();
-      }
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    return absl::DeadlineExceededError("no replica accepted the submission");
+    pb::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    req.set_request_id(request_id);
+    std::vector<pb::JobService::Stub*> live;
+    for (auto& r : replicas_) live.push_back(r.process ? r.jobs.get() : nullptr);
+    return SubmitToAnyReplica(live, req, absl::Seconds(30));
   }
 
   std::string Logs() {

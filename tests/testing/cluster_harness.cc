@@ -65,6 +65,22 @@ std::vector<MarkedProcess> MarkedProcesses(const std::string& marker) {
   return out;
 }
 
+absl::StatusOr<pb::Job> SubmitToAnyReplica(const std::vector<pb::JobService::Stub*>& replicas,
+                                           const pb::SubmitJobRequest& request, absl::Duration patience) {
+  for (absl::Time deadline = absl::Now() + patience; absl::Now() < deadline;) {
+    for (pb::JobService::Stub* stub : replicas) {
+      if (stub == nullptr) continue;
+      pb::SubmitJobResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+      if (stub->SubmitJob(&ctx, request, &resp).ok()) return resp.job();
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("no replica acknowledged ", request.request_id(), " within ", absl::FormatDuration(patience)));
+}
+
 std::shared_ptr<grpc::Channel> FastReconnectChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

@@ -64,6 +64,11 @@ std::vector<MarkedProcess> MarkedProcesses(const std::string& marker);
 // for tests and benches whose daemons come and go.
 std::shared_ptr<grpc::Channel> FastReconnectChannel(const std::string& address);
 
+// Submits on whichever replica accepts (null entries are down), retrying every 100 ms until
+// `patience` runs out: what a client that knows every replica does.
+absl::StatusOr<pb::Job> SubmitToAnyReplica(const std::vector<pb::JobService::Stub*>& replicas,
+                                           const pb::SubmitJobRequest& request, absl::Duration patience);
+
 class TestCluster {
  public:
   struct Options {
