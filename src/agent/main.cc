@@ -18,6 +18,7 @@
 #include "src/agent/session.h"
 #include "src/common/flags.h"
 #include "src/common/program.h"
+#include "src/common/tls.h"
 
 namespace {
 
@@ -40,12 +41,15 @@ std::string FindOnPath(const std::string& name) {
 int main(int argc, char** argv) {
   hetpool::agent::SessionOptions options;
   std::string server = "127.0.0.1:7070", inventory, config, log_level = "info", spec_table;
-  std::vector<std::string> backends, torch_devices, labels;
+  std::vector<std::string> backends, torch_devices, labels, job_dirs;
+  std::string run_as_map_file;
+  hetpool::TlsFiles tls;
+  bool insecure = false;
   bool print_inventory = false;
   hetpool::FlagSet flags(
       "hetpool-agent: runs one node's share of hetpool jobs.\n"
-      "Example: hetpool-agent --server 127.0.0.1:7070 --node-name node-a --work-dir /var/lib/hetpool-agent \\\n"
-      "           --backend sim --inventory node-a.json");
+      "Example: hetpool-agent --server 10.0.0.1:7070 --node-name node-a --work-dir /var/lib/hetpool-agent \\\n"
+      "           --tls-ca pki/ca.pem --tls-cert pki/node-a.pem --tls-key pki/node-a.key --job-dirs /mnt/shared");
   flags.String("server", &server, "hetpoold address(es), comma-separated; tried in turn (or HETPOOL_SERVER)");
   flags.String("node-name", &options.node_name, "this node's name in the pool (default: host name)");
   flags.String("address", &options.address, "address other nodes use to reach this one (rendezvous host)");
@@ -70,11 +74,20 @@ int main(int argc, char** argv) {
   flags.String("fence-after", &fence_after,
                "stop job processes when no hetpoold answers for this long: auto (80% of the daemon's lease), "
                "a duration, or 0 (never)");
+  hetpool::AddTlsFlags(flags, &tls, &insecure);
+  flags.List("job-dirs", &job_dirs,
+             "directories job working dirs must resolve inside (symlinks followed); default: --work-dir");
+  flags.String("run-as", &options.sandbox.run_as,
+               "when the agent is root: the Unix account for jobs of users --run-as-map does not name (root must be explicit)");
+  flags.String("run-as-map", &run_as_map_file, "JSON {\"hetpool user\": \"unix account\", \"*\": ...} for jobs' processes");
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) server = env;
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpool-agent", &config)) return *exit_code;
+  // Before anything starts a thread (gRPC does, once credentials are made), so that only the
+  // sigwait below receives them.
+  const sigset_t signals = hetpool::BlockShutdownSignals();
   // --print-inventory's stdout is the JSON alone (it feeds `hetpoolctl plan --pool`); logs go to stderr.
   if (print_inventory) spdlog::set_default_logger(spdlog::stderr_color_mt("agent-stderr"));
   if (on_stop != "handback" && on_stop != "finish") {
@@ -134,11 +147,32 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(options.work_dir, ec);
   options.work_dir = std::filesystem::absolute(options.work_dir).lexically_normal().string();
   if (ec) return Fail("--work-dir " + options.work_dir + ": " + ec.message());
+  if (auto s = hetpool::CheckTransportFlags(tls, insecure, /*cert_required=*/true); !s.ok()) return Fail(s.message());
+  auto credentials = hetpool::MakeChannelCredentials(tls, insecure);
+  if (!credentials.ok()) return Fail(credentials.status().message());
+  options.credentials = *credentials;
+  if (insecure) spdlog::warn("--insecure: plaintext, and this agent proves nothing about its node to hetpoold");
+  if (job_dirs.empty()) job_dirs = {options.work_dir};
+  for (const auto& dir : job_dirs) {
+    if (dir.empty() || dir[0] != '/') return Fail("--job-dirs: '" + dir + "' is not an absolute path");
+  }
+  options.sandbox.job_dirs = job_dirs;
+  if (!run_as_map_file.empty()) {
+    auto text = hetpool::ReadTextFile(run_as_map_file);
+    if (!text.ok()) return Fail(text.status().message());
+    auto map = hetpool::agent::ParseRunAsMap(*text);
+    if (!map.ok()) return Fail("--run-as-map " + run_as_map_file + ": " + std::string(map.status().message()));
+    options.sandbox.run_as_map = *std::move(map);
+  }
+  if (geteuid() != 0) {
+    spdlog::info("not running as root: job processes run as this agent's account");
+  } else if (options.sandbox.run_as == "root") {
+    spdlog::warn("--run-as root: jobs of unmapped users run as root");
+  }
   if (options.torchrun_path.empty()) options.torchrun_path = FindOnPath("torchrun");
   if (options.torchrun_path.empty()) return Fail("torchrun not found on PATH; pass --torchrun");
   options.torchrun_path = std::filesystem::absolute(options.torchrun_path).string();
 
-  const sigset_t signals = hetpool::BlockShutdownSignals();
   std::atomic<bool> stop{false}, drain{false};
   std::thread waiter([&] {
     int received = 0;

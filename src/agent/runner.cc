@@ -1,6 +1,7 @@
 #include "src/agent/runner.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,12 +20,12 @@ namespace {
 
 // What the child reports through the exec pipe when it cannot start.
 struct ChildError {
-  int stage;  // 0 working dir, 1 log file, 2 exec
+  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account
   int error;
 };
 
 constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file",
-                                       "cannot execute"};
+                                       "cannot execute", "cannot switch to account"};
 
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
@@ -61,8 +62,20 @@ void Runner::Start(const LaunchSpec& spec) {
   record = ProcessRecord{};
   record.spec = spec;
 
+  if (!spec.refused.empty()) {
+    record.exited = true;
+    record.exit_code = 127;
+    record.message = spec.refused;
+    spdlog::warn("job {} g{}: refused: {}", spec.job_id, spec.generation, spec.refused);
+    return;
+  }
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(spec.log_path).parent_path(), ec);
+  const std::filesystem::path run_dir = std::filesystem::path(spec.log_path).parent_path();
+  std::filesystem::create_directories(run_dir, ec);
+  const RunAs& run_as = spec.run_as;
+  if (run_as.switch_user && chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0) {
+    spdlog::warn("job {} g{}: chown {}: {}", spec.job_id, spec.generation, run_dir.string(), std::strerror(errno));
+  }
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -88,20 +101,23 @@ void Runner::Start(const LaunchSpec& spec) {
     sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals; the job must not
     signal(SIGPIPE, SIG_DFL);
     ChildError err{0, 0};
-    if (chdir(spec.working_dir.c_str()) != 0) {
+    // The log is opened by the agent's account (it owns the work dir); the rest as the job's.
+    const int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (log < 0) {
+      err = {1, errno};
+    } else if (run_as.switch_user &&
+               (setgroups(run_as.groups.size(), run_as.groups.data()) != 0 || setgid(run_as.gid) != 0 ||
+                setuid(run_as.uid) != 0)) {
+      err = {3, errno};
+    } else if (chdir(spec.working_dir.c_str()) != 0) {
       err = {0, errno};
     } else {
-      const int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      const int null = open("/dev/null", O_RDONLY);
-      if (log < 0) {
-        err = {1, errno};
-      } else {
-        dup2(null, 0);
-        dup2(log, 1);
-        dup2(log, 2);
-        execve(argv[0], argv.data(), envp.data());
-        err = {2, errno};
-      }
+      dup2(null, 0);  // dup2 clears close-on-exec on the copies
+      dup2(log, 1);
+      dup2(log, 2);
+      execve(argv[0], argv.data(), envp.data());
+      err = {2, errno};
     }
     ssize_t ignored = write(pipe_fds[1], &err, sizeof(err));
     (void)ignored;
@@ -127,8 +143,10 @@ void Runner::Start(const LaunchSpec& spec) {
     waitpid(pid, nullptr, 0);
     record.exited = true;
     record.exit_code = 127;
-    const char* what = err.stage == 0 ? spec.working_dir.c_str()
-                       : err.stage == 1 ? spec.log_path.c_str() : spec.argv[0].c_str();
+    const char* what = err.stage == 0   ? spec.working_dir.c_str()
+                       : err.stage == 1 ? spec.log_path.c_str()
+                       : err.stage == 3 ? run_as.account.c_str()
+                                        : spec.argv[0].c_str();
     record.message = absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;

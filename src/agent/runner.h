@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/agent/job_sandbox.h"
 #include "src/agent/process_ledger.h"
 
 namespace hetpool::agent {
@@ -26,6 +27,8 @@ struct LaunchSpec {
   std::vector<std::string> device_ids;
   std::string note;                         // remark for the job's events
   int procs = 0;                            // workers torchrun will start (for rank discovery)
+  RunAs run_as;                             // the account the processes run as
+  std::string refused;                      // non-empty: do not start; report exit 127 with this
 };
 
 struct ProcessRecord {

@@ -78,7 +78,7 @@ absl::StatusOr<pb::NodeInventory> Session::Inventory() {
 bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   const std::string& server = options_.servers[server_index_ % options_.servers.size()];
   auto conn = std::make_unique<Connection>();
-  conn->channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  conn->channel = grpc::CreateChannel(server, options_.credentials);
   conn->stub = pb::AgentService::NewStub(conn->channel);
 
   pb::RegisterRequest req;
@@ -139,9 +139,25 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
   spec.working_dir = plan.working_dir();
   spec.procs = plan.procs();
   spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());
-  spec.log_path = JobRunDir(options_.work_dir, order.job_id(), order.generation()) + "/node.log";
+  const std::string run_dir = JobRunDir(options_.work_dir, order.job_id(), order.generation());
+  spec.log_path = run_dir + "/node.log";
+  if (auto dir = ResolveWorkingDir(plan.working_dir(), options_.sandbox.job_dirs); dir.ok()) {
+    spec.working_dir = *dir;
+  } else {
+    spec.refused = std::string(dir.status().message());
+  }
+  if (auto run_as = ResolveRunAs(plan.user(), options_.sandbox, geteuid()); run_as.ok()) {
+    spec.run_as = *std::move(run_as);
+  } else if (spec.refused.empty()) {
+    spec.refused = std::string(run_as.status().message());
+  }
   // The job's environment is exactly this: a fixed base plus the plan; nothing is inherited.
   spec.env = {{"PATH", options_.job_path}, {"LANG", "C.UTF-8"}, {"PYTHONUNBUFFERED", "1"}};
+  if (spec.run_as.switch_user) {
+    spec.env["USER"] = spec.env["LOGNAME"] = spec.run_as.account;
+    // Caches (torch, pip) need a writable home; an account without one gets the run directory.
+    spec.env["HOME"] = spec.run_as.home.empty() ? run_dir : spec.run_as.home;
+  }
   for (const auto& [k, v] : plan.env()) spec.env[k] = v;
   if (simulated_ && plan.torch_device() != "cpu") {
     // Simulated cards cannot run vendor kernels: run the real plan's ranks on CPU with gloo, and

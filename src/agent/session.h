@@ -15,6 +15,8 @@
 #include "drivers/device_backend.h"
 #include "drivers/inventory_tracker.h"
 #include "hetpool/v1/agent.grpc.pb.h"
+#include "grpcpp/security/credentials.h"
+#include "src/agent/job_sandbox.h"
 #include "src/agent/runner.h"
 
 namespace hetpool::agent {
@@ -35,6 +37,10 @@ struct SessionOptions {
   // at registration (so the processes are gone before the lease lapses); zero = never (jobs
   // outlive any daemon outage, at the risk of running beside their restarted copies).
   std::optional<absl::Duration> fence_after;
+  // TLS with the node certificate (or plaintext with --insecure). Set by main once signals are
+  // blocked: making credentials starts gRPC's threads.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  SandboxOptions sandbox;  // job directories and the accounts jobs run as
 };
 
 class Session {

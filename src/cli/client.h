@@ -14,6 +14,7 @@
 #include "hetpool/v1/job.grpc.pb.h"
 #include "hetpool/v1/planner.grpc.pb.h"
 #include "src/common/flags.h"
+#include "src/common/tls.h"
 
 namespace hetpool::cli {
 
@@ -28,19 +29,27 @@ struct Globals {
   std::string server = "127.0.0.1:7070";
   std::string output = "table";
   absl::Duration timeout = absl::Seconds(30);
+  std::string token;  // bearer token sent with every call
+  TlsFiles tls;       // the CA (and an optional client certificate)
+  bool insecure = false;
 };
 
+// Connects on first use, so commands that need no daemon (admin, offline plan) need no TLS
+// setup either; a connection that cannot be set up ends the program with the reason.
 class Client {
  public:
-  explicit Client(const Globals& g);
+  explicit Client(const Globals& g) : globals_(g) {}
 
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::ZeroDuration()) const;
-  pb::JobService::Stub& jobs() { return *jobs_; }
-  pb::ClusterService::Stub& cluster() { return *cluster_; }
-  pb::PlannerService::Stub& planner() { return *planner_; }
+  pb::JobService::Stub& jobs() { return Connect(), *jobs_; }
+  pb::ClusterService::Stub& cluster() { return Connect(), *cluster_; }
+  pb::PlannerService::Stub& planner() { return Connect(), *planner_; }
   bool json() const { return globals_.output == "json"; }
+  bool has_token() const { return !globals_.token.empty(); }
 
  private:
+  void Connect();
+
   Globals globals_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::JobService::Stub> jobs_;

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +21,7 @@
 #include "hetpool/v1/job.grpc.pb.h"
 #include "src/cli/client.h"
 #include "src/cli/output.h"
+#include "src/cli/admin_command.h"
 #include "src/cli/plan_command.h"
 #include "src/common/convert.h"
 #include "src/common/plan_convert.h"
@@ -66,6 +68,7 @@ void PrintJobDetail(const pb::Job& job) {
     }
     for (const auto& reason : w.device_reasons()) std::cout << "  device:    " << reason << "\n";
     if (!w.held_for_it().empty()) std::cout << "  holding:   " << w.held_for_it() << " (first in line)\n";
+    if (!w.quota().empty()) std::cout << "  quota:     " << w.quota() << "\n";
   }
   if (job.has_plan()) {
     const pb::PlanRow& p = job.plan();
@@ -115,7 +118,8 @@ int Submit(Client& client, const std::vector<std::string>& args) {
     return Error(absl::InvalidArgumentError(absl::StrCat(file, ": ", parsed.message().as_string())));
   }
   pb::JobSpec& spec = *req.mutable_spec();
-  if (spec.user().empty()) {
+  if (spec.user().empty() && !client.has_token()) {
+    // With a token hetpoold records the token's user; without one (--insecure) the user says.
     // $USER, else the account this command runs as (USER is unset under cron, CI and systemd).
     const char* user = getenv("USER");
     const passwd* account = getpwuid(getuid());
@@ -400,9 +404,12 @@ int Drain(Client& client, const std::vector<std::string>& args, bool drain) {
 
 constexpr const char* kUsage =
     "hetpoolctl: submit and follow jobs on a hetpool GPU pool.\n\n"
-    "Usage: hetpoolctl [--server ADDR] [-o table|json] [--timeout 30s] COMMAND ...\n"
-    "  (--server defaults to $HETPOOL_SERVER, then 127.0.0.1:7070; several, comma-separated, for\n"
-    "   replicas on etcd: the leader is used)\n\n"
+    "Usage: hetpoolctl [--server ADDR] [--tls-ca FILE] [--token T | --token-file FILE] [--insecure]\n"
+    "                  [-o table|json] [--timeout 30s] COMMAND ...\n"
+    "  --server defaults to $HETPOOL_SERVER, then 127.0.0.1:7070; several, comma-separated, for\n"
+    "    replicas on etcd: the leader is used\n"
+    "  --tls-ca: the pool's CA ($HETPOOL_TLS_CA); --token: your bearer token ($HETPOOL_TOKEN);\n"
+    "    --insecure ($HETPOOL_INSECURE=1): plaintext, for a daemon started with --insecure\n\n"
     "Commands (each with an example):\n"
     "  submit -f FILE       hetpoolctl submit -f deploy/examples/ddp-job.json\n"
     "  get ID               hetpoolctl get job-000001\n"
@@ -418,11 +425,17 @@ constexpr const char* kUsage =
     "                       (ranked plans per class of cards: layout, memory, time, cost; --pool FILE... offline)\n"
     "  drain NODE           hetpoolctl drain node-a\n"
     "  undrain NODE         hetpoolctl undrain node-a\n"
+    "  admin token          hetpoolctl admin token --file /etc/hetpool/tokens.json --user alice --group vision --role user\n"
+    "                       (prints a new bearer token; its hash goes into the daemon's --tokens file)\n"
+    "  admin revoke         hetpoolctl admin revoke --file /etc/hetpool/tokens.json --user alice\n"
     "Run 'hetpoolctl COMMAND --help' for a command's flags.\n";
 
 int Main(int argc, char** argv) {
   Globals globals;
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) globals.server = env;
+  if (const char* env = getenv("HETPOOL_TOKEN"); env && *env) globals.token = env;
+  if (const char* env = getenv("HETPOOL_TLS_CA"); env && *env) globals.tls.ca = env;
+  if (const char* env = getenv("HETPOOL_INSECURE"); env && std::string(env) == "1") globals.insecure = true;
   std::vector<std::string> args(argv + 1, argv + argc);
   // Global flags come before the command.
   size_t i = 0;
@@ -438,6 +451,20 @@ int Main(int argc, char** argv) {
       return 0;
     } else if (auto server = value("--server")) {
       globals.server = *server;
+    } else if (auto token = value("--token")) {
+      globals.token = *token;
+    } else if (auto token_file = value("--token-file")) {
+      auto text = ReadTextFile(*token_file);
+      if (!text.ok()) return Usage(std::string(text.status().message()));
+      globals.token = std::string(absl::StripAsciiWhitespace(*text));
+    } else if (auto ca = value("--tls-ca")) {
+      globals.tls.ca = *ca;
+    } else if (auto cert = value("--tls-cert")) {
+      globals.tls.cert = *cert;
+    } else if (auto key = value("--tls-key")) {
+      globals.tls.key = *key;
+    } else if (a == "--insecure") {
+      globals.insecure = true;
     } else if (auto output = value("-o")) {
       globals.output = *output;
     } else if (auto long_output = value("--output")) {
@@ -478,7 +505,7 @@ int Main(int argc, char** argv) {
   static const std::map<std::string, std::function<int(Client&, const std::vector<std::string>&)>> kCommands = {
       {"submit", Submit}, {"get", Get},     {"list", List},   {"cancel", Cancel},
       {"logs", Logs},     {"watch", WatchCmd}, {"wait", Wait}, {"nodes", Nodes},
-      {"devices", Devices},    {"fingerprints", Fingerprints}, {"plan", PlanCommand},
+      {"devices", Devices},    {"fingerprints", Fingerprints}, {"plan", PlanCommand}, {"admin", AdminCommand},
       {"drain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, true); }},
       {"undrain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, false); }},
   };

@@ -14,6 +14,11 @@
 #include "src/daemon/store/sqlite_store.h"
 
 namespace hetpool::daemon {
+namespace {
+
+constexpr int kMaxRequestBytes = 8 * 1024 * 1024;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions options) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
@@ -45,27 +50,61 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     return absl::InvalidArgumentError(absl::StrCat("--scheduler-profile: ", framework.status().message()));
   }
   d->policy_ = *std::move(framework);
+
+  // Security first: a daemon that cannot check callers must not serve.
+  if (options.insecure && !options.token_file.empty()) {
+    return absl::InvalidArgumentError("--tokens needs TLS: tokens sent in plaintext are anyone's (drop --insecure)");
+  }
+  if (!options.insecure && options.token_file.empty()) {
+    return absl::InvalidArgumentError("--tokens is required with TLS (hetpoolctl admin token makes one), or --insecure");
+  }
+  if (auto s = CheckTransportFlags(options.tls, options.insecure, /*cert_required=*/true); !s.ok()) return s;
+  auto server_credentials = MakeServerCredentials(options.tls, options.insecure);
+  if (!server_credentials.ok()) return server_credentials.status();
+  auto leader_credentials = MakeChannelCredentials(options.tls, options.insecure);
+  if (!leader_credentials.ok()) return leader_credentials.status();
+  std::unique_ptr<Authenticator> authenticator;
+  if (options.insecure) {
+    spdlog::warn("--insecure: plaintext, and every caller may do anything (cancel any job, pose as any node)");
+    authenticator = Authenticator::Unchecked();
+  } else {
+    auto opened = Authenticator::Open(options.token_file);
+    if (!opened.ok()) return absl::InvalidArgumentError(absl::StrCat("--tokens ", opened.status().message()));
+    authenticator = *std::move(opened);
+  }
+  auto audit = AuditLog::Open(options.audit_log.empty() ? options.data_dir + "/audit.log" : options.audit_log);
+  if (!audit.ok()) return audit.status();
+  d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
+                                         std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst));
   d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
   d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
   // On etcd, several replicas may share the state: only the elected leader loads and acts.
   const bool replicated = etcd != nullptr;
   DaemonServer* self = d.get();
-  d->gate_ = std::make_unique<LeaderGate>(!replicated, [self] {
-    const Leadership* l = self->leadership_view_.load();  // RPC threads: read through the atomic
-    return l != nullptr ? l->Leader() : std::string();
-  });
+  d->gate_ = std::make_unique<LeaderGate>(
+      !replicated,
+      [self] {
+        const Leadership* l = self->leadership_view_.load();  // RPC threads: read through the atomic
+        return l != nullptr ? l->Leader() : std::string();
+      },
+      *leader_credentials);
   if (!replicated) {
     if (auto s = d->state_->Load(); !s.ok()) return s;
   }
   d->planner_ = std::make_unique<ModelPlanner>(options.prices);
-  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get());
-  d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get(), d->gate_.get());
-  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get(), d->gate_.get());
-  d->planner_service_ = std::make_unique<PlannerServiceImpl>(d->state_.get(), d->planner_.get(), d->gate_.get());
+  const ApiGuard* guard = d->guard_.get();
+  d->job_service_ =
+      std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get(), guard);
+  d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get(), d->gate_.get(), guard);
+  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get(), d->gate_.get(), guard);
+  d->planner_service_ = std::make_unique<PlannerServiceImpl>(d->state_.get(), d->planner_.get(), d->gate_.get(), guard);
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &d->port_);
+  builder.AddListeningPort(options.listen, *server_credentials, &d->port_);
+  // Requests are small (a job spec, a heartbeat with an inventory, a 4 MiB log push at most):
+  // anything larger is refused before it is parsed.
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.RegisterService(d->job_service_.get());
   builder.RegisterService(d->cluster_service_.get());
   builder.RegisterService(d->agent_service_.get());

@@ -11,7 +11,9 @@
 #include "scheduler/placement_policy.h"
 #include "src/daemon/logs/log_store.h"
 #include "src/daemon/ha/leadership.h"
+#include "src/common/tls.h"
 #include "src/daemon/services/agent_service.h"
+#include "src/daemon/services/api_guard.h"
 #include "src/daemon/services/cluster_service.h"
 #include "src/daemon/services/job_service.h"
 #include "src/daemon/services/planner_service.h"
@@ -31,6 +33,13 @@ struct DaemonOptions {
   ClusterOptions cluster;
   planner::PriceTable prices;  // --prices: currency per card-hour per class, utilisation overrides
   std::string scheduler_profile;  // --scheduler-profile: JSON text; empty = the built-in default
+  // Security (docs/security.md): TLS files and the token file, or insecure (plaintext, no checks).
+  TlsFiles tls;
+  bool insecure = false;
+  std::string token_file;
+  std::string audit_log;       // "" = <data_dir>/audit.log
+  double submit_rate = 50;     // SubmitJob per user per second (0 = unlimited) ...
+  double submit_burst = 200;   // ... in bursts of up to this many
 };
 
 class DaemonServer {
@@ -49,6 +58,7 @@ class DaemonServer {
   std::unique_ptr<scheduler::PlacementPolicy> policy_;
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<ClusterState> state_;
+  std::unique_ptr<ApiGuard> guard_;
   std::unique_ptr<ModelPlanner> planner_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;

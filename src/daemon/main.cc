@@ -13,6 +13,7 @@
 #include "src/common/flags.h"
 #include "src/common/plan_convert.h"
 #include "src/common/program.h"
+#include "src/common/tls.h"
 #include "src/daemon/daemon_server.h"
 
 namespace {
@@ -35,11 +36,12 @@ absl::Status ParsePortRange(const std::string& text, int* min, int* max) {
 
 int main(int argc, char** argv) {
   hetpool::daemon::DaemonOptions options;
-  std::string config, port_file, prices_file, profile_file, log_level = "info";
+  std::string config, port_file, prices_file, profile_file, quotas_file, log_level = "info";
   std::string port_range = "29500-30499";
   hetpool::FlagSet flags(
       "hetpoold: the hetpool control-plane daemon.\n"
-      "Example: hetpoold --listen 127.0.0.1:7070 --data-dir /var/lib/hetpool");
+      "Example: hetpoold --listen 0.0.0.0:7070 --data-dir /var/lib/hetpool --tls-ca pki/ca.pem \\\n"
+      "           --tls-cert pki/hetpoold.pem --tls-key pki/hetpoold.key --tokens /etc/hetpool/tokens.json");
   flags.String("listen", &options.listen, "address:port to serve gRPC on (port 0 = any free port)");
   flags.String("data-dir", &options.data_dir, "directory for the SQLite store and job logs");
   flags.String("store", &options.store,
@@ -58,6 +60,13 @@ int main(int argc, char** argv) {
                "planner price table (JSON): currency per card-hour per class, utilisation overrides (docs/planner.md)");
   flags.String("scheduler-profile", &profile_file,
                "scheduler plugins, weights and args (JSON; docs/scheduler.md); default: the built-in profile");
+  hetpool::AddTlsFlags(flags, &options.tls, &options.insecure);
+  flags.String("tokens", &options.token_file,
+               "hashed bearer tokens with users, groups and roles (JSON; hetpoolctl admin token); re-read when changed");
+  flags.String("audit-log", &options.audit_log, "JSON-lines audit log of mutating and refused calls (default: DATA_DIR/audit.log)");
+  flags.Double("submit-rate", &options.submit_rate, "SubmitJob calls per second per user (0 = unlimited)");
+  flags.Double("submit-burst", &options.submit_burst, "SubmitJob burst per user");
+  flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
@@ -70,6 +79,13 @@ int main(int argc, char** argv) {
     auto prices = hetpool::ReadPriceTableFile(prices_file);
     if (!prices.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prices ", prices.status().message())));
     options.prices = *std::move(prices);
+  }
+  if (!quotas_file.empty()) {
+    auto text = hetpool::ReadTextFile(quotas_file);
+    if (!text.ok()) return Fail(text.status());
+    auto quotas = hetpool::daemon::QuotaTable::Parse(*text);
+    if (!quotas.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--quotas ", quotas_file, ": ", quotas.status().message())));
+    options.cluster.quotas = std::make_shared<const hetpool::daemon::QuotaTable>(*std::move(quotas));
   }
   if (!profile_file.empty()) {
     auto text = hetpool::ReadTextFile(profile_file);

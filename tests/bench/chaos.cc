@@ -110,7 +110,7 @@ class Chaos {
     auto p = ChildProcess::Spawn(
         {HETPOOLD_BIN, "--listen", Address(i), "--data-dir", absl::StrCat(dir_.path(), "/d", i), "--store",
          "etcd://" + etcd_.endpoints(), "--leader-lease", "2s", "--lease-ttl", "10s", "--rdzv-port-range",
-         absl::StrCat(32000 + 100 * i, "-", 32099 + 100 * i)},
+         absl::StrCat(32000 + 100 * i, "-", 32099 + 100 * i), "--insecure"},
         absl::StrCat(dir_.path(), "/daemon", i, ".log"));
     if (!p.ok()) return p.status();
     daemons_[static_cast<size_t>(i)] = *std::move(p);
@@ -121,11 +121,12 @@ class Chaos {
     std::vector<std::string> addresses;
     for (int d = 0; d < 3; ++d) addresses.push_back(Address(d));
     const std::string name = i == 0 ? "node-a" : "node-b";
-    auto p = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name", name,
-                                  "--work-dir", dir_.path() + "/agent-" + name, "--backend", "sim", "--inventory",
-                                  std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/" + name + ".json",
-                                  "--inventory-refresh", "500ms", "--kill-grace", "2s"},
-                                 dir_.path() + "/agent-" + name + ".log");
+    std::vector<std::string> argv = {HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name", name,
+                                     "--work-dir", dir_.path() + "/agent-" + name, "--backend", "sim", "--inventory",
+                                     std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/" + name + ".json",
+                                     "--inventory-refresh", "500ms", "--kill-grace", "2s"};
+    for (const auto& flag : PlainAgentFlags()) argv.push_back(flag);
+    auto p = ChildProcess::Spawn(argv, dir_.path() + "/agent-" + name + ".log");
     if (!p.ok()) return p.status();
     agents_[static_cast<size_t>(i)] = *std::move(p);
     return absl::OkStatus();

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   TempDir etcd_dir;
   std::unique_ptr<EtcdCluster> etcd;
   TestCluster::Options options;  // no agents: every job stays pending
-  options.daemon_args = {"--log-level", "warn"};
+  options.daemon_args = {"--log-level", "warn", "--submit-rate", "0"};  // measure the store, not the limiter
   if (store == "etcd") {
     etcd = std::make_unique<EtcdCluster>(etcd_dir.path(), 3);
     if (auto s = etcd->Start(); !s.ok()) {

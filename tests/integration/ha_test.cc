@@ -52,11 +52,12 @@ class HighAvailability : public ::testing::Test {
     }
     std::vector<std::string> addresses;
     for (const auto& r : replicas_) addresses.push_back(r.address());
-    auto agent = ChildProcess::Spawn(
-        {HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name", "node-a", "--work-dir",
-         dir_.path() + "/agent", "--backend", "sim", "--inventory",
-         std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/node-a.json", "--inventory-refresh", "500ms"},
-        dir_.path() + "/agent.log");
+    std::vector<std::string> argv = {HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name",
+                                     "node-a", "--work-dir", dir_.path() + "/agent", "--backend", "sim", "--inventory",
+                                     std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/node-a.json",
+                                     "--inventory-refresh", "500ms"};
+    for (const auto& flag : PlainAgentFlags()) argv.push_back(flag);
+    auto agent = ChildProcess::Spawn(argv, dir_.path() + "/agent.log");
     ASSERT_TRUE(agent.ok());
     agent_ = *std::move(agent);
   }
@@ -66,7 +67,7 @@ class HighAvailability : public ::testing::Test {
     auto process = ChildProcess::Spawn(
         {HETPOOLD_BIN, "--listen", r.address(), "--data-dir", absl::StrCat(dir_.path(), "/d", i), "--store",
          "etcd://" + etcd_.endpoints(), "--leader-lease", "2s", "--lease-ttl", "10s", "--rdzv-port-range",
-         absl::StrCat(31000 + 50 * i, "-", 31049 + 50 * i)},
+         absl::StrCat(31000 + 50 * i, "-", 31049 + 50 * i), "--insecure"},
         absl::StrCat(dir_.path(), "/daemon", i, ".log"));
     if (!process.ok()) return process.status();
     r.process = *std::move(process);
@@ -183,7 +184,7 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
   // hetpoolctl, given every address, finds the new leader.
   std::vector<std::string> addresses;
   for (const auto& r : replicas_) addresses.push_back(r.address());
-  auto cli = ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", absl::StrJoin(addresses, ","), "get",
+  auto cli = ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", absl::StrJoin(addresses, ","), "--insecure", "get",
                                   acknowledged.begin()->second},
                                  dir_.path() + "/cli.out");
   ASSERT_TRUE(cli.ok());

@@ -169,8 +169,65 @@ std::string TestCluster::InventoryPath(size_t index) const {
   return dir() + "/inventory-" + options_.agents[index].name + ".json";
 }
 
+std::vector<std::string> PlainAgentFlags() {
+  return {"--insecure", "--job-dirs", absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp"), "--run-as", "root"};
+}
+
+absl::Status TestCluster::MakePki() {
+  auto run = [this](const std::vector<std::string>& argv) -> absl::Status {
+    auto child = ChildProcess::Spawn(argv, dir() + "/pki.log");
+    if (!child.ok()) return child.status();
+    auto status = (*child)->Wait(absl::Seconds(30));
+    if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+      return absl::InternalError(absl::StrCat(argv[0], " ", argv[1], " failed:\n", ReadFile(dir() + "/pki.log")));
+    }
+    return absl::OkStatus();
+  };
+  const std::string pki = std::string(HETPOOL_SOURCE_DIR) + "/deploy/pki.sh";
+  if (auto s = run({"/bin/bash", pki, "init-ca", PkiDir()}); !s.ok()) return s;
+  if (auto s = run({"/bin/bash", pki, "server", PkiDir(), "hetpoold"}); !s.ok()) return s;
+  for (const auto& agent : options_.agents) {
+    if (auto s = run({"/bin/bash", pki, "node", PkiDir(), agent.name}); !s.ok()) return s;
+  }
+  auto token = AddToken("admin", "ops", "admin");
+  if (!token.ok()) return token.status();
+  admin_token_ = *token;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TestCluster::AddToken(const std::string& user, const std::string& group,
+                                                  const std::string& role) const {
+  const std::string out = dir() + "/token.out";
+  std::filesystem::remove(out);
+  std::vector<std::string> argv = {HETPOOLCTL_BIN, "admin", "token", "--file", TokenFile(), "--user", user, "--role", role};
+  if (!group.empty()) argv.insert(argv.end(), {"--group", group});
+  auto child = ChildProcess::Spawn(argv, out);
+  if (!child.ok()) return child.status();
+  auto status = (*child)->Wait(absl::Seconds(30));
+  std::string token = ReadFile(out);
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0 || token.rfind("hp_", 0) != 0) {
+    return absl::InternalError("hetpoolctl admin token failed: " + token);
+  }
+  return token;
+}
+
+std::shared_ptr<grpc::Channel> TestCluster::ChannelAs(const std::string& token, const std::string& cert_name) const {
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = ReadFile(PkiDir() + "/ca.pem");
+  if (!cert_name.empty()) {
+    tls.pem_cert_chain = ReadFile(PkiDir() + "/" + cert_name + ".pem");
+    tls.pem_private_key = ReadFile(PkiDir() + "/" + cert_name + ".key");
+  }
+  auto credentials = grpc::SslCredentials(tls);
+  if (!token.empty()) {
+    credentials = grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+  }
+  return grpc::CreateChannel(address(), credentials);
+}
+
 void TestCluster::Connect() {
-  channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  channel_ = options_.tls ? ChannelAs(admin_token_) : grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
   jobs_ = pb::JobService::NewStub(channel_);
   cluster_ = pb::ClusterService::NewStub(channel_);
 }
@@ -182,6 +239,15 @@ absl::Status TestCluster::StartDaemon(int port) {
       HETPOOLD_BIN, "--listen", absl::StrCat("127.0.0.1:", port), "--data-dir", dir() + "/daemon",
       "--port-file", port_file, "--lease-ttl", absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
       "--rdzv-port-range", absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)};
+  if (options_.tls) {
+    if (admin_token_.empty()) {
+      if (auto made = MakePki(); !made.ok()) return made;
+    }
+    argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem", "--tls-cert", PkiDir() + "/hetpoold.pem", "--tls-key",
+                             PkiDir() + "/hetpoold.key", "--tokens", TokenFile()});
+  } else {
+    argv.push_back("--insecure");
+  }
   argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
   auto daemon = ChildProcess::Spawn(argv, dir() + "/daemon.log");
   if (!daemon.ok()) return daemon.status();
@@ -218,6 +284,14 @@ absl::Status TestCluster::StartAgent(size_t i) {
     for (const auto& b : spec.backends) argv.insert(argv.end(), {"--backend", b});
   }
   for (const auto& l : spec.labels) argv.insert(argv.end(), {"--label", l});
+  if (options_.tls) {
+    argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem", "--tls-cert", PkiDir() + "/" + spec.name + ".pem",
+                             "--tls-key", PkiDir() + "/" + spec.name + ".key", "--job-dirs",
+                             absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp"), "--run-as", "root"});
+  } else {
+    const std::vector<std::string> plain = PlainAgentFlags();
+    argv.insert(argv.end(), plain.begin(), plain.end());
+  }
   argv.insert(argv.end(), spec.args.begin(), spec.args.end());
   auto agent = ChildProcess::Spawn(argv, dir() + "/agent-" + spec.name + ".log", spec.env);
   if (!agent.ok()) return agent.status();
@@ -364,6 +438,11 @@ std::string TestCluster::AgentLog(size_t index) const {
 
 int TestCluster::RunCli(const std::vector<std::string>& args, std::string* output) const {
   std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", address()};
+  if (options_.tls) {
+    argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem", "--token", admin_token_});
+  } else {
+    argv.push_back("--insecure");
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string out_path = dir() + "/cli.out";
   std::filesystem::remove(out_path);

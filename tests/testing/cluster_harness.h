@@ -69,12 +69,20 @@ std::shared_ptr<grpc::Channel> FastReconnectChannel(const std::string& address);
 absl::StatusOr<pb::Job> SubmitToAnyReplica(const std::vector<pb::JobService::Stub*>& replicas,
                                            const pb::SubmitJobRequest& request, absl::Duration patience);
 
+// The flags every test agent started outside TestCluster takes (ha, chaos, CLI tests): plaintext
+// to a daemon run with --insecure, the job directories the tests' jobs use (the source tree,
+// /tmp) and, when the tests run as root, root job processes (the sandbox test checks the default).
+std::vector<std::string> PlainAgentFlags();
+
 class TestCluster {
  public:
   struct Options {
     std::vector<AgentSpec> agents;
     absl::Duration lease_ttl = absl::Seconds(10);
     std::vector<std::string> daemon_args;  // extra hetpoold flags, e.g. {"--store", "etcd://..."}
+    // TLS everywhere (deploy/pki.sh makes a CA, the daemon's and each agent's certificate) and a
+    // token file holding an admin token the harness's own calls use; else --insecure.
+    bool tls = false;
   };
   // Two agents simulating deploy/examples/node-a.json and node-b.json.
   static Options ExamplePool();
@@ -93,6 +101,7 @@ class TestCluster {
   std::optional<int> WaitAgent(size_t index, absl::Duration timeout);  // its exit status
   absl::Status WaitNodesReady(size_t count, absl::Duration timeout);
 
+  Options& mutable_options() { return options_; }  // before Start()
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
   const std::string& dir() const { return dir_.path(); }
@@ -117,13 +126,23 @@ class TestCluster {
   std::string DaemonLog() const;
   std::string AgentLog(size_t index) const;
 
-  // Runs hetpoolctl against this cluster; returns its exit code, stdout+stderr in *output.
+  // Runs hetpoolctl against this cluster; returns its exit code, stdout+stderr in *output. With TLS
+  // it gets the CA and the admin token (a later --token in `args` wins).
   int RunCli(const std::vector<std::string>& args, std::string* output) const;
+
+  // With TLS: the PKI directory, a new token (hetpoolctl admin token), and a channel as the
+  // holder of `token` (empty: no token, only TLS).
+  std::string PkiDir() const { return dir() + "/pki"; }
+  std::string TokenFile() const { return dir() + "/tokens.json"; }
+  absl::StatusOr<std::string> AddToken(const std::string& user, const std::string& group, const std::string& role) const;
+  std::shared_ptr<grpc::Channel> ChannelAs(const std::string& token, const std::string& cert_name = "") const;
 
  private:
   void Connect();
+  absl::Status MakePki();
 
   Options options_;
+  std::string admin_token_;
   TempDir dir_;
   int port_ = 0;
   int rdzv_base_ = 0;

@@ -31,6 +31,7 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     plan.set_torch_device(std::string(runtime.torch_device));
     plan.set_working_dir(spec.working_dir());
     plan.set_procs(spec.procs_per_node());
+    plan.set_user(spec.user());
 
     auto& argv = *plan.mutable_argv();
     auto add = [&argv](std::initializer_list<std::string> args) {

@@ -4,50 +4,75 @@
 
 namespace hetpool::daemon {
 
-grpc::Status AgentServiceImpl::Register(grpc::ServerContext*, const pb::RegisterRequest* req,
+// Every agent call is about one node: the caller's certificate must name it. Registrations are
+// audited; heartbeats, order streams and log pushes are too frequent to audit unless refused.
+
+grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req,
                                         pb::RegisterResponse* resp) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  auto response = state_->Register(*req);
-  if (!response.ok()) return ToGrpcStatus(response.status());
-  *resp = *std::move(response);
-  return grpc::Status::OK;
+  return Guarded(
+      *guard_, ctx, "Register", Action::kAgent, req->node_name(),
+      [&](const Caller& caller) -> absl::Status {
+        if (auto s = CheckNodeIdentity(caller, req->node_name()); !s.ok()) return s;
+        auto response = state_->Register(*req);
+        if (!response.ok()) return response.status();
+        *resp = *std::move(response);
+        return absl::OkStatus();
+      },
+      /*audit_success=*/true);
 }
 
-grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext*, const pb::HeartbeatRequest* req,
+grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
                                          pb::HeartbeatResponse*) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  return ToGrpcStatus(state_->Heartbeat(*req));
+  return Guarded(
+      *guard_, ctx, "Heartbeat", Action::kAgent, req->node_name(),
+      [&](const Caller& caller) -> absl::Status {
+        if (auto s = CheckNodeIdentity(caller, req->node_name()); !s.ok()) return s;
+        return state_->Heartbeat(*req);
+      },
+      /*audit_success=*/false);
 }
 
 grpc::Status AgentServiceImpl::StreamOrders(grpc::ServerContext* ctx, const pb::StreamOrdersRequest* req,
                                             grpc::ServerWriter<pb::Orders>* writer) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  uint64_t sent = 0;
-  while (!ctx->IsCancelled()) {
-    auto orders = state_->WaitOrders(req->node_name(), req->session_id(), sent,
-                                     absl::Now() + absl::Milliseconds(500));
-    if (!orders.ok()) return ToGrpcStatus(orders.status());
-    if (!orders->has_value()) continue;
-    sent = (*orders)->version();
-    if (!writer->Write(**orders)) return grpc::Status::CANCELLED;
-  }
-  return grpc::Status::CANCELLED;
+  return Guarded(
+      *guard_, ctx, "StreamOrders", Action::kAgent, req->node_name(),
+      [&](const Caller& caller) -> absl::Status {
+        if (auto s = CheckNodeIdentity(caller, req->node_name()); !s.ok()) return s;
+        uint64_t sent = 0;
+        while (!ctx->IsCancelled()) {
+          auto orders = state_->WaitOrders(req->node_name(), req->session_id(), sent,
+                                           absl::Now() + absl::Milliseconds(500));
+          if (!orders.ok()) return orders.status();
+          if (!orders->has_value()) continue;
+          sent = (*orders)->version();
+          if (!writer->Write(**orders)) break;
+        }
+        return absl::CancelledError("the agent went away");
+      },
+      /*audit_success=*/false);
 }
 
-grpc::Status AgentServiceImpl::PushLogs(grpc::ServerContext*, const pb::PushLogsRequest* req,
+grpc::Status AgentServiceImpl::PushLogs(grpc::ServerContext* ctx, const pb::PushLogsRequest* req,
                                         pb::PushLogsResponse* resp) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  if (req->data().size() > 4 * 1024 * 1024) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "data: at most 4 MiB per push");
-  }
-  if (auto s = state_->CheckLogPush(req->node_name(), req->session_id(), req->job_id(), req->generation());
-      !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  auto end = logs_->Append(req->job_id(), req->generation(), req->node_name(), req->offset(), req->data());
-  if (!end.ok()) return ToGrpcStatus(end.status());
-  resp->set_next_offset(*end);
-  return grpc::Status::OK;
+  return Guarded(
+      *guard_, ctx, "PushLogs", Action::kAgent, req->node_name(),
+      [&](const Caller& caller) -> absl::Status {
+        if (auto s = CheckNodeIdentity(caller, req->node_name()); !s.ok()) return s;
+        if (req->data().size() > 4 * 1024 * 1024) return absl::InvalidArgumentError("data: at most 4 MiB per push");
+        if (auto s = state_->CheckLogPush(req->node_name(), req->session_id(), req->job_id(), req->generation());
+            !s.ok()) {
+          return s;
+        }
+        auto end = logs_->Append(req->job_id(), req->generation(), req->node_name(), req->offset(), req->data());
+        if (!end.ok()) return end.status();
+        resp->set_next_offset(*end);
+        return absl::OkStatus();
+      },
+      /*audit_success=*/false);
 }
 
 }  // namespace hetpool::daemon

@@ -1,6 +1,7 @@
 // AgentService: the node agents' side of the control plane (see proto/hetpool/v1/agent.proto).
 #pragma once
 
+#include "src/daemon/services/api_guard.h"
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/agent.grpc.pb.h"
@@ -11,8 +12,8 @@ namespace hetpool::daemon {
 
 class AgentServiceImpl final : public hetpool::v1::AgentService::Service {
  public:
-  AgentServiceImpl(ClusterState* state, LogStore* logs, const LeaderGate* gate)
-      : state_(state), logs_(logs), gate_(gate) {}
+  AgentServiceImpl(ClusterState* state, LogStore* logs, const LeaderGate* gate, const ApiGuard* guard)
+      : state_(state), logs_(logs), gate_(gate), guard_(guard) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req,
                         pb::RegisterResponse* resp) override;
@@ -27,6 +28,7 @@ class AgentServiceImpl final : public hetpool::v1::AgentService::Service {
   ClusterState* state_;
   LogStore* logs_;
   const LeaderGate* gate_;
+  const ApiGuard* guard_;
 };
 
 }  // namespace hetpool::daemon

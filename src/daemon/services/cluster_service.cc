@@ -7,51 +7,64 @@ namespace hetpool::daemon {
 grpc::Status ClusterServiceImpl::ListNodes(grpc::ServerContext* ctx, const pb::ListNodesRequest* req,
                                            pb::ListNodesResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ListNodes, ctx, req, resp);
-  for (auto& node : state_->ListNodes()) *resp->add_nodes() = std::move(node);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "ListNodes", Action::kReadCluster, "", [&](const Caller&) {
+    for (auto& node : state_->ListNodes()) *resp->add_nodes() = std::move(node);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status ClusterServiceImpl::GetNode(grpc::ServerContext* ctx, const pb::GetNodeRequest* req,
                                          pb::Node* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, GetNode, ctx, req, resp);
-  auto node = state_->GetNode(req->name());
-  if (!node.ok()) return ToGrpcStatus(node.status());
-  *resp = *std::move(node);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "GetNode", Action::kReadCluster, req->name(), [&](const Caller&) -> absl::Status {
+    auto node = state_->GetNode(req->name());
+    if (!node.ok()) return node.status();
+    *resp = *std::move(node);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status ClusterServiceImpl::ListDevices(grpc::ServerContext* ctx, const pb::ListDevicesRequest* req,
                                              pb::ListDevicesResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ListDevices, ctx, req, resp);
-  auto devices = state_->ListDevices(req->node(), req->vendor());
-  if (!devices.ok()) return ToGrpcStatus(devices.status());
-  for (auto& d : *devices) *resp->add_devices() = std::move(d);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "ListDevices", Action::kReadCluster, req->node(), [&](const Caller&) -> absl::Status {
+    auto devices = state_->ListDevices(req->node(), req->vendor());
+    if (!devices.ok()) return devices.status();
+    for (auto& d : *devices) *resp->add_devices() = std::move(d);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status ClusterServiceImpl::SetDrained(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp,
+                                            bool drained) {
+  return Guarded(*guard_, ctx, drained ? "DrainNode" : "UndrainNode", Action::kDrainNode, req->name(),
+                 [&](const Caller&) -> absl::Status {
+                   auto node = state_->SetDrained(req->name(), drained);
+                   if (!node.ok()) return node.status();
+                   *resp = *std::move(node);
+                   return absl::OkStatus();
+                 });
 }
 
 grpc::Status ClusterServiceImpl::DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req,
                                            pb::Node* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, DrainNode, ctx, req, resp);
-  auto node = state_->SetDrained(req->name(), true);
-  if (!node.ok()) return ToGrpcStatus(node.status());
-  *resp = *std::move(node);
-  return grpc::Status::OK;
+  return SetDrained(ctx, req, resp, true);
 }
 
 grpc::Status ClusterServiceImpl::UndrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req,
                                              pb::Node* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, UndrainNode, ctx, req, resp);
-  auto node = state_->SetDrained(req->name(), false);
-  if (!node.ok()) return ToGrpcStatus(node.status());
-  *resp = *std::move(node);
-  return grpc::Status::OK;
+  return SetDrained(ctx, req, resp, false);
 }
 
 grpc::Status ClusterServiceImpl::ListFingerprints(grpc::ServerContext* ctx, const pb::ListFingerprintsRequest* req,
                                                   pb::ListFingerprintsResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ListFingerprints, ctx, req, resp);
-  for (auto& c : state_->ListFingerprints()) *resp->add_classes() = std::move(c);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "ListFingerprints", Action::kReadCluster, "", [&](const Caller&) {
+    for (auto& c : state_->ListFingerprints()) *resp->add_classes() = std::move(c);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace hetpool::daemon

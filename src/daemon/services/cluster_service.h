@@ -1,6 +1,7 @@
 // ClusterService: operators' view of nodes and devices, and draining.
 #pragma once
 
+#include "src/daemon/services/api_guard.h"
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/cluster.grpc.pb.h"
@@ -10,7 +11,8 @@ namespace hetpool::daemon {
 
 class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
  public:
-  ClusterServiceImpl(ClusterState* state, const LeaderGate* gate) : state_(state), gate_(gate) {}
+  ClusterServiceImpl(ClusterState* state, const LeaderGate* gate, const ApiGuard* guard)
+      : state_(state), gate_(gate), guard_(guard) {}
 
   grpc::Status ListNodes(grpc::ServerContext* ctx, const pb::ListNodesRequest* req,
                          pb::ListNodesResponse* resp) override;
@@ -24,8 +26,11 @@ class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
                                 pb::ListFingerprintsResponse* resp) override;
 
  private:
+  grpc::Status SetDrained(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp, bool drained);
+
   ClusterState* state_;
   const LeaderGate* gate_;
+  const ApiGuard* guard_;
 };
 
 }  // namespace hetpool::daemon

@@ -44,71 +44,126 @@ class RankFilter {
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                                        pb::SubmitJobResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, SubmitJob, ctx, req, resp);
-  absl::StatusOr<pb::Job> job;
-  if (req->spec().has_model()) {
-    // Submit by model: the plan fixes the devices, the class and the layout variables.
+  std::string target = req->spec().name();  // the job id once there is one
+  return Guarded(*guard_, ctx, "SubmitJob", Action::kSubmitJob, target, [&](const Caller& caller) -> absl::Status {
     pb::JobSpec spec = req->spec();
-    auto plan = planner_->ResolveJob(spec, state_->PlannerPool());
-    if (!plan.ok()) return ToGrpcStatus(plan.status());
-    job = state_->Submit(std::move(spec), req->request_id(), &*plan);
-  } else {
-    job = state_->Submit(req->spec(), req->request_id());
-  }
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *resp->mutable_job() = *std::move(job);
-  return grpc::Status::OK;
+    auto owner = SubmissionOwner(caller, spec.user());
+    if (!owner.ok()) return owner.status();
+    if (!caller.unchecked) {
+      // The group is the token's; on behalf of someone else there is none to vouch for.
+      spec.set_group(*owner == caller.user ? caller.group : "");
+    }
+    spec.set_user(*std::move(owner));
+    if (auto s = guard_->submissions().Admit(spec.user()); !s.ok()) return s;
+    absl::StatusOr<pb::Job> job;
+    if (spec.has_model()) {
+      // Submit by model: the plan fixes the devices, the class and the layout variables.
+      auto plan = planner_->ResolveJob(spec, state_->PlannerPool());
+      if (!plan.ok()) return plan.status();
+      job = state_->Submit(std::move(spec), req->request_id(), &*plan);
+    } else {
+      job = state_->Submit(std::move(spec), req->request_id());
+    }
+    if (!job.ok()) return job.status();
+    target = job->id();
+    *resp->mutable_job() = *std::move(job);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<pb::Job> JobServiceImpl::JobFor(const Caller& caller, Action action, const std::string& id) const {
+  auto job = state_->GetJob(id);
+  if (!job.ok()) return job.status();
+  if (absl::Status s = Allow(caller, action, &job->spec().user()); !s.ok()) return s;
+  return job;
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx, const pb::GetJobRequest* req, pb::Job* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, GetJob, ctx, req, resp);
-  auto job = state_->GetJob(req->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *resp = *std::move(job);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "GetJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
+    auto job = JobFor(caller, Action::kReadJob, req->job_id());
+    if (!job.ok()) return job.status();
+    *resp = *std::move(job);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx, const pb::ListJobsRequest* req,
                                       pb::ListJobsResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, ListJobs, ctx, req, resp);
-  auto list = state_->ListJobs(*req);
-  if (!list.ok()) return ToGrpcStatus(list.status());
-  *resp = *std::move(list);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "ListJobs", Action::kListJobs, req->user(), [&](const Caller& caller) -> absl::Status {
+    pb::ListJobsRequest request = *req;
+    if (!SeesAllJobs(caller)) {
+      // Users list their own jobs only.
+      if (!request.user().empty() && request.user() != caller.user) {
+        return absl::PermissionDeniedError(absl::StrCat(caller.Describe(), " may not list the jobs of ", request.user(),
+                                                        ": needs role operator or viewer"));
+      }
+      request.set_user(caller.user);
+    }
+    auto list = state_->ListJobs(request);
+    if (!list.ok()) return list.status();
+    *resp = *std::move(list);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req,
                                        pb::Job* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, CancelJob, ctx, req, resp);
-  auto job = state_->Cancel(req->job_id(), req->reason());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *resp = *std::move(job);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "CancelJob", Action::kCancelJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
+    if (auto job = JobFor(caller, Action::kCancelJob, req->job_id()); !job.ok()) return job.status();
+    std::string reason = req->reason();
+    if (!caller.unchecked && reason.size() <= 1024) {
+      reason = reason.empty() ? absl::StrCat("cancelled by ", caller.user) : absl::StrCat(reason, " (by ", caller.user, ")");
+    }
+    auto job = state_->Cancel(req->job_id(), reason);
+    if (!job.ok()) return job.status();
+    *resp = *std::move(job);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const pb::WatchJobRequest* req,
                                       grpc::ServerWriter<pb::WatchJobResponse>* writer) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+  return Guarded(*guard_, ctx, "WatchJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
+    if (auto job = JobFor(caller, Action::kReadJob, req->job_id()); !job.ok()) return job.status();
+    return Watch(ctx, req->job_id(), writer);
+  });
+}
+
+absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const std::string& job_id,
+                                   grpc::ServerWriter<pb::WatchJobResponse>* writer) {
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
-    auto next = state_->WaitJob(req->job_id(), seen, absl::Now() + kPollSlice);
-    if (!next.ok()) return ToGrpcStatus(next.status());
+    auto next = state_->WaitJob(job_id, seen, absl::Now() + kPollSlice);
+    if (!next.ok()) return next.status();
     auto& [job, version] = *next;
     if (version > seen) {
       seen = version;
       pb::WatchJobResponse update;
       if (job.events_size() > 0) *update.mutable_event() = job.events(job.events_size() - 1);
       *update.mutable_job() = job;
-      if (!writer->Write(update)) return grpc::Status::CANCELLED;
-      if (IsTerminal(job.state())) return grpc::Status::OK;
+      if (!writer->Write(update)) return absl::CancelledError("the client went away");
+      if (IsTerminal(job.state())) return absl::OkStatus();
     }
-    if (state_->stopping()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "hetpoold is shutting down");
+    if (state_->stopping()) return absl::UnavailableError("hetpoold is shutting down");
   }
-  return grpc::Status::CANCELLED;
+  return absl::CancelledError("the client went away");
 }
 
 grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                                         grpc::ServerWriter<pb::LogChunk>* writer) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+  return Guarded(*guard_, ctx, "GetJobLogs", Action::kReadLogs, req->job_id(), [&](const Caller& caller) -> absl::Status {
+    if (auto job = JobFor(caller, Action::kReadLogs, req->job_id()); !job.ok()) return job.status();
+    return FromGrpcStatus(StreamLogs(ctx, req, writer));
+  });
+}
+
+grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
+                                        grpc::ServerWriter<pb::LogChunk>* writer) {
   uint64_t seen = 0;
   std::map<std::string, uint64_t> offsets;
   std::map<std::string, RankFilter> filters;

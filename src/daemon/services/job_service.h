@@ -1,6 +1,7 @@
 // JobService: researchers' and CI's API (submit, inspect, cancel, watch, logs).
 #pragma once
 
+#include "src/daemon/services/api_guard.h"
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/job.grpc.pb.h"
@@ -12,8 +13,9 @@ namespace hetpool::daemon {
 
 class JobServiceImpl final : public hetpool::v1::JobService::Service {
  public:
-  JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner, const LeaderGate* gate)
-      : state_(state), logs_(logs), planner_(planner), gate_(gate) {}
+  JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner, const LeaderGate* gate,
+                 const ApiGuard* guard)
+      : state_(state), logs_(logs), planner_(planner), gate_(gate), guard_(guard) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                          pb::SubmitJobResponse* resp) override;
@@ -28,10 +30,18 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
                           grpc::ServerWriter<pb::LogChunk>* writer) override;
 
  private:
+  // The job, if the caller may take `action` on it (NOT_FOUND / PERMISSION_DENIED otherwise).
+  absl::StatusOr<pb::Job> JobFor(const Caller& caller, Action action, const std::string& id) const;
+  absl::Status Watch(grpc::ServerContext* ctx, const std::string& job_id,
+                     grpc::ServerWriter<pb::WatchJobResponse>* writer);
+  grpc::Status StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
+                          grpc::ServerWriter<pb::LogChunk>* writer);
+
   ClusterState* state_;
   const LogStore* logs_;
   const ModelPlanner* planner_;
   const LeaderGate* gate_;
+  const ApiGuard* guard_;
 };
 
 }  // namespace hetpool::daemon

@@ -26,7 +26,10 @@ namespace hetpool::daemon {
 class LeaderGate {
  public:
   // `leader`: the current leader's address, for the refusal message.
-  explicit LeaderGate(bool open, std::function<std::string()> leader = {}) : open_(open), leader_(std::move(leader)) {}
+  // `credentials`: how this replica connects to the leader (the same TLS as every client).
+  explicit LeaderGate(bool open, std::function<std::string()> leader = {},
+                      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials())
+      : open_(open), leader_(std::move(leader)), credentials_(std::move(credentials)) {}
   void Open() { open_ = true; }
   bool open() const { return open_.load(); }
   std::string leader() const { return leader_ ? leader_() : ""; }
@@ -37,7 +40,7 @@ class LeaderGate {
     if (address.empty()) return nullptr;
     absl::MutexLock lock(&mu_);
     if (address != channel_address_) {
-      channel_ = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+      channel_ = grpc::CreateChannel(address, credentials_);
       channel_address_ = address;
     }
     return channel_;
@@ -52,6 +55,7 @@ class LeaderGate {
  private:
   std::atomic<bool> open_;
   std::function<std::string()> leader_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
   mutable std::string channel_address_ ABSL_GUARDED_BY(mu_);
   mutable std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
@@ -60,8 +64,8 @@ class LeaderGate {
 // Marks a call a follower passed on, so a replica with a stale view never passes it on again.
 inline constexpr char kForwardedHeader[] = "x-hetpool-forwarded";
 
-// On a follower: calls `method` on the leader with the caller's request and deadline, and relays
-// the answer.
+// On a follower: calls `method` on the leader with the caller's request, deadline and bearer token
+// (the leader authenticates and authorizes the caller itself), and relays the answer.
 template <typename Service, typename Req, typename Resp>
 grpc::Status ForwardToLeader(const LeaderGate& gate, grpc::ServerContext* server_ctx,
                              grpc::Status (Service::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
@@ -72,6 +76,9 @@ grpc::Status ForwardToLeader(const LeaderGate& gate, grpc::ServerContext* server
   grpc::ClientContext ctx;
   ctx.set_deadline(server_ctx->deadline());
   ctx.AddMetadata(kForwardedHeader, "1");
+  if (auto it = server_ctx->client_metadata().find("authorization"); it != server_ctx->client_metadata().end()) {
+    ctx.AddMetadata("authorization", std::string(it->second.data(), it->second.size()));
+  }
   return ((*stub).*method)(&ctx, req, resp);
 }
 

@@ -7,10 +7,12 @@ namespace hetpool::daemon {
 grpc::Status PlannerServiceImpl::Plan(grpc::ServerContext* ctx, const pb::PlanRequest* request,
                                       pb::PlanResponse* response) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::PlannerService, Plan, ctx, request, response);
-  auto plan = planner_->Plan(*request, state_->PlannerPool());
-  if (!plan.ok()) return ToGrpcStatus(plan.status());
-  *response = *std::move(plan);
-  return grpc::Status::OK;
+  return Guarded(*guard_, ctx, "Plan", Action::kPlan, request->model().preset(), [&](const Caller&) -> absl::Status {
+    auto plan = planner_->Plan(*request, state_->PlannerPool());
+    if (!plan.ok()) return plan.status();
+    *response = *std::move(plan);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace hetpool::daemon

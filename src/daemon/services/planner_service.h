@@ -1,6 +1,7 @@
 // PlannerService: `hetpoolctl plan` against the live pool (free capacity included).
 #pragma once
 
+#include "src/daemon/services/api_guard.h"
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/planner.grpc.pb.h"
@@ -11,8 +12,9 @@ namespace hetpool::daemon {
 
 class PlannerServiceImpl final : public pb::PlannerService::Service {
  public:
-  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner, const LeaderGate* gate)
-      : state_(state), planner_(planner), gate_(gate) {}
+  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner, const LeaderGate* gate,
+                     const ApiGuard* guard)
+      : state_(state), planner_(planner), gate_(gate), guard_(guard) {}
 
   grpc::Status Plan(grpc::ServerContext* context, const pb::PlanRequest* request, pb::PlanResponse* response) override;
 
@@ -20,6 +22,7 @@ class PlannerServiceImpl final : public pb::PlannerService::Service {
   ClusterState* state_;
   const ModelPlanner* planner_;
   const LeaderGate* gate_;
+  const ApiGuard* guard_;
 };
 
 }  // namespace hetpool::daemon

@@ -253,6 +253,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
             absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
       }
     }
+    if (auto s = CheckQuotaLocked(spec); !s.ok()) return s;
     const uint64_t seq = next_seq_++;  // a failed write burns its number
     pb::Job& job = entry.job;
     job.set_id(absl::StrFormat("job-%06d", seq));
@@ -511,9 +512,13 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
   // jobs idle the whole pool. A cycle for new submissions only keeps the last full cycle's.
   std::map<std::string, std::set<std::string>> reserved;  // node -> device ids
   if (only != nullptr) reserved = reserved_;
+  std::optional<QuotaLedger> ledger;
+  if (options_.quotas != nullptr) ledger.emplace(LedgerLocked());
   for (JobEntry* entry : pending) {
     const scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
     std::vector<scheduler::NodeView> views = NodeViews(false);
+    // Cards the owner may not take more of look busy to this job.
+    const std::string over_quota = ledger ? ledger->Mask(entry->job.spec(), views) : "";
     for (auto& view : views) {
       auto it = reserved.find(view.name);
       if (it == reserved.end()) continue;
@@ -539,10 +544,17 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       JobEntry& entry_;
     } binder(*this, *entry);
     auto placement = policy_->Schedule(request, views, binder);
-    if (placement.ok()) continue;
+    if (placement.ok()) {
+      if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
+      continue;
+    }
     absl::Status status = placement.status();
     pb::PendingReason why = ToProto(scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{}));
-    if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
+    if (!over_quota.empty() && absl::IsUnavailable(status)) {
+      // Waiting on its owner's quota, not on the pool: it holds no nodes for itself either.
+      why.set_quota(over_quota);
+      status = absl::UnavailableError(absl::StrCat(over_quota, "; ", status.message()));
+    } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
       reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
       if (!reserved.empty()) {
         std::vector<std::string> names;
@@ -1076,6 +1088,61 @@ absl::Status ClusterState::SetDrainedLocked(NodeEntry& node, bool drained, absl:
   spdlog::info("node {} {} {}", node.record.name(), drained ? "drained" : "undrained", std::string(why));
   work_pending_ = true;
   Changed();
+  return absl::OkStatus();
+}
+
+QuotaLedger ClusterState::LedgerLocked() const {
+  QuotaLedger ledger(*options_.quotas);
+  for (const auto& [name, node] : nodes_) {
+    for (const auto& [job_gen, claim] : node.claims) {
+      auto job = jobs_.find(job_gen.first);
+      if (job == jobs_.end()) continue;
+      const pb::JobSpec& spec = job->second.job.spec();
+      for (const auto& device : node.inventory.devices) {
+        for (const auto& id : claim.device_ids) {
+          if (device.id == id) ledger.Hold(spec.user(), spec.group(), device, claim.device_milli);
+        }
+      }
+    }
+  }
+  return ledger;
+}
+
+absl::Status ClusterState::CheckQuotaLocked(const pb::JobSpec& spec) const {
+  if (options_.quotas == nullptr) return absl::OkStatus();
+  const QuotaTable& quotas = *options_.quotas;
+  int64_t user_queued = 0, group_queued = 0;
+  for (const auto& [id, entry] : jobs_) {
+    if (entry.job.state() != pb::JOB_STATE_PENDING) continue;
+    if (entry.job.spec().user() == spec.user()) ++user_queued;
+    if (!spec.group().empty() && entry.job.spec().group() == spec.group()) ++group_queued;
+  }
+  if (auto why = quotas.QueueBlocked(spec.user(), user_queued, spec.group(), group_queued)) {
+    return absl::ResourceExhaustedError(*why);
+  }
+  if (CardsNeeded(spec) == 0 || nodes_.empty()) return absl::OkStatus();
+  const QuotaLedger ledger = LedgerLocked();
+  // One device per class is enough: cards of a class agree.
+  std::map<std::pair<Vendor, std::string>, const DeviceRecord*> classes;
+  for (const auto& [name, node] : nodes_) {
+    for (const auto& d : node.inventory.devices) classes.try_emplace({d.vendor, d.fingerprint}, &d);
+  }
+  std::string never, now;
+  bool fits_ever = false, fits_now = false;
+  for (const auto& [key, device] : classes) {
+    if (auto why = ledger.BlockedAlways(spec, *device)) {
+      if (never.empty()) never = *why;
+    } else {
+      fits_ever = true;
+    }
+    if (auto why = ledger.Blocked(spec, *device)) {
+      if (now.empty()) now = *why;
+    } else {
+      fits_now = true;
+    }
+  }
+  if (!fits_ever) return absl::FailedPreconditionError(absl::StrCat("can never run under its quota: ", never));
+  if (quotas.reject_over_quota() && !fits_now) return absl::ResourceExhaustedError(now);
   return absl::OkStatus();
 }
 

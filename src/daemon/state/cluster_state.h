@@ -28,6 +28,8 @@
 #include "hetpool/v1/job.pb.h"
 #include "planner/pool.h"
 #include "scheduler/placement_policy.h"
+#include "src/daemon/security/quota.h"
+#include "src/daemon/state/quota_ledger.h"
 #include "src/daemon/store/store.h"
 
 namespace hetpool::daemon {
@@ -43,6 +45,7 @@ struct ClusterOptions {
   size_t max_events_per_job = 200;
   bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
 };
 
 class ClusterState {
@@ -166,6 +169,11 @@ class ClusterState {
   // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
   std::map<std::string, std::set<std::string>> ReservationFor(const scheduler::PlacementRequest& request,
                                                               const std::vector<scheduler::NodeView>& views) const;
+  // What every user and group holds now (all claims, including those being stopped).
+  QuotaLedger LedgerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Quotas at submission: the queue limit, a job the quota alone rules out, and (on_exceed
+  // "reject") a job over quota now.
+  absl::Status CheckQuotaLocked(const pb::JobSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> PickRendezvousPort(const std::string& address) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   pb::Orders OrdersFor(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

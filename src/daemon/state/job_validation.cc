@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "hetpool/vendor.h"
@@ -63,6 +64,7 @@ absl::Status ValidateNodeName(const std::string& name) {
 absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (auto s = CheckName("name", spec.name(), limits.max_name, false); !s.ok()) return s;
   if (auto s = CheckName("user", spec.user(), limits.max_user, true); !s.ok()) return s;
+  if (auto s = CheckName("group", spec.group(), limits.max_user, false); !s.ok()) return s;
 
   if (spec.labels_size() > static_cast<int>(limits.max_labels)) {
     return Invalid("labels", absl::StrCat("more than ", limits.max_labels, " labels"));
@@ -111,6 +113,10 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
   if (spec.working_dir().empty()) return Invalid("working_dir", "required (an absolute path)");
   if (auto s = CheckText("working_dir", spec.working_dir(), limits.max_path); !s.ok()) return s;
   if (spec.working_dir()[0] != '/') return Invalid("working_dir", "must be an absolute path");
+  for (absl::string_view part : absl::StrSplit(spec.working_dir(), '/')) {
+    // The agent also resolves symlinks against its allowed roots; '..' is refused outright.
+    if (part == "..") return Invalid("working_dir", "may not contain '..'");
+  }
 
   if (spec.env_size() > static_cast<int>(limits.max_env)) {
     return Invalid("env", absl::StrCat("more than ", limits.max_env, " variables"));

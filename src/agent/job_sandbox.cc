@@ -1,0 +1,101 @@
+#include "src/agent/job_sandbox.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace hetpool::agent {
+namespace {
+
+bool Inside(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+}
+
+bool ValidAccountName(const std::string& name) {
+  if (name.empty() || name.size() > 32 || name[0] == '-') return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveWorkingDir(const std::string& dir, const std::vector<std::string>& roots) {
+  char resolved[PATH_MAX];
+  if (realpath(dir.c_str(), resolved) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot enter working_dir ", dir, ": ", std::strerror(errno)));
+  }
+  const std::string real = resolved;
+  for (const auto& root : roots) {
+    char root_resolved[PATH_MAX];
+    if (realpath(root.c_str(), root_resolved) != nullptr && Inside(real, root_resolved)) return real;
+  }
+  return absl::FailedPreconditionError(absl::StrCat("working_dir ", dir,
+                                                    real == dir ? "" : absl::StrCat(" (really ", real, ")"),
+                                                    " is outside this node's job directories (",
+                                                    absl::StrJoin(roots, ", "), "; agent --job-dirs)"));
+}
+
+absl::StatusOr<RunAs> ResolveRunAs(const std::string& user, const SandboxOptions& options, uid_t agent_uid) {
+  RunAs run_as;
+  if (agent_uid != 0) return run_as;  // cannot switch; documented
+  std::string account = options.run_as;
+  if (auto it = options.run_as_map.find(user); it != options.run_as_map.end()) {
+    account = it->second;
+  } else if (auto star = options.run_as_map.find("*"); star != options.run_as_map.end()) {
+    account = star->second;
+  }
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (getpwnam_r(account.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("user ", user, " runs as Unix account '", account, "', which this node does not have"));
+  }
+  run_as.switch_user = pw.pw_uid != 0;
+  run_as.uid = pw.pw_uid;
+  run_as.gid = pw.pw_gid;
+  run_as.account = account;
+  std::error_code ec;
+  if (pw.pw_dir != nullptr && std::filesystem::is_directory(pw.pw_dir, ec)) run_as.home = pw.pw_dir;
+  int count = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(count));
+  if (getgrouplist(account.c_str(), pw.pw_gid, groups.data(), &count) < 0) {
+    groups.resize(static_cast<size_t>(count));
+    getgrouplist(account.c_str(), pw.pw_gid, groups.data(), &count);
+  }
+  groups.resize(static_cast<size_t>(std::max(count, 0)));
+  run_as.groups = std::move(groups);
+  return run_as;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseRunAsMap(absl::string_view json_text) {
+  nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
+  if (!doc.is_object()) return absl::InvalidArgumentError("expected {\"hetpool user\": \"unix account\", \"*\": ...}");
+  std::map<std::string, std::string> map;
+  for (const auto& [user, account] : doc.items()) {
+    if (user.empty() || user.size() > 64) return absl::InvalidArgumentError("user names must be 1-64 characters");
+    if (!account.is_string() || !ValidAccountName(account.get<std::string>())) {
+      return absl::InvalidArgumentError(absl::StrCat("[", user, "]: expected a Unix account name"));
+    }
+    map[user] = account.get<std::string>();
+  }
+  return map;
+}
+
+}  // namespace hetpool::agent

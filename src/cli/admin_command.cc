@@ -1,0 +1,124 @@
+#include "src/cli/admin_command.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "src/daemon/security/token_file.h"
+
+namespace hetpool::cli {
+namespace {
+
+absl::StatusOr<nlohmann::json> ReadTokenFile(const std::string& path) {
+  if (!std::filesystem::exists(path)) return nlohmann::json{{"tokens", nlohmann::json::array()}};
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  if (auto table = daemon::TokenTable::Parse(*text); !table.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", table.status().message()));
+  }
+  return nlohmann::json::parse(*text, nullptr, false);
+}
+
+// Written whole to a private temporary file, then renamed: hetpoold never reads half a file.
+absl::Status WriteTokenFile(const std::string& path, const nlohmann::json& doc) {
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(tmp, ": cannot be written"));
+  const std::string text = doc.dump(2) + "\n";
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
+  close(fd);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> NewToken() {
+  unsigned char bytes[32];
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) return absl::InternalError("/dev/urandom unreadable");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token = "hp_";
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
+
+int Token(const std::vector<std::string>& args) {
+  std::string file, user, group, role = "user", comment;
+  FlagSet flags(
+      "hetpoolctl admin token --file FILE --user NAME [--group G] [--role viewer|user|operator|admin]\n"
+      "Prints a new bearer token and appends its SHA-256 to FILE (created 0600).\n"
+      "Example: hetpoolctl admin token --file /etc/hetpool/tokens.json --user ci-bot --group infra --role user");
+  flags.String("file", &file, "the token file hetpoold --tokens reads");
+  flags.String("user", &user, "who the token identifies");
+  flags.String("group", &group, "the user's group (group quotas)");
+  flags.String("role", &role, "viewer, user, operator or admin");
+  flags.String("comment", &comment, "a note kept with the entry");
+  std::vector<std::string> rest;
+  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+  if (!rest.empty()) return Usage("admin token takes no positional arguments");
+  if (file.empty() || user.empty()) return Usage("admin token needs --file and --user");
+  auto doc = ReadTokenFile(file);
+  if (!doc.ok()) return Error(doc.status());
+  auto token = NewToken();
+  if (!token.ok()) return Error(token.status());
+  nlohmann::json entry = {{"user", user}, {"role", role}, {"sha256", daemon::Sha256Hex(*token)}};
+  if (!group.empty()) entry["group"] = group;
+  if (!comment.empty()) entry["comment"] = comment;
+  (*doc)["tokens"].push_back(entry);
+  // The same checks hetpoold makes, before anything is written.
+  if (auto table = daemon::TokenTable::Parse(doc->dump()); !table.ok()) return Error(table.status());
+  if (auto s = WriteTokenFile(file, *doc); !s.ok()) return Error(s);
+  std::cout << *token << "\n";
+  return 0;
+}
+
+int Revoke(const std::vector<std::string>& args) {
+  std::string file, user;
+  FlagSet flags(
+      "hetpoolctl admin revoke --file FILE --user NAME\n"
+      "Removes every token of a user; hetpoold stops accepting them within a second or two.\n"
+      "Example: hetpoolctl admin revoke --file /etc/hetpool/tokens.json --user alice");
+  flags.String("file", &file, "the token file hetpoold --tokens reads");
+  flags.String("user", &user, "whose tokens to remove");
+  std::vector<std::string> rest;
+  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+  if (file.empty() || user.empty() || !rest.empty()) return Usage("admin revoke needs --file and --user");
+  auto doc = ReadTokenFile(file);
+  if (!doc.ok()) return Error(doc.status());
+  nlohmann::json kept = nlohmann::json::array();
+  size_t removed = 0;
+  for (const auto& entry : (*doc)["tokens"]) {
+    if (entry.value("user", "") == user) {
+      ++removed;
+    } else {
+      kept.push_back(entry);
+    }
+  }
+  if (removed == 0) return Error(absl::NotFoundError(absl::StrCat(file, " has no token of ", user)));
+  (*doc)["tokens"] = kept;
+  if (auto s = WriteTokenFile(file, *doc); !s.ok()) return Error(s);
+  std::cout << "revoked " << removed << " token(s) of " << user << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int AdminCommand(Client&, const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("admin takes a subcommand: token or revoke");
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "token") return Token(rest);
+  if (args[0] == "revoke") return Revoke(rest);
+  return Usage("unknown admin subcommand '" + args[0] + "' (token, revoke)");
+}
+
+}  // namespace hetpool::cli

@@ -1,0 +1,34 @@
+// Per-user token buckets for SubmitJob: `rate` submissions a second on average, bursts of up to
+// `burst`. A user over the limit gets RESOURCE_EXHAUSTED saying when to retry; others are not
+// slowed. The clock is injected so tests are exact.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace hetpool::daemon {
+
+class RateLimiter {
+ public:
+  // rate <= 0: unlimited.
+  RateLimiter(double rate, double burst, std::function<absl::Time()> clock = [] { return absl::Now(); });
+  absl::Status Admit(const std::string& user);
+
+ private:
+  struct Bucket {
+    double tokens = 0;
+    absl::Time updated;
+  };
+  const double rate_;
+  const double burst_;
+  std::function<absl::Time()> clock_;
+  absl::Mutex mu_;
+  std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hetpool::daemon

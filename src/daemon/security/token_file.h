@@ -1,0 +1,38 @@
+// Bearer tokens: the file hetpoold reads them from, and the hash they are kept as.
+//
+// The file holds SHA-256 hashes only, so a leaked copy lets nobody in:
+//   {"tokens": [{"user": "alice", "group": "vision", "role": "user", "sha256": "<64 hex digits>"}]}
+// `hetpoolctl admin token` makes a token and appends its entry.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "src/daemon/security/access_policy.h"
+
+namespace hetpool::daemon {
+
+// Lower-case hex SHA-256 of `data`.
+std::string Sha256Hex(absl::string_view data);
+
+struct TokenEntry {
+  std::string user;
+  std::string group;
+  Role role = Role::kViewer;
+};
+
+class TokenTable {
+ public:
+  // INVALID_ARGUMENT naming the entry and field that is wrong; duplicate hashes are refused.
+  static absl::StatusOr<TokenTable> Parse(absl::string_view json_text);
+  // The entry for a presented token (hashed here), or nullptr.
+  const TokenEntry* Find(absl::string_view token) const;
+  size_t size() const { return by_hash_.size(); }
+
+ private:
+  std::map<std::string, TokenEntry, std::less<>> by_hash_;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,63 @@
+// The door every RPC goes through: who calls (Authenticator), whether their role allows the
+// action (access_policy), the audit log for mutating and refused calls, and the per-user
+// submission rate limit. Services wrap each handler's body in Guarded().
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/server_context.h"
+#include "src/common/grpc_status.h"
+#include "src/daemon/security/access_policy.h"
+#include "src/daemon/security/audit_log.h"
+#include "src/daemon/security/authenticator.h"
+#include "src/daemon/security/rate_limiter.h"
+
+namespace hetpool::daemon {
+
+class ApiGuard {
+ public:
+  // `audit` may be null (no audit log).
+  ApiGuard(std::unique_ptr<Authenticator> authenticator, std::unique_ptr<AuditLog> audit,
+           std::unique_ptr<RateLimiter> submissions)
+      : authenticator_(std::move(authenticator)), audit_(std::move(audit)), submissions_(std::move(submissions)) {}
+
+  absl::StatusOr<Caller> Identify(const grpc::ServerContext& ctx) const;
+  void Audit(const grpc::ServerContext& ctx, const Caller* caller, absl::string_view method,
+             const std::string& target, const absl::Status& result) const;
+  RateLimiter& submissions() const { return *submissions_; }
+
+ private:
+  std::unique_ptr<Authenticator> authenticator_;
+  std::unique_ptr<AuditLog> audit_;
+  std::unique_ptr<RateLimiter> submissions_;
+};
+
+// Identifies the caller, checks that their role allows `action` at all, runs `body(caller)` (which
+// checks what depends on the object: a job's owner, an agent's node) and writes the audit record:
+// for every refused call, and for successful ones when `audit_success` (mutating calls).
+template <typename Body>
+grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContext* ctx, absl::string_view method, Action action,
+                     const std::string& target, Body&& body, bool audit_success) {
+  absl::StatusOr<Caller> caller = guard.Identify(*ctx);
+  absl::Status result = caller.ok() ? Allow(*caller, action) : caller.status();
+  if (result.ok()) result = body(*caller);
+  if (audit_success || absl::IsUnauthenticated(result) || absl::IsPermissionDenied(result) ||
+      (IsMutating(action) && !result.ok())) {
+    guard.Audit(*ctx, caller.ok() ? &*caller : nullptr, method, target, result);
+  }
+  return ToGrpcStatus(result);
+}
+
+template <typename Body>
+grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContext* ctx, absl::string_view method, Action action,
+                     const std::string& target, Body&& body) {
+  return Guarded(guard, ctx, method, action, target, std::forward<Body>(body), IsMutating(action));
+}
+
+// For the agent API: the caller's certificate must name the node the request is about.
+absl::Status CheckNodeIdentity(const Caller& caller, const std::string& node_name);
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,69 @@
+#include "src/daemon/state/quota_ledger.h"
+
+#include "hetpool/vendor.h"
+
+namespace hetpool::daemon {
+namespace {
+
+const CardHoldings& Of(const std::map<std::string, CardHoldings>& by_owner, const std::string& owner) {
+  static const CardHoldings kNone;
+  auto it = by_owner.find(owner);
+  return it == by_owner.end() ? kNone : it->second;
+}
+
+}  // namespace
+
+int64_t CardsNeeded(const hetpool::v1::JobSpec& spec) {
+  const int64_t share = spec.device_milli() > 0 && spec.device_milli() < 1000 ? spec.device_milli() : 1000;
+  return static_cast<int64_t>(spec.nnodes()) * spec.devices_per_node() * share;
+}
+
+void QuotaLedger::Hold(const std::string& user, const std::string& group, const DeviceRecord& device, int64_t milli) {
+  const std::pair<std::string, std::string> key{std::string(VendorName(device.vendor)), device.fingerprint};
+  users_[user][key] += milli;
+  if (!group.empty()) groups_[group][key] += milli;
+}
+
+void QuotaLedger::HoldPlacement(const hetpool::v1::JobSpec& spec, const scheduler::Placement& placement,
+                                const std::vector<scheduler::NodeView>& views) {
+  for (const auto& assignment : placement.nodes) {
+    for (const auto& view : views) {
+      if (view.name != assignment.node) continue;
+      for (const auto& dv : view.devices) {
+        for (const auto& id : assignment.device_ids) {
+          if (dv.device->id == id) Hold(spec.user(), spec.group(), *dv.device, assignment.device_milli);
+        }
+      }
+    }
+  }
+}
+
+std::optional<std::string> QuotaLedger::Blocked(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const {
+  return table_.CardsBlocked(spec.user(), Of(users_, spec.user()), spec.group(), Of(groups_, spec.group()),
+                             std::string(VendorName(device.vendor)), device.fingerprint, CardsNeeded(spec));
+}
+
+std::optional<std::string> QuotaLedger::BlockedAlways(const hetpool::v1::JobSpec& spec,
+                                                      const DeviceRecord& device) const {
+  return table_.CardsBlocked(spec.user(), {}, spec.group(), {}, std::string(VendorName(device.vendor)),
+                             device.fingerprint, CardsNeeded(spec));
+}
+
+std::string QuotaLedger::Mask(const hetpool::v1::JobSpec& spec, std::vector<scheduler::NodeView>& views) const {
+  if (CardsNeeded(spec) == 0) return "";
+  std::string first;
+  std::map<std::pair<Vendor, std::string>, std::optional<std::string>> by_class;  // cards of a class agree
+  for (auto& view : views) {
+    for (auto& dv : view.devices) {
+      auto [it, fresh] = by_class.try_emplace({dv.device->vendor, dv.device->fingerprint});
+      if (fresh) it->second = Blocked(spec, *dv.device);
+      if (!it->second) continue;
+      if (first.empty()) first = *it->second;
+      dv.free = false;
+      dv.milli_free = 0;
+    }
+  }
+  return first;
+}
+
+}  // namespace hetpool::daemon

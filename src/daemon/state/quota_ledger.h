@@ -1,0 +1,43 @@
+// What each user and group holds (from the claims on the nodes) checked against the quota table:
+// the scheduling loop hides the cards a job's owner may not take more of, and Submit refuses
+// what could never run under the owner's quota (or, with on_exceed "reject", what is over it now).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hetpool/device.h"
+#include "hetpool/v1/job.pb.h"
+#include "scheduler/placement_policy.h"
+#include "src/daemon/security/quota.h"
+
+namespace hetpool::daemon {
+
+// Milli-cards a job holds in all: nodes x devices x share (0 for CPU jobs).
+int64_t CardsNeeded(const hetpool::v1::JobSpec& spec);
+
+class QuotaLedger {
+ public:
+  explicit QuotaLedger(const QuotaTable& table) : table_(table) {}
+
+  void Hold(const std::string& user, const std::string& group, const DeviceRecord& device, int64_t milli);
+  // Records a placement just made (its devices looked up in the views it was made on).
+  void HoldPlacement(const hetpool::v1::JobSpec& spec, const scheduler::Placement& placement,
+                     const std::vector<scheduler::NodeView>& views);
+
+  // Why the job's owner may not take `spec`'s cards of this device's class now, if so.
+  std::optional<std::string> Blocked(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const;
+  // Same, as if the owner held nothing: the quota alone rules the job out.
+  std::optional<std::string> BlockedAlways(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const;
+  // Marks the devices the owner may not take as busy; returns the first reason (empty if none).
+  std::string Mask(const hetpool::v1::JobSpec& spec, std::vector<scheduler::NodeView>& views) const;
+
+ private:
+  const QuotaTable& table_;
+  std::map<std::string, CardHoldings> users_;
+  std::map<std::string, CardHoldings> groups_;
+};
+
+}  // namespace hetpool::daemon

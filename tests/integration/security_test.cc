@@ -1,0 +1,422 @@
+// A locked pool: TLS between everything, tokens with roles, node certificates, quotas, the audit
+// log and hardened input, against a real hetpoold and agents (deploy/pki.sh makes the PKI).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "hetpool/v1/agent.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/cluster_harness.h"
+
+namespace hetpool::testing {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+pb::JobSpec SleepSpec(const std::string& seconds, int devices = 0) {
+  pb::JobSpec spec;
+  spec.set_name("sleeper");
+  spec.add_command("/bin/sleep");
+  spec.add_command(seconds);
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(devices);
+  spec.set_procs_per_node(1);
+  if (devices == 0) spec.mutable_requirements()->add_vendors("cpu");
+  return spec;
+}
+
+grpc::Status Submit(pb::JobService::Stub& stub, const pb::JobSpec& spec, pb::Job* job) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  pb::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  pb::SubmitJobResponse resp;
+  grpc::Status s = stub.SubmitJob(&ctx, req, &resp);
+  if (job != nullptr) *job = resp.job();
+  return s;
+}
+
+template <typename Call>
+grpc::Status WithDeadline(Call call) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  return call(&ctx);
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto options = TestCluster::ExamplePool();
+    options.tls = true;
+    cluster_ = new TestCluster(options);
+    quota_file_ = cluster_->dir() + "/quotas.json";
+    std::ofstream(quota_file_) << R"({"on_exceed": "wait",
+        "users": {"carol": {"cards": {"*": 1}, "queued_jobs": 3}},
+        "groups": {"vision": {"cards": {"nvidia": 2}}}})";
+    // Room for the other tests' few submissions per user; the rate test sends more.
+    cluster_->mutable_options().daemon_args = {"--quotas", quota_file_, "--submit-rate", "0.5", "--submit-burst", "20"};
+    ASSERT_TRUE(cluster_->Start().ok()) << cluster_->DaemonLog();
+    for (const auto& [user, group, role] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"alice", "vision", "user"}, {"bob", "vision", "user"}, {"carol", "", "user"},
+             {"dave", "", "user"}, {"olga", "ops", "operator"}, {"vera", "", "viewer"}}) {
+      auto token = cluster_->AddToken(user, group, role);
+      ASSERT_TRUE(token.ok()) << token.status();
+      tokens_[user] = *token;
+    }
+    absl::SleepFor(absl::Milliseconds(1100));  // the daemon re-reads the token file within a second
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  std::unique_ptr<pb::JobService::Stub> JobsAs(const std::string& user) {
+    return pb::JobService::NewStub(cluster_->ChannelAs(tokens_.at(user)));
+  }
+  std::string AuditLog() { return ReadAll(cluster_->dir() + "/daemon/audit.log"); }
+
+  static TestCluster* cluster_;
+  static std::string quota_file_;
+  static std::map<std::string, std::string> tokens_;
+};
+
+TestCluster* SecurityTest::cluster_ = nullptr;
+std::string SecurityTest::quota_file_;
+std::map<std::string, std::string> SecurityTest::tokens_;
+
+TEST_F(SecurityTest, CallsWithoutAValidTokenAreUnauthenticated) {
+  for (const std::string& token : {std::string(), std::string("hp_0123456789")}) {
+    auto stub = pb::ClusterService::NewStub(cluster_->ChannelAs(token));
+    pb::ListNodesResponse nodes;
+    grpc::Status s = WithDeadline([&](grpc::ClientContext* ctx) { return stub->ListNodes(ctx, {}, &nodes); });
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  }
+  // Plaintext to a TLS daemon does not get through at all.
+  auto plain = pb::ClusterService::NewStub(grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()));
+  pb::ListNodesResponse nodes;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+  EXPECT_FALSE(plain->ListNodes(&ctx, {}, &nodes).ok());
+}
+
+TEST_F(SecurityTest, AgentWithoutAValidCertificateIsRefused) {
+  // A certificate from another CA: the TLS handshake fails.
+  const std::string rogue = cluster_->dir() + "/rogue";
+  ASSERT_EQ(system(absl::StrCat("/bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh init-ca ", rogue, " >/dev/null && /bin/bash ",
+                                HETPOOL_SOURCE_DIR, "/deploy/pki.sh node ", rogue, " node-x >/dev/null")
+                       .c_str()),
+            0);
+  const std::string log = cluster_->dir() + "/rogue-agent.log";
+  auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--server", cluster_->address(), "--node-name", "node-x",
+                                    "--work-dir", cluster_->dir() + "/agent-x", "--backend", "sim", "--inventory",
+                                    cluster_->InventoryPath(0), "--tls-ca", cluster_->PkiDir() + "/ca.pem", "--tls-cert",
+                                    rogue + "/node-x.pem", "--tls-key", rogue + "/node-x.key"},
+                                   log);
+  ASSERT_TRUE(agent.ok());
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_TRUE(absl::StrContains(ReadAll(log), "register with")) << ReadAll(log);
+  pb::ListNodesResponse nodes;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return cluster_->cluster().ListNodes(ctx, {}, &nodes); }).ok());
+  for (const auto& n : nodes.nodes()) EXPECT_NE(n.name(), "node-x");
+
+  // No certificate at all, or a user's token: the agent API answers UNAUTHENTICATED / PERMISSION_DENIED.
+  pb::RegisterRequest req;
+  req.set_node_name("node-x");
+  pb::RegisterResponse resp;
+  auto anonymous = pb::AgentService::NewStub(cluster_->ChannelAs(""));
+  EXPECT_EQ(WithDeadline([&](grpc::ClientContext* ctx) { return anonymous->Register(ctx, req, &resp); }).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  auto as_user = pb::AgentService::NewStub(cluster_->ChannelAs(tokens_.at("olga")));
+  grpc::Status user_status = WithDeadline([&](grpc::ClientContext* ctx) { return as_user->Register(ctx, req, &resp); });
+  EXPECT_EQ(user_status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(user_status.error_message(), "needs a node certificate")) << user_status.error_message();
+}
+
+TEST_F(SecurityTest, AnAgentCannotReportAnotherNode) {
+  auto node_a = pb::AgentService::NewStub(cluster_->ChannelAs("", "node-a"));
+  pb::RegisterRequest req;
+  req.set_node_name("node-b");
+  pb::RegisterResponse resp;
+  grpc::Status s = WithDeadline([&](grpc::ClientContext* ctx) { return node_a->Register(ctx, req, &resp); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "certificate of node node-a may not act for node 'node-b'"))
+      << s.error_message();
+  pb::HeartbeatRequest hb;
+  hb.set_node_name("node-b");
+  pb::HeartbeatResponse hb_resp;
+  EXPECT_EQ(WithDeadline([&](grpc::ClientContext* ctx) { return node_a->Heartbeat(ctx, hb, &hb_resp); }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // node-b is still its own agent's: Ready, with its inventory.
+  pb::GetNodeRequest get;
+  get.set_name("node-b");
+  pb::Node node;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return cluster_->cluster().GetNode(ctx, get, &node); }).ok());
+  EXPECT_EQ(node.state(), pb::NODE_STATE_READY);
+  EXPECT_EQ(node.inventory().devices_size(), 4);
+  EXPECT_TRUE(absl::StrContains(AuditLog(), R"("caller":"node:node-a","code":"PERMISSION_DENIED")")) << AuditLog();
+}
+
+TEST_F(SecurityTest, UsersCannotCancelReadOrWatchEachOthersJobs) {
+  auto alice = JobsAs("alice");
+  auto bob = JobsAs("bob");
+  pb::Job job;
+  pb::JobSpec spec = SleepSpec("60");
+  spec.set_user("mallory");  // only admins submit on behalf of others
+  grpc::Status pose = Submit(*alice, spec, &job);
+  EXPECT_EQ(pose.error_code(), grpc::StatusCode::PERMISSION_DENIED) << pose.error_message();
+  spec.clear_user();
+  ASSERT_TRUE(Submit(*alice, spec, &job).ok());
+  EXPECT_EQ(job.spec().user(), "alice");
+  EXPECT_EQ(job.spec().group(), "vision");
+  const std::string id = job.id();
+
+  pb::GetJobRequest get;
+  get.set_job_id(id);
+  pb::Job seen;
+  grpc::Status read = WithDeadline([&](grpc::ClientContext* ctx) { return bob->GetJob(ctx, get, &seen); });
+  EXPECT_EQ(read.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(read.error_message(), "bob (user) may not read jobs of alice: needs role operator"))
+      << read.error_message();
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id(id);
+  EXPECT_EQ(WithDeadline([&](grpc::ClientContext* ctx) { return bob->CancelJob(ctx, cancel, &seen); }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  {
+    grpc::ClientContext ctx;
+    pb::WatchJobRequest watch;
+    watch.set_job_id(id);
+    auto reader = bob->WatchJob(&ctx, watch);
+    pb::WatchJobResponse update;
+    EXPECT_FALSE(reader->Read(&update));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::GetJobLogsRequest logs;
+    logs.set_job_id(id);
+    auto reader = bob->GetJobLogs(&ctx, logs);
+    pb::LogChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Bob's list holds only his jobs; asking for alice's is refused.
+  pb::ListJobsRequest list;
+  pb::ListJobsResponse listed;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return bob->ListJobs(ctx, list, &listed); }).ok());
+  for (const auto& j : listed.jobs()) EXPECT_EQ(j.spec().user(), "bob");
+  list.set_user("alice");
+  EXPECT_EQ(WithDeadline([&](grpc::ClientContext* ctx) { return bob->ListJobs(ctx, list, &listed); }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // The CLI says the same, with its error exit code.
+  std::string out;
+  EXPECT_EQ(cluster_->RunCli({"--token", tokens_.at("bob"), "cancel", id}, &out), 1) << out;
+  EXPECT_TRUE(absl::StrContains(out, "PERMISSION_DENIED")) << out;
+
+  // The job is untouched; its owner may cancel it.
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->GetJob(ctx, get, &seen); }).ok());
+  EXPECT_NE(seen.state(), pb::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->CancelJob(ctx, cancel, &seen); }).ok());
+  EXPECT_EQ(seen.state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_TRUE(absl::StrContains(seen.message(), "cancelled by alice")) << seen.message();
+
+  // Every refusal and every change is in the audit log, with who and what.
+  const std::string audit = AuditLog();
+  bool saw_denied_cancel = false, saw_cancel = false, saw_submit = false;
+  std::istringstream lines(audit);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    if (j["method"] == "CancelJob" && j["target"] == id && j["caller"] == "bob" && j["code"] == "PERMISSION_DENIED") {
+      saw_denied_cancel = true;
+    }
+    if (j["method"] == "CancelJob" && j["target"] == id && j["caller"] == "alice" && j["code"] == "OK") saw_cancel = true;
+    if (j["method"] == "SubmitJob" && j["target"] == id && j["caller"] == "alice" && j["role"] == "user") saw_submit = true;
+  }
+  EXPECT_TRUE(saw_denied_cancel && saw_cancel && saw_submit) << audit;
+}
+
+TEST_F(SecurityTest, OperatorsManageEveryJobAndNodesViewersOnlyRead) {
+  auto dave = JobsAs("dave");
+  pb::Job job;
+  ASSERT_TRUE(Submit(*dave, SleepSpec("60"), &job).ok());
+  auto olga = JobsAs("olga");
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id(job.id());
+  pb::Job cancelled;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return olga->CancelJob(ctx, cancel, &cancelled); }).ok());
+  EXPECT_EQ(cancelled.state(), pb::JOB_STATE_CANCELLED);
+
+  auto vera = JobsAs("vera");
+  grpc::Status s = Submit(*vera, SleepSpec("1"), nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "vera (viewer) may not submit jobs: needs role user")) << s.error_message();
+  pb::GetJobRequest get;
+  get.set_job_id(job.id());
+  pb::Job seen;
+  EXPECT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return vera->GetJob(ctx, get, &seen); }).ok());
+  auto vera_cluster = pb::ClusterService::NewStub(cluster_->ChannelAs(tokens_.at("vera")));
+  pb::DrainNodeRequest drain;
+  drain.set_name("node-a");
+  pb::Node node;
+  EXPECT_EQ(WithDeadline([&](grpc::ClientContext* ctx) { return vera_cluster->DrainNode(ctx, drain, &node); }).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  auto olga_cluster = pb::ClusterService::NewStub(cluster_->ChannelAs(tokens_.at("olga")));
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return olga_cluster->DrainNode(ctx, drain, &node); }).ok());
+  EXPECT_TRUE(node.drained());
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return olga_cluster->UndrainNode(ctx, drain, &node); }).ok());
+}
+
+TEST_F(SecurityTest, PathEscapesAreRefused) {
+  auto alice = JobsAs("alice");
+  pb::JobSpec dotdot = SleepSpec("1");
+  dotdot.set_working_dir("/tmp/../etc");
+  grpc::Status s = Submit(*alice, dotdot, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "working_dir: may not contain '..'")) << s.error_message();
+
+  // A symlink planted inside an allowed directory leads nowhere: the agent resolves it first.
+  const std::string link = absl::StrCat("/tmp/hetpool-escape-", getpid());
+  std::filesystem::remove(link);
+  std::filesystem::create_directory_symlink("/etc", link);
+  pb::JobSpec via_link = SleepSpec("1");
+  via_link.set_working_dir(link);
+  pb::Job job;
+  ASSERT_TRUE(Submit(*alice, via_link, &job).ok());
+  auto done = cluster_->WaitFor(job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_FAILED; },
+                                absl::Seconds(30));
+  std::filesystem::remove(link);
+  ASSERT_TRUE(done.ok());
+  ASSERT_EQ(done->state(), pb::JOB_STATE_FAILED) << done->DebugString();
+  EXPECT_TRUE(absl::StrContains(done->message(), "(really /etc) is outside this node's job directories"))
+      << done->message();
+}
+
+TEST_F(SecurityTest, OversizedRequestsAreRefusedAndNothingStoredIsHarmed) {
+  auto alice = JobsAs("alice");
+  pb::Job kept;
+  ASSERT_TRUE(Submit(*alice, SleepSpec("0"), &kept).ok());
+  pb::JobSpec many = SleepSpec("1");
+  for (int i = 0; i < 2000; ++i) many.add_command("x");
+  grpc::Status s = Submit(*alice, many, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "command")) << s.error_message();
+  pb::JobSpec huge = SleepSpec("1");
+  (*huge.mutable_env())["BLOB"] = std::string(9 * 1024 * 1024, 'x');
+  s = Submit(*alice, huge, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  pb::JobSpec long_label = SleepSpec("1");
+  (*long_label.mutable_labels())["team"] = std::string(300, 'x');
+  s = Submit(*alice, long_label, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "labels[team]: longer than 256 bytes")) << s.error_message();
+  // The daemon still serves, and what it had is intact.
+  pb::GetJobRequest get;
+  get.set_job_id(kept.id());
+  pb::Job again;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->GetJob(ctx, get, &again); }).ok());
+  EXPECT_EQ(again.spec().command_size(), 2);
+}
+
+TEST_F(SecurityTest, QuotasHoldJobsBackWithTheReasonAndCapTheQueue) {
+  auto carol = JobsAs("carol");
+  pb::Job first, second;
+  ASSERT_TRUE(Submit(*carol, SleepSpec("60", 1), &first).ok());
+  ASSERT_TRUE(cluster_->WaitForState(first.id(), pb::JOB_STATE_RUNNING, absl::Seconds(30)).ok());
+  ASSERT_TRUE(Submit(*carol, SleepSpec("1", 1), &second).ok());
+  auto waiting = cluster_->WaitFor(second.id(), [](const pb::Job& j) { return !j.pending().quota().empty(); },
+                                   absl::Seconds(20));
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(waiting->pending().quota(), "quota: user carol holds 1 of 1 cards (*); the job needs 1");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"get", second.id()}, &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "quota:     quota: user carol holds 1 of 1")) << out;
+  // A job the quota alone rules out is refused at once.
+  grpc::Status never = Submit(*carol, SleepSpec("1", 2), nullptr);
+  EXPECT_EQ(never.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(never.error_message(), "can never run under its quota")) << never.error_message();
+  // Queue limit 3: two more queue, the next is refused.
+  ASSERT_TRUE(Submit(*carol, SleepSpec("1", 1), nullptr).ok());
+  ASSERT_TRUE(Submit(*carol, SleepSpec("1", 1), nullptr).ok());
+  grpc::Status over = Submit(*carol, SleepSpec("1", 1), nullptr);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(over.error_message(), "quota: user carol has 3 queued jobs (limit 3)"))
+      << over.error_message();
+  // Once the first ends, the second runs.
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id(first.id());
+  pb::Job cancelled;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return carol->CancelJob(ctx, cancel, &cancelled); }).ok());
+  auto ran = cluster_->WaitForState(second.id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(ran.ok());
+  EXPECT_EQ(ran->state(), pb::JOB_STATE_SUCCEEDED) << ran->DebugString();
+}
+
+TEST_F(SecurityTest, SubmissionsAreRateLimitedPerUser) {
+  auto dave = JobsAs("dave");
+  // Jobs no node here can run (no Intel cards) are refused after the limiter counted them, so
+  // the test starts no processes.
+  pb::JobSpec spec = SleepSpec("0", 1);
+  spec.mutable_requirements()->add_vendors("intel");
+  int counted = 0;
+  grpc::Status last;
+  for (int i = 0; i < 40; ++i) {
+    last = Submit(*dave, spec, nullptr);
+    if (last.error_code() != grpc::StatusCode::FAILED_PRECONDITION) break;
+    ++counted;
+  }
+  EXPECT_EQ(last.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << last.error_message();
+  EXPECT_TRUE(absl::StrContains(last.error_message(), "rate limit: dave may submit 0.5 jobs/s (bursts of 20)"))
+      << last.error_message();
+  EXPECT_GE(counted, 15);  // the burst, less dave's submission in an earlier test
+  EXPECT_LE(counted, 21);
+  // Others are not slowed.
+  EXPECT_EQ(Submit(*JobsAs("alice"), spec, nullptr).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// An agent running as root starts job processes as the owner's mapped account, and as nobody
+// for owners the map does not name; never as root unless told to.
+TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs an agent running as root";
+  auto options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  TestCluster cluster(options);
+  // Job accounts must be able to reach their run directory under the agent's work dir.
+  std::filesystem::permissions(cluster.dir(), std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                                  std::filesystem::perms::others_exec);
+  const std::string map = cluster.dir() + "/run-as.json";
+  std::ofstream(map) << R"({"erin": "daemon"})";
+  // After the harness's own flags, so these win.
+  cluster.mutable_options().agents[0].args = {"--run-as", "nobody", "--run-as-map", map};
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  for (const auto& [user, account] : std::vector<std::pair<std::string, std::string>>{{"erin", "daemon"}, {"frank", "nobody"}}) {
+    pb::JobSpec spec = SleepSpec("0");
+    spec.clear_command();
+    spec.add_command("/usr/bin/id");
+    spec.add_command("-un");
+    spec.set_user(user);
+    auto job = cluster.Submit(spec);
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto done = cluster.WaitFor(
+        job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString() << cluster.AgentLog(0);
+    auto logs = cluster.Logs(job->id());
+    ASSERT_TRUE(logs.ok());
+    EXPECT_TRUE(absl::StrContains(*logs, "]:" + account + "\n")) << user << ": " << *logs;
+  }
+}
+
+}  // namespace
+}  // namespace hetpool::testing
