@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# hetpool quickstart on one Debian 12 machine: installs what it needs, builds, starts hetpoold with
-# its embedded store and two agents simulating a mixed NVIDIA / MetaX / Cambricon pool on
-# 127.0.0.1, submits the example DDP job across 2 nodes x 2 processes, waits for it, prints its
-# state and the loss from its logs, and stops everything.
+# hetpool quickstart on one Debian 12 machine: installs what it needs, builds, makes a CA and
+# certificates (deploy/pki.sh) and a user token, starts hetpoold with its embedded store and two
+# agents simulating a mixed NVIDIA / MetaX / Cambricon pool on 127.0.0.1, all over mutual TLS,
+# submits the example DDP job across 2 nodes x 2 processes as that user, waits for it, prints its
+# state and the loss from its logs, and stops everything. Run as root, the agents start the job's
+# processes as `nobody` (the default for users without a mapped account).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source deploy/lib/common.sh
@@ -10,7 +12,8 @@ source deploy/lib/common.sh
 build_dir=${BUILD_DIR:-build}
 hetpool_install_deps
 hetpool_build "$build_dir"
-bin=$build_dir/src
+bin=$(realpath "$build_dir/src")
+repo=$PWD
 
 run_dir=$(mktemp -d /tmp/hetpool-quickstart.XXXXXX)
 pids=()
@@ -22,17 +25,35 @@ cleanup() {
 }
 trap cleanup EXIT
 
+chmod 711 "$run_dir"  # job accounts reach their run directories below it, and nothing else
+pki=$run_dir/pki
+echo "== certificates in $pki (deploy/pki.sh) and a token for user 'quickstart'"
+deploy/pki.sh init-ca "$pki" >/dev/null
+deploy/pki.sh server "$pki" hetpoold >/dev/null
+for node in node-a node-b; do deploy/pki.sh node "$pki" "$node" >/dev/null; done
+export HETPOOL_TLS_CA=$pki/ca.pem
+HETPOOL_TOKEN=$("$bin/hetpoolctl" admin token --file "$run_dir/tokens.json" --user quickstart --group demo --role user)
+export HETPOOL_TOKEN
+
 echo "== starting hetpoold (data in $run_dir/daemon)"
 "$bin/hetpoold" --listen 127.0.0.1:0 --data-dir "$run_dir/daemon" --port-file "$run_dir/port" \
-  >"$run_dir/hetpoold.log" 2>&1 &
+  --tls-ca "$pki/ca.pem" --tls-cert "$pki/hetpoold.pem" --tls-key "$pki/hetpoold.key" \
+  --tokens "$run_dir/tokens.json" >"$run_dir/hetpoold.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$run_dir/port" ] && break; sleep 0.1; done
 [ -s "$run_dir/port" ] || { cat "$run_dir/hetpoold.log"; exit 1; }
 export HETPOOL_SERVER=127.0.0.1:$(cat "$run_dir/port")
 echo "   listening on $HETPOOL_SERVER"
 
+# The job's files live in a directory the agents let jobs use (--job-dirs), readable by the
+# account the job runs as.
+shared=$run_dir/shared
+mkdir -p "$shared/deploy/examples"
+cp deploy/examples/train_ddp.py "$shared/deploy/examples/"
+chmod -R a+rX "$shared"
 for node in node-a node-b; do
   "$bin/hetpool-agent" --node-name "$node" --work-dir "$run_dir/$node" \
+    --tls-ca "$pki/ca.pem" --tls-cert "$pki/$node.pem" --tls-key "$pki/$node.key" --job-dirs "$shared" \
     --backend sim --inventory "deploy/examples/$node.json" >"$run_dir/$node.log" 2>&1 &
   pids+=($!)
 done
@@ -46,7 +67,7 @@ echo "== the pool"
 "$bin/hetpoolctl" devices
 
 echo "== submitting deploy/examples/ddp-job.json (2 nodes x 2 processes)"
-job=$("$bin/hetpoolctl" submit -f deploy/examples/ddp-job.json)
+job=$(cd "$shared" && "$bin/hetpoolctl" submit -f "$repo/deploy/examples/ddp-job.json")
 echo "   $job"
 status=0
 "$bin/hetpoolctl" wait "$job" --timeout 600s || status=$?
