@@ -79,7 +79,7 @@ void AddNode(std::vector<PoolClass>& classes, const std::string& node, const Nod
   }
   for (const auto& [fingerprint, members] : by_class) {
     auto it = std::find_if(classes.begin(), classes.end(),
-                           [&](const PoolClass& c) { return c.fingerprint == fingerprint; });
+                           [&fp = fingerprint](const PoolClass& c) { return c.fingerprint == fp; });
     if (it == classes.end()) {
       PoolClass cls;
       cls.fingerprint = fingerprint;

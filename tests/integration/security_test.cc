@@ -418,5 +418,31 @@ TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
   }
 }
 
+// A job's environment is its own plus hetpool's: nothing of the agent's leaks in (tokens,
+// credentials, proxies in the agent's environment stay there).
+TEST(JobEnvironment, NothingIsInheritedFromTheAgent) {
+  auto options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  options.agents[0].env = {{"AGENT_SECRET", "do-not-leak"}};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  pb::JobSpec spec = SleepSpec("0");
+  spec.clear_command();
+  spec.add_command("/usr/bin/env");
+  spec.set_user("erin");
+  (*spec.mutable_env())["JOB_SETTING"] = "42";
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
+                              absl::Seconds(60));
+  ASSERT_TRUE(done.ok());
+  ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString();
+  auto logs = cluster.Logs(job->id());
+  ASSERT_TRUE(logs.ok());
+  EXPECT_TRUE(absl::StrContains(*logs, "JOB_SETTING=42")) << *logs;
+  EXPECT_TRUE(absl::StrContains(*logs, "HETPOOL_JOB_ID=" + job->id())) << *logs;
+  EXPECT_FALSE(absl::StrContains(*logs, "AGENT_SECRET")) << *logs;
+}
+
 }  // namespace
 }  // namespace hetpool::testing
