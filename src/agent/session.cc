@@ -275,9 +275,8 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     grpc::Status stream_status;
     {
       absl::MutexLock lock(&conn_->mu);
-      auto ready = [c = conn_.get()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu) {
-        return c->pending.has_value() || c->stream_ended;
-      };
+      Connection* c = conn_.get();
+      auto ready = [c]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu) { return c->pending.has_value() || c->stream_ended; };
       conn_->mu.AwaitWithTimeout(absl::Condition(&ready), kLoopPeriod);
       orders.swap(conn_->pending);
       stream_ended = conn_->stream_ended;
