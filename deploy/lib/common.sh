@@ -5,7 +5,7 @@
 HETPOOL_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev libze-dev libssl-dev openssl pciutils
+  libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev libze-dev libssl-dev openssl prometheus-cpp-dev pciutils
   python3-torch etcd-server golang-etcd-server-dev
 )
 

@@ -15,6 +15,7 @@
 #include "drivers/inventory_json.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/agent_metrics.h"
 #include "src/agent/session.h"
 #include "src/common/flags.h"
 #include "src/common/program.h"
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   hetpool::agent::SessionOptions options;
   std::string server = "127.0.0.1:7070", inventory, config, log_level = "info", spec_table;
   std::vector<std::string> backends, torch_devices, labels, job_dirs;
-  std::string run_as_map_file;
+  std::string run_as_map_file, metrics_listen;
   hetpool::TlsFiles tls;
   bool insecure = false;
   bool print_inventory = false;
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   flags.String("run-as", &options.sandbox.run_as,
                "when the agent is root: the Unix account for jobs of users --run-as-map does not name (root must be explicit)");
   flags.String("run-as-map", &run_as_map_file, "JSON {\"hetpool user\": \"unix account\", \"*\": ...} for jobs' processes");
+  flags.String("metrics-listen", &metrics_listen, "host:port to serve Prometheus device telemetry on (/metrics)");
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
@@ -188,6 +190,14 @@ int main(int argc, char** argv) {
   waiter.detach();
 
   hetpool::agent::Session session(options, *std::move(created));
+  std::unique_ptr<hetpool::MetricsEndpoint> metrics;  // after the session: stops scraping it first
+  if (!metrics_listen.empty()) {
+    auto started = hetpool::agent::StartAgentMetrics(metrics_listen, options.node_name,
+                                                     [&session] { return session.Telemetry(); });
+    if (!started.ok()) return Fail(started.status().message());
+    metrics = *std::move(started);
+    spdlog::info("metrics on port {} (/metrics)", metrics->port());
+  }
   session.Run(&stop, &drain);
   spdlog::info("stopped");
   return 0;

@@ -72,7 +72,19 @@ Session::~Session() = default;
 absl::StatusOr<pb::NodeInventory> Session::Inventory() {
   auto inventory = drivers::CollectInventory(backends_, options_.collect);
   if (!inventory.ok()) return inventory.status();
-  return ToProto(tracker_.Update(*std::move(inventory)));
+  pb::NodeInventory proto = ToProto(tracker_.Update(*std::move(inventory)));
+  int running = 0;
+  for (const auto& [key, record] : runner_.records()) running += record.exited ? 0 : 1;
+  absl::MutexLock lock(&telemetry_mu_);
+  telemetry_.inventory = proto;
+  telemetry_.job_processes = running;
+  telemetry_.registered = !session_id_.empty();
+  return proto;
+}
+
+NodeTelemetry Session::Telemetry() const {
+  absl::MutexLock lock(&telemetry_mu_);
+  return telemetry_;
 }
 
 bool Session::RegisterOnce(const pb::NodeInventory& inventory) {

@@ -43,6 +43,13 @@ struct SessionOptions {
   SandboxOptions sandbox;  // job directories and the accounts jobs run as
 };
 
+// What the agent's metrics endpoint reports: the last discovered inventory and the job processes.
+struct NodeTelemetry {
+  hetpool::v1::NodeInventory inventory;
+  int job_processes = 0;
+  bool registered = false;
+};
+
 class Session {
  public:
   Session(SessionOptions options, std::vector<std::unique_ptr<drivers::DeviceBackend>> backends);
@@ -51,6 +58,8 @@ class Session {
   // true (may be null) the node takes no new work (heartbeats say so, the daemon drains it) and
   // Run returns when no job process is left.
   void Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain = nullptr);
+  // Safe from any thread (the metrics endpoint's).
+  NodeTelemetry Telemetry() const;
 
  private:
   struct Connection;
@@ -67,6 +76,9 @@ class Session {
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
   // Stops every job process once no daemon has answered for fence_after_ (once per outage).
   void FenceIfCutOff();
+
+  mutable absl::Mutex telemetry_mu_;
+  NodeTelemetry telemetry_ ABSL_GUARDED_BY(telemetry_mu_);
 
   const SessionOptions options_;
   std::vector<std::unique_ptr<drivers::DeviceBackend>> backends_;

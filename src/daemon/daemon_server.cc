@@ -77,7 +77,15 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
                                          std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst));
   d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
+  if (!options.metrics_listen.empty()) {
+    auto metrics = DaemonMetrics::Start(options.metrics_listen);
+    if (!metrics.ok()) return metrics.status();
+    d->metrics_ = *std::move(metrics);
+    options.cluster.observer = d->metrics_.get();
+    spdlog::info("metrics on port {} (/metrics)", d->metrics_->port());
+  }
   d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
+  if (d->metrics_) d->metrics_->Watch(d->state_.get());
   // On etcd, several replicas may share the state: only the elected leader loads and acts.
   const bool replicated = etcd != nullptr;
   DaemonServer* self = d.get();
@@ -152,6 +160,7 @@ void DaemonServer::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   if (leadership_) leadership_->Resign();  // revokes the lease: another replica takes over at once
+  if (metrics_) metrics_->Watch(nullptr);  // scrapes stop reading the state before it goes
   // Stop the state first: it wakes every watch/order stream so they return promptly.
   state_->Stop();
   server_->Shutdown(absl::ToChronoTime(deadline));

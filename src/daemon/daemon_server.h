@@ -12,6 +12,7 @@
 #include "src/daemon/logs/log_store.h"
 #include "src/daemon/ha/leadership.h"
 #include "src/common/tls.h"
+#include "src/daemon/metrics/daemon_metrics.h"
 #include "src/daemon/services/agent_service.h"
 #include "src/daemon/services/api_guard.h"
 #include "src/daemon/services/cluster_service.h"
@@ -40,6 +41,7 @@ struct DaemonOptions {
   std::string audit_log;       // "" = <data_dir>/audit.log
   double submit_rate = 50;     // SubmitJob per user per second (0 = unlimited) ...
   double submit_burst = 200;   // ... in bursts of up to this many
+  std::string metrics_listen;  // host:port for Prometheus; "" = no metrics endpoint
 };
 
 class DaemonServer {
@@ -48,12 +50,14 @@ class DaemonServer {
   ~DaemonServer();
 
   int port() const { return port_; }
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   // Stops scheduling, ends streams and drains in-flight RPCs until `deadline`.
   void Shutdown(absl::Time deadline);
 
  private:
   DaemonServer() = default;
 
+  std::unique_ptr<DaemonMetrics> metrics_;  // before the state, which reports to it
   std::unique_ptr<Store> store_;
   std::unique_ptr<scheduler::PlacementPolicy> policy_;
   std::unique_ptr<LogStore> logs_;

@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   flags.Double("submit-rate", &options.submit_rate, "SubmitJob calls per second per user (0 = unlimited)");
   flags.Double("submit-burst", &options.submit_burst, "SubmitJob burst per user");
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
+  flags.String("metrics-listen", &options.metrics_listen,
+               "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;

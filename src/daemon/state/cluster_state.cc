@@ -196,9 +196,16 @@ void ClusterState::Tick() {
 // ---------------------------------------------------------------------------------------------
 // Jobs
 
+absl::Status ClusterState::WriteJob(const pb::Job& job) {
+  const absl::Time start = absl::Now();
+  absl::Status s = store_->PutJob(job);
+  if (options_.observer != nullptr) options_.observer->StoreWrite(absl::Now() - start, s.ok());
+  return s;
+}
+
 void ClusterState::Persist(JobEntry& entry) {
   ++entry.version;
-  if (auto s = store_->PutJob(entry.job); !s.ok()) {
+  if (auto s = WriteJob(entry.job); !s.ok()) {
     // The in-memory state stays ahead of the store; the next successful write of this job
     // carries the change. Log loudly: an operator must look at the disk.
     spdlog::error("store write for job {} failed: {}", entry.job.id(), std::string(s.message()));
@@ -209,6 +216,7 @@ void ClusterState::Persist(JobEntry& entry) {
 void ClusterState::AddEvent(JobEntry& entry, std::string reason, std::string message) {
   pb::Job& job = entry.job;
   if (!message.empty()) spdlog::info("job {}: {} {}", job.id(), reason, message);
+  const bool ended_before = job.events_size() > 0 && IsTerminal(job.events(job.events_size() - 1).state());
   auto* event = job.add_events();
   *event->mutable_time() = ToProtoTime(Now());
   event->set_state(job.state());
@@ -217,6 +225,12 @@ void ClusterState::AddEvent(JobEntry& entry, std::string reason, std::string mes
   if (static_cast<size_t>(job.events_size()) > options_.max_events_per_job) {
     // Keep the first event (submission) and the newest ones.
     job.mutable_events()->DeleteSubrange(1, 1);
+  }
+  if (options_.observer != nullptr) {
+    if (IsTerminal(job.state()) && !ended_before) options_.observer->JobEnded(job);
+    if (job.state() == pb::JOB_STATE_PENDING && job.reason() == "Restarting") {
+      options_.observer->JobRestarted(job.events(job.events_size() - 1).reason());
+    }
   }
 }
 
@@ -268,7 +282,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
   }
   // Durable before it is acknowledged or visible, written outside the lock so that concurrent
   // submissions share one commit (the store groups them). On failure nothing is kept.
-  const absl::Status written = store_->PutJob(entry.job);
+  const absl::Status written = WriteJob(entry.job);
   absl::MutexLock lock(&mu_);
   requests_in_flight_.erase(request_id);
   if (!written.ok()) return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
@@ -543,7 +557,9 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       ClusterState& state_;
       JobEntry& entry_;
     } binder(*this, *entry);
+    const absl::Time decision_start = absl::Now();
     auto placement = policy_->Schedule(request, views, binder);
+    if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
     if (placement.ok()) {
       if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
       continue;
@@ -1144,6 +1160,33 @@ absl::Status ClusterState::CheckQuotaLocked(const pb::JobSpec& spec) const {
   if (!fits_ever) return absl::FailedPreconditionError(absl::StrCat("can never run under its quota: ", never));
   if (quotas.reject_over_quota() && !fits_now) return absl::ResourceExhaustedError(now);
   return absl::OkStatus();
+}
+
+PoolSnapshot ClusterState::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  PoolSnapshot snap;
+  const absl::Time now = Now();
+  for (const auto& [name, node] : nodes_) {
+    snap.nodes.push_back({name, node.ready, node.record.drained(), absl::ToDoubleSeconds(now - node.last_heartbeat)});
+    const std::map<std::string, DeviceHold> holds = HoldsByDevice(node);
+    for (const auto& d : node.inventory.devices) {
+      DeviceSample sample;
+      sample.node = name;
+      sample.device = d.id;
+      sample.vendor = std::string(VendorName(d.vendor));
+      sample.model = d.model;
+      sample.fingerprint = d.fingerprint;
+      sample.healthy = d.healthy;
+      sample.schedulable = node.ready && !node.record.drained();
+      if (auto it = holds.find(d.id); it != holds.end()) sample.allocated_milli = it->second.whole ? 1000 : it->second.milli;
+      sample.memory_mib = d.memory_mib;
+      sample.memory_used_mib = d.memory_used_mib;
+      sample.utilization_percent = d.utilization_percent;
+      snap.devices.push_back(std::move(sample));
+    }
+  }
+  for (const auto& [id, entry] : jobs_) ++snap.jobs[{entry.job.state(), entry.job.spec().priority()}];
+  return snap;
 }
 
 }  // namespace hetpool::daemon

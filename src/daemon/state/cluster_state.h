@@ -29,7 +29,9 @@
 #include "planner/pool.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
+#include "src/daemon/state/pool_snapshot.h"
 #include "src/daemon/state/quota_ledger.h"
+#include "src/daemon/state/state_observer.h"
 #include "src/daemon/store/store.h"
 
 namespace hetpool::daemon {
@@ -46,6 +48,7 @@ struct ClusterOptions {
   bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
+  StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 
 class ClusterState {
@@ -97,6 +100,8 @@ class ClusterState {
   std::vector<pb::FingerprintClass> ListFingerprints() const;
   // The schedulable pool by fingerprint class, with free counts and link groups, for the planner.
   std::vector<planner::PoolClass> PlannerPool() const;
+  // Cards, nodes and the queue as they are now (metrics, dashboard).
+  PoolSnapshot Snapshot() const;
 
   bool stopping() const;
 
@@ -140,6 +145,7 @@ class ClusterState {
   absl::Status CheckSessionLocked(const std::string& node, const std::string& session) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Persist(JobEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteJob(const pb::Job& job);  // the store write, timed for the observer
   void AddEvent(JobEntry& entry, std::string reason, std::string message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   pb::Node NodeSnapshot(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -1,0 +1,25 @@
+// What ClusterState tells whoever watches it (the metrics module) as things happen: scheduling
+// decisions, store writes, jobs that end or restart. No Prometheus here: the state does not know
+// how it is exported.
+#pragma once
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "hetpool/v1/job.pb.h"
+
+namespace hetpool::daemon {
+
+class StateObserver {
+ public:
+  virtual ~StateObserver() = default;
+  // One job offered to the scheduler: how long the decision took and whether it was placed.
+  virtual void Decision(absl::Duration took, bool placed) = 0;
+  virtual void StoreWrite(absl::Duration took, bool ok) = 0;
+  // The job reached SUCCEEDED, FAILED or CANCELLED.
+  virtual void JobEnded(const hetpool::v1::Job& job) = 0;
+  // A gang was stopped and goes back to the queue (`reason`: NodeLost, NonZeroExit ...).
+  virtual void JobRestarted(const std::string& reason) = 0;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,146 @@
+// hetpoold's and the agents' Prometheus endpoints, scraped over HTTP the way Prometheus does.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
+
+namespace hetpool::testing {
+namespace {
+
+// GET /metrics on 127.0.0.1:port; the body, or "" when nothing answers.
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// The value of the first sample line starting with `series` (name and labels), or -1.
+double Sample(const std::string& text, const std::string& series) {
+  size_t at = 0;
+  while ((at = text.find(series, at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      const size_t space = text.find(' ', at + series.size());
+      return std::stod(text.substr(space + 1, text.find('\n', space) - space - 1));
+    }
+    at += series.size();
+  }
+  return -1;
+}
+
+TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
+  const int daemon_port = FreeTcpPort();
+  const int agent_port = FreeTcpPort();
+  auto options = TestCluster::ExamplePool();
+  options.daemon_args = {"--metrics-listen", absl::StrCat("127.0.0.1:", daemon_port)};
+  options.agents[0].args = {"--metrics-listen", absl::StrCat("127.0.0.1:", agent_port)};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+
+  // A job holding both H100s of one node for a while, and a half-card job beside it.
+  pb::JobSpec pair = cluster.TrainSpec(1, 2, {"--steps", "400", "--step-sleep", "0.05"});
+  pair.mutable_requirements()->add_vendors("nvidia");
+  auto whole = cluster.Submit(pair);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(cluster.WaitForState(whole->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  pb::JobSpec half = cluster.TrainSpec(1, 1, {"--steps", "1"});
+  half.set_device_milli(500);
+  half.mutable_requirements()->add_vendors("nvidia");
+  auto shared = cluster.Submit(half);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  auto done = cluster.WaitForState(shared->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(done.ok());
+
+  const std::string text = Scrape(daemon_port);
+  ASSERT_FALSE(text.empty()) << cluster.DaemonLog();
+  // Both nodes: 2 H100s each; one node's pair is held by the running job.
+  double allocated_h100 = 0, free_h100 = 0;
+  for (const std::string node : {"node-a", "node-b"}) {
+    for (const std::string status : {"allocated", "free"}) {
+      size_t at = 0;
+      while ((at = text.find("hetpool_cards{", at)) != std::string::npos) {
+        const size_t end = text.find('\n', at);
+        const std::string line = text.substr(at, end - at);
+        at = end;
+        if (absl::StrContains(line, absl::StrCat("node=\"", node, "\"")) && absl::StrContains(line, "model=\"H100-SXM\"") &&
+            absl::StrContains(line, absl::StrCat("status=\"", status, "\""))) {
+          (status == std::string("allocated") ? allocated_h100 : free_h100) += std::stod(line.substr(line.rfind(' ') + 1));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(allocated_h100, 2) << text;
+  EXPECT_EQ(free_h100, 2) << text;
+  EXPECT_TRUE(absl::StrContains(text, "hetpool_cards_allocated_share{")) << text;
+  EXPECT_EQ(Sample(text, "hetpool_jobs{priority=\"0\",state=\"running\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "hetpool_jobs{priority=\"0\",state=\"succeeded\"}"), 1) << text;
+  EXPECT_GE(Sample(text, "hetpool_scheduling_decisions_total{result=\"placed\"}"), 2) << text;
+  EXPECT_GE(Sample(text, "hetpool_scheduling_decision_seconds_count"), 2) << text;
+  EXPECT_GE(Sample(text, "hetpool_store_write_seconds_count"), 4) << text;
+  EXPECT_EQ(Sample(text, "hetpool_jobs_finished_total{reason=\"Succeeded\",state=\"succeeded\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "hetpool_job_duration_seconds_count{state=\"succeeded\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "hetpool_node_ready{node=\"node-a\"}"), 1) << text;
+  const double lag = Sample(text, "hetpool_agent_lease_lag_seconds{node=\"node-b\"}");
+  EXPECT_GE(lag, 0) << text;
+  EXPECT_LT(lag, 10) << text;
+  EXPECT_TRUE(absl::StrContains(text, "hetpool_device_memory_bytes{device=\"nvidia0\",node=\"node-a\",vendor=\"nvidia\"}"))
+      << text;
+
+  const std::string agent = Scrape(agent_port);
+  ASSERT_FALSE(agent.empty()) << cluster.AgentLog(0);
+  EXPECT_EQ(Sample(agent, "hetpool_agent_registered{node=\"node-a\"}"), 1) << agent;
+  EXPECT_EQ(Sample(agent, "hetpool_agent_device_memory_bytes{device=\"nvidia0\",model=\"H100-SXM\",node=\"node-a\",vendor=\"nvidia\"}"),
+            81559.0 * 1048576.0)
+      << agent;
+  EXPECT_TRUE(absl::StrContains(agent, "hetpool_agent_device_healthy{device=\"cambricon1\"")) << agent;
+
+  // The shipped Grafana dashboard and alert rules chart only metrics that exist.
+  std::set<std::string> used;
+  for (const char* file : {"grafana-dashboard.json", "hetpool-alerts.yml"}) {
+    std::ifstream in(std::string(HETPOOL_SOURCE_DIR) + "/deploy/monitoring/" + file);
+    const std::string content((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_FALSE(content.empty()) << file;
+    const std::regex name("hetpool_[a-z_]+");
+    for (auto it = std::sregex_iterator(content.begin(), content.end(), name); it != std::sregex_iterator(); ++it) {
+      std::string metric = it->str();
+      for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+        if (absl::EndsWith(metric, suffix)) metric.resize(metric.size() - std::string(suffix).size());
+      }
+      used.insert(metric);
+    }
+  }
+  EXPECT_GE(used.size(), 10u);
+  for (const auto& metric : used) {
+    EXPECT_TRUE(absl::StrContains(text, "# TYPE " + metric + " ") || absl::StrContains(agent, "# TYPE " + metric + " "))
+        << metric << " is charted but not exported";
+  }
+}
+
+}  // namespace
+}  // namespace hetpool::testing
