@@ -46,6 +46,7 @@ class Client {
   pb::PlannerService::Stub& planner() { return Connect(), *planner_; }
   bool json() const { return globals_.output == "json"; }
   bool has_token() const { return !globals_.token.empty(); }
+  bool csv() const { return globals_.output == "csv"; }
 
  private:
   void Connect();

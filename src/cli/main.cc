@@ -23,6 +23,7 @@
 #include "src/cli/output.h"
 #include "src/cli/admin_command.h"
 #include "src/cli/plan_command.h"
+#include "src/cli/usage_command.h"
 #include "src/common/convert.h"
 #include "src/common/plan_convert.h"
 #include "src/common/flags.h"
@@ -423,6 +424,8 @@ constexpr const char* kUsage =
     "  fingerprints         hetpoolctl fingerprints       (classes of identical cards: free/total, nodes)\n"
     "  plan                 hetpoolctl plan --model llama-2-70b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3\n"
     "                       (ranked plans per class of cards: layout, memory, time, cost; --pool FILE... offline)\n"
+    "  usage                hetpoolctl usage --since 30d --by group -o csv   (card-hours and cost: job, user,\n"
+    "                       group or class)\n"
     "  drain NODE           hetpoolctl drain node-a\n"
     "  undrain NODE         hetpoolctl undrain node-a\n"
     "  admin token          hetpoolctl admin token --file /etc/hetpool/tokens.json --user alice --group vision --role user\n"
@@ -491,7 +494,10 @@ int Main(int argc, char** argv) {
       --j;
     }
   }
-  if (globals.output != "table" && globals.output != "json") return Usage("-o takes table or json");
+  if (globals.output != "table" && globals.output != "json" && globals.output != "csv") {
+    return Usage("-o takes table, json or csv");
+  }
+  if (globals.output == "csv" && command != "usage") return Usage("-o csv is for usage; use -o json");
   // Commands without flags of their own answer --help with the overview.
   for (const auto& r : rest) {
     if ((r == "-h" || r == "--help") &&
@@ -506,6 +512,7 @@ int Main(int argc, char** argv) {
       {"submit", Submit}, {"get", Get},     {"list", List},   {"cancel", Cancel},
       {"logs", Logs},     {"watch", WatchCmd}, {"wait", Wait}, {"nodes", Nodes},
       {"devices", Devices},    {"fingerprints", Fingerprints}, {"plan", PlanCommand}, {"admin", AdminCommand},
+      {"usage", UsageCommand},
       {"drain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, true); }},
       {"undrain", [](Client& c, const std::vector<std::string>& a) { return Drain(c, a, false); }},
   };

@@ -317,3 +317,45 @@ TEST_F(CliTest, SubmitByModelRunsThePlannedLayout) {
 
 }  // namespace
 }  // namespace hetpool::testing
+
+namespace hetpool::testing {
+namespace {
+
+TEST_F(CliTest, UsageReportsCardHoursAsTableJsonAndCsv) {
+  const std::string file = WriteFile("usage.json", R"({"name": "usage-probe", "user": "ursula", "group": "acct",
+      "python": {"script": "deploy/examples/train_ddp.py", "args": ["--steps", "5", "--step-sleep", "0.2"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(", "nnodes": 1, "devices_per_node": 1, "device_milli": 500,
+      "requirements": {"vendors": ["nvidia"]}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  ASSERT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"-o", "json", "usage", "--since", "1h", "--by", "user"}, &out), 0) << out;
+  auto json = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << out;
+  bool found = false;
+  for (const auto& row : json["rows"]) {
+    if (row["key"] != "ursula") continue;
+    found = true;
+    EXPECT_EQ(row["group"], "acct");
+    // Half a card for about a second of running: counted by its fraction, and no more.
+    EXPECT_GT(row["card_hours"].get<double>(), 0.0);
+    EXPECT_LT(row["card_hours"].get<double>(), 0.5 * 60 / 3600.0);
+  }
+  EXPECT_TRUE(found) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"usage", "--since", "1h", "--by", "class", "-o", "csv"}, &out), 0) << out;
+  EXPECT_EQ(out.rfind("key,user,group,class,fingerprint,jobs,card_hours,cost,currency\n", 0), 0u) << out;
+  EXPECT_NE(out.find("nvidia H100-SXM"), std::string::npos) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"usage", "--since", "2026-01-01", "--by", "job"}, &out), 0) << out;
+  EXPECT_NE(out.find(id), std::string::npos) << out;
+  EXPECT_NE(out.find("CARD-HOURS"), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"usage", "--since", "last tuesday"}, &out), 2) << out;
+  EXPECT_EQ(cluster_->RunCli({"usage", "--by", "team"}, &out), 1) << out;
+  EXPECT_NE(out.find("INVALID_ARGUMENT: by: 'team'"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace hetpool::testing

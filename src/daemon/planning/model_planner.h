@@ -17,6 +17,7 @@ namespace pb = ::hetpool::v1;
 class ModelPlanner {
  public:
   explicit ModelPlanner(planner::PriceTable prices) : prices_(std::move(prices)) {}
+  const planner::PriceTable& prices() const { return prices_; }
 
   absl::StatusOr<pb::PlanResponse> Plan(const pb::PlanRequest& request,
                                         const std::vector<planner::PoolClass>& pool) const;

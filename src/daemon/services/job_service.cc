@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/convert.h"
 #include "src/common/grpc_status.h"
+#include "src/daemon/accounting/usage.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -229,6 +230,22 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
     if (!chunk.data().empty()) writer->Write(chunk);
   }
   return ctx->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req,
+                                      pb::UsageResponse* resp) {
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, GetUsage, ctx, req, resp);
+  return Guarded(*guard_, ctx, "GetUsage", Action::kListJobs, req->by(), [&](const Caller& caller) -> absl::Status {
+    UsageWindow window;
+    window.until = req->has_until() ? FromProtoTime(req->until()) : absl::Now();
+    window.since = req->has_since() ? FromProtoTime(req->since()) : window.until - absl::Hours(7 * 24);
+    // Users account for their own jobs; viewers (finance), operators and admins for everyone's.
+    const std::string only = SeesAllJobs(caller) ? "" : caller.user;
+    auto usage = ComputeUsage(state_->JobsRunningSince(window.since, only), window, req->by(), planner_->prices());
+    if (!usage.ok()) return usage.status();
+    *resp = *std::move(usage);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace hetpool::daemon

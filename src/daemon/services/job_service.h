@@ -28,6 +28,7 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
                         grpc::ServerWriter<pb::WatchJobResponse>* writer) override;
   grpc::Status GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                           grpc::ServerWriter<pb::LogChunk>* writer) override;
+  grpc::Status GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req, pb::UsageResponse* resp) override;
 
  private:
   // The job, if the caller may take `action` on it (NOT_FOUND / PERMISSION_DENIED otherwise).

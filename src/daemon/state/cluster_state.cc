@@ -479,6 +479,12 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
     p->set_device_memory_mib(assignment.device_memory_mib);
     for (const auto& d : assignment.device_ids) p->add_device_ids(d);
     NodeEntry& node = nodes_.at(assignment.node);
+    for (const auto& d : node.inventory.devices) {
+      if (!assignment.device_ids.empty() && d.id == assignment.device_ids.front()) {
+        p->set_fingerprint(d.fingerprint);
+        p->set_class_label(drivers::FingerprintLabel(d));
+      }
+    }
     BumpOrders(node);
     Claim& claim = node.claims[{job.id(), job.generation()}];
     claim.device_ids = assignment.device_ids;
@@ -1187,6 +1193,19 @@ PoolSnapshot ClusterState::Snapshot() const {
   }
   for (const auto& [id, entry] : jobs_) ++snap.jobs[{entry.job.state(), entry.job.spec().priority()}];
   return snap;
+}
+
+std::vector<pb::Job> ClusterState::JobsRunningSince(absl::Time since, const std::string& user) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::Job> out;
+  for (const auto& [id, entry] : jobs_) {
+    const pb::Job& job = entry.job;
+    if (!job.has_started_at()) continue;
+    if (job.has_finished_at() && FromProtoTime(job.finished_at()) < since) continue;
+    if (!user.empty() && job.spec().user() != user) continue;
+    out.push_back(job);
+  }
+  return out;
 }
 
 }  // namespace hetpool::daemon

@@ -100,6 +100,8 @@ class ClusterState {
   std::vector<pb::FingerprintClass> ListFingerprints() const;
   // The schedulable pool by fingerprint class, with free counts and link groups, for the planner.
   std::vector<planner::PoolClass> PlannerPool() const;
+  // Jobs that started and had not ended by `since` (of `user` only, when set): usage accounting.
+  std::vector<pb::Job> JobsRunningSince(absl::Time since, const std::string& user) const;
   // Cards, nodes and the queue as they are now (metrics, dashboard).
   PoolSnapshot Snapshot() const;
 

@@ -1,0 +1,94 @@
+#include "src/cli/usage_command.h"
+
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/cli/output.h"
+#include "src/common/convert.h"
+#include "src/common/flags.h"
+
+namespace hetpool::cli {
+namespace {
+
+// RFC 4180: quote fields holding separators, quotes or line breaks.
+std::string CsvField(const std::string& value) {
+  if (value.find_first_of(",\"\r\n") == std::string::npos) return value;
+  std::string out = "\"";
+  for (char c : value) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Time> ParseWhen(const std::string& text, absl::Time now) {
+  if (text.size() > 1 && text.back() == 'd') {
+    double days = 0;
+    if (absl::SimpleAtod(text.substr(0, text.size() - 1), &days) && days >= 0) return now - absl::Hours(24 * days);
+  }
+  if (auto d = ParseDurationFlag(text); d.ok()) return now - *d;
+  absl::Time t;
+  std::string err;
+  if (absl::ParseTime("%Y-%m-%d", text, absl::UTCTimeZone(), &t, &err)) return t;
+  if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return t;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", text, "' is neither a span back from now (7d, 36h) nor a date (2026-11-01, 2026-11-01T08:00:00Z)"));
+}
+
+int UsageCommand(Client& client, const std::vector<std::string>& args) {
+  std::string since = "7d", until, by = "job";
+  FlagSet flags(
+      "hetpoolctl usage [--since 7d] [--until WHEN] [--by job|user|group|class] [-o table|json|csv]\n"
+      "Card-hours (fractional shares by their fraction) and cost from hetpoold's price table.\n"
+      "Example: hetpoolctl usage --since 30d --by group -o csv > usage.csv");
+  flags.String("since", &since, "start of the window: a span back from now (7d, 12h) or a date (2026-11-01)");
+  flags.String("until", &until, "end of the window (default: now)");
+  flags.String("by", &by, "rows per job, user, group or class");
+  std::vector<std::string> rest;
+  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+  if (!rest.empty()) return Usage("usage takes no positional arguments");
+  const absl::Time now = absl::Now();
+  auto from = ParseWhen(since, now);
+  if (!from.ok()) return Usage(absl::StrCat("--since: ", from.status().message()));
+  pb::UsageRequest req;
+  *req.mutable_since() = ToProtoTime(*from);
+  if (!until.empty()) {
+    auto to = ParseWhen(until, now);
+    if (!to.ok()) return Usage(absl::StrCat("--until: ", to.status().message()));
+    *req.mutable_until() = ToProtoTime(*to);
+  }
+  req.set_by(by);
+  pb::UsageResponse resp;
+  auto status = client.jobs().GetUsage(client.Context().get(), req, &resp);
+  if (!status.ok()) return RpcError(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  if (client.csv()) {
+    std::cout << "key,user,group,class,fingerprint,jobs,card_hours,cost,currency\n";
+    for (const auto& r : resp.rows()) {
+      std::cout << CsvField(r.key()) << ',' << CsvField(r.user()) << ',' << CsvField(r.group()) << ','
+                << CsvField(r.class_label()) << ',' << CsvField(r.fingerprint()) << ',' << r.jobs() << ','
+                << absl::StrFormat("%.4f", r.card_hours()) << ',' << absl::StrFormat("%.2f", r.cost()) << ','
+                << resp.currency() << "\n";
+    }
+    return 0;
+  }
+  Table table({by == "job" ? "JOB" : absl::AsciiStrToUpper(by), "USER", "GROUP", "CLASS", "JOBS", "CARD-HOURS",
+               absl::StrCat("COST (", resp.currency(), ")")});
+  for (const auto& r : resp.rows()) {
+    table.Add({r.key(), r.user().empty() ? "-" : r.user(), r.group().empty() ? "-" : r.group(),
+               r.class_label().empty() ? "-" : r.class_label(), absl::StrCat(r.jobs()),
+               absl::StrFormat("%.2f", r.card_hours()), r.cost() > 0 ? absl::StrFormat("%.2f", r.cost()) : "-"});
+  }
+  std::cout << table.Render() << absl::StrFormat("total: %.2f card-hours, %.2f %s, %s to %s\n", resp.total_card_hours(),
+                                                 resp.total_cost(), resp.currency(),
+                                                 absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.since()), absl::LocalTimeZone()),
+                                                 absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.until()), absl::LocalTimeZone()));
+  return 0;
+}
+
+}  // namespace hetpool::cli
