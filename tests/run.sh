@@ -17,6 +17,10 @@ for arg in "$@"; do
 done
 
 hetpool_install_deps
+# The dashboard's browser tests drive Debian's Chromium with playwright-core from npm.
+if command -v npm >/dev/null; then
+  npm ci --prefix tests/web --no-audit --no-fund --loglevel=error
+fi
 if [ "$sanitize" -eq 1 ]; then
   build_dir=${BUILD_DIR:-build-asan}
   hetpool_build "$build_dir" -DHETPOOL_SANITIZE=ON

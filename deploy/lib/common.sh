@@ -5,8 +5,8 @@
 HETPOOL_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev libze-dev libssl-dev openssl prometheus-cpp-dev pciutils
-  python3-torch etcd-server golang-etcd-server-dev
+  libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev libze-dev libssl-dev openssl prometheus-cpp-dev libcpp-httplib-dev pciutils
+  python3-torch etcd-server golang-etcd-server-dev chromium
 )
 
 # Installs the packages that are missing (apt-get update only when something is).

@@ -121,6 +121,13 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (!d->server_ || d->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
+  if (!options.http_listen.empty()) {
+    // The dashboard calls this daemon's own services in-process, with the browser's token.
+    auto web = WebServer::Start({options.http_listen, options.tls, options.insecure},
+                                d->server_->InProcessChannel(grpc::ChannelArguments()));
+    if (!web.ok()) return web.status();
+    d->web_ = *std::move(web);
+  }
   if (!replicated) {
     d->state_->Start();
   } else {
@@ -160,6 +167,7 @@ void DaemonServer::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   if (leadership_) leadership_->Resign();  // revokes the lease: another replica takes over at once
+  web_.reset();  // no new page requests
   if (metrics_) metrics_->Watch(nullptr);  // scrapes stop reading the state before it goes
   // Stop the state first: it wakes every watch/order stream so they return promptly.
   state_->Stop();

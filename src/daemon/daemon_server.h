@@ -19,6 +19,7 @@
 #include "src/daemon/services/job_service.h"
 #include "src/daemon/services/planner_service.h"
 #include "src/daemon/state/cluster_state.h"
+#include "src/daemon/web/web_server.h"
 #include "src/daemon/store/store.h"
 
 namespace hetpool::daemon {
@@ -42,6 +43,7 @@ struct DaemonOptions {
   double submit_rate = 50;     // SubmitJob per user per second (0 = unlimited) ...
   double submit_burst = 200;   // ... in bursts of up to this many
   std::string metrics_listen;  // host:port for Prometheus; "" = no metrics endpoint
+  std::string http_listen;     // host:port for the web dashboard; "" = none
 };
 
 class DaemonServer {
@@ -51,6 +53,7 @@ class DaemonServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  int http_port() const { return web_ ? web_->port() : 0; }
   // Stops scheduling, ends streams and drains in-flight RPCs until `deadline`.
   void Shutdown(absl::Time deadline);
 
@@ -70,6 +73,7 @@ class DaemonServer {
   std::unique_ptr<PlannerServiceImpl> planner_service_;
   std::unique_ptr<LeaderGate> gate_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<WebServer> web_;  // after server_: stopped before the channel it calls goes
   int port_ = 0;
   bool shut_down_ = false;
   // Last: destroyed first, so its thread stops before what its callbacks touch.

@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
+  flags.String("http-listen", &options.http_listen,
+               "host:port for the web dashboard (HTTPS with --tls-cert, HTTP with --insecure); default: none");
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;

@@ -13,7 +13,9 @@
 #include "gtest/gtest.h"
 #include "hetpool/v1/agent.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "httplib.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
 
 namespace hetpool::testing {
 namespace {
@@ -65,7 +67,9 @@ class SecurityTest : public ::testing::Test {
         "users": {"carol": {"cards": {"*": 1}, "queued_jobs": 3}},
         "groups": {"vision": {"cards": {"nvidia": 2}}}})";
     // Room for the other tests' few submissions per user; the rate test sends more.
-    cluster_->mutable_options().daemon_args = {"--quotas", quota_file_, "--submit-rate", "0.5", "--submit-burst", "20"};
+    http_port_ = FreeTcpPort();
+    cluster_->mutable_options().daemon_args = {"--quotas", quota_file_, "--submit-rate", "0.5", "--submit-burst", "20",
+                                               "--http-listen", absl::StrCat("127.0.0.1:", http_port_)};
     ASSERT_TRUE(cluster_->Start().ok()) << cluster_->DaemonLog();
     for (const auto& [user, group, role] : std::vector<std::tuple<std::string, std::string, std::string>>{
              {"alice", "vision", "user"}, {"bob", "vision", "user"}, {"carol", "", "user"},
@@ -87,11 +91,13 @@ class SecurityTest : public ::testing::Test {
   std::string AuditLog() { return ReadAll(cluster_->dir() + "/daemon/audit.log"); }
 
   static TestCluster* cluster_;
+  static int http_port_;
   static std::string quota_file_;
   static std::map<std::string, std::string> tokens_;
 };
 
 TestCluster* SecurityTest::cluster_ = nullptr;
+int SecurityTest::http_port_ = 0;
 std::string SecurityTest::quota_file_;
 std::map<std::string, std::string> SecurityTest::tokens_;
 
@@ -361,6 +367,48 @@ TEST_F(SecurityTest, QuotasHoldJobsBackWithTheReasonAndCapTheQueue) {
   auto ran = cluster_->WaitForState(second.id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
   ASSERT_TRUE(ran.ok());
   EXPECT_EQ(ran->state(), pb::JOB_STATE_SUCCEEDED) << ran->DebugString();
+}
+
+TEST_F(SecurityTest, TheDashboardServesHttpsWithTheApisRolesAndTokens) {
+  httplib::SSLClient web("127.0.0.1", http_port_);
+  web.set_ca_cert_path((cluster_->PkiDir() + "/ca.pem").c_str());
+  web.enable_server_certificate_verification(true);
+  auto page = web.Get("/");
+  ASSERT_TRUE(page) << httplib::to_string(page.error());
+  EXPECT_EQ(page->status, 200);
+  EXPECT_TRUE(absl::StrContains(page->body, "<script src=\"/app.js\"")) << page->body;
+  EXPECT_TRUE(absl::StrContains(page->get_header_value("Content-Security-Policy"), "default-src 'self'"));
+  // The data needs a token, and follows the caller's role.
+  auto anonymous = web.Get("/api/nodes");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  EXPECT_TRUE(absl::StrContains(anonymous->body, "UNAUTHENTICATED")) << anonymous->body;
+  pb::Job alices;
+  ASSERT_TRUE(Submit(*JobsAs("alice"), SleepSpec("0"), &alices).ok());
+  const httplib::Headers bob = {{"Authorization", "Bearer " + tokens_.at("bob")}};
+  auto nodes = web.Get("/api/nodes", bob);
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(nodes->status, 200);
+  EXPECT_TRUE(absl::StrContains(nodes->body, "\"node-a\"")) << nodes->body;
+  auto other = web.Get(("/api/jobs/" + alices.id()).c_str(), bob);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 403) << other->body;
+  EXPECT_TRUE(absl::StrContains(other->body, "may not read jobs of alice")) << other->body;
+  auto list = web.Get("/api/jobs", bob);
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200);
+  auto listed = nlohmann::json::parse(list->body, nullptr, false);
+  ASSERT_FALSE(listed.is_discarded());
+  for (const auto& j : listed.value("jobs", nlohmann::json::array())) EXPECT_EQ(j["spec"]["user"], "bob");
+  const httplib::Headers alice = {{"Authorization", "Bearer " + tokens_.at("alice")}};
+  auto own = web.Get(("/api/jobs/" + alices.id()).c_str(), alice);
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->status, 200);
+  // Plain HTTP to the HTTPS port gets nothing.
+  httplib::Client plain("127.0.0.1", http_port_);
+  plain.set_connection_timeout(2);
+  auto refused = plain.Get("/api/nodes");
+  EXPECT_TRUE(!refused || refused->status != 200);
 }
 
 TEST_F(SecurityTest, SubmissionsAreRateLimitedPerUser) {
