@@ -3,8 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <string>
 
@@ -126,9 +126,11 @@ TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
     std::ifstream in(std::string(HETPOOL_SOURCE_DIR) + "/deploy/monitoring/" + file);
     const std::string content((std::istreambuf_iterator<char>(in)), {});
     ASSERT_FALSE(content.empty()) << file;
-    const std::regex name("hetpool_[a-z_]+");
-    for (auto it = std::sregex_iterator(content.begin(), content.end(), name); it != std::sregex_iterator(); ++it) {
-      std::string metric = it->str();
+    // Every hetpool_[a-z_]+ word in the file.
+    for (size_t at = content.find("hetpool_"); at != std::string::npos; at = content.find("hetpool_", at + 1)) {
+      size_t end = at + 8;
+      while (end < content.size() && (std::islower(static_cast<unsigned char>(content[end])) || content[end] == '_')) ++end;
+      std::string metric = content.substr(at, end - at);
       for (const char* suffix : {"_bucket", "_count", "_sum"}) {
         if (absl::EndsWith(metric, suffix)) metric.resize(metric.size() - std::string(suffix).size());
       }
