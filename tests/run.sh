@@ -32,6 +32,7 @@ if [ "$sanitize" -eq 1 ]; then
   reports=$PWD/$build_dir/sanitizer-reports
   rm -rf "$reports" && mkdir -p "$reports"
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:log_path=$reports/asan}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$reports/ubsan}
 else
   build_dir=${BUILD_DIR:-build}
