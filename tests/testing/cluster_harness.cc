@@ -169,8 +169,19 @@ std::string TestCluster::InventoryPath(size_t index) const {
   return dir() + "/inventory-" + options_.agents[index].name + ".json";
 }
 
+namespace {
+
+// Where the tests' jobs work (the source tree, /tmp) and, when tests run as root, root jobs.
+std::vector<std::string> TestSandboxFlags() {
+  return {"--job-dirs", absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp"), "--run-as", "root"};
+}
+
+}  // namespace
+
 std::vector<std::string> PlainAgentFlags() {
-  return {"--insecure", "--job-dirs", absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp"), "--run-as", "root"};
+  std::vector<std::string> flags = {"--insecure"};
+  for (auto& flag : TestSandboxFlags()) flags.push_back(std::move(flag));
+  return flags;
 }
 
 absl::Status TestCluster::MakePki() {
@@ -286,8 +297,9 @@ absl::Status TestCluster::StartAgent(size_t i) {
   for (const auto& l : spec.labels) argv.insert(argv.end(), {"--label", l});
   if (options_.tls) {
     argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem", "--tls-cert", PkiDir() + "/" + spec.name + ".pem",
-                             "--tls-key", PkiDir() + "/" + spec.name + ".key", "--job-dirs",
-                             absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp"), "--run-as", "root"});
+                             "--tls-key", PkiDir() + "/" + spec.name + ".key"});
+    const std::vector<std::string> sandbox = TestSandboxFlags();
+    argv.insert(argv.end(), sandbox.begin(), sandbox.end());
   } else {
     const std::vector<std::string> plain = PlainAgentFlags();
     argv.insert(argv.end(), plain.begin(), plain.end());

@@ -5,16 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/convert.h"
+#include "src/daemon/state/quota_ledger.h"
 
 namespace hetpool::daemon {
 namespace {
 
 namespace pb = ::hetpool::v1;
-
-double Cards(const pb::JobSpec& spec) {
-  const double share = spec.device_milli() > 0 && spec.device_milli() < 1000 ? spec.device_milli() / 1000.0 : 1.0;
-  return spec.nnodes() * spec.devices_per_node() * share;
-}
 
 double Price(const pb::Job& job, const planner::PriceTable& prices) {
   if (job.placement_size() == 0) return 0;
@@ -59,7 +55,7 @@ absl::StatusOr<pb::UsageResponse> ComputeUsage(const std::vector<pb::Job>& jobs,
   std::map<std::string, pb::UsageRow> rows;
   pb::UsageResponse response;
   for (const pb::Job& job : jobs) {
-    const double card_hours = RunningHours(job, window) * Cards(job.spec());
+    const double card_hours = RunningHours(job, window) * (CardsNeeded(job.spec()) / 1000.0);
     if (card_hours <= 0) continue;
     const std::string fingerprint = job.placement_size() ? job.placement(0).fingerprint() : "";
     const std::string label = job.placement_size() ? job.placement(0).class_label() : "cpu";
