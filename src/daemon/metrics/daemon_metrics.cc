@@ -48,8 +48,11 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
     GaugeFamily memory_used("hetpool_device_memory_used_bytes", "Device memory in use, as the agent reported");
     GaugeFamily utilization("hetpool_device_utilization_ratio", "Device utilisation, as the agent reported (0-1)");
     using Key = std::tuple<std::string, std::string, std::string, std::string>;  // node vendor model class
-    std::map<Key, std::map<std::string, int>> counts;
-    std::map<Key, double> shares;
+    struct Cards {
+      std::map<std::string, int> by_status;
+      double share = 0;  // held, fractional shares by their fraction
+    };
+    std::map<Key, Cards> by_class;
     for (const DeviceSample& d : snap.devices) {
       const Key key{d.node, d.vendor, d.model, d.fingerprint};
       const char* status = !d.healthy                ? "unhealthy"
@@ -57,21 +60,25 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
                            : d.allocated_milli >= 1000 ? "allocated"
                            : d.allocated_milli > 0     ? "shared"
                                                        : "free";
-      ++counts[key][status];
-      shares[key] += d.allocated_milli / 1000.0;
+      Cards& c = by_class[key];
+      ++c.by_status[status];
+      c.share += d.allocated_milli / 1000.0;
       const std::map<std::string, std::string> device = {{"node", d.node}, {"device", d.device}, {"vendor", d.vendor}};
       memory_total.Add(device, static_cast<double>(d.memory_mib) * 1048576.0);
       memory_used.Add(device, static_cast<double>(d.memory_used_mib) * 1048576.0);
       if (d.utilization_percent >= 0) utilization.Add(device, d.utilization_percent / 100.0);
     }
-    for (const auto& [key, by_status] : counts) {
+    for (const auto& [key, c] : by_class) {
       const auto& [node, vendor, model, fingerprint] = key;
+      const std::map<std::string, std::string> labels = {
+          {"node", node}, {"vendor", vendor}, {"model", model}, {"fingerprint", fingerprint}};
       for (const char* status : {"allocated", "shared", "free", "unhealthy", "unschedulable"}) {
-        auto it = by_status.find(status);
-        cards.Add({{"node", node}, {"vendor", vendor}, {"model", model}, {"fingerprint", fingerprint}, {"status", status}},
-                  it == by_status.end() ? 0 : it->second);
+        auto it = c.by_status.find(status);
+        std::map<std::string, std::string> with_status = labels;
+        with_status["status"] = status;
+        cards.Add(std::move(with_status), it == c.by_status.end() ? 0 : it->second);
       }
-      shares_add(share, key, shares.at(key));
+      share.Add(labels, c.share);
     }
     GaugeFamily jobs("hetpool_jobs", "Jobs by state and priority");
     for (const auto& [key, n] : snap.jobs) {
@@ -93,11 +100,6 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
   }
 
  private:
-  static void shares_add(GaugeFamily& share, const std::tuple<std::string, std::string, std::string, std::string>& key,
-                         double value) {
-    const auto& [node, vendor, model, fingerprint] = key;
-    share.Add({{"node", node}, {"vendor", vendor}, {"model", model}, {"fingerprint", fingerprint}}, value);
-  }
   mutable absl::Mutex mu_;
   const ClusterState* state_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
