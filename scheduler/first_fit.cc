@@ -66,6 +66,51 @@ bool Available(const PlacementRequest& request, const DeviceView& view) {
 
 namespace {
 
+// FNV-1a over the fields, with a separator after each so ("ab","c") and ("a","bc") differ.
+class ContentHash {
+ public:
+  void Add(absl::string_view bytes) {
+    for (char c : bytes) Mix(static_cast<unsigned char>(c));
+    Mix(0xff);
+  }
+  void Add(uint64_t value) {
+    for (int i = 0; i < 8; ++i) Mix(static_cast<unsigned char>(value >> (8 * i)));
+  }
+  uint64_t value() const { return hash_ == 0 ? 1 : hash_; }
+
+ private:
+  void Mix(unsigned char c) { hash_ = (hash_ ^ c) * 0x100000001b3ull; }
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+}  // namespace
+
+uint64_t ContentGeneration(const NodeView& view) {
+  ContentHash h;
+  h.Add(view.name);
+  h.Add(static_cast<uint64_t>(view.schedulable) | static_cast<uint64_t>(view.context.metax_cuda_translation) << 1);
+  for (const auto& t : view.context.torch_devices) h.Add(t);
+  h.Add(view.rack);
+  for (const DeviceView& dv : view.devices) {
+    const DeviceRecord& d = *dv.device;
+    h.Add(d.id);
+    h.Add(d.fingerprint);
+    h.Add(d.model);
+    h.Add(d.health_message);
+    h.Add(static_cast<uint64_t>(d.vendor) | static_cast<uint64_t>(d.healthy) << 8 | static_cast<uint64_t>(dv.free) << 9);
+    h.Add(d.memory_mib);
+    h.Add(static_cast<uint64_t>(static_cast<uint32_t>(dv.milli_free)));
+    h.Add(dv.memory_free_mib);
+    for (const Link& l : d.links) {
+      h.Add(l.peer_device_id);
+      h.Add(static_cast<uint64_t>(l.kind) | static_cast<uint64_t>(static_cast<uint32_t>(l.count)) << 8);
+    }
+  }
+  return h.value();
+}
+
+namespace {
+
 absl::StatusOr<Placement> PlaceCpuJob(const PlacementRequest& request,
                                       const std::vector<const NodeView*>& nodes) {
   Placement placement;

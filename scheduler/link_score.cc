@@ -53,20 +53,34 @@ int LinkScore(const std::vector<const DeviceRecord*>& devices) {
   return sum / pairs;
 }
 
-std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRecord*>& free_in, int count) {
-  std::vector<const DeviceRecord*> free = free_in;
-  std::sort(free.begin(), free.end(), [](const DeviceRecord* a, const DeviceRecord* b) { return a->index < b->index; });
+std::vector<int> PairScoreTable(const std::vector<const DeviceRecord*>& devices) {
+  const size_t n = devices.size();
+  std::vector<int> table(n * n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) table[i * n + j] = table[j * n + i] = PairScore(*devices[i], *devices[j]);
+  }
+  return table;
+}
+
+int LinkScoreFromTable(const std::vector<int>& table, size_t n, const std::vector<size_t>& positions) {
+  int sum = 0, pairs = 0;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    for (size_t j = i + 1; j < positions.size(); ++j) {
+      sum += table[positions[i] * n + positions[j]];
+      ++pairs;
+    }
+  }
+  return pairs == 0 ? 0 : sum / pairs;
+}
+
+std::vector<size_t> ChooseFromTable(const std::vector<int>& table, size_t table_n, const std::vector<size_t>& free,
+                                    int count) {
   const int n = static_cast<int>(free.size());
   if (count > n || count <= 0) return {};
   if (count == n) return free;
-  // Pair scores once (each scans a device's links), then every subset is table lookups: subsets
-  // of a node's devices are few (C(8,4) = 70, C(16,8) = 12,870), so search them all.
-  std::vector<int> pair(static_cast<size_t>(n * n), 0);
-  for (int i = 0; i < n; ++i) {
-    for (int j = i + 1; j < n; ++j) {
-      pair[static_cast<size_t>(i * n + j)] = PairScore(*free[static_cast<size_t>(i)], *free[static_cast<size_t>(j)]);
-    }
-  }
+  // Every subset is table lookups: subsets of a node's devices are few (C(8,4) = 70,
+  // C(16,8) = 12,870), so search them all.
+  auto pair = [&](int i, int j) { return table[free[static_cast<size_t>(i)] * table_n + free[static_cast<size_t>(j)]]; };
   // Average pairwise score of the members flagged in `in` (as LinkScore computes it).
   auto average = [&](const std::vector<char>& in, bool member) {
     int sum = 0, pairs = 0;
@@ -74,7 +88,7 @@ std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRec
       if ((in[static_cast<size_t>(i)] != 0) != member) continue;
       for (int j = i + 1; j < n; ++j) {
         if ((in[static_cast<size_t>(j)] != 0) != member) continue;
-        sum += pair[static_cast<size_t>(i * n + j)];
+        sum += pair(i, j);
         ++pairs;
       }
     }
@@ -93,8 +107,18 @@ std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRec
       best_rest = rest_score;
     }
   });
-  std::vector<const DeviceRecord*> out;
+  std::vector<size_t> out;
   for (int i : best) out.push_back(free[static_cast<size_t>(i)]);
+  return out;
+}
+
+std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRecord*>& free_in, int count) {
+  std::vector<const DeviceRecord*> free = free_in;
+  std::sort(free.begin(), free.end(), [](const DeviceRecord* a, const DeviceRecord* b) { return a->index < b->index; });
+  std::vector<size_t> positions(free.size());
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<const DeviceRecord*> out;
+  for (size_t i : ChooseFromTable(PairScoreTable(free), free.size(), positions, count)) out.push_back(free[i]);
   return out;
 }
 

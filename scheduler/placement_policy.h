@@ -27,7 +27,15 @@ struct NodeView {
   std::vector<DeviceView> devices;
   drivers::RunContext context;  // torch plugins on the node, translation layers enabled
   std::string rack;             // the node's "rack" label: multi-node jobs prefer one rack
+  // Changes whenever anything above changes, and no two views of a pool share one
+  // (ContentGeneration computes one), so a policy may keep what it derived from the view across
+  // calls. 0: unknown, derived afresh on every call.
+  uint64_t generation = 0;
 };
+
+// A non-zero hash of everything a NodeView holds that placement reads: for owners that rebuild
+// their views rather than count changes.
+uint64_t ContentGeneration(const NodeView& view);
 
 struct Requirements {
   std::vector<Vendor> vendors;      // empty = any

@@ -16,6 +16,7 @@ namespace hetpool::scheduler {
 namespace {
 
 constexpr size_t kMaxDeviceReasons = 3;
+const std::vector<int> kNoTable;
 constexpr size_t kVendorCount = static_cast<size_t>(Vendor::kCpu) + 1;
 
 // Min-max onto 0..100; all equal -> 100, so a plugin with nothing to tell adds the same to all.
@@ -38,7 +39,8 @@ Placement ToPlacement(const PlacementRequest& request, Vendor vendor, const std:
   return p;
 }
 
-void SelectDevices(const PlacementRequest& request, NodeCandidate& c) {
+// `pair_table`: the link scores of the node's device pairs, by position in its view.
+void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std::vector<int>& pair_table) {
   if (request.Fractional()) {
     // Best fit: the device with the least share left that still fits, so partly used devices
     // fill up and whole ones stay whole.
@@ -52,15 +54,15 @@ void SelectDevices(const PlacementRequest& request, NodeCandidate& c) {
     c.chosen = {best};
     return;
   }
-  std::vector<const DeviceRecord*> records;
-  for (const DeviceView* dv : c.fitting) records.push_back(dv->device);
-  const std::vector<const DeviceRecord*> picked = ChooseDevices(records, request.devices_per_node);
-  for (const DeviceRecord* d : picked) {
-    for (const DeviceView* dv : c.fitting) {
-      if (dv->device == d) c.chosen.push_back(dv);
-    }
-  }
-  c.link_score = LinkScore(picked);
+  const std::vector<DeviceView>& devices = c.node->devices;
+  std::vector<size_t> free;
+  free.reserve(c.fitting.size());
+  for (const DeviceView* dv : c.fitting) free.push_back(static_cast<size_t>(dv - devices.data()));
+  std::sort(free.begin(), free.end(),
+            [&](size_t a, size_t b) { return devices[a].device->index < devices[b].device->index; });
+  const std::vector<size_t> picked = ChooseFromTable(pair_table, devices.size(), free, request.devices_per_node);
+  for (size_t p : picked) c.chosen.push_back(&devices[p]);
+  c.link_score = LinkScoreFromTable(pair_table, devices.size(), picked);
 }
 
 // nnodes candidates of one vendor: the best-scored nodes of one rack when a rack can hold the
@@ -122,7 +124,103 @@ std::string DescribeRequest(const PlacementRequest& request) {
   return out;
 }
 
+size_t Framework::AdaptiveNodesToFind(size_t nodes) {
+  constexpr size_t kMinFeasible = 100;
+  if (nodes <= kMinFeasible) return nodes;
+  const size_t percent = std::max<int64_t>(5, 50 - static_cast<int64_t>(nodes / 125));
+  return std::max(kMinFeasible, nodes * percent / 100);
+}
+
+const Framework::NodeSummary& Framework::Summarise(size_t index, const NodeView& node) {
+  if (summaries_.size() <= index) summaries_.resize(index + 1);
+  NodeSummary& s = summaries_[index];
+  // Generations are unique across a pool's views (ContentGeneration hashes the name too).
+  if (node.generation != 0 && s.generation == node.generation) return s;
+  s.generation = node.generation;
+  s.context = ContextOf(node.context);
+  s.device_class.clear();
+  s.classes.clear();
+  s.pair_table.clear();
+  for (size_t d = 0; d < node.devices.size(); ++d) {
+    const uint32_t id = ClassOf(node, node.devices[d]);
+    s.device_class.push_back(id);
+    auto it = std::find_if(s.classes.begin(), s.classes.end(), [id](const ClassCount& c) { return c.id == id; });
+    if (it == s.classes.end()) {
+      s.classes.push_back({id, 1, static_cast<uint16_t>(d)});
+    } else {
+      ++it->count;
+    }
+  }
+  return s;
+}
+
+uint32_t Framework::ClassOf(const NodeView& node, const DeviceView& dv) {
+  const DeviceRecord& d = *dv.device;
+  DeviceClassKey key{d.fingerprint, d.model, d.health_message,
+                     d.fingerprint.empty() ? absl::StrCat(node.name, "/", d.id) : std::string(),
+                     static_cast<int>(d.vendor), d.healthy, dv.free, dv.milli_free, d.memory_mib, dv.memory_free_mib};
+  auto [it, added] = class_ids_.emplace(std::move(key), static_cast<uint32_t>(class_vendor_.size()));
+  if (added) class_vendor_.push_back(d.vendor);
+  return it->second;
+}
+
+uint32_t Framework::ContextOf(const drivers::RunContext& context) {
+  auto key = std::make_pair(context.metax_cuda_translation, context.torch_devices);
+  auto it = context_ids_.find(key);
+  if (it == context_ids_.end()) it = context_ids_.emplace(std::move(key), static_cast<uint32_t>(context_ids_.size())).first;
+  return it->second;
+}
+
+Framework::Verdict& Framework::VerdictFor(CycleState& state, const NodeView& node, const NodeSummary& summary,
+                                          const ClassCount& c) {
+  if (verdicts_.size() <= summary.context) verdicts_.resize(summary.context + 1);
+  std::vector<Verdict>& row = verdicts_[summary.context];
+  if (row.size() <= c.id) row.resize(class_vendor_.size());
+  Verdict& v = row[c.id];
+  if (v.decision == decision_) return v;
+  v = Verdict{};
+  v.decision = decision_;
+  state.qualify.SetNode(node.context);
+  const DeviceView& representative = node.devices[c.first];
+  for (size_t i = 0; i < plugins_.device_filter.size(); ++i) {
+    auto verdict = plugins_.device_filter[i]->FilterDevice(state, node, representative);
+    if (!verdict) continue;
+    if (verdict->rejection == Rejection::kNever && v.never < 0) {
+      v.never = static_cast<int>(i);
+      v.reason = std::move(verdict->reason);
+    } else if (verdict->rejection == Rejection::kWaiting && v.waiting < 0) {
+      v.waiting = static_cast<int>(i);
+    }
+  }
+  return v;
+}
+
+const std::vector<int>& Framework::PairTable(size_t index, const NodeView& node) {
+  NodeSummary& s = summaries_[index];  // Summarise made it
+  if (s.pair_table.empty() && !node.devices.empty()) {
+    std::vector<const DeviceRecord*> records;
+    for (const DeviceView& dv : node.devices) records.push_back(dv.device);
+    s.pair_table = PairScoreTable(records);
+  }
+  return s.pair_table;
+}
+
 absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
+  absl::MutexLock lock(&mu_);
+  return PlaceLocked(request, nodes);
+}
+
+absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
+  // The interned classes grow with every distinct free share seen; start over when they are many.
+  constexpr size_t kMaxClasses = 1 << 20;
+  if (class_vendor_.size() > kMaxClasses || context_ids_.size() > kMaxClasses) {
+    class_ids_.clear();
+    class_vendor_.clear();
+    context_ids_.clear();
+    summaries_.clear();
+    verdicts_.clear();
+  }
+  ++decision_;
   CycleState state(request);
   PendingReason why;
   why.needs = DescribeRequest(request);
@@ -169,95 +267,101 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
   }
 
   const int need = request.Fractional() ? 1 : request.devices_per_node;
+  // Filtering stops once enough nodes can take the job (Kubernetes' numFeasibleNodesToFind), in
+  // view order from the first node: early nodes fill first and later ones stay whole.
+  const size_t find = std::max(nodes_to_find_ > 0 ? nodes_to_find_ : AdaptiveNodesToFind(nodes.size()),
+                               static_cast<size_t>(request.nnodes) * 2);
   std::vector<NodeCandidate> candidates;
-  candidates.reserve(nodes.size());
-  // Every fitting device pointer of this call, so candidates hold spans instead of vectors.
-  size_t total_devices = 0;
-  for (const NodeView& node : nodes) total_devices += node.devices.size();
-  std::vector<const DeviceView*> fitting_storage;
-  fitting_storage.reserve(total_devices);
+  candidates.reserve(std::min(nodes.size(), find + kVendorCount));
+  std::vector<const DeviceView*> fitting_storage;  // candidates hold spans into it
+  fitting_storage.reserve(std::min(nodes.size(), find + kVendorCount) * 8);
+  std::array<int, kVendorCount> candidates_by_vendor{};
   std::map<Vendor, int> capable;  // nodes that could ever hold the job's share, per vendor
   std::set<std::string> reasons;
   int closest = -1;
   std::string closest_node;
   const size_t n_filters = plugins_.device_filter.size();
   std::vector<int> waiting_by(n_filters), never_by(n_filters);  // per node: devices each filter rejected
-  struct VendorDevices {
-    std::vector<const DeviceView*> fitting;
-    int ever = 0;
-  };
-  std::array<VendorDevices, kVendorCount> by_vendor;  // reused across nodes: no allocation per node
-  for (const NodeView& node : nodes) {
-    state.qualify.SetNode(node.context);
-    for (VendorDevices& v : by_vendor) {
-      v.fitting.clear();
-      v.ever = 0;
-    }
+  std::map<NodeFilterPlugin*, int> rejected_by_node_filter;
+  std::vector<int> rejected_by_device_filter(n_filters + 1);
+  for (size_t ni = 0; ni < nodes.size(); ++ni) {
+    const NodeView& node = nodes[ni];
+    const NodeSummary& summary = Summarise(ni, node);
+    // Device filters run once per device class of the decision, not once per device.
+    std::array<int, kVendorCount> ever{}, fitting{};
     std::fill(waiting_by.begin(), waiting_by.end(), 0);
     std::fill(never_by.begin(), never_by.end(), 0);
-    for (const DeviceView& dv : node.devices) {
-      int never = -1, waiting = -1;
-      for (size_t i = 0; i < n_filters; ++i) {
-        auto v = plugins_.device_filter[i]->FilterDevice(state, node, dv);
-        if (!v) continue;
-        if (v->rejection == Rejection::kNever && never < 0) {
-          never = static_cast<int>(i);
-          if (reasons.size() < kMaxDeviceReasons) reasons.insert(v->reason);
-        } else if (v->rejection == Rejection::kWaiting && waiting < 0) {
-          waiting = static_cast<int>(i);
-        }
-      }
-      if (never >= 0) {
-        ++never_by[static_cast<size_t>(never)];
+    for (const ClassCount& c : summary.classes) {
+      Verdict& v = VerdictFor(state, node, summary, c);
+      if (v.never >= 0) {
+        never_by[static_cast<size_t>(v.never)] += c.count;
+        if (!v.reason_noted && reasons.size() < kMaxDeviceReasons) reasons.insert(v.reason);
+        v.reason_noted = true;
         continue;
       }
-      VendorDevices& v = by_vendor[static_cast<size_t>(dv.device->vendor)];
-      ++v.ever;
-      if (waiting < 0) {
-        v.fitting.push_back(&dv);
+      const size_t vendor = static_cast<size_t>(class_vendor_[c.id]);
+      ever[vendor] += c.count;
+      if (v.waiting >= 0) {
+        waiting_by[static_cast<size_t>(v.waiting)] += c.count;
       } else {
-        ++waiting_by[static_cast<size_t>(waiting)];
+        fitting[vendor] += c.count;
       }
     }
     bool any_capable = false, any_candidate = false;
     std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> rejected_node;
-    for (size_t vi = 0; vi < by_vendor.size(); ++vi) {
-      VendorDevices& v = by_vendor[vi];
-      if (v.ever < need) continue;
+    for (size_t vi = 0; vi < kVendorCount; ++vi) {
+      if (ever[vi] < need) continue;
       rejected_node = node_verdict(node);
       if (rejected_node && rejected_node->second.rejection == Rejection::kNever) break;
       any_capable = true;
       ++capable[static_cast<Vendor>(vi)];
       if (rejected_node) continue;
-      if (static_cast<int>(v.fitting.size()) > closest) {
-        closest = static_cast<int>(v.fitting.size());
+      if (fitting[vi] > closest) {
+        closest = fitting[vi];
         closest_node = node.name;
       }
-      if (static_cast<int>(v.fitting.size()) < need) continue;
+      if (fitting[vi] < need) continue;
       NodeCandidate c;
       c.node = &node;
       c.vendor = static_cast<Vendor>(vi);
       const size_t begin = fitting_storage.size();
-      fitting_storage.insert(fitting_storage.end(), v.fitting.begin(), v.fitting.end());
-      c.fitting = std::span<const DeviceView* const>(fitting_storage.data() + begin, v.fitting.size());
+      for (size_t d = 0; d < node.devices.size(); ++d) {
+        const uint32_t cls = summary.device_class[d];
+        const Verdict& v = verdicts_[summary.context][cls];
+        if (static_cast<size_t>(class_vendor_[cls]) == vi && v.never < 0 && v.waiting < 0) {
+          fitting_storage.push_back(&node.devices[d]);
+        }
+      }
+      c.fitting = std::span<const DeviceView* const>(fitting_storage.data() + begin, fitting_storage.size() - begin);
       candidates.push_back(std::move(c));
+      ++candidates_by_vendor[vi];
       any_candidate = true;
     }
-    if (any_candidate) continue;
-    // Tally the node once, under the filter that turned it away.
-    auto most = [&](const std::vector<int>& counts) {
-      const size_t i = static_cast<size_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
-      return counts[i] > 0 ? std::string(plugins_.device_filter[i]->Name()) : std::string();
-    };
-    std::string by;
-    if (rejected_node) {
-      by = std::string(rejected_node->first->Name());
-    } else if (any_capable) {
-      by = most(waiting_by);
-    } else {
-      by = most(never_by);
+    if (any_candidate) {
+      // Enough found, and one vendor alone can hold the whole gang: stop looking.
+      if (candidates.size() >= find &&
+          *std::max_element(candidates_by_vendor.begin(), candidates_by_vendor.end()) >= request.nnodes) {
+        break;
+      }
+      continue;
     }
-    ++why.nodes_rejected[by.empty() ? "TooFewDevices" : by];
+    // Tally the node once, under the filter that turned it away (by plugin; named at the end).
+    auto most = [](const std::vector<int>& counts) {
+      const auto it = std::max_element(counts.begin(), counts.end());
+      return it != counts.end() && *it > 0 ? static_cast<int>(it - counts.begin()) : -1;
+    };
+    if (rejected_node) {
+      ++rejected_by_node_filter[rejected_node->first];
+    } else {
+      const int filter = any_capable ? most(waiting_by) : most(never_by);
+      ++rejected_by_device_filter[static_cast<size_t>(filter + 1)];  // slot 0: too few devices
+    }
+  }
+  for (const auto& [plugin, n] : rejected_by_node_filter) why.nodes_rejected[std::string(plugin->Name())] += n;
+  for (size_t i = 0; i < rejected_by_device_filter.size(); ++i) {
+    if (rejected_by_device_filter[i] == 0) continue;
+    const std::string by = i == 0 ? "TooFewDevices" : std::string(plugins_.device_filter[i - 1]->Name());
+    why.nodes_rejected[by] += rejected_by_device_filter[i];
   }
 
   // Score: plugins that need no device choice score every candidate; the best kNodesToScore of
@@ -278,7 +382,7 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
   }
   auto better = [&](size_t a, size_t b) {
     if (total[a] != total[b]) return total[a] > total[b];
-    return candidates[a].node->name < candidates[b].node->name;
+    return a < b;  // ties: view order (candidates are made in it)
   };
   std::map<Vendor, std::vector<size_t>> ranked;
   for (size_t i : all) ranked[candidates[i].vendor].push_back(i);
@@ -291,7 +395,10 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
     }
     finalists.insert(finalists.end(), list.begin(), list.end());
   }
-  for (size_t i : finalists) SelectDevices(request, candidates[i]);
+  for (size_t i : finalists) {
+    const size_t index = static_cast<size_t>(candidates[i].node - nodes.data());
+    SelectDevices(request, candidates[i], request.Fractional() ? kNoTable : PairTable(index, *candidates[i].node));
+  }
   for (const WeightedScore& ws : plugins_.score) {
     if (ws.plugin->NeedsDeviceSelection()) run_score(ws, finalists);
   }
@@ -347,7 +454,8 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
 
 absl::StatusOr<Placement> Framework::Schedule(const PlacementRequest& request, const std::vector<NodeView>& nodes,
                                               Binder& binder) {
-  auto placement = Place(request, nodes);
+  absl::MutexLock lock(&mu_);
+  auto placement = PlaceLocked(request, nodes);
   if (!placement.ok()) return placement;
   for (ReservePlugin* r : plugins_.reserve) r->Reserve(request, *placement);
   if (absl::Status s = binder.Bind(*placement); !s.ok()) {

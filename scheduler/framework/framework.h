@@ -8,9 +8,15 @@
 // A job that cannot be placed gets a PendingReason (pending_reason.h) on the returned status.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "scheduler/framework/pending_reason.h"
 #include "scheduler/framework/plugin.h"
@@ -37,9 +43,14 @@ class Framework : public PlacementPolicy {
   // nodes_to_score: how many candidates per vendor, best by the plugins that need no device
   // choice, go on to device selection and the plugins that do (Kubernetes' percentageOfNodesToScore
   // plays the same role): what keeps a decision on 5,000 nodes cheap.
-  explicit Framework(Plugins plugins, size_t nodes_to_score = kDefaultNodesToScore)
-      : plugins_(std::move(plugins)), nodes_to_score_(nodes_to_score) {}
+  // nodes_to_find: how many feasible nodes a decision looks for before it stops filtering
+  // (Kubernetes' numFeasibleNodesToFind); 0 = adaptive (AdaptiveNodesToFind).
+  explicit Framework(Plugins plugins, size_t nodes_to_score = kDefaultNodesToScore, size_t nodes_to_find = 0)
+      : plugins_(std::move(plugins)), nodes_to_score_(nodes_to_score), nodes_to_find_(nodes_to_find) {}
   static constexpr size_t kDefaultNodesToScore = 64;
+  // Kubernetes' rule: every node of a pool up to 100 nodes; of n nodes, max(5, 50 - n/125)
+  // percent, but at least 100.
+  static size_t AdaptiveNodesToFind(size_t nodes);
 
   absl::StatusOr<Placement> Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) override;
   // Place, then Reserve, Bind and (if binding fails) Unreserve.
@@ -47,8 +58,61 @@ class Framework : public PlacementPolicy {
                                      Binder& binder) override;
 
  private:
+  // Devices that every device filter must judge alike (plugin.h): same class, health and free
+  // state. Devices without a fingerprint are judged alone (scope = node and device id).
+  struct DeviceClassKey {
+    std::string fingerprint, model, health_message, scope;
+    int vendor = 0;
+    bool healthy = false, free = false;
+    int32_t milli_free = 0;
+    uint64_t memory_mib = 0, memory_free_mib = 0;
+    auto Tie() const {
+      return std::tie(fingerprint, model, health_message, scope, vendor, healthy, free, milli_free, memory_mib,
+                      memory_free_mib);
+    }
+    bool operator<(const DeviceClassKey& o) const { return Tie() < o.Tie(); }
+  };
+  struct ClassCount {
+    uint32_t id = 0;
+    uint16_t count = 0;
+    uint16_t first = 0;  // index of one of its devices in the node's view
+  };
+  // What the filters need of one node, kept across calls while the view's generation holds.
+  struct NodeSummary {
+    uint64_t generation = 0;
+    uint32_t context = 0;
+    std::vector<uint32_t> device_class;  // per device of the view
+    std::vector<ClassCount> classes;
+    std::vector<int> pair_table;  // link scores of every device pair (link_score.h); empty: not built yet
+  };
+  // One decision's device-filter outcome for a (node context, device class).
+  struct Verdict {
+    uint64_t decision = 0;  // valid when equal to decision_
+    int never = -1, waiting = -1;  // the first filter that rejected, per kind
+    std::string reason;
+    bool reason_noted = false;
+  };
+
+  absl::StatusOr<Placement> PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const NodeSummary& Summarise(size_t index, const NodeView& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t ClassOf(const NodeView& node, const DeviceView& dv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::vector<int>& PairTable(size_t index, const NodeView& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t ContextOf(const drivers::RunContext& context) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Verdict& VerdictFor(CycleState& state, const NodeView& node, const NodeSummary& summary, const ClassCount& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Plugins plugins_;
   size_t nodes_to_score_;
+  size_t nodes_to_find_;
+  // Place keeps what it derived from the views between calls, so calls take turns.
+  absl::Mutex mu_;
+  std::map<DeviceClassKey, uint32_t> class_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<Vendor> class_vendor_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<bool, std::set<std::string>>, uint32_t> context_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<NodeSummary> summaries_ ABSL_GUARDED_BY(mu_);        // by index in the views
+  std::vector<std::vector<Verdict>> verdicts_ ABSL_GUARDED_BY(mu_);  // [context][class]
+  uint64_t decision_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // "1 node x 8 devices of one vendor (bf16, >= 80 GiB)": a request's shape in words.

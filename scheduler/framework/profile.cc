@@ -70,11 +70,12 @@ absl::StatusOr<std::vector<Entry>> Entries(const nlohmann::json& profile, const 
 absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_view json_text) {
   const nlohmann::json profile = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (profile.is_discarded() || !profile.is_object()) return absl::InvalidArgumentError("profile: not a JSON object");
-  const std::set<std::string> points = {"preFilter", "filter", "score", "permit", "reserve", "nodesToScore"};
+  const std::set<std::string> points = {"preFilter", "filter", "score", "permit", "reserve", "nodesToScore",
+                                        "nodesToFind"};
   for (const auto& [key, value] : profile.items()) {
     if (!points.contains(key)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: unknown extension point '", key,
-                                                     "' (preFilter, filter, score, permit, reserve; nodesToScore)"));
+                                                     "' (preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
     }
   }
   size_t nodes_to_score = Framework::kDefaultNodesToScore;
@@ -84,6 +85,14 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
       return absl::InvalidArgumentError("profile: nodesToScore must be an integer in 1..1000000");
     }
     nodes_to_score = n.get<size_t>();
+  }
+  size_t nodes_to_find = 0;  // adaptive
+  if (profile.contains("nodesToFind")) {
+    const auto& n = profile["nodesToFind"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 1000000) {
+      return absl::InvalidArgumentError("profile: nodesToFind must be an integer in 0..1000000 (0: adaptive)");
+    }
+    nodes_to_find = n.get<size_t>();
   }
   Framework::Plugins plugins;
   std::map<std::string, std::shared_ptr<Plugin>> instances;  // one object per plugin name
@@ -166,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     }
   }
   if (!instances.contains("Gang")) return absl::InvalidArgumentError("profile: permit must include Gang");
-  return std::make_unique<Framework>(std::move(plugins), nodes_to_score);
+  return std::make_unique<Framework>(std::move(plugins), nodes_to_score, nodes_to_find);
 }
 
 absl::string_view DefaultProfileJson() { return kDefaultProfile; }

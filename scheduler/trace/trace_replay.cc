@@ -92,7 +92,7 @@ class Simulator {
     double covered = 0;
     size_t keep = 0;
     while (covered < wanted && keep < workload.size()) {
-      for (size_t step = 0; step < 10 && keep < workload.size(); ++step) covered += workload[keep++].weight;
+      for (int step = 0; step < std::max(1, o.typical_shapes_step) && keep < workload.size(); ++step) covered += workload[keep++].weight;
     }
     workload.resize(keep);
     for (auto& t : workload) t.weight /= covered;
@@ -259,49 +259,66 @@ class Simulator {
   }
 
   // FGD: the placement (node, GPUs) whose expected fragmentation grows least. Within a node the
-  // best GPU option; across nodes, optionally on Kubernetes' integer 0..100 score scale.
+  // best GPU option (ties: the lowest index); across nodes the best score, ties going to the
+  // node earliest in the fixed order. Scores are the paper plugin's int(100 * sigmoid), raw
+  // increases, or Kubernetes-style integers 0..score_levels.
   Choice ChooseFgd(const TaskShape& t, const std::vector<int>& feasible) {
-    std::vector<std::pair<double, Choice>> per_node;  // best delta and choice per feasible node
+    std::vector<std::pair<double, Choice>> per_node;  // best score and choice per feasible node
     per_node.reserve(feasible.size());
     for (int n : feasible) {
       const GpuNodeState& s = state_[n];
       if (node_frag_[n] < 0) node_frag_[n] = fragmentation_->Of(s);
       Choice c{-1, {}};
-      double best_delta = 0;
+      double best = 0;
       for (const auto& take : Options(s, t)) {
-        const double delta = fragmentation_->Of(After(s, take, t)) - node_frag_[n];
-        if (c.node < 0 || delta < best_delta - 1e-9) {  // ties keep the earlier (lower-index) option
+        const double increase = fragmentation_->Of(After(s, take, t)) - node_frag_[n];
+        const double score = options_.sigmoid_scores ? SigmoidScore(increase) : -increase;
+        if (c.node < 0 || score > best + 1e-9) {
           c = {n, take};
-          best_delta = delta;
+          best = score;
         }
       }
-      per_node.emplace_back(best_delta, c);
+      per_node.emplace_back(best, c);
     }
     double lo = per_node.front().first, hi = lo;
-    for (const auto& [d, c] : per_node) {
-      lo = std::min(lo, d);
-      hi = std::max(hi, d);
+    for (const auto& [score, c] : per_node) {
+      lo = std::min(lo, score);
+      hi = std::max(hi, score);
     }
     Choice best;
     double best_score = 0;
-    int64_t best_left = 0;
-    for (const auto& [d, c] : per_node) {
-      double score = -d;
+    int64_t best_tie = 0;
+    for (const auto& [raw, c] : per_node) {
+      double score = raw;
       if (options_.score_levels > 0) {
-        score = hi > lo ? std::floor((hi - d) / (hi - lo) * options_.score_levels) : options_.score_levels;
+        score = hi > lo ? std::floor((raw - lo) / (hi - lo) * options_.score_levels) : options_.score_levels;
       }
-      const bool best_fit_ties = options_.policy == Policy::kDefault;
-      const int64_t left = best_fit_ties ? After(state_[c.node], c.take, t).GpuMilliLeft() : 0;
+      const int64_t tie = options_.policy == Policy::kDefault ? TieRank(state_[c.node], t) : 0;
       // Strictly better only: remaining ties stay with the node earliest in the fixed order.
-      const bool better = best.node < 0 || score > best_score + 1e-9 ||
-                          (score > best_score - 1e-9 && left < best_left);
+      const bool better = best.node < 0 || score > best_score + 1e-9 || (score > best_score - 1e-9 && tie < best_tie);
       if (better) {
         best = c;
         best_score = score;
-        best_left = left;
+        best_tie = tie;
       }
     }
     return best;
+  }
+
+  // hetpool's tie-break among equally scored nodes (lower first), before node order:
+  //  - a CPU-only task goes where the least GPU capacity is free, so the CPU it takes strands
+  //    as little GPU as possible;
+  //  - a GPU task goes to a node already in use rather than open an idle one, which stays whole
+  //    for the multi-GPU tasks that need it.
+  static int64_t TieRank(const GpuNodeState& s, const TaskShape& t) {
+    if (t.num_gpu == 0) return s.GpuMilliLeft();
+    return s.GpuMilliLeft() == static_cast<int64_t>(s.gpus) * kWholeGpuMilli ? 1 : 0;
+  }
+
+  // int(100 * sigmoid(-increase / 1000)) with the increase in milli-GPU: the FGD simulator's
+  // score. Its levels are about 40 milli-GPU wide near zero, so many nodes tie.
+  static double SigmoidScore(double increase_milli) {
+    return std::floor(100.0 / (1.0 + std::exp(increase_milli / 1000.0)));
   }
 
   void Apply(const Choice& c, const TaskShape& t) {

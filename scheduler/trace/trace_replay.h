@@ -40,8 +40,8 @@ absl::StatusOr<std::vector<TraceNode>> LoadNodes(const std::string& csv_path);
 // Reads both the 11-column files and the 5-column multigpu files.
 absl::StatusOr<std::vector<TracePod>> LoadPods(const std::string& csv_path);
 
-// kFgd is FGD as the paper's simulator runs it; kDefault is hetpool's: FGD whose ties go to the
-// node left with the least free GPU (best fit) before node order.
+// kFgd is FGD as the paper's simulator runs it; kDefault is hetpool's: the same scores, with ties
+// broken by what the task does to whole GPUs and whole nodes before node order (TieRank).
 enum class Policy { kRandom, kBestFit, kPacking, kFgd, kDefault };
 absl::StatusOr<Policy> ParsePolicy(const std::string& name);  // random | bestfit | packing | fgd | default
 const char* PolicyName(Policy policy);
@@ -51,11 +51,16 @@ struct ReplayOptions {
   uint64_t seed = 42;
   double target_demand = 1.3;   // requested GPU / capacity when arrivals stop
   size_t node_limit = 0;        // use only the first N nodes (0 = all); for quick tests
-  // FGD weighs the most popular task shapes, added ten at a time until they cover this share of
-  // the pods (the FGD simulator's "typical pods"); 100 = every shape.
-  double typical_shapes_pct = 60;  // the FGD simulator's default
-  // Kubernetes normalises plugin scores to integers 0..100 per decision; ties then go to the
-  // earliest node. 0 compares raw scores.
+  // FGD weighs the most popular task shapes, added `typical_shapes_step` at a time until they
+  // cover this share of the pods (the simulator's "typical pods"). The paper's runs
+  // (scripts/generate_config_and_run.py) use 95% in steps of 1; 100 = every shape.
+  double typical_shapes_pct = 95;
+  int typical_shapes_step = 1;
+  // The paper's FGD plugin scores a placement int(100 * sigmoid(-increase / 1000)) (increase in
+  // milli-GPU), for the GPU inside a node as well as across nodes: coarse levels, many ties.
+  // false compares raw increases.
+  bool sigmoid_scores = true;
+  // Kubernetes-style normalisation of the scores to integers 0..score_levels per decision; 0 off.
   int score_levels = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <unordered_map>
 
 #include "drivers/fingerprint/fingerprint.h"
 #include "nlohmann/json.hpp"
@@ -97,13 +98,20 @@ int main(int argc, char** argv) {
     v.schedulable = true;
     v.context.torch_devices = {"cuda", "mlu", "xpu", "cpu"};
     for (const auto& d : devs) v.devices.push_back({&d, true, 1000, d.memory_mib});
+    v.generation = static_cast<uint64_t>(n) + 1;
   }
+  // The bench owns the views, so it counts their changes (as the daemon's ContentGeneration would
+  // show them): one counter for the pool, so no two views share a generation.
+  uint64_t generation = static_cast<uint64_t>(nodes_n);
+  std::unordered_map<std::string, size_t> index_of;
+  for (size_t n = 0; n < views.size(); ++n) index_of[views[n].name] = n;
 
   enum Shape { kOne, kHalf, kEight, kGang };
   const char* kShapeNames[] = {"one_card", "half_card", "eight_cards", "gang_32"};
   std::discrete_distribution<int> pick_shape({0.70, 0.20, 0.08, 0.02});
   std::map<int, std::vector<double>> latency_us;
   std::map<int, int> placed;
+  std::vector<double> placing_us, refusing_us;  // by outcome: a full pool only refuses
   auto framework = sched::DefaultFramework();
   sched::PlacementPolicy& policy = *framework;
   const auto start = std::chrono::steady_clock::now();
@@ -116,11 +124,14 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     auto placement = policy.Place(req, views);
     const auto t1 = std::chrono::steady_clock::now();
-    latency_us[shape].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    latency_us[shape].push_back(us);
+    (placement.ok() ? placing_us : refusing_us).push_back(us);
     if (!placement.ok()) continue;
     ++placed[shape];
     for (const auto& a : placement->nodes) {
-      auto& v = *std::find_if(views.begin(), views.end(), [&](const sched::NodeView& x) { return x.name == a.node; });
+      auto& v = views[index_of.at(a.node)];
+      v.generation = ++generation;
       for (auto& dv : v.devices) {
         if (std::find(a.device_ids.begin(), a.device_ids.end(), dv.device->id) == a.device_ids.end()) continue;
         dv.free = false;
@@ -130,6 +141,15 @@ int main(int argc, char** argv) {
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::json by_outcome = nlohmann::json::object();
+  for (const auto& [name, lat] : {std::pair<const char*, const std::vector<double>&>{"placed", placing_us},
+                                  {"refused", refusing_us}}) {
+    double total_us = 0;
+    for (double us : lat) total_us += us;
+    by_outcome[name] = {{"decisions", lat.size()},
+                        {"decisions_per_second", total_us > 0 ? static_cast<double>(lat.size()) / (total_us / 1e6) : 0},
+                        {"p50_ms", Percentile(lat, 0.5) / 1000}, {"p99_ms", Percentile(lat, 0.99) / 1000}};
+  }
   nlohmann::json shapes = nlohmann::json::object();
   for (const auto& [shape, lat] : latency_us) {
     shapes[kShapeNames[shape]] = {{"decisions", lat.size()}, {"placed", placed[shape]},
@@ -140,11 +160,13 @@ int main(int argc, char** argv) {
                                  {"jobs", jobs_n},
                                  {"seconds", seconds},
                                  {"decisions_per_second", jobs_n / seconds},
+                                 {"by_outcome", by_outcome},
                                  {"shapes", shapes}};
   if (output == "json") {
     std::cout << result.dump(2) << "\n";
   } else {
     std::cout << nodes_n << " nodes x 8 cards, " << jobs_n << " jobs: " << jobs_n / seconds << " decisions/s\n";
+    for (const auto& [name, o] : by_outcome.items()) std::cout << "  " << name << ": " << o.dump() << "\n";
     for (const auto& [name, s] : shapes.items()) std::cout << "  " << name << ": " << s.dump() << "\n";
   }
   return 0;

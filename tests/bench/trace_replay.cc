@@ -1,8 +1,8 @@
 // trace_replay: GPU allocation ratio of placement policies on the Alibaba GPU trace, under the FGD
 // paper's protocol (scheduler/trace/trace_replay.h). Figures go to docs/benchmarks.md.
 //   trace_replay --trace-dir ../shared/traces/alibaba-gpu-v2023/csv --workload default
-//                --seeds 42-51 --policy default|fgd|bestfit|packing|random [--typical-pct 60]
-//                [--score-levels 100] [-o json]
+//                --seeds 42-51 --policy default|fgd|bestfit|packing|random [--typical-pct 95]
+//                [--typical-step 1] [--score sigmoid|raw] [--score-levels 100] [-o json]
 #include <iostream>
 #include <numeric>
 
@@ -14,8 +14,9 @@
 int main(int argc, char** argv) {
   std::string dir = "../shared/traces/alibaba-gpu-v2023/csv", workload = "default", seeds = "42-51",
               policy_name = "default", output = "table";
-  double typical_pct = 60;
-  int score_levels = 0;
+  double typical_pct = 95;
+  int score_levels = 0, typical_step = 1;
+  bool sigmoid = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--trace-dir") dir = value;
@@ -25,6 +26,12 @@ int main(int argc, char** argv) {
     else if (flag == "-o") output = value;
     else if (flag == "--typical-pct") typical_pct = std::stod(value);
     else if (flag == "--score-levels") score_levels = std::stoi(value);
+    else if (flag == "--typical-step") typical_step = std::stoi(value);
+    else if (flag == "--score" && (value == "raw" || value == "sigmoid")) sigmoid = value == "sigmoid";
+    else if (flag == "--score") {
+      std::cerr << "trace_replay: --score expects sigmoid or raw, got " << value << "\n";
+      return 2;
+    }
     else {
       std::cerr << "trace_replay: unknown flag " << flag << "\n";
       return 2;
@@ -57,6 +64,8 @@ int main(int argc, char** argv) {
     options.seed = static_cast<uint64_t>(seed);
     options.typical_shapes_pct = typical_pct;
     options.score_levels = score_levels;
+    options.typical_shapes_step = typical_step;
+    options.sigmoid_scores = sigmoid;
     auto r = hetpool::scheduler::trace::Replay(*nodes, *pods, options);
     ratios.push_back(r.allocation_ratio * 100);
     seconds += r.seconds;
@@ -67,9 +76,10 @@ int main(int argc, char** argv) {
   if (output == "json") {
     std::cout << nlohmann::json{{"workload", workload}, {"policy", hetpool::scheduler::trace::PolicyName(*policy)},
                                 {"tie_break", *policy == hetpool::scheduler::trace::Policy::kDefault
-                                                  ? "least free GPU after placement, then earliest node in a fixed per-seed random order"
+                                                  ? "CPU-only tasks: least free GPU; GPU tasks: a node in use before an idle one; then earliest node in a fixed per-seed random order"
                                                   : "earliest node in a fixed per-seed random order"},
-                                {"typical_shapes_pct", typical_pct}, {"score_levels", score_levels},
+                                {"typical_shapes_pct", typical_pct}, {"typical_shapes_step", typical_step},
+                                {"score", sigmoid ? "sigmoid" : "raw"}, {"score_levels", score_levels},
                                 {"mean_allocation_ratio", mean}, {"seeds", per_seed}, {"seconds", seconds}}
                      .dump(2)
               << "\n";

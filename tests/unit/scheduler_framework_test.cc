@@ -2,7 +2,9 @@
 // normalisation, Reserve/Unreserve around Bind, and the structured pending reasons.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
+#include <random>
 
 #include "nlohmann/json.hpp"
 
@@ -47,6 +49,7 @@ TEST(SchedulerProfile, MistakesAreNamed) {
        "filter must include Capacity"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"]})", "permit must include Gang"},
       {Profile(R"(["BestFit"], "nodesToScore": 0)"), "nodesToScore must be an integer in 1..1000000"},
+      {Profile(R"(["BestFit"], "nodesToFind": -1)"), "nodesToFind must be an integer in 0..1000000 (0: adaptive)"},
   };
   for (const auto& [profile, expected] : cases) {
     auto f = FrameworkFromProfile(profile);
@@ -289,6 +292,107 @@ TEST(SchedulerFramework, GangsArePlacedWholeOrNotAtAll) {
   auto three = framework->Place(Whole(3, 8), pool.views);
   EXPECT_EQ(three.status().code(), absl::StatusCode::kUnavailable);  // never a partial gang
   EXPECT_EQ(framework->Place(Whole(4, 8), pool.views).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// --- what a decision keeps between calls ------------------------------------------------------
+
+TEST(SchedulerFramework, ContentGenerationFollowsWhatPlacementReads) {
+  Pool pool(2, 2);
+  const uint64_t n0 = ContentGeneration(pool.views[0]);
+  EXPECT_NE(n0, 0u);
+  EXPECT_EQ(ContentGeneration(pool.views[0]), n0);
+  EXPECT_NE(ContentGeneration(pool.views[1]), n0) << "same content, other node: another generation";
+  NodeView changed = pool.views[0];
+  changed.devices[1].free = false;
+  EXPECT_NE(ContentGeneration(changed), n0);
+  changed = pool.views[0];
+  changed.devices[0].milli_free = 500;
+  EXPECT_NE(ContentGeneration(changed), n0);
+  changed = pool.views[0];
+  changed.schedulable = false;
+  EXPECT_NE(ContentGeneration(changed), n0);
+  pool.devices[0][1].healthy = false;
+  EXPECT_NE(ContentGeneration(pool.views[0]), n0);
+}
+
+// Two frameworks take the same random jobs on the same pool: one sees views with generations
+// (and reuses its summaries), the other views without (and derives everything each call). Every
+// decision must agree, placements and refusals alike.
+TEST(SchedulerFramework, KeptSummariesDecideAsFreshOnes) {
+  Pool kept(40, 8), fresh(40, 8);
+  for (size_t n = 0; n < kept.views.size(); ++n) {
+    if (n % 5 == 4) {  // some nodes of another vendor
+      for (size_t c = 0; c < 8; ++c) {
+        for (Pool* p : {&kept, &fresh}) p->devices[n][c] = Card(static_cast<int>(c), Vendor::kMetax, "MetaX C500");
+      }
+    }
+    kept.views[n].generation = ContentGeneration(kept.views[n]);
+  }
+  auto with = DefaultFramework(), without = DefaultFramework();
+  std::mt19937 rng(7);
+  int placed = 0, refused = 0;
+  for (int j = 0; j < 400; ++j) {
+    PlacementRequest r = Whole(1 + static_cast<int>(rng() % 4 == 0), std::array{1, 2, 4, 8}[rng() % 4]);
+    if (rng() % 3 == 0) {
+      r = Whole(1, 1);
+      r.device_milli = 250 * static_cast<int32_t>(1 + rng() % 3);
+    }
+    if (rng() % 4 == 0) r.requirements.vendors = {Vendor::kMetax};
+    auto a = with->Place(r, kept.views);
+    auto b = without->Place(r, fresh.views);
+    ASSERT_EQ(a.ok(), b.ok()) << "job " << j << ": " << (a.ok() ? b.status() : a.status());
+    if (!a.ok()) {
+      EXPECT_EQ(a.status(), b.status()) << "job " << j;
+      ++refused;
+    } else {
+      ++placed;
+      ASSERT_EQ(a->nodes.size(), b->nodes.size());
+      for (size_t k = 0; k < a->nodes.size(); ++k) {
+        EXPECT_EQ(a->nodes[k].node, b->nodes[k].node) << "job " << j;
+        EXPECT_EQ(a->nodes[k].device_ids, b->nodes[k].device_ids) << "job " << j;
+      }
+    }
+    // Apply the placement to both pools; only the kept pool's owner says which nodes changed.
+    if (!a.ok()) continue;
+    for (Pool* p : {&kept, &fresh}) {
+      for (const NodeAssignment& na : a->nodes) {
+        NodeView& v = p->views[static_cast<size_t>(std::stoi(na.node.substr(1)))];
+        for (DeviceView& dv : v.devices) {
+          if (std::find(na.device_ids.begin(), na.device_ids.end(), dv.device->id) == na.device_ids.end()) continue;
+          dv.free = false;
+          dv.milli_free -= na.device_milli;
+          dv.memory_free_mib -= std::min(dv.memory_free_mib, na.device_memory_mib);
+        }
+        if (p == &kept) v.generation = ContentGeneration(v);
+      }
+    }
+  }
+  EXPECT_GT(placed, 50);
+  EXPECT_GT(refused, 50);
+}
+
+TEST(SchedulerFramework, StopsLookingOnceEnoughNodesFit) {
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(50), 50u);
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(100), 100u);
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(1000), 420u);   // 42%
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(5000), 500u);   // 10%
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(20000), 1000u); // 5%
+  // Only the first node is looked at when one is enough: a better fit further on is not seen.
+  Pool pool(3, 8, {0, 0, 7});
+  auto framework = FrameworkFromProfile(absl::StrCat(
+      R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": ["BestFit"], "nodesToFind": 1})"));
+  ASSERT_TRUE(framework.ok()) << framework.status();
+  auto one = (*framework)->Place(Whole(1, 1), pool.views);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->nodes[0].node, "n0");
+  // Looking at every node, best fit takes the last card of n2.
+  auto all = FrameworkFromProfile(Profile(R"(["BestFit"])"));
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)->Place(Whole(1, 1), pool.views)->nodes[0].node, "n2");
+  // A gang still gets as many nodes as it needs.
+  auto gang = (*framework)->Place(Whole(2, 1), pool.views);
+  ASSERT_TRUE(gang.ok()) << gang.status();
+  EXPECT_EQ(gang->nodes.size(), 2u);
 }
 
 }  // namespace

@@ -416,6 +416,7 @@ std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
           h.whole || h.fractional_memory_mib >= device.memory_mib ? 0 : device.memory_mib - h.fractional_memory_mib;
       view.devices.push_back({&device, false, std::max(0, 1000 - h.milli), memory_free});
     }
+    view.generation = scheduler::ContentGeneration(view);  // the policy re-reads only changed nodes
     views.push_back(std::move(view));
   }
   return views;
@@ -541,6 +542,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
     const std::string over_quota = ledger ? ledger->Mask(entry->job.spec(), views) : "";
     for (auto& view : views) {
       auto it = reserved.find(view.name);
+      if (!over_quota.empty()) view.generation = scheduler::ContentGeneration(view);  // masked above
       if (it == reserved.end()) continue;
       for (auto& dv : view.devices) {
         if (it->second.contains(dv.device->id)) {
@@ -548,6 +550,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
           dv.milli_free = 0;
         }
       }
+      view.generation = scheduler::ContentGeneration(view);
     }
     // Binding is PlaceJob: claims, launch plans and the store, under this same lock.
     class JobBinder final : public scheduler::Binder {
