@@ -394,32 +394,61 @@ std::map<std::string, ClusterState::DeviceHold> ClusterState::HoldsByDevice(cons
 std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
   std::vector<scheduler::NodeView> views;
   views.reserve(nodes_.size());
-  for (const auto& [name, node] : nodes_) {
-    scheduler::NodeView view;
-    view.name = name;
-    view.schedulable = all_free || (node.ready && !node.record.drained());
-    // Shares held per device: whole claims take all of it, fractional ones their slice.
-    const std::map<std::string, DeviceHold> holds = all_free ? std::map<std::string, DeviceHold>{} : HoldsByDevice(node);
-    view.context.torch_devices = node.inventory.torch_devices.empty()
-                                     ? drivers::DefaultTorchDevices(node.inventory.devices)
-                                     : node.inventory.torch_devices;
-    view.context.metax_cuda_translation = options_.metax_cuda_translation;
-    if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
-    for (const auto& device : node.inventory.devices) {
-      auto it = holds.find(device.id);
-      if (it == holds.end()) {
-        view.devices.push_back({&device, true, 1000, device.memory_mib});
-        continue;
-      }
-      const DeviceHold& h = it->second;
-      const uint64_t memory_free =
-          h.whole || h.fractional_memory_mib >= device.memory_mib ? 0 : device.memory_mib - h.fractional_memory_mib;
-      view.devices.push_back({&device, false, std::max(0, 1000 - h.milli), memory_free});
-    }
-    view.generation = scheduler::ContentGeneration(view);  // the policy re-reads only changed nodes
-    views.push_back(std::move(view));
-  }
+  for (const auto& [name, node] : nodes_) views.push_back(NodeViewOf(name, node, all_free));
   return views;
+}
+
+scheduler::NodeView ClusterState::NodeViewOf(const std::string& name, const NodeEntry& node, bool all_free) const {
+  scheduler::NodeView view;
+  view.name = name;
+  view.schedulable = all_free || (node.ready && !node.record.drained());
+  // Shares held per device: whole claims take all of it, fractional ones their slice.
+  const std::map<std::string, DeviceHold> holds = all_free ? std::map<std::string, DeviceHold>{} : HoldsByDevice(node);
+  view.context.torch_devices = node.inventory.torch_devices.empty()
+                                   ? drivers::DefaultTorchDevices(node.inventory.devices)
+                                   : node.inventory.torch_devices;
+  view.context.metax_cuda_translation = options_.metax_cuda_translation;
+  if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
+  for (const auto& device : node.inventory.devices) {
+    auto it = holds.find(device.id);
+    if (it == holds.end()) {
+      view.devices.push_back({&device, true, 1000, device.memory_mib});
+      continue;
+    }
+    const DeviceHold& h = it->second;
+    const uint64_t memory_free =
+        h.whole || h.fractional_memory_mib >= device.memory_mib ? 0 : device.memory_mib - h.fractional_memory_mib;
+    view.devices.push_back({&device, false, std::max(0, 1000 - h.milli), memory_free});
+  }
+  view.generation = scheduler::ContentGeneration(view);  // the policy re-reads only changed nodes
+  return view;
+}
+
+namespace {
+
+// Devices held for the head of the queue look busy to the jobs behind it.
+void MaskReserved(const std::map<std::string, std::set<std::string>>& reserved, scheduler::NodeView& view) {
+  auto it = reserved.find(view.name);
+  if (it == reserved.end()) return;
+  for (auto& dv : view.devices) {
+    if (it->second.contains(dv.device->id)) {
+      dv.free = false;
+      dv.milli_free = 0;
+    }
+  }
+  view.generation = scheduler::ContentGeneration(view);
+}
+
+}  // namespace
+
+void ClusterState::RefreshView(std::vector<scheduler::NodeView>& views, const std::string& name,
+                               const std::map<std::string, std::set<std::string>>& reserved) const {
+  auto it = std::lower_bound(views.begin(), views.end(), name,
+                             [](const scheduler::NodeView& v, const std::string& n) { return v.name < n; });
+  auto node = nodes_.find(name);
+  if (it == views.end() || it->name != name || node == nodes_.end()) return;
+  *it = NodeViewOf(name, node->second, false);
+  MaskReserved(reserved, *it);
 }
 
 absl::StatusOr<int> ClusterState::PickRendezvousPort(const std::string& address) const {
@@ -535,23 +564,26 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
   if (only != nullptr) reserved = reserved_;
   std::optional<QuotaLedger> ledger;
   if (options_.quotas != nullptr) ledger.emplace(LedgerLocked());
+  // The views are built once per cycle; a placement refreshes only the nodes it changed, so the
+  // policy re-reads only those (NodeView.generation).
+  std::vector<scheduler::NodeView> base = NodeViews(false);
+  auto apply_reservation = [&base, &reserved]() {
+    for (auto& view : base) MaskReserved(reserved, view);
+  };
+  apply_reservation();
+  std::vector<scheduler::NodeView> masked;  // a job's own copy when its owner's quota hides cards
   for (JobEntry* entry : pending) {
     const scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
-    std::vector<scheduler::NodeView> views = NodeViews(false);
     // Cards the owner may not take more of look busy to this job.
-    const std::string over_quota = ledger ? ledger->Mask(entry->job.spec(), views) : "";
-    for (auto& view : views) {
-      auto it = reserved.find(view.name);
-      if (!over_quota.empty()) view.generation = scheduler::ContentGeneration(view);  // masked above
-      if (it == reserved.end()) continue;
-      for (auto& dv : view.devices) {
-        if (it->second.contains(dv.device->id)) {
-          dv.free = false;
-          dv.milli_free = 0;
-        }
+    std::string over_quota;
+    if (ledger) {
+      masked = base;
+      over_quota = ledger->Mask(entry->job.spec(), masked);
+      if (!over_quota.empty()) {
+        for (auto& view : masked) view.generation = scheduler::ContentGeneration(view);
       }
-      view.generation = scheduler::ContentGeneration(view);
     }
+    std::vector<scheduler::NodeView>& views = over_quota.empty() ? base : masked;
     // Binding is PlaceJob: claims, launch plans and the store, under this same lock.
     class JobBinder final : public scheduler::Binder {
      public:
@@ -571,9 +603,14 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
     if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
     if (placement.ok()) {
       if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
+      for (const auto& assignment : placement->nodes) RefreshView(base, assignment.node, reserved);
       continue;
     }
     absl::Status status = placement.status();
+    if (!scheduler::PendingReasonOf(status).has_value()) {  // placed but not bound: read the state again
+      base = NodeViews(false);
+      apply_reservation();
+    }
     pb::PendingReason why = ToProto(scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{}));
     if (!over_quota.empty() && absl::IsUnavailable(status)) {
       // Waiting on its owner's quota, not on the pool: it holds no nodes for itself either.
@@ -582,6 +619,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
     } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
       reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
       if (!reserved.empty()) {
+        apply_reservation();
         std::vector<std::string> names;
         for (const auto& [node, devices] : reserved) names.push_back(node);
         why.set_held_for_it(absl::StrJoin(names, ","));

@@ -172,7 +172,13 @@ class ClusterState {
   void ApplyProcessReports(NodeEntry& node,
                            const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
                            bool registering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the scheduler sees of the nodes (in name order), each with its ContentGeneration.
   std::vector<scheduler::NodeView> NodeViews(bool all_free) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  scheduler::NodeView NodeViewOf(const std::string& name, const NodeEntry& node, bool all_free) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Rebuilds the view of node `name` in `views` (NodeViews(false) order) after its claims changed.
+  void RefreshView(std::vector<scheduler::NodeView>& views, const std::string& name,
+                   const std::map<std::string, std::set<std::string>>& reserved) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The nodes (and their qualifying devices) a waiting job is held for: those closest to
   // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
   std::map<std::string, std::set<std::string>> ReservationFor(const scheduler::PlacementRequest& request,
