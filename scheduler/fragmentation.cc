@@ -1,6 +1,7 @@
 #include "scheduler/fragmentation.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hetpool::scheduler {
 
@@ -32,6 +33,10 @@ int64_t Fragmentation(const GpuNodeState& node, const TaskShape& task) {
     if (node.gpu_milli_left[i] < need) unusable += node.gpu_milli_left[i];
   }
   return unusable;
+}
+
+int FgdScore(double increase_milli) {
+  return static_cast<int>(std::floor(100.0 / (1.0 + std::exp(increase_milli / 1000.0))));
 }
 
 size_t ExpectedFragmentation::KeyHash::operator()(const Key& k) const {

@@ -43,6 +43,11 @@ bool GpusFit(const GpuNodeState& node, const TaskShape& task);
 // uses no GPU). Host memory decides feasibility only, as in the FGD paper.
 int64_t Fragmentation(const GpuNodeState& node, const TaskShape& task);
 
+// The FGD paper's score for a placement that grows the expected fragmentation by
+// `increase_milli` milli-GPU: int(100 * sigmoid(-increase / 1000)), 0..100, 50 for no change.
+// Its levels are about 40 milli-GPU wide near zero, so near-equal placements tie.
+int FgdScore(double increase_milli);
+
 // Sum over the workload of weight x Fragmentation, memoised by node state (states repeat a lot:
 // idle nodes of one model, full nodes, common partial patterns).
 class ExpectedFragmentation {

@@ -102,6 +102,8 @@ class LinkScorePlugin final : public ScorePlugin {
 
 // FGD (ATC '23): place where the expected fragmentation of the node, against the mix of shapes
 // recently placed, grows least. The mix is the last `window` placements (Reserve adds one).
+// Scores are the paper's integer levels (FgdScore), kept as they are: min-max over one call would
+// turn a one-milli difference into the whole 0..100 range.
 class Fgd final : public ScorePlugin, public ReservePlugin {
  public:
   explicit Fgd(size_t window) : window_(window) {}
@@ -109,7 +111,7 @@ class Fgd final : public ScorePlugin, public ReservePlugin {
   bool NeedsDeviceSelection() const override { return true; }
 
   int64_t Score(CycleState& state, const NodeCandidate& c) override {
-    if (history_.empty()) return 0;
+    if (history_.empty()) return FgdScore(0);
     if (!measure_) measure_.emplace(Workload());
     GpuNodeState before;
     for (const DeviceView& dv : c.node->devices) {
@@ -129,8 +131,9 @@ class Fgd final : public ScorePlugin, public ReservePlugin {
       }
       ++slot;
     }
-    return -static_cast<int64_t>((measure_->Of(after) - measure_->Of(before)) * 1000);
+    return FgdScore(measure_->Of(after) - measure_->Of(before));
   }
+  void NormalizeScore(std::vector<int64_t>&) override {}
 
   void Reserve(const PlacementRequest& r, const Placement&) override {
     if (r.devices_per_node == 0) return;

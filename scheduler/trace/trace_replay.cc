@@ -272,7 +272,7 @@ class Simulator {
       double best = 0;
       for (const auto& take : Options(s, t)) {
         const double increase = fragmentation_->Of(After(s, take, t)) - node_frag_[n];
-        const double score = options_.sigmoid_scores ? SigmoidScore(increase) : -increase;
+        const double score = options_.sigmoid_scores ? FgdScore(increase) : -increase;
         if (c.node < 0 || score > best + 1e-9) {
           c = {n, take};
           best = score;
@@ -313,12 +313,6 @@ class Simulator {
   static int64_t TieRank(const GpuNodeState& s, const TaskShape& t) {
     if (t.num_gpu == 0) return s.GpuMilliLeft();
     return s.GpuMilliLeft() == static_cast<int64_t>(s.gpus) * kWholeGpuMilli ? 1 : 0;
-  }
-
-  // int(100 * sigmoid(-increase / 1000)) with the increase in milli-GPU: the FGD simulator's
-  // score. Its levels are about 40 milli-GPU wide near zero, so many nodes tie.
-  static double SigmoidScore(double increase_milli) {
-    return std::floor(100.0 / (1.0 + std::exp(increase_milli / 1000.0)));
   }
 
   void Apply(const Choice& c, const TaskShape& t) {
