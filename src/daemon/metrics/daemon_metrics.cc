@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(const std::s
   if (!endpoint.ok()) return endpoint.status();
   m->endpoint_ = *std::move(endpoint);
   // Known label values start at zero, so rate() and alerts see a series before the first event.
-  for (const char* reason : {"NonZeroExit", "ProcessLost", "NodeLost"}) m->job_restarts_.Add({{"reason", reason}});
+  for (const char* reason : kRestartReasons) m->job_restarts_.Add({{"reason", reason}});
   for (const char* result : {"placed", "waiting"}) m->decisions_.Add({{"result", result}});
   m->store_write_failures_.Add({});
   m->endpoint_->Register(m->registry_);

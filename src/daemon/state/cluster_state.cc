@@ -732,7 +732,7 @@ void ClusterState::OnNodeExited(JobEntry& entry, const std::string& node, int ex
   p->set_exit_code(exit_code);
   p->set_exit_message(message);
   if (exit_code != 0) {
-    FailOrRestart(entry, "NonZeroExit",
+    FailOrRestart(entry, kRestartNonZeroExit,
                   absl::StrCat("node ", node, " exited with code ", exit_code,
                                message.empty() ? "" : ": ", message));
     return;
@@ -852,7 +852,7 @@ void ClusterState::ApplyProcessReports(
     // The agent acted on the launch (or ran it before) but has no record: the processes are gone.
     it = node.claims.erase(it);
     work_pending_ = true;
-    FailOrRestart(job_it->second, "ProcessLost",
+    FailOrRestart(job_it->second, kRestartProcessLost,
                   absl::StrCat("node ", node_name, " no longer has the job's processes"));
   }
 }
@@ -974,7 +974,7 @@ void ClusterState::ExpireLeasesLocked() {
     for (const auto& key : lost) {
       auto job = jobs_.find(key.first);
       if (job == jobs_.end() || job->second.job.generation() != key.second) continue;
-      FailOrRestart(job->second, "NodeLost",
+      FailOrRestart(job->second, kRestartNodeLost,
                     absl::StrCat("node ", name, " stopped renewing its lease"));
     }
   }

@@ -10,6 +10,12 @@
 
 namespace hetpool::daemon {
 
+// Why a gang goes back to the queue: the `reason` of JobRestarted, and of the job's event.
+inline constexpr char kRestartNonZeroExit[] = "NonZeroExit";  // a rank exited with an error
+inline constexpr char kRestartProcessLost[] = "ProcessLost";  // the agent no longer runs a rank
+inline constexpr char kRestartNodeLost[] = "NodeLost";        // a node's lease ran out
+inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost};
+
 class StateObserver {
  public:
   virtual ~StateObserver() = default;
@@ -18,7 +24,7 @@ class StateObserver {
   virtual void StoreWrite(absl::Duration took, bool ok) = 0;
   // The job reached SUCCEEDED, FAILED or CANCELLED.
   virtual void JobEnded(const hetpool::v1::Job& job) = 0;
-  // A gang was stopped and goes back to the queue (`reason`: NodeLost, NonZeroExit ...).
+  // A gang was stopped and goes back to the queue (`reason`: one of kRestartReasons).
   virtual void JobRestarted(const std::string& reason) = 0;
 };
 
