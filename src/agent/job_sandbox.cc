@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "src/common/names.h"
 
 namespace hetpool::agent {
 namespace {
@@ -24,12 +24,9 @@ bool Inside(const std::string& path, const std::string& root) {
   return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
 }
 
+// Local accounts: the name characters (names.h) within useradd's 32, not starting with '-'.
 bool ValidAccountName(const std::string& name) {
-  if (name.empty() || name.size() > 32 || name[0] == '-') return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
-  }
-  return true;
+  return !name.empty() && name.size() <= 32 && name[0] != '-' && std::all_of(name.begin(), name.end(), IsNameChar);
 }
 
 }  // namespace

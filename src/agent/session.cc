@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "drivers/backend_factory.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -15,6 +15,7 @@
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
 #include "src/common/job_paths.h"
+#include "src/common/names.h"
 
 namespace hetpool::agent {
 
@@ -25,13 +26,10 @@ namespace {
 constexpr absl::Duration kLoopPeriod = absl::Milliseconds(200);
 constexpr size_t kLogPushBytes = 256 * 1024;
 
-// Job ids become directory names: refuse anything that could leave the work root.
+// Job ids become directory names: the name characters (names.h), and no leading '.' that could
+// make "." or ".." or a hidden directory.
 bool SafePathComponent(const std::string& s) {
-  if (s.empty() || s.size() > 128 || s[0] == '.') return false;
-  for (char c : s) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') return false;
-  }
-  return true;
+  return !s.empty() && s.size() <= 128 && s[0] != '.' && std::all_of(s.begin(), s.end(), IsNameChar);
 }
 
 std::unique_ptr<grpc::ClientContext> ContextWithDeadline(absl::Duration timeout) {

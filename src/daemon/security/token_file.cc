@@ -5,27 +5,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "src/common/names.h"
 
 namespace hetpool::daemon {
-namespace {
-
-bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
-
-absl::Status CheckName(const std::string& where, const std::string& field, const std::string& value, bool required) {
-  if (value.empty()) {
-    return required ? absl::InvalidArgumentError(absl::StrCat(where, ".", field, ": required")) : absl::OkStatus();
-  }
-  if (value.size() > 64) return absl::InvalidArgumentError(absl::StrCat(where, ".", field, ": longer than 64 characters"));
-  for (char c : value) {
-    if (!IsNameChar(c)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ".", field, ": may only use letters, digits, '.', '_', '-'"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 std::string Sha256Hex(absl::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -62,8 +44,8 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view json_text) {
     TokenEntry entry;
     entry.user = t.value("user", "");
     entry.group = t.value("group", "");
-    if (auto s = CheckName(where, "user", entry.user, true); !s.ok()) return s;
-    if (auto s = CheckName(where, "group", entry.group, false); !s.ok()) return s;
+    if (auto s = CheckName(absl::StrCat(where, ".user"), entry.user, kMaxUserName, true); !s.ok()) return s;
+    if (auto s = CheckName(absl::StrCat(where, ".group"), entry.group, kMaxUserName, false); !s.ok()) return s;
     auto role = ParseRole(t.value("role", ""));
     if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".", role.status().message()));
     entry.role = *role;

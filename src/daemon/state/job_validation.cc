@@ -10,26 +10,13 @@
 #include "absl/strings/strip.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "hetpool/vendor.h"
+#include "src/common/names.h"
 
 namespace hetpool::daemon {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
-}
-
-bool IsIdentifierChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
-
-absl::Status CheckName(absl::string_view field, const std::string& value, size_t max,
-                       bool required) {
-  if (value.empty()) return required ? Invalid(field, "required") : absl::OkStatus();
-  if (value.size() > max) return Invalid(field, absl::StrCat("longer than ", max, " characters"));
-  for (char c : value) {
-    if (!IsIdentifierChar(c)) {
-      return Invalid(field, absl::StrCat("'", value, "' may only use letters, digits, '.', '_', '-'"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckText(absl::string_view field, const std::string& value, size_t max) {

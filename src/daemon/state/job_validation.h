@@ -4,13 +4,14 @@
 
 #include "absl/status/status.h"
 #include "hetpool/v1/job.pb.h"
+#include "src/common/names.h"
 
 namespace hetpool::daemon {
 
 // Limits on request fields; oversized input is refused rather than truncated.
 struct SpecLimits {
   size_t max_name = 128;
-  size_t max_user = 64;
+  size_t max_user = kMaxUserName;  // users and groups, as in tokens
   size_t max_labels = 64;
   size_t max_label_key = 63;
   size_t max_label_value = 256;

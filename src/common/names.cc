@@ -1,0 +1,20 @@
+#include "src/common/names.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace hetpool {
+
+bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
+
+absl::Status CheckName(absl::string_view field, absl::string_view value, size_t max, bool required) {
+  auto invalid = [&](absl::string_view problem) { return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem)); };
+  if (value.empty()) return required ? invalid("required") : absl::OkStatus();
+  if (value.size() > max) return invalid(absl::StrCat("longer than ", max, " characters"));
+  for (char c : value) {
+    if (!IsNameChar(c)) return invalid(absl::StrCat("'", value, "' may only use letters, digits, '.', '_', '-'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hetpool

@@ -1,0 +1,22 @@
+// The one rule for names that travel between programs and end up in paths, accounts and labels:
+// job names, users and groups (from tokens as well as from JobSpec), node names, label keys.
+#pragma once
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace hetpool {
+
+// Letters, digits, '.', '_' and '-'.
+bool IsNameChar(char c);
+
+// INVALID_ARGUMENT naming `field` when `value` is empty (and required), longer than `max`, or
+// uses another character.
+absl::Status CheckName(absl::string_view field, absl::string_view value, size_t max, bool required);
+
+// Users and groups: in tokens and in JobSpec alike.
+inline constexpr size_t kMaxUserName = 64;
+
+}  // namespace hetpool
