@@ -41,18 +41,6 @@ void ForEachSubset(int n, int k, Fn&& fn) {
 
 }  // namespace
 
-int LinkScore(const std::vector<const DeviceRecord*>& devices) {
-  if (devices.size() < 2) return 0;
-  int sum = 0, pairs = 0;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    for (size_t j = i + 1; j < devices.size(); ++j) {
-      sum += PairScore(*devices[i], *devices[j]);
-      ++pairs;
-    }
-  }
-  return sum / pairs;
-}
-
 std::vector<int> PairScoreTable(const std::vector<const DeviceRecord*>& devices) {
   const size_t n = devices.size();
   std::vector<int> table(n * n, 0);
@@ -71,6 +59,12 @@ int LinkScoreFromTable(const std::vector<int>& table, size_t n, const std::vecto
     }
   }
   return pairs == 0 ? 0 : sum / pairs;
+}
+
+int LinkScore(const std::vector<const DeviceRecord*>& devices) {
+  std::vector<size_t> all(devices.size());
+  std::iota(all.begin(), all.end(), 0);
+  return LinkScoreFromTable(PairScoreTable(devices), devices.size(), all);
 }
 
 std::vector<size_t> ChooseFromTable(const std::vector<int>& table, size_t table_n, const std::vector<size_t>& free,

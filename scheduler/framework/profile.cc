@@ -65,6 +65,18 @@ absl::StatusOr<std::vector<Entry>> Entries(const nlohmann::json& profile, const 
   return out;
 }
 
+// An optional node count of the profile (`key`), in min..1000000; 0 means adaptive where allowed.
+absl::StatusOr<size_t> NodeCount(const nlohmann::json& profile, const char* key, int64_t min, size_t fallback) {
+  constexpr int64_t kMax = 1000000;
+  if (!profile.contains(key)) return fallback;
+  const nlohmann::json& n = profile[key];
+  if (!n.is_number_integer() || n.get<int64_t>() < min || n.get<int64_t>() > kMax) {
+    return absl::InvalidArgumentError(absl::StrCat("profile: ", key, " must be an integer in ", min, "..", kMax,
+                                                   min == 0 ? " (0: adaptive)" : ""));
+  }
+  return n.get<size_t>();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_view json_text) {
@@ -78,22 +90,10 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
                                                      "' (preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
     }
   }
-  size_t nodes_to_score = Framework::kDefaultNodesToScore;
-  if (profile.contains("nodesToScore")) {
-    const auto& n = profile["nodesToScore"];
-    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 1000000) {
-      return absl::InvalidArgumentError("profile: nodesToScore must be an integer in 1..1000000");
-    }
-    nodes_to_score = n.get<size_t>();
-  }
-  size_t nodes_to_find = 0;  // adaptive
-  if (profile.contains("nodesToFind")) {
-    const auto& n = profile["nodesToFind"];
-    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 1000000) {
-      return absl::InvalidArgumentError("profile: nodesToFind must be an integer in 0..1000000 (0: adaptive)");
-    }
-    nodes_to_find = n.get<size_t>();
-  }
+  auto nodes_to_score = NodeCount(profile, "nodesToScore", 1, Framework::kDefaultNodesToScore);
+  if (!nodes_to_score.ok()) return nodes_to_score.status();
+  auto nodes_to_find = NodeCount(profile, "nodesToFind", 0, 0);  // 0: adaptive
+  if (!nodes_to_find.ok()) return nodes_to_find.status();
   Framework::Plugins plugins;
   std::map<std::string, std::shared_ptr<Plugin>> instances;  // one object per plugin name
   auto instance = [&](const Entry& e, const char* point) -> absl::StatusOr<Plugin*> {
@@ -175,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     }
   }
   if (!instances.contains("Gang")) return absl::InvalidArgumentError("profile: permit must include Gang");
-  return std::make_unique<Framework>(std::move(plugins), nodes_to_score, nodes_to_find);
+  return std::make_unique<Framework>(std::move(plugins), *nodes_to_score, *nodes_to_find);
 }
 
 absl::string_view DefaultProfileJson() { return kDefaultProfile; }
