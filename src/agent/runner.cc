@@ -54,6 +54,18 @@ std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
   return ranks;
 }
 
+// Opens (creating) a job's node log for appending. Its directories (g<gen>, the job's folder and
+// logs/, as job_paths.h lays them out) are made the agent's alone.
+int OpenAgentLog(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(dir, ec);
+  for (int level = 0; level < 3 && !ec; ++level, dir = dir.parent_path()) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace, ec);
+  }
+  return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
 }  // namespace
 
 void Runner::Start(const LaunchSpec& spec) {
@@ -70,11 +82,21 @@ void Runner::Start(const LaunchSpec& spec) {
     return;
   }
   std::error_code ec;
-  const std::filesystem::path run_dir = std::filesystem::path(spec.log_path).parent_path();
+  const std::filesystem::path run_dir = spec.run_dir;
   std::filesystem::create_directories(run_dir, ec);
   const RunAs& run_as = spec.run_as;
   if (run_as.switch_user && chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0) {
     spdlog::warn("job {} g{}: chown {}: {}", spec.job_id, spec.generation, run_dir.string(), std::strerror(errno));
+  }
+  // The log lives where no job account can write (so nobody can swap it for a link to a file
+  // the agent would then read and ship) and is opened here, by the agent, never through a link.
+  const int log = OpenAgentLog(spec.log_path);
+  if (log < 0) {
+    record.exited = true;
+    record.exit_code = 127;
+    record.message = absl::StrCat(kStageNames[1], " ", spec.log_path, ": ", std::strerror(errno));
+    spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
+    return;
   }
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<char*> argv;
@@ -88,6 +110,7 @@ void Runner::Start(const LaunchSpec& spec) {
 
   int pipe_fds[2];
   if (spec.argv.empty() || pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    close(log);
     record.exited = true;
     record.exit_code = 127;
     record.message = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
@@ -101,12 +124,8 @@ void Runner::Start(const LaunchSpec& spec) {
     sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals; the job must not
     signal(SIGPIPE, SIG_DFL);
     ChildError err{0, 0};
-    // The log is opened by the agent's account (it owns the work dir); the rest as the job's.
-    const int log = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (log < 0) {
-      err = {1, errno};
-    } else if (run_as.switch_user &&
+    if (run_as.switch_user &&
                (setgroups(run_as.groups.size(), run_as.groups.data()) != 0 || setgid(run_as.gid) != 0 ||
                 setuid(run_as.uid) != 0)) {
       err = {3, errno};
@@ -124,6 +143,7 @@ void Runner::Start(const LaunchSpec& spec) {
     _exit(127);
   }
   close(pipe_fds[1]);
+  close(log);  // the child holds its copies
   if (pid < 0) {
     close(pipe_fds[0]);
     record.exited = true;

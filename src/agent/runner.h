@@ -23,7 +23,8 @@ struct LaunchSpec {
   std::vector<std::string> argv;            // argv[0] is an absolute path
   std::map<std::string, std::string> env;   // the complete environment of the process
   std::string working_dir;
-  std::string log_path;                     // stdout and stderr go here
+  std::string run_dir;                      // the job account's own directory (HOME, torchrun logs)
+  std::string log_path;                     // stdout and stderr go here; in an agent-only directory
   std::vector<std::string> device_ids;
   std::string note;                         // remark for the job's events
   int procs = 0;                            // workers torchrun will start (for rank discovery)

@@ -1,6 +1,7 @@
 #include "src/agent/session.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "src/common/convert.h"
 #include "src/common/job_paths.h"
 #include "src/common/names.h"
+#include "src/common/orders_parts.h"
 
 namespace hetpool::agent {
 
@@ -26,16 +28,21 @@ namespace {
 constexpr absl::Duration kLoopPeriod = absl::Milliseconds(200);
 constexpr size_t kLogPushBytes = 256 * 1024;
 
-// Job ids become directory names: the name characters (names.h), and no leading '.' that could
-// make "." or ".." or a hidden directory.
-bool SafePathComponent(const std::string& s) {
-  return !s.empty() && s.size() <= 128 && s[0] != '.' && std::all_of(s.begin(), s.end(), IsNameChar);
-}
+// Job ids become directory names.
+bool SafePathComponent(const std::string& s) { return CheckPathComponent("job_id", s, 128).ok(); }
 
 std::unique_ptr<grpc::ClientContext> ContextWithDeadline(absl::Duration timeout) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   return ctx;
+}
+
+// The daemon holds the bytes before `pushed`: give their disk blocks back (the file keeps its size,
+// so offsets stay as they were), and a job's output is not kept twice. Filesystems without holes
+// keep the bytes; nothing else changes.
+void ReleasePushedBytes(int fd, uint64_t pushed) {
+  if (pushed == 0 || pushed == UINT64_MAX) return;
+  fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(pushed));
 }
 
 }  // namespace
@@ -126,10 +133,13 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   Connection* c = conn.get();
   c->orders_thread = std::thread([c, orders_req] {
     auto reader = c->stub->StreamOrders(&c->orders_ctx, orders_req);
-    pb::Orders orders;
-    while (reader->Read(&orders)) {
+    pb::Orders part;
+    OrdersAssembler parts;
+    while (reader->Read(&part)) {
+      std::optional<pb::Orders> orders = parts.Add(std::move(part));
+      if (!orders) continue;  // the set is acted on only whole
       absl::MutexLock lock(&c->mu);
-      c->pending = orders;
+      c->pending = *std::move(orders);
     }
     grpc::Status finished = reader->Finish();
     absl::MutexLock lock(&c->mu);
@@ -150,7 +160,8 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
   spec.procs = plan.procs();
   spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());
   const std::string run_dir = JobRunDir(options_.work_dir, order.job_id(), order.generation());
-  spec.log_path = run_dir + "/node.log";
+  spec.run_dir = run_dir;
+  spec.log_path = JobLogPath(options_.work_dir, order.job_id(), order.generation());
   if (auto dir = ResolveWorkingDir(plan.working_dir(), options_.sandbox.job_dirs); dir.ok()) {
     spec.working_dir = *dir;
   } else {
@@ -216,7 +227,8 @@ bool Session::PushLogs() {
   for (auto& [key, r] : runner_.records()) {
     if (r.logs_flushed) continue;
     const bool was_exited = r.exited;  // read before the file, so no byte written after is missed
-    const int fd = open(r.spec.log_path.c_str(), O_RDONLY | O_CLOEXEC);
+    // In the agent's own directory (job_paths.h), and never through a link all the same.
+    const int fd = open(r.spec.log_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     std::string buf(kLogPushBytes, '\0');
     bool failed = false;
     while (fd >= 0) {
@@ -242,7 +254,10 @@ bool Session::PushLogs() {
       }
       r.log_pushed = resp.next_offset();
     }
-    if (fd >= 0) close(fd);
+    if (fd >= 0) {
+      ReleasePushedBytes(fd, r.log_pushed);
+      close(fd);
+    }
     if (was_exited && !failed) {
       r.logs_flushed = true;
       newly_flushed = true;

@@ -28,6 +28,7 @@
 #include "src/common/plan_convert.h"
 #include "src/common/flags.h"
 #include "src/common/grpc_status.h"
+#include "src/common/json_keys.h"
 
 namespace hetpool::cli {
 namespace {
@@ -112,6 +113,9 @@ int Submit(Client& client, const std::vector<std::string>& args) {
     text << in.rdbuf();
   }
   pb::SubmitJobRequest req;
+  if (auto s = CheckNoDuplicateKeys(text.str()); !s.ok()) {
+    return Error(absl::InvalidArgumentError(absl::StrCat(file, ": ", s.message())));
+  }
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // a misspelt field is an error, not silently dropped
   auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), req.mutable_spec(), options);

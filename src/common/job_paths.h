@@ -13,4 +13,10 @@ inline std::string JobRunDir(const std::string& work_dir, const std::string& job
   return absl::StrCat(work_dir, "/jobs/", job_id, "/g", generation);
 }
 
+// A job generation's node log on the agent: outside the run directory, which the job's account
+// owns, so a job can never replace it with a link (docs/security.md).
+inline std::string JobLogPath(const std::string& work_dir, const std::string& job_id, uint64_t generation) {
+  return absl::StrCat(work_dir, "/logs/", job_id, "/g", generation, "/node.log");
+}
+
 }  // namespace hetpool

@@ -17,4 +17,10 @@ absl::Status CheckName(absl::string_view field, absl::string_view value, size_t 
   return absl::OkStatus();
 }
 
+absl::Status CheckPathComponent(absl::string_view field, absl::string_view value, size_t max) {
+  if (auto s = CheckName(field, value, max, /*required=*/true); !s.ok()) return s;
+  if (value[0] == '.') return absl::InvalidArgumentError(absl::StrCat(field, ": may not start with '.'"));
+  return absl::OkStatus();
+}
+
 }  // namespace hetpool

@@ -16,6 +16,10 @@ bool IsNameChar(char c);
 // uses another character.
 absl::Status CheckName(absl::string_view field, absl::string_view value, size_t max, bool required);
 
+// Names that become one component of a path (job ids, node names): CheckName's rule, and no
+// leading '.', so neither "." nor ".." nor a hidden entry can be made from one.
+absl::Status CheckPathComponent(absl::string_view field, absl::string_view value, size_t max);
+
 // Users and groups: in tokens and in JobSpec alike.
 inline constexpr size_t kMaxUserName = 64;
 

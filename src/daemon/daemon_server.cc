@@ -25,6 +25,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": ", ec.message()));
+  // The store holds every job's environment and the logs what jobs printed: the owner alone may
+  // read them, whatever umask the daemon was started with.
+  std::filesystem::permissions(options.data_dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
+                               ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": chmod 0700: ", ec.message()));
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
   EtcdStore* etcd = nullptr;
@@ -72,11 +77,14 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     if (!opened.ok()) return absl::InvalidArgumentError(absl::StrCat("--tokens ", opened.status().message()));
     authenticator = *std::move(opened);
   }
-  auto audit = AuditLog::Open(options.audit_log.empty() ? options.data_dir + "/audit.log" : options.audit_log);
+  auto audit =
+      AuditLog::Open(options.audit_log.empty() ? options.data_dir + "/audit.log" : options.audit_log, options.audit);
   if (!audit.ok()) return audit.status();
   d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
                                          std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst));
-  d->logs_ = std::make_unique<LogStore>(options.data_dir + "/logs");
+  auto logs = LogStore::Open(options.data_dir + "/logs", options.logs);
+  if (!logs.ok()) return logs.status();
+  d->logs_ = *std::move(logs);
   if (!options.metrics_listen.empty()) {
     auto metrics = DaemonMetrics::Start(options.metrics_listen);
     if (!metrics.ok()) return metrics.status();

@@ -40,6 +40,8 @@ struct DaemonOptions {
   bool insecure = false;
   std::string token_file;
   std::string audit_log;       // "" = <data_dir>/audit.log
+  AuditLogOptions audit;       // rotation
+  LogStoreOptions logs;        // the size cap of each job's node logs
   double submit_rate = 50;     // SubmitJob per user per second (0 = unlimited) ...
   double submit_burst = 200;   // ... in bursts of up to this many
   std::string metrics_listen;  // host:port for Prometheus; "" = no metrics endpoint

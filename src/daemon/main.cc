@@ -1,6 +1,7 @@
 // hetpoold: the central daemon. Wiring lives in daemon_server.cc; this file parses flags and
 // waits for SIGTERM/SIGINT.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -35,6 +36,9 @@ absl::Status ParsePortRange(const std::string& text, int* min, int* max) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Everything hetpoold creates (store, WAL, audit log, job logs) is its own: a job running on
+  // this host reads none of it, whatever umask the daemon was started with.
+  umask(077);
   hetpool::daemon::DaemonOptions options;
   std::string config, port_file, prices_file, profile_file, quotas_file, log_level = "info";
   std::string port_range = "29500-30499";
@@ -64,6 +68,11 @@ int main(int argc, char** argv) {
   flags.String("tokens", &options.token_file,
                "hashed bearer tokens with users, groups and roles (JSON; hetpoolctl admin token); re-read when changed");
   flags.String("audit-log", &options.audit_log, "JSON-lines audit log of mutating and refused calls (default: DATA_DIR/audit.log)");
+  int audit_max_mib = static_cast<int>(options.audit.max_bytes >> 20);
+  flags.Int("audit-max-mib", &audit_max_mib, "rotate the audit log past this size (MiB); 5 old files are kept");
+  int log_max_mib = static_cast<int>(options.logs.max_stream_bytes >> 20);
+  flags.Int("log-max-mib", &log_max_mib,
+            "job logs kept per node and generation (MiB); older output is rotated away (docs/reliability.md)");
   flags.Double("submit-rate", &options.submit_rate, "SubmitJob calls per second per user (0 = unlimited)");
   flags.Double("submit-burst", &options.submit_burst, "SubmitJob burst per user");
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
@@ -74,6 +83,11 @@ int main(int argc, char** argv) {
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
+  if (audit_max_mib < 1 || log_max_mib < 1) {
+    return Fail(absl::InvalidArgumentError("--audit-max-mib and --log-max-mib must be at least 1"));
+  }
+  options.audit.max_bytes = static_cast<uint64_t>(audit_max_mib) << 20;
+  options.logs.max_stream_bytes = static_cast<uint64_t>(log_max_mib) << 20;
   if (auto s = ParsePortRange(port_range, &options.cluster.rendezvous_port_min,
                               &options.cluster.rendezvous_port_max);
       !s.ok()) {

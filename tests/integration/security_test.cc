@@ -308,6 +308,69 @@ TEST_F(SecurityTest, PathEscapesAreRefused) {
       << done->message();
 }
 
+// Issue 14, items 1 and 9: a log request names a node of the placement, never a path; every read
+// is audited; viewers see a job's variables' names, not their values.
+TEST_F(SecurityTest, LogReadsNameNodesNotPathsAndAreAudited) {
+  auto alice = JobsAs("alice");
+  pb::JobSpec spec = SleepSpec("0");
+  (*spec.mutable_env())["WANDB_API_KEY"] = "alice-secret";
+  pb::Job job;
+  ASSERT_TRUE(Submit(*alice, spec, &job).ok());
+  auto done = cluster_->WaitFor(job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_SUCCEEDED || j.state() == pb::JOB_STATE_FAILED; },
+                                absl::Seconds(60));
+  ASSERT_TRUE(done.ok());
+  for (const std::string node : {"../../../audit", "../../../../../../etc/shadow", "..", "not-placed"}) {
+    grpc::ClientContext ctx;
+    pb::GetJobLogsRequest req;
+    req.set_job_id(job.id());
+    req.set_node(node);
+    auto reader = alice->GetJobLogs(&ctx, req);
+    pb::LogChunk chunk;
+    std::string got;
+    while (reader->Read(&chunk)) got += chunk.data();
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << node << ": " << status.error_message();
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "node: ")) << status.error_message();
+    EXPECT_EQ(got, "") << node;
+  }
+  std::string out;
+  EXPECT_NE(cluster_->RunCli({"--token", tokens_.at("alice"), "logs", job.id(), "--node", "../../../audit"}, &out), 0);
+  EXPECT_FALSE(absl::StrContains(out, "\"method\"")) << out;  // no audit line came back
+  bool audited = false;
+  std::istringstream lines(AuditLog());
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j["method"] == "GetJobLogs" && absl::StrContains(j["target"].get<std::string>(), "../../../audit")) {
+      audited = true;
+    }
+  }
+  EXPECT_TRUE(audited);
+
+  pb::GetJobRequest get;
+  get.set_job_id(job.id());
+  pb::Job seen;
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return JobsAs("vera")->GetJob(ctx, get, &seen); }).ok());
+  EXPECT_EQ(seen.spec().env().at("WANDB_API_KEY"), "<redacted>");
+  for (const auto& plan : seen.launch_plan()) EXPECT_FALSE(absl::StrContains(plan.DebugString(), "alice-secret"));
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->GetJob(ctx, get, &seen); }).ok());
+  EXPECT_EQ(seen.spec().env().at("WANDB_API_KEY"), "alice-secret");
+}
+
+// Issue 14, item 4: a spec whose fields are each within limits but too large together.
+TEST_F(SecurityTest, ASpecTooLargeAsAWholeIsRefused) {
+  auto alice = JobsAs("alice");
+  pb::JobSpec spec = SleepSpec("0");
+  spec.clear_command();
+  spec.add_command("/bin/true");
+  for (int i = 0; i < 1000; ++i) spec.add_command(std::string(8000, 'a'));
+  grpc::Status s = Submit(*alice, spec, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "spec: ")) << s.error_message();
+  pb::ListJobsRequest list;
+  pb::ListJobsResponse listed;
+  EXPECT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->ListJobs(ctx, list, &listed); }).ok());
+}
+
 TEST_F(SecurityTest, OversizedRequestsAreRefusedAndNothingStoredIsHarmed) {
   auto alice = JobsAs("alice");
   pb::Job kept;

@@ -12,20 +12,42 @@
 namespace hetpool::daemon {
 namespace {
 
+// The real store, with a switch that makes every write fail the way a full disk does.
+class RefusableStore : public Store {
+ public:
+  explicit RefusableStore(Store* inner) : inner_(inner) {}
+  absl::Status PutJob(const pb::Job& job) override {
+    if (refuse) return absl::InternalError("sqlite: database or disk is full");
+    return inner_->PutJob(job);
+  }
+  absl::Status PutNode(const pb::Node& node) override {
+    if (refuse) return absl::InternalError("sqlite: database or disk is full");
+    return inner_->PutNode(node);
+  }
+  absl::StatusOr<std::vector<pb::Job>> LoadJobs() override { return inner_->LoadJobs(); }
+  absl::StatusOr<std::vector<pb::Node>> LoadNodes() override { return inner_->LoadNodes(); }
+  bool refuse = false;
+
+ private:
+  Store* inner_;
+};
+
 class ClusterStateTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(); }
 
   void Open() {
     state_.reset();
+    refusable_.reset();
     store_.reset();
     auto store = SqliteStore::Open(dir_.path() + "/hetpool.db");
     ASSERT_TRUE(store.ok());
     store_ = *std::move(store);
+    refusable_ = std::make_unique<RefusableStore>(store_.get());
     ClusterOptions options;
     options.lease_ttl = absl::Seconds(10);
     options.clock = [this] { return now_; };
-    state_ = std::make_unique<ClusterState>(options, store_.get(), policy_.get());
+    state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
 
@@ -121,6 +143,7 @@ class ClusterStateTest : public ::testing::Test {
   // The daemon's policy: the default plugin profile.
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<RefusableStore> refusable_;
   std::unique_ptr<ClusterState> state_;
   std::map<std::string, std::string> sessions_;
 };
@@ -539,6 +562,143 @@ TEST_F(ClusterStateTest, ReRegisteringWithANewInventoryKeepsRunningJobs) {
   EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
   EXPECT_EQ(Job(job->id()).generation(), 1u);
   EXPECT_EQ(FreeDevices("a"), 3);
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
+
+namespace hetpool::daemon {
+namespace {
+
+// Issue 14, item 10: a change the store refuses is neither acknowledged nor applied.
+TEST_F(ClusterStateTest, CancelThatCannotBeStoredFailsAndChangesNothing) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(job.ok());
+  state_->Tick();
+  ASSERT_EQ(Job(job->id()).state(), pb::JOB_STATE_SCHEDULED);
+  refusable_->refuse = true;
+  auto cancelled = state_->Cancel(job->id(), "");
+  EXPECT_TRUE(absl::IsUnavailable(cancelled.status())) << cancelled.status();
+  EXPECT_NE(cancelled.status().message().find("disk is full"), absl::string_view::npos);
+  EXPECT_FALSE(state_->store_healthy());
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Orders("a").kills_size(), 0);  // nothing was acted on either
+  EXPECT_EQ(Orders("a").launches_size(), 1);
+  // Space returns: the same call works, and a restart finds what was acknowledged.
+  refusable_->refuse = false;
+  ASSERT_TRUE(state_->Cancel(job->id(), "").ok());
+  EXPECT_TRUE(state_->store_healthy());
+  Open();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_CANCELLED);
+}
+
+TEST_F(ClusterStateTest, ReportsThatCannotBeStoredAreAppliedWhenTheAgentSendsThemAgain) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  ASSERT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
+  refusable_->refuse = true;
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, false, 0)}).ok());
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);  // not SUCCEEDED in memory only
+  EXPECT_EQ(FreeDevices("a"), 0);                            // the claim stays for the retry
+  refusable_->refuse = false;
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, false, 0)}).ok());
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_SUCCEEDED);
+  Open();  // a restart does not run it a second time
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(ClusterStateTest, LostNodeWhoseFailureCannotBeStoredIsRetriedEachTick) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2, /*max_restarts=*/0), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  refusable_->refuse = true;
+  now_ += absl::Seconds(11);
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
+  refusable_->refuse = false;
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(Job(job->id()).reason(), "NodeLost");
+}
+
+TEST_F(ClusterStateTest, SubmissionThatCannotBeStoredIsRefusedAndItsIdNeverReused) {
+  Register("a", 2);
+  refusable_->refuse = true;
+  auto refused = state_->Submit(Spec(1, 2), "");
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  refusable_->refuse = false;
+  auto job = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->id(), "job-000002");
+}
+
+// Issue 14, item 3: idempotency keys belong to the user who sent them.
+TEST_F(ClusterStateTest, RequestIdsArePerUserAndAReusedKeyMustMeanTheSameJob) {
+  Register("a", 2);
+  pb::JobSpec alice = Spec(1, 1);
+  alice.mutable_env()->insert({"WANDB_API_KEY", "alice-secret"});
+  auto first = state_->Submit(alice, "run-1");
+  ASSERT_TRUE(first.ok());
+  pb::JobSpec bob = Spec(1, 1);
+  bob.set_user("bob");
+  auto bobs = state_->Submit(bob, "run-1");
+  ASSERT_TRUE(bobs.ok());
+  EXPECT_NE(bobs->id(), first->id());  // his own job, not hers (nor her environment)
+  EXPECT_EQ(bobs->spec().env().count("WANDB_API_KEY"), 0u);
+  auto retry = state_->Submit(alice, "run-1");
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->id(), first->id());
+  pb::JobSpec changed = alice;
+  changed.set_nnodes(2);
+  changed.set_devices_per_node(1);
+  auto conflict = state_->Submit(changed, "run-1");
+  EXPECT_TRUE(absl::IsAlreadyExists(conflict.status())) << conflict.status();
+  Open();  // keys survive a restart, per user
+  auto after = state_->Submit(bob, "run-1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->id(), bobs->id());
+}
+
+// Issue 14, item 14: a restarted generation never gets the port its predecessor may still hold,
+// and a one-node job needs none.
+TEST_F(ClusterStateTest, RestartedGenerationsGetAnotherRendezvousPortAndOneNodeJobsNone) {
+  Register("a", 4);
+  Register("b", 4);
+  auto single = state_->Submit(Spec(1, 1), "");
+  auto gang = state_->Submit(Spec(2, 1, /*max_restarts=*/1), "");
+  state_->Tick();
+  EXPECT_EQ(Job(single->id()).rendezvous_endpoint(), "");
+  const pb::Job g1 = Job(gang->id());
+  ASSERT_EQ(g1.state(), pb::JOB_STATE_SCHEDULED);
+  const std::string node0 = g1.placement(0).node();
+  const std::string node1 = g1.placement(1).node();
+  ASSERT_TRUE(Heartbeat(node0, {Proc(gang->id(), 1, true)}).ok());
+  ASSERT_TRUE(Heartbeat(node1, {Proc(gang->id(), 1, false, 1)}).ok());
+  ASSERT_EQ(Job(gang->id()).state(), pb::JOB_STATE_PENDING);
+  // Rank 0 of generation 1 is still stopping (reported running) when generation 2 is placed.
+  state_->Tick();
+  const pb::Job g2 = Job(gang->id());
+  ASSERT_EQ(g2.generation(), 2u);
+  EXPECT_NE(g2.rendezvous_endpoint(), g1.rendezvous_endpoint());
+  EXPECT_FALSE(g2.rendezvous_endpoint().empty());
+}
+
+// Issue 14, item 9: a node writes only the logs of generations it ran.
+TEST_F(ClusterStateTest, LogPushesComeOnlyFromTheNodesAGenerationRanOn) {
+  Register("a", 2);
+  Register("b", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  const std::string placed = Job(job->id()).placement(0).node();
+  const std::string other = placed == "a" ? "b" : "a";
+  EXPECT_TRUE(state_->CheckLogPush(placed, sessions_[placed], job->id(), 1).ok());
+  auto refused = state_->CheckLogPush(other, sessions_[other], job->id(), 1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_FALSE(state_->CheckLogPush(placed, sessions_[placed], job->id(), 2).ok());
 }
 
 }  // namespace

@@ -125,6 +125,19 @@ TEST(LaunchPlan, VendorEnvironment) {
   }
 }
 
+TEST(LaunchPlan, OneNodeHostsItsOwnStoreOnAPortTheKernelPicks) {
+  auto in = Input(Vendor::kNvidia);
+  in.nodes.resize(1);
+  in.rendezvous_port = 0;  // none is picked for one node
+  auto plans = BuildLaunchPlans(Spec(), in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  const auto argv = Argv((*plans)[0]);
+  auto endpoint = std::find(argv.begin(), argv.end(), "--rdzv_endpoint");
+  ASSERT_NE(endpoint, argv.end());
+  EXPECT_EQ(*(endpoint + 1), "127.0.0.1:0");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "is_host=1"), argv.end());
+}
+
 TEST(LaunchPlan, RejectsMissingFacts) {
   auto in = Input(Vendor::kNvidia);
   in.rendezvous_port = 0;

@@ -1,10 +1,14 @@
 // The security modules without a network: the access table cell by cell, the token file, the
 // authenticator (tokens, node certificates, reload), the audit line, the rate limiter with an
 // injected clock, and quotas.
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/daemon/security/access_policy.h"
@@ -206,6 +210,43 @@ TEST(AuditLog, OneJsonLinePerCallEvenForHostileBytes) {
   ASSERT_TRUE(std::getline(in, first));
   ASSERT_TRUE(std::getline(in, second));
   EXPECT_TRUE(nlohmann::json::parse(second)["caller"].is_null());
+}
+
+TEST(AuditLog, BoundsWhatTheCallerChoseAndRotates) {
+  Caller alice = User("alice", Role::kUser);
+  AuditRecord r;
+  r.time = absl::FromUnixSeconds(0);
+  r.caller = &alice;
+  r.method = "SubmitJob";
+  const std::string huge(8 << 20, 'n');
+  r.target = huge;
+  r.result = absl::InvalidArgumentError(absl::StrCat("name: '", huge, "' is too long"));
+  const std::string line = AuditLine(r);
+  EXPECT_LT(line.size(), 2048u);
+  auto j = nlohmann::json::parse(line);
+  EXPECT_TRUE(absl::StrContains(j["target"].get<std::string>(), absl::StrCat(huge.size(), " bytes, sha256 ")));
+  // Two long values differing at the end stay distinguishable.
+  r.target = huge.substr(1) + "m";
+  EXPECT_NE(nlohmann::json::parse(AuditLine(r))["target"], j["target"]);
+
+  hetpool::testing::TempDir dir;
+  const std::string path = dir.path() + "/audit.log";
+  auto log = AuditLog::Open(path, AuditLogOptions{.max_bytes = 4096, .keep = 2});
+  ASSERT_TRUE(log.ok());
+  for (int i = 0; i < 200; ++i) (*log)->Record(r);  // 12 refused 8 MB submits cost ~91 MiB before
+  uint64_t total = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) total += entry.file_size();
+  EXPECT_LE(total, 3u * 4096u);
+  EXPECT_TRUE(std::filesystem::exists(path + ".1"));
+  EXPECT_TRUE(std::filesystem::exists(path + ".2"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".3"));
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::ifstream in(path);
+  std::string first;
+  ASSERT_TRUE(std::getline(in, first));
+  EXPECT_FALSE(nlohmann::json::parse(first, nullptr, false).is_discarded());  // whole lines only
 }
 
 // --- rate limiter

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -19,6 +20,52 @@ hetpool::v1::Job MakeJob(int seq, hetpool::v1::JobState state) {
   job.mutable_spec()->set_user("alice");
   job.mutable_spec()->add_command("true");
   return job;
+}
+
+// Issue 14, item 11: a damaged store is refused whole, naming the file, instead of loading part.
+TEST(SqliteStore, RefusesATruncatedStore) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  { std::ofstream touch(path); }
+  auto store = SqliteStore::Open(path);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  EXPECT_NE(store.status().message().find(path), absl::string_view::npos);
+}
+
+TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  {
+    auto store = SqliteStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    for (int i = 1; i <= 300; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
+  }
+  // Find the index's root page and overwrite bytes inside it, as a bad sector would.
+  int root = 0, page_size = 0;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='jobs_seq'", -1, &stmt, nullptr);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    root = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    page_size = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  ASSERT_GT(root, 1);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(root - 1) * page_size + 12);
+    const std::string junk(64, '\x5a');
+    file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto store = SqliteStore::Open(path);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  EXPECT_NE(store.status().message().find("damaged"), absl::string_view::npos) << store.status();
 }
 
 TEST(SqliteStore, PersistsJobsAndNodesAcrossReopen) {

@@ -11,11 +11,15 @@ namespace hetpool::daemon {
 absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     const hetpool::v1::JobSpec& spec, const LaunchInput& input) {
   if (input.nodes.empty()) return absl::InvalidArgumentError("launch plan: no nodes");
-  if (input.rendezvous_port <= 0 || input.rendezvous_port > 65535) {
+  const bool standalone = input.nodes.size() == 1;
+  if (!standalone && (input.rendezvous_port <= 0 || input.rendezvous_port > 65535)) {
     return absl::InvalidArgumentError("launch plan: no rendezvous port");
   }
   const VendorRuntime& runtime = RuntimeOf(input.vendor);
-  const std::string endpoint = absl::StrCat(input.nodes[0].address, ":", input.rendezvous_port);
+  // One node hosts its own store on a port the kernel picks (port 0), so no port can be taken
+  // already. (torchrun --standalone would do the same on torch 2, but uses a fixed 29400 on 1.13.)
+  const std::string endpoint =
+      standalone ? "127.0.0.1:0" : absl::StrCat(input.nodes[0].address, ":", input.rendezvous_port);
   const int nnodes = static_cast<int>(input.nodes.size());
   std::vector<hetpool::v1::NodeLaunchPlan> plans;
   for (int rank = 0; rank < nnodes; ++rank) {

@@ -1,6 +1,7 @@
 #include "src/daemon/services/agent_service.h"
 
 #include "src/common/grpc_status.h"
+#include "src/common/orders_parts.h"
 
 namespace hetpool::daemon {
 
@@ -48,7 +49,9 @@ grpc::Status AgentServiceImpl::StreamOrders(grpc::ServerContext* ctx, const pb::
           if (!orders.ok()) return orders.status();
           if (!orders->has_value()) continue;
           sent = (*orders)->version();
-          if (!writer->Write(**orders)) break;
+          bool written = true;
+          for (const pb::Orders& part : SplitOrders(**orders)) written = written && writer->Write(part);
+          if (!written) break;
         }
         return absl::CancelledError("the agent went away");
       },

@@ -1,11 +1,14 @@
 #include "src/daemon/services/job_service.h"
 
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/convert.h"
 #include "src/common/grpc_status.h"
+#include "src/common/names.h"
 #include "src/daemon/accounting/usage.h"
+#include "src/daemon/logs/log_filter.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -13,32 +16,21 @@ namespace {
 constexpr size_t kLogChunk = 64 * 1024;
 constexpr absl::Duration kPollSlice = absl::Milliseconds(500);
 
-// Keeps only the lines torchrun's --tee tagged with one local rank ("[default<r>]:").
-class RankFilter {
- public:
-  explicit RankFilter(int local_rank) : prefix_(absl::StrCat("[default", local_rank, "]:")) {}
-  std::string Feed(absl::string_view data) {
-    std::string out;
-    for (char c : data) {
-      line_ += c;
-      if (c == '\n') Flush(out);
-    }
-    return out;
+// A job's environment holds its owner's secrets (tokens, keys): other readers (viewers) see the
+// names and not the values. Operators and admins, who may act on every job, see them whole.
+void RedactFor(const Caller& caller, pb::Job& job) {
+  if (caller.unchecked || caller.role >= Role::kOperator || caller.user == job.spec().user()) return;
+  constexpr absl::string_view kRedacted = "<redacted>";
+  for (auto& [name, value] : *job.mutable_spec()->mutable_env()) value = std::string(kRedacted);
+  for (auto& plan : *job.mutable_launch_plan()) {
+    for (auto& [name, value] : *plan.mutable_env()) value = std::string(kRedacted);
   }
-  std::string Finish() {
-    std::string out;
-    Flush(out);
-    return out;
-  }
+}
 
- private:
-  void Flush(std::string& out) {
-    if (line_.rfind(prefix_, 0) == 0) out += line_;
-    line_.clear();
-  }
-  std::string prefix_;
-  std::string line_;
-};
+// The marker a reader sees where the stream's size cap rotated bytes away.
+std::string RotatedAway(uint64_t bytes) {
+  return absl::StrCat("[hetpool: ", bytes, " earlier bytes of this log were rotated away (--log-max-bytes)]\n");
+}
 
 }  // namespace
 
@@ -84,6 +76,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx, const pb::GetJobRe
   return Guarded(*guard_, ctx, "GetJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
     auto job = JobFor(caller, Action::kReadJob, req->job_id());
     if (!job.ok()) return job.status();
+    RedactFor(caller, *job);
     *resp = *std::move(job);
     return absl::OkStatus();
   });
@@ -104,6 +97,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx, const pb::ListJo
     }
     auto list = state_->ListJobs(request);
     if (!list.ok()) return list.status();
+    for (auto& job : *list->mutable_jobs()) RedactFor(caller, job);
     *resp = *std::move(list);
     return absl::OkStatus();
   });
@@ -130,17 +124,18 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const pb::WatchJ
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   return Guarded(*guard_, ctx, "WatchJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
     if (auto job = JobFor(caller, Action::kReadJob, req->job_id()); !job.ok()) return job.status();
-    return Watch(ctx, req->job_id(), writer);
+    return Watch(ctx, caller, req->job_id(), writer);
   });
 }
 
-absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const std::string& job_id,
+absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const Caller& caller, const std::string& job_id,
                                    grpc::ServerWriter<pb::WatchJobResponse>* writer) {
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
     auto next = state_->WaitJob(job_id, seen, absl::Now() + kPollSlice);
     if (!next.ok()) return next.status();
     auto& [job, version] = *next;
+    RedactFor(caller, job);
     if (version > seen) {
       seen = version;
       pb::WatchJobResponse update;
@@ -157,17 +152,63 @@ absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const std::string& 
 grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                                         grpc::ServerWriter<pb::LogChunk>* writer) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  return Guarded(*guard_, ctx, "GetJobLogs", Action::kReadLogs, req->job_id(), [&](const Caller& caller) -> absl::Status {
-    if (auto job = JobFor(caller, Action::kReadLogs, req->job_id()); !job.ok()) return job.status();
-    return FromGrpcStatus(StreamLogs(ctx, req, writer));
-  });
+  // Reading logs is audited like a change: they can hold what a job printed of its secrets.
+  const std::string target = absl::StrCat(req->job_id(), req->node().empty() ? "" : " node=",
+                                          req->node().substr(0, 64), req->has_rank() ? " rank=" : "",
+                                          req->has_rank() ? absl::StrCat(req->rank()) : "");
+  return Guarded(
+      *guard_, ctx, "GetJobLogs", Action::kReadLogs, target,
+      [&](const Caller& caller) -> absl::Status {
+        if (auto job = JobFor(caller, Action::kReadLogs, req->job_id()); !job.ok()) return job.status();
+        return FromGrpcStatus(StreamLogs(ctx, req, writer));
+      },
+      /*audit_success=*/true);
+}
+
+absl::StatusOr<std::vector<std::string>> JobServiceImpl::NodesToRead(const pb::Job& job,
+                                                                     const pb::GetJobLogsRequest& req,
+                                                                     uint64_t generation,
+                                                                     std::map<std::string, LogFilter>& filters) {
+  std::vector<std::string> nodes;
+  if (req.has_rank()) {
+    const int world = job.spec().procs_per_node() * job.spec().nnodes();
+    if (req.rank() < 0 || req.rank() >= world) {
+      return absl::InvalidArgumentError(absl::StrCat("rank: must be in [0, ", world, ")"));
+    }
+    for (const auto& p : job.placement()) {
+      for (int local = 0; local < p.global_ranks_size(); ++local) {
+        if (p.global_ranks(local) != req.rank()) continue;
+        nodes.push_back(p.node());
+        filters.try_emplace(p.node(), local);
+      }
+    }
+    // Until the workers are up (and report their ranks) no node is known to hold the rank.
+    return nodes;
+  }
+  if (req.node().empty()) {
+    for (const auto& p : job.placement()) nodes.push_back(p.node());
+    return nodes;
+  }
+  // One node: it must be a node name, and one of the placement when the generation is current
+  // (older placements are not kept; the log store opens only the stream of that name).
+  if (auto s = CheckPathComponent("node", req.node(), 63); !s.ok()) return s;
+  if (generation == job.generation()) {
+    bool placed = false;
+    for (const auto& p : job.placement()) placed = placed || p.node() == req.node();
+    if (!placed) {
+      return absl::InvalidArgumentError(absl::StrCat("node: ", req.node(), " is not in the placement of job ", job.id(),
+                                                     " generation ", generation));
+    }
+  }
+  nodes.push_back(req.node());
+  return nodes;
 }
 
 grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                                         grpc::ServerWriter<pb::LogChunk>* writer) {
   uint64_t seen = 0;
   std::map<std::string, uint64_t> offsets;
-  std::map<std::string, RankFilter> filters;
+  std::map<std::string, LogFilter> filters;
   bool final_pass = false;
   while (!ctx->IsCancelled()) {
     auto next = state_->WaitJob(req->job_id(), seen, absl::Now() + (seen ? kPollSlice : absl::ZeroDuration()));
@@ -179,39 +220,20 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           absl::StrCat("job ", job.id(), " has no generation ", generation));
     }
-    // Which node files to read: one node, the node of one rank, or the whole placement.
-    std::vector<std::string> nodes;
-    if (req->has_rank()) {
-      const int procs = job.spec().procs_per_node();
-      const int world = procs * job.spec().nnodes();
-      if (req->rank() < 0 || req->rank() >= world) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("rank: must be in [0, ", world, ")"));
-      }
-      for (const auto& p : job.placement()) {
-        for (int local = 0; local < p.global_ranks_size(); ++local) {
-          if (p.global_ranks(local) != req->rank()) continue;
-          nodes.push_back(p.node());
-          filters.try_emplace(p.node(), local);
-        }
-      }
-      // Until the workers are up (and report their ranks) no node is known to hold the rank.
-    } else if (!req->node().empty()) {
-      nodes.push_back(req->node());
-    } else {
-      for (const auto& p : job.placement()) nodes.push_back(p.node());
-    }
+    auto nodes = NodesToRead(job, *req, generation, filters);
+    if (!nodes.ok()) return ToGrpcStatus(nodes.status());
     if (generation > 0) {
-      for (const auto& node : nodes) {
+      for (const auto& node : *nodes) {
+        auto filter = filters.try_emplace(node, std::nullopt).first;
         while (true) {
-          auto data = logs_->Read(job.id(), generation, node, offsets[node], kLogChunk);
-          if (!data.ok()) return ToGrpcStatus(data.status());
-          if (data->empty()) break;
-          offsets[node] += data->size();
+          auto slice = logs_->Read(job.id(), generation, node, offsets[node], kLogChunk);
+          if (!slice.ok()) return ToGrpcStatus(slice.status());
+          if (slice->data.empty() && slice->dropped == 0) break;
+          offsets[node] += slice->dropped + slice->data.size();
           pb::LogChunk chunk;
           chunk.set_node(node);
-          auto filter = filters.find(node);
-          chunk.set_data(filter == filters.end() ? *data : filter->second.Feed(*data));
+          if (slice->dropped > 0) chunk.set_data(RotatedAway(slice->dropped));
+          chunk.mutable_data()->append(filter->second.Feed(slice->data));
           if (!chunk.data().empty() && !writer->Write(chunk)) return grpc::Status::CANCELLED;
         }
       }
@@ -222,12 +244,6 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
     if (!req->follow() || final_pass) break;
     if (ended) final_pass = true;
     if (state_->stopping()) break;
-  }
-  for (auto& [node, filter] : filters) {
-    pb::LogChunk chunk;
-    chunk.set_node(node);
-    chunk.set_data(filter.Finish());
-    if (!chunk.data().empty()) writer->Write(chunk);
   }
   return ctx->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK;
 }

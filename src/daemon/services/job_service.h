@@ -5,6 +5,7 @@
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/job.grpc.pb.h"
+#include "src/daemon/logs/log_filter.h"
 #include "src/daemon/logs/log_store.h"
 #include "src/daemon/planning/model_planner.h"
 #include "src/daemon/state/cluster_state.h"
@@ -33,10 +34,15 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
  private:
   // The job, if the caller may take `action` on it (NOT_FOUND / PERMISSION_DENIED otherwise).
   absl::StatusOr<pb::Job> JobFor(const Caller& caller, Action action, const std::string& id) const;
-  absl::Status Watch(grpc::ServerContext* ctx, const std::string& job_id,
+  absl::Status Watch(grpc::ServerContext* ctx, const Caller& caller, const std::string& job_id,
                      grpc::ServerWriter<pb::WatchJobResponse>* writer);
   grpc::Status StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                           grpc::ServerWriter<pb::LogChunk>* writer);
+  // Which node streams a log request reads: one node (checked against the placement), the node
+  // of one rank (with a filter for its lines), or the whole placement.
+  static absl::StatusOr<std::vector<std::string>> NodesToRead(const pb::Job& job, const pb::GetJobLogsRequest& req,
+                                                              uint64_t generation,
+                                                              std::map<std::string, LogFilter>& filters);
 
   ClusterState* state_;
   const LogStore* logs_;

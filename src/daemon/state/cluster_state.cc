@@ -90,6 +90,11 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
 
 ClusterState::~ClusterState() { Stop(); }
 
+bool ClusterState::store_healthy() const {
+  absl::MutexLock lock(&mu_);
+  return store_healthy_;
+}
+
 bool ClusterState::stopping() const {
   absl::MutexLock lock(&mu_);
   return stopping_;
@@ -127,7 +132,7 @@ absl::Status ClusterState::Load() {
   }
   for (auto& job : *jobs) {
     next_seq_ = std::max<uint64_t>(next_seq_, job.submit_seq() + 1);
-    if (!job.request_id().empty()) job_by_request_[job.request_id()] = job.id();
+    if (!job.request_id().empty()) job_by_request_[{job.spec().user(), job.request_id()}] = job.id();
     if (Active(job.state())) {
       for (const auto& p : job.placement()) {
         if (p.exited()) continue;
@@ -138,6 +143,7 @@ absl::Status ClusterState::Load() {
         claim.device_milli = p.device_milli() > 0 ? p.device_milli() : 1000;
         claim.device_memory_mib = p.device_memory_mib();
         claim.created_at_version = version_base;
+        claim.rendezvous_endpoint = job.rendezvous_endpoint();
       }
     }
     const std::string id = job.id();
@@ -173,6 +179,7 @@ void ClusterState::Stop() {
 
 namespace {
 constexpr absl::Duration kFullCycleEvery = absl::Minutes(1);
+constexpr size_t kMaxListPageBytes = 3 << 20;
 }  // namespace
 
 void ClusterState::Tick() {
@@ -203,20 +210,32 @@ absl::Status ClusterState::WriteJob(const pb::Job& job) {
   return s;
 }
 
-void ClusterState::Persist(JobEntry& entry) {
+absl::Status ClusterState::Commit(JobEntry& entry, pb::Job next) {
+  if (auto s = WriteJob(next); !s.ok()) {
+    // Nothing changes in memory either: what is not stored is neither acknowledged nor acted
+    // on. The caller fails its RPC, or leaves the agent's report to be applied again.
+    if (store_healthy_) spdlog::error("the store refuses writes: {}", std::string(s.message()));
+    store_healthy_ = false;
+    return absl::UnavailableError(absl::StrCat("the store refused the change to job ", next.id(), " (", s.message(),
+                                               "); nothing was changed"));
+  }
+  if (!store_healthy_) spdlog::info("the store accepts writes again");
+  store_healthy_ = true;
+  pb::Job before = std::exchange(entry.job, std::move(next));
   ++entry.version;
-  if (auto s = WriteJob(entry.job); !s.ok()) {
-    // The in-memory state stays ahead of the store; the next successful write of this job
-    // carries the change. Log loudly: an operator must look at the disk.
-    spdlog::error("store write for job {} failed: {}", entry.job.id(), std::string(s.message()));
+  if (options_.observer != nullptr) {
+    const pb::Job& job = entry.job;
+    if (IsTerminal(job.state()) && !IsTerminal(before.state())) options_.observer->JobEnded(job);
+    if (job.restart_count() > before.restart_count() && job.events_size() > 0) {
+      options_.observer->JobRestarted(job.events(job.events_size() - 1).reason());
+    }
   }
   Changed();
+  return absl::OkStatus();
 }
 
-void ClusterState::AddEvent(JobEntry& entry, std::string reason, std::string message) {
-  pb::Job& job = entry.job;
+void ClusterState::AddEvent(pb::Job& job, std::string reason, std::string message) const {
   if (!message.empty()) spdlog::info("job {}: {} {}", job.id(), reason, message);
-  const bool ended_before = job.events_size() > 0 && IsTerminal(job.events(job.events_size() - 1).state());
   auto* event = job.add_events();
   *event->mutable_time() = ToProtoTime(Now());
   event->set_state(job.state());
@@ -225,12 +244,6 @@ void ClusterState::AddEvent(JobEntry& entry, std::string reason, std::string mes
   if (static_cast<size_t>(job.events_size()) > options_.max_events_per_job) {
     // Keep the first event (submission) and the newest ones.
     job.mutable_events()->DeleteSubrange(1, 1);
-  }
-  if (options_.observer != nullptr) {
-    if (IsTerminal(job.state()) && !ended_before) options_.observer->JobEnded(job);
-    if (job.state() == pb::JOB_STATE_PENDING && job.reason() == "Restarting") {
-      options_.observer->JobRestarted(job.events(job.events_size() - 1).reason());
-    }
   }
 }
 
@@ -246,17 +259,24 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
   if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
   if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
   JobEntry entry;
+  const RequestKey request{spec.user(), request_id};
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
     if (!request_id.empty()) {
       // A retry while the first copy is still being written waits for that write's outcome.
-      auto settled = [this, &request_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !requests_in_flight_.contains(request_id);
+      auto settled = [this, &request]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !requests_in_flight_.contains(request);
       };
       mu_.Await(absl::Condition(&settled));
-      if (auto it = job_by_request_.find(request_id); it != job_by_request_.end()) {
-        return jobs_.at(it->second).job;  // a retried submission: the first one stands
+      if (auto it = job_by_request_.find(request); it != job_by_request_.end()) {
+        const pb::Job& first = jobs_.at(it->second).job;
+        // A retry sends the same job; the same key with another job is a client bug to report.
+        if (!google::protobuf::util::MessageDifferencer::Equals(first.spec(), spec)) {
+          return absl::AlreadyExistsError(absl::StrCat("request_id: ", request_id, " was used by ", first.id(),
+                                                       " with a different spec"));
+        }
+        return first;  // a retried submission: the first one stands
       }
     }
     // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
@@ -277,17 +297,18 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
     if (plan) *job.mutable_plan() = *plan;
     job.set_state(pb::JOB_STATE_PENDING);
     *job.mutable_created_at() = ToProtoTime(Now());
-    AddEvent(entry, "Submitted", absl::StrCat("by ", entry.job.spec().user()));
-    if (!request_id.empty()) requests_in_flight_.insert(request_id);
+    AddEvent(entry.job, "Submitted", absl::StrCat("by ", entry.job.spec().user()));
+    if (!request_id.empty()) requests_in_flight_.insert(request);
   }
   // Durable before it is acknowledged or visible, written outside the lock so that concurrent
   // submissions share one commit (the store groups them). On failure nothing is kept.
   const absl::Status written = WriteJob(entry.job);
   absl::MutexLock lock(&mu_);
-  requests_in_flight_.erase(request_id);
+  store_healthy_ = written.ok();
+  requests_in_flight_.erase(request);
   if (!written.ok()) return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
   const std::string id = entry.job.id();
-  if (!request_id.empty()) job_by_request_[request_id] = id;
+  if (!request_id.empty()) job_by_request_[request] = id;
   auto& stored = jobs_[id] = std::move(entry);
   new_jobs_.push_back(id);
   Changed();
@@ -326,11 +347,15 @@ absl::StatusOr<pb::ListJobsResponse> ClusterState::ListJobs(const pb::ListJobsRe
   std::sort(matching.begin(), matching.end(),
             [](const pb::Job* a, const pb::Job* b) { return a->submit_seq() < b->submit_seq(); });
   pb::ListJobsResponse response;
+  size_t bytes = 0;
   for (const pb::Job* job : matching) {
-    if (response.jobs_size() == page_size) {
-      response.set_next_page_token(absl::StrCat(response.jobs(page_size - 1).submit_seq()));
+    // A page ends at its count or before it would pass a client's default 4 MiB message limit.
+    const size_t job_bytes = job->ByteSizeLong();
+    if (response.jobs_size() == page_size || (response.jobs_size() > 0 && bytes + job_bytes > kMaxListPageBytes)) {
+      response.set_next_page_token(absl::StrCat(response.jobs(response.jobs_size() - 1).submit_seq()));
       break;
     }
+    bytes += job_bytes;
     *response.add_jobs() = *job;
   }
   return response;
@@ -347,13 +372,14 @@ absl::StatusOr<pb::Job> ClusterState::Cancel(const std::string& id, const std::s
         "job ", id, " already ended (", JobStateName(entry.job.state()), ")"));
   }
   const std::string message = reason.empty() ? "cancelled by request" : reason;
+  pb::Job next = entry.job;
+  next.set_state(pb::JOB_STATE_CANCELLED);
+  next.set_reason("Cancelled");
+  next.set_message(message);
+  *next.mutable_finished_at() = ToProtoTime(Now());
+  AddEvent(next, "Cancelled", message);
+  if (auto s = Commit(entry, std::move(next)); !s.ok()) return s;
   ReleaseClaims(entry, "job cancelled");
-  entry.job.set_state(pb::JOB_STATE_CANCELLED);
-  entry.job.set_reason("Cancelled");
-  entry.job.set_message(message);
-  *entry.job.mutable_finished_at() = ToProtoTime(Now());
-  AddEvent(entry, "Cancelled", message);
-  Persist(entry);
   return entry.job;
 }
 
@@ -451,29 +477,41 @@ void ClusterState::RefreshView(std::vector<scheduler::NodeView>& views, const st
   MaskReserved(reserved, *it);
 }
 
-absl::StatusOr<int> ClusterState::PickRendezvousPort(const std::string& address) const {
-  // Ports of live jobs whose rank 0 shares this address (several agents may share a host).
+absl::StatusOr<int> ClusterState::PickRendezvousPort(const std::string& address) {
   std::set<int> used;
-  for (const auto& [id, entry] : jobs_) {
-    if (!Active(entry.job.state())) continue;
-    const std::string& endpoint = entry.job.rendezvous_endpoint();
+  auto note = [&](const std::string& endpoint) {
     const auto colon = endpoint.rfind(':');
     int port = 0;
     if (colon != std::string::npos && endpoint.substr(0, colon) == address &&
         absl::SimpleAtoi(endpoint.substr(colon + 1), &port)) {
       used.insert(port);
     }
+  };
+  // Several agents may share a host: every generation whose rank 0 is on this address counts,
+  // also one being stopped (its torchrun may still hold the port).
+  for (const auto& [id, entry] : jobs_) {
+    if (Active(entry.job.state())) note(entry.job.rendezvous_endpoint());
   }
-  for (int port = options_.rendezvous_port_min; port <= options_.rendezvous_port_max; ++port) {
-    if (!used.contains(port)) return port;
+  for (const auto& [name, node] : nodes_) {
+    for (const auto& [key, claim] : node.claims) note(claim.rendezvous_endpoint);
+  }
+  const int span = options_.rendezvous_port_max - options_.rendezvous_port_min + 1;
+  int& cursor = next_port_[address];
+  for (int i = 0; i < span; ++i) {
+    const int port = options_.rendezvous_port_min + (cursor + i) % span;
+    if (used.contains(port)) continue;
+    cursor = (cursor + i + 1) % span;
+    return port;
   }
   return absl::ResourceExhaustedError(absl::StrCat("no free rendezvous port on ", address));
 }
 
 absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement& placement) {
-  pb::Job& job = entry.job;
+  pb::Job job = entry.job;  // the next state: it counts (claims, orders) once it is stored
   const NodeEntry& rank0 = nodes_.at(placement.nodes.front().node);
-  auto port = PickRendezvousPort(rank0.record.address());
+  // One node needs no rendezvous port (torchrun --standalone picks a free one itself).
+  absl::StatusOr<int> port = 0;
+  if (placement.nodes.size() > 1) port = PickRendezvousPort(rank0.record.address());
   if (!port.ok()) return port.status();
   LaunchInput input;
   input.job_id = job.id();
@@ -496,7 +534,7 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
 
   job.set_generation(input.generation);
   job.set_vendor(std::string(VendorName(placement.vendor)));
-  job.set_rendezvous_endpoint(absl::StrCat(rank0.record.address(), ":", *port));
+  job.set_rendezvous_endpoint(*port > 0 ? absl::StrCat(rank0.record.address(), ":", *port) : "");
   job.clear_placement();
   job.clear_launch_plan();
   for (size_t rank = 0; rank < placement.nodes.size(); ++rank) {
@@ -508,19 +546,12 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
     p->set_device_milli(assignment.device_milli);
     p->set_device_memory_mib(assignment.device_memory_mib);
     for (const auto& d : assignment.device_ids) p->add_device_ids(d);
-    NodeEntry& node = nodes_.at(assignment.node);
-    for (const auto& d : node.inventory.devices) {
+    for (const auto& d : nodes_.at(assignment.node).inventory.devices) {
       if (!assignment.device_ids.empty() && d.id == assignment.device_ids.front()) {
         p->set_fingerprint(d.fingerprint);
         p->set_class_label(drivers::FingerprintLabel(d));
       }
     }
-    BumpOrders(node);
-    Claim& claim = node.claims[{job.id(), job.generation()}];
-    claim.device_ids = assignment.device_ids;
-    claim.device_milli = assignment.device_milli;
-    claim.device_memory_mib = assignment.device_memory_mib;
-    claim.created_at_version = node.orders_version;
   }
   for (auto& plan : *plans) *job.add_launch_plan() = std::move(plan);
   job.set_state(pb::JOB_STATE_SCHEDULED);
@@ -532,8 +563,19 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
   }
   job.set_message(absl::StrCat("generation ", job.generation(), " on ", absl::StrJoin(where, " ")));
   *job.mutable_scheduled_at() = ToProtoTime(Now());
-  AddEvent(entry, "Scheduled", job.message());
-  Persist(entry);
+  AddEvent(job, "Scheduled", job.message());
+  const uint64_t generation = job.generation();
+  if (auto s = Commit(entry, std::move(job)); !s.ok()) return s;
+  for (const auto& assignment : placement.nodes) {
+    NodeEntry& node = nodes_.at(assignment.node);
+    BumpOrders(node);
+    Claim& claim = node.claims[{entry.job.id(), generation}];
+    claim.device_ids = assignment.device_ids;
+    claim.device_milli = assignment.device_milli;
+    claim.device_memory_mib = assignment.device_memory_mib;
+    claim.created_at_version = node.orders_version;
+    claim.rendezvous_endpoint = entry.job.rendezvous_endpoint();
+  }
   return absl::OkStatus();
 }
 
@@ -637,7 +679,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       entry->job.set_reason(reason);
       entry->job.set_message(message);
       *entry->job.mutable_pending() = std::move(why);
-      AddEvent(*entry, reason, message);
+      AddEvent(entry->job, reason, message);
       // Why a job waits is recomputed every cycle (and after a restart), so it is not written to
       // the store: the next state change carries it. Watchers still hear of it now.
       ++entry->version;
@@ -701,43 +743,42 @@ void ClusterState::ReleaseClaims(JobEntry& entry, const std::string& reason) {
   work_pending_ = true;
 }
 
-void ClusterState::FailOrRestart(JobEntry& entry, const std::string& reason,
-                                 const std::string& message) {
-  pb::Job& job = entry.job;
-  ReleaseClaims(entry, absl::StrCat("gang stopped: ", message));
+absl::Status ClusterState::FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason,
+                                         const std::string& message) {
   if (job.restart_count() < job.spec().max_restarts()) {
     job.set_restart_count(job.restart_count() + 1);
     job.set_state(pb::JOB_STATE_PENDING);
     job.set_reason("Restarting");
     job.set_message(absl::StrCat(message, "; restart ", job.restart_count(), " of ",
                                  job.spec().max_restarts()));
-    AddEvent(entry, reason, job.message());
+    AddEvent(job, reason, job.message());
   } else {
     job.set_state(pb::JOB_STATE_FAILED);
     job.set_reason(reason);
     job.set_message(message);
     *job.mutable_finished_at() = ToProtoTime(Now());
-    AddEvent(entry, reason, message);
+    AddEvent(job, reason, message);
   }
-  Persist(entry);
+  if (auto s = Commit(entry, std::move(job)); !s.ok()) return s;
+  ReleaseClaims(entry, absl::StrCat("gang stopped: ", message));
+  return absl::OkStatus();
 }
 
-void ClusterState::OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
-                                const std::string& message) {
-  pb::Job& job = entry.job;
+absl::Status ClusterState::OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
+                                        const std::string& message) {
+  pb::Job job = entry.job;
   pb::NodePlacement* p = PlacementOn(job, node);
-  if (p == nullptr) return;
+  if (p == nullptr) return absl::OkStatus();
   p->set_started(true);
   p->set_exited(true);
   p->set_exit_code(exit_code);
   p->set_exit_message(message);
   if (exit_code != 0) {
-    FailOrRestart(entry, kRestartNonZeroExit,
-                  absl::StrCat("node ", node, " exited with code ", exit_code,
-                               message.empty() ? "" : ": ", message));
-    return;
+    return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
+                         absl::StrCat("node ", node, " exited with code ", exit_code, message.empty() ? "" : ": ",
+                                      message));
   }
-  AddEvent(entry, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
+  AddEvent(job, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
   const bool all_done = std::all_of(job.placement().begin(), job.placement().end(),
                                     [](const pb::NodePlacement& q) { return q.exited(); });
   if (all_done) {
@@ -745,10 +786,10 @@ void ClusterState::OnNodeExited(JobEntry& entry, const std::string& node, int ex
     job.set_reason("Succeeded");
     job.set_message("every node exited with code 0");
     *job.mutable_finished_at() = ToProtoTime(Now());
-    AddEvent(entry, "Succeeded", job.message());
+    AddEvent(job, "Succeeded", job.message());
     work_pending_ = true;
   }
-  Persist(entry);
+  return Commit(entry, std::move(job));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -796,32 +837,36 @@ void ClusterState::ApplyProcessReports(
       continue;
     }
     JobEntry& entry = job_it->second;
+    // A report whose change cannot be stored is not applied: the claim stays, and the agent
+    // reports the same again with its next heartbeat (it reports an exit until told to forget).
     if (r.exited()) {
+      if (!OnNodeExited(entry, node_name, r.exit_code(), r.message()).ok()) continue;
       node.claims.erase(claim_it);
       BumpOrders(node);
       work_pending_ = true;
-      OnNodeExited(entry, node_name, r.exit_code(), r.message());
     } else if (r.running()) {
-      pb::NodePlacement* p = PlacementOn(entry.job, node_name);
+      pb::Job next = entry.job;
+      pb::NodePlacement* p = PlacementOn(next, node_name);
       if (p == nullptr) continue;
-      if (p->global_ranks_size() == 0 && r.global_ranks_size() > 0) {
-        *p->mutable_global_ranks() = r.global_ranks();
-        Persist(entry);
+      const bool ranks_news = p->global_ranks_size() == 0 && r.global_ranks_size() > 0;
+      if (ranks_news) *p->mutable_global_ranks() = r.global_ranks();
+      if (!p->started()) {
+        p->set_started(true);
+        AddEvent(next, "NodeStarted", absl::StrCat("node ", node_name, " started pid ", r.pid(),
+                                                   r.note().empty() ? "" : "; ", r.note()));
+        const bool all_started = std::all_of(next.placement().begin(), next.placement().end(),
+                                             [](const pb::NodePlacement& q) { return q.started(); });
+        if (all_started && next.state() == pb::JOB_STATE_SCHEDULED) {
+          next.set_state(pb::JOB_STATE_RUNNING);
+          next.set_reason("Running");
+          next.set_message("every node started");
+          *next.mutable_started_at() = ToProtoTime(Now());
+          AddEvent(next, "Running", next.message());
+        }
+      } else if (!ranks_news) {
+        continue;
       }
-      if (p->started()) continue;
-      p->set_started(true);
-      AddEvent(entry, "NodeStarted", absl::StrCat("node ", node_name, " started pid ", r.pid(),
-                                                  r.note().empty() ? "" : "; ", r.note()));
-      const bool all_started = std::all_of(entry.job.placement().begin(), entry.job.placement().end(),
-                                           [](const pb::NodePlacement& q) { return q.started(); });
-      if (all_started && entry.job.state() == pb::JOB_STATE_SCHEDULED) {
-        entry.job.set_state(pb::JOB_STATE_RUNNING);
-        entry.job.set_reason("Running");
-        entry.job.set_message("every node started");
-        *entry.job.mutable_started_at() = ToProtoTime(Now());
-        AddEvent(entry, "Running", entry.job.message());
-      }
-      Persist(entry);
+      Commit(entry, std::move(next)).IgnoreError();  // retried with the next report
     }
   }
   // Claims the agent no longer reports.
@@ -850,10 +895,15 @@ void ClusterState::ApplyProcessReports(
       continue;
     }
     // The agent acted on the launch (or ran it before) but has no record: the processes are gone.
+    // Unstored, the claim stays and the next report tries again.
+    if (!FailOrRestart(job_it->second, job_it->second.job, kRestartProcessLost,
+                       absl::StrCat("node ", node_name, " no longer has the job's processes"))
+             .ok()) {
+      ++it;
+      continue;
+    }
     it = node.claims.erase(it);
     work_pending_ = true;
-    FailOrRestart(job_it->second, kRestartProcessLost,
-                  absl::StrCat("node ", node_name, " no longer has the job's processes"));
   }
 }
 
@@ -968,15 +1018,21 @@ void ClusterState::ExpireLeasesLocked() {
     for (const auto& [key, claim] : node.claims) {
       if (claim.desired) lost.push_back(key);
     }
-    node.claims.clear();
-    BumpOrders(node);
-    work_pending_ = true;
+    // Claims go with the lease, except those of jobs whose failure the store did not take: they
+    // keep the node in this loop, so the next tick tries again.
+    std::set<JobGen> unstored;
     for (const auto& key : lost) {
       auto job = jobs_.find(key.first);
       if (job == jobs_.end() || job->second.job.generation() != key.second) continue;
-      FailOrRestart(job->second, kRestartNodeLost,
-                    absl::StrCat("node ", name, " stopped renewing its lease"));
+      if (!FailOrRestart(job->second, job->second.job, kRestartNodeLost,
+                         absl::StrCat("node ", name, " stopped renewing its lease"))
+               .ok()) {
+        unstored.insert(key);
+      }
     }
+    std::erase_if(node.claims, [&](const auto& claim) { return !unstored.contains(claim.first); });
+    BumpOrders(node);
+    work_pending_ = true;
   }
 }
 
@@ -1028,6 +1084,17 @@ absl::Status ClusterState::CheckLogPush(const std::string& node, const std::stri
   if (job == jobs_.end() || generation == 0 || generation > job->second.job.generation()) {
     // Distinct from the session's NOT_FOUND: the agent drops these logs instead of re-registering.
     return absl::FailedPreconditionError(absl::StrCat("no job ", job_id, " generation ", generation));
+  }
+  // Only a node the generation ran on may write its log: its claim (held until the agent stops
+  // reporting the process, which is after its logs are pushed), or the current placement.
+  // FAILED_PRECONDITION like an unknown job: the agent drops the bytes instead of retrying.
+  bool placed = nodes_.at(node).claims.contains({job_id, generation});  // CheckSessionLocked found the node
+  if (generation == job->second.job.generation()) {
+    for (const auto& p : job->second.job.placement()) placed = placed || p.node() == node;
+  }
+  if (!placed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", node, " did not run job ", job_id, " generation ", generation));
   }
   return absl::OkStatus();
 }

@@ -106,6 +106,9 @@ class ClusterState {
   PoolSnapshot Snapshot() const;
 
   bool stopping() const;
+  // False while the store refuses writes (disk full, etcd without quorum): changes fail with
+  // UNAVAILABLE and reads go on. True again after the next write it takes.
+  bool store_healthy() const;
 
  private:
   using JobGen = std::pair<std::string, uint64_t>;
@@ -117,6 +120,9 @@ class ClusterState {
     std::string kill_reason;
     uint64_t created_at_version = 0;    // orders version that first carried the launch
     uint64_t undesired_at_version = 0;  // orders version that first carried the kill
+    // The generation's rendezvous host:port ("" for one-node jobs): busy until the claim goes,
+    // that is until the agent no longer reports the generation's processes.
+    std::string rendezvous_endpoint;
   };
   struct NodeEntry {
     pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
@@ -146,10 +152,11 @@ class ClusterState {
   void BumpOrders(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckSessionLocked(const std::string& node, const std::string& session) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Persist(JobEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `next` as the job's state, and only then makes it the state in memory (and tells
+  // watchers). UNAVAILABLE, with nothing changed, when the store refuses it.
+  absl::Status Commit(JobEntry& entry, pb::Job next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteJob(const pb::Job& job);  // the store write, timed for the observer
-  void AddEvent(JobEntry& entry, std::string reason, std::string message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEvent(pb::Job& job, std::string reason, std::string message) const;
   pb::Node NodeSnapshot(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) const;
   // Drains or undrains, stored before it counts (on a failed write nothing changes).
@@ -164,11 +171,13 @@ class ClusterState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops every claim of the job's current generation with `reason`.
   void ReleaseClaims(JobEntry& entry, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A rank failed or a node was lost: restart the gang if restarts remain, else FAILED.
-  void FailOrRestart(JobEntry& entry, const std::string& reason, const std::string& message)
+  // A rank failed or a node was lost: restart the gang if restarts remain, else FAILED. `job` is
+  // the entry's next state so far (a copy, perhaps with an exit recorded). Claims are released
+  // once the change is stored; on a store error nothing changes.
+  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
-                    const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OnNodeExited(JobEntry& entry, const std::string& node, int exit_code, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyProcessReports(NodeEntry& node,
                            const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
                            bool registering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -188,8 +197,9 @@ class ClusterState {
   // Quotas at submission: the queue limit, a job the quota alone rules out, and (on_exceed
   // "reject") a job over quota now.
   absl::Status CheckQuotaLocked(const pb::JobSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<int> PickRendezvousPort(const std::string& address) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A port on `address` that no live or dying generation holds, taken round-robin so that a port
+  // just let go of is the last to be handed out again.
+  absl::StatusOr<int> PickRendezvousPort(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   pb::Orders OrdersFor(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const ClusterOptions options_;
@@ -200,13 +210,17 @@ class ClusterState {
   mutable absl::CondVar changed_;  // signalled on every change (watchers, order streams, loop)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool work_pending_ ABSL_GUARDED_BY(mu_) = false;  // something may now be schedulable
+  bool store_healthy_ ABSL_GUARDED_BY(mu_) = true;  // the last job write was stored
+  std::map<std::string, int> next_port_ ABSL_GUARDED_BY(mu_);  // per address: offset into the port range
   std::vector<std::string> new_jobs_ ABSL_GUARDED_BY(mu_);  // submitted since the last cycle
   absl::Time last_full_cycle_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, std::set<std::string>> reserved_ ABSL_GUARDED_BY(mu_);  // the head's hold
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::string> job_by_request_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> requests_in_flight_ ABSL_GUARDED_BY(mu_);  // submissions being written
+  // Idempotency keys are the submitting user's own: (user, request_id) -> job id.
+  using RequestKey = std::pair<std::string, std::string>;
+  std::map<RequestKey, std::string> job_by_request_ ABSL_GUARDED_BY(mu_);
+  std::set<RequestKey> requests_in_flight_ ABSL_GUARDED_BY(mu_);  // submissions being written
   std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
 
   std::thread loop_;  // last member: joined before the state it uses goes away

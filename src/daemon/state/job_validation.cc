@@ -43,12 +43,14 @@ absl::Status CheckRange(absl::string_view field, int value, int min, int max) {
 }  // namespace
 
 absl::Status ValidateNodeName(const std::string& name) {
-  if (auto s = CheckName("node_name", name, 63, true); !s.ok()) return s;
-  if (name[0] == '.') return Invalid("node_name", "may not start with '.'");
-  return absl::OkStatus();
+  return CheckPathComponent("node_name", name, 63);
 }
 
 absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
+  if (const size_t bytes = spec.ByteSizeLong(); bytes > limits.max_spec_bytes) {
+    return Invalid("spec", absl::StrCat(bytes, " bytes in all; at most ", limits.max_spec_bytes,
+                                        " (command or python args, env and labels together)"));
+  }
   if (auto s = CheckName("name", spec.name(), limits.max_name, false); !s.ok()) return s;
   if (auto s = CheckName("user", spec.user(), limits.max_user, true); !s.ok()) return s;
   if (auto s = CheckName("group", spec.group(), limits.max_user, false); !s.ok()) return s;

@@ -20,6 +20,9 @@ struct SpecLimits {
   size_t max_env = 256;
   size_t max_env_value = 32768;
   size_t max_path = 4096;
+  // The whole spec (argv, env, labels and the rest together): every field can be within its
+  // limit and the sum still too large to send a node in its orders (orders_parts.h).
+  size_t max_spec_bytes = 256 * 1024;
   int max_nnodes = 1024;
   int max_devices_per_node = 64;
   int max_procs_per_node = 256;

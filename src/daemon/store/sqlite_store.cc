@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 
 namespace hetpool::daemon {
@@ -27,6 +29,16 @@ class Statement {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  // SQLite takes a zero-length file for a new database and would start an empty pool on it. A
+  // store hetpoold wrote is never empty (unless its pages are all still in the WAL), so such a
+  // file is a truncated one: refuse rather than forget every job.
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec &&
+      !(std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is empty (0 bytes): it was truncated, not created by hetpoold. Restore it from a backup, or move it "
+              "away to start a new, empty pool (docs/reliability.md)"));
+  }
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
@@ -46,6 +58,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
                           "CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL)"}) {
     if (auto s = store->Exec(sql); !s.ok()) return s;
   }
+  // A damaged page (an index, a table) would load part of the jobs and then hand out their ids
+  // again: check the whole file before trusting any of it.
+  if (auto s = store->CheckIntegrity(path); !s.ok()) return s;
   Statement version(db, "PRAGMA user_version");
   if (!version.ok() || sqlite3_step(version.get()) != SQLITE_ROW) return store->Error("read schema version");
   const int found = sqlite3_column_int(version.get(), 0);
@@ -55,6 +70,24 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   }
   if (auto s = store->Exec("PRAGMA user_version=1"); !s.ok()) return s;
   return store;
+}
+
+absl::Status SqliteStore::CheckIntegrity(const std::string& path) {
+  Statement check(db_, "PRAGMA quick_check");
+  if (!check.ok()) return absl::FailedPreconditionError(absl::StrCat(path, " is not a usable database: ", sqlite3_errmsg(db_)));
+  std::string problems;
+  int rc;
+  while ((rc = sqlite3_step(check.get())) == SQLITE_ROW) {
+    const char* line = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
+    const std::string text = line ? line : "";
+    if (text == "ok") continue;
+    if (problems.size() < 512) absl::StrAppend(&problems, problems.empty() ? "" : "; ", text);
+  }
+  if (rc != SQLITE_DONE && problems.empty()) problems = sqlite3_errmsg(db_);
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, " is damaged (", problems, "). hetpoold will not start on it: restore it from a backup "
+      "(docs/reliability.md); keep the damaged file for inspection"));
 }
 
 SqliteStore::~SqliteStore() {

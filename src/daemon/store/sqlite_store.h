@@ -17,6 +17,8 @@ namespace hetpool::daemon {
 class SqliteStore : public Store {
  public:
   // Opens (creating if needed) `path`, e.g. DATA_DIR/hetpool.db.
+  // FAILED_PRECONDITION naming the file when it is damaged (PRAGMA quick_check) or truncated to
+  // nothing: a damaged store is never loaded in part.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
   ~SqliteStore() override;
 
@@ -27,6 +29,7 @@ class SqliteStore : public Store {
 
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
+  absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A PutJob waiting for the next group commit. `job` stays valid: its caller waits for `done`.
   struct QueuedJob {
     const hetpool::v1::Job* job = nullptr;

@@ -1,0 +1,172 @@
+// The daemon's log store and log filter: what a reader can name, what a job's output costs in
+// disk and memory (issue 14, items 1 and 5).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "src/daemon/logs/log_filter.h"
+#include "src/daemon/logs/log_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::daemon {
+namespace {
+
+std::string ReadAll(const LogStore& store, const std::string& job, uint64_t generation, const std::string& node,
+                    uint64_t* dropped = nullptr) {
+  std::string out;
+  uint64_t offset = 0;
+  while (true) {
+    auto slice = store.Read(job, generation, node, offset, 7);
+    EXPECT_TRUE(slice.ok()) << slice.status();
+    if (!slice.ok() || (slice->data.empty() && slice->dropped == 0)) break;
+    if (dropped != nullptr) *dropped += slice->dropped;
+    offset += slice->dropped + slice->data.size();
+    out += slice->data;
+  }
+  return out;
+}
+
+TEST(LogStore, AppendsAtOffsetsAndReadsBack) {
+  testing::TempDir dir;
+  auto store = LogStore::Open(dir.path() + "/logs");
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->Append("job-000001", 1, "node-a", 0, "hello "), 6u);
+  EXPECT_EQ(*(*store)->Append("job-000001", 1, "node-a", 3, "lo world"), 11u);  // overlap: only the new bytes
+  EXPECT_EQ(*(*store)->Append("job-000001", 1, "node-a", 20, "gap"), 11u);      // a gap writes nothing
+  EXPECT_EQ(ReadAll(**store, "job-000001", 1, "node-a"), "hello world");
+  EXPECT_EQ(ReadAll(**store, "job-000001", 2, "node-a"), "");  // no such stream: empty, not an error
+}
+
+TEST(LogStore, RefusesNamesThatClimbOutOfTheRoot) {
+  testing::TempDir dir;
+  std::ofstream(dir.path() + "/secret") << "the CA key";
+  auto store = LogStore::Open(dir.path() + "/logs");
+  ASSERT_TRUE(store.ok());
+  for (const std::string& node :
+       std::vector<std::string>{"../../secret", "..", ".", "a/b", "", ".hidden", std::string("a\0b", 3)}) {
+    auto read = (*store)->Read("job-000001", 1, node, 0, 1024);
+    EXPECT_TRUE(absl::IsInvalidArgument(read.status())) << "node '" << node << "': " << read.status();
+    auto write = (*store)->Append("job-000001", 1, node, 0, "x");
+    EXPECT_TRUE(absl::IsInvalidArgument(write.status())) << "node '" << node << "'";
+  }
+  for (const std::string& job : std::vector<std::string>{"..", "../logs", "job/1"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument((*store)->Read(job, 1, "node-a", 0, 1024).status())) << job;
+  }
+}
+
+TEST(LogStore, NeverFollowsALinkPlantedInTheTree) {
+  testing::TempDir dir;
+  const std::string secret = dir.path() + "/secret";
+  std::ofstream(secret) << "the CA key";
+  auto store = LogStore::Open(dir.path() + "/logs");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Append("job-000001", 1, "node-a", 0, "mine").ok());
+  // A link where a node's directory would be, and one in place of a segment.
+  ASSERT_EQ(symlink(dir.path().c_str(), (dir.path() + "/logs/job-000001/g1/node-b").c_str()), 0);
+  EXPECT_FALSE((*store)->Read("job-000001", 1, "node-b", 0, 1024).ok());
+  const std::string segment = dir.path() + "/logs/job-000001/g1/node-a/00000000000000000000.log";
+  ASSERT_TRUE(std::filesystem::remove(segment));
+  ASSERT_EQ(symlink(secret.c_str(), segment.c_str()), 0);
+  EXPECT_EQ(ReadAll(**store, "job-000001", 1, "node-a"), "");  // a link is not a segment
+  EXPECT_FALSE(absl::StrContains(ReadAll(**store, "job-000001", 1, "node-a"), "CA key"));
+}
+
+TEST(LogStore, KeepsFilesPrivate) {
+  testing::TempDir dir;
+  auto store = LogStore::Open(dir.path() + "/logs");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Append("job-000001", 1, "node-a", 0, "env dump").ok());
+  struct stat st {};
+  ASSERT_EQ(stat((dir.path() + "/logs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat((dir.path() + "/logs/job-000001/g1/node-a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat((dir.path() + "/logs/job-000001/g1/node-a/00000000000000000000.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(LogStore, CapRotatesTheOldestBytesAwayAndKeepsOffsets) {
+  testing::TempDir dir;
+  auto store = LogStore::Open(dir.path() + "/logs", LogStoreOptions{.max_stream_bytes = 40});
+  ASSERT_TRUE(store.ok());
+  std::string all;
+  uint64_t end = 0;
+  for (int i = 0; i < 30; ++i) {
+    const std::string piece = "line " + std::to_string(i) + "\n";
+    auto next = (*store)->Append("job-000001", 1, "node-a", end, piece);
+    ASSERT_TRUE(next.ok()) << next.status();
+    end = *next;
+    all += piece;
+  }
+  EXPECT_EQ(end, all.size());  // offsets keep counting every byte ever pushed
+  uint64_t held = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/logs/job-000001/g1/node-a")) {
+    held += entry.file_size();
+  }
+  EXPECT_LE(held, 40u);
+  uint64_t dropped = 0;
+  const std::string kept = ReadAll(**store, "job-000001", 1, "node-a", &dropped);
+  EXPECT_GT(dropped, 0u);
+  EXPECT_EQ(dropped + kept.size(), all.size());
+  EXPECT_EQ(kept, all.substr(dropped));  // the newest bytes, whole
+  // A resend of bytes already rotated away changes nothing.
+  EXPECT_EQ(*(*store)->Append("job-000001", 1, "node-a", 0, all), all.size());
+}
+
+TEST(LogFilter, PassesEverythingWithoutARank) {
+  LogFilter filter(std::nullopt);
+  EXPECT_EQ(filter.Feed("a\nb"), "a\nb");
+  EXPECT_EQ(filter.Feed("c\n"), "c\n");
+}
+
+TEST(LogFilter, KeepsOneRanksLinesAcrossChunkBoundaries) {
+  LogFilter filter(1);
+  std::string out;
+  const std::string log = "[default0]:zero\n[default1]:one\n[def";
+  for (char c : log) out += filter.Feed(std::string(1, c));
+  out += filter.Feed("ault1]:two\n[default10]:ten\nplain\n[default1]:three");
+  EXPECT_EQ(out, "[default1]:one\n[default1]:two\n[default1]:three");
+}
+
+TEST(LogFilter, SplitsLongLinesAndMarksTheRest) {
+  LogFilter filter(std::nullopt, /*max_line=*/100);
+  const std::string out = filter.Feed(std::string(250, 'x') + "\nshort\n");
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) lines.emplace_back(line);
+  // 100 + 74 + 74 + 2: each continuation spends 26 of its 100 bytes on the mark.
+  ASSERT_EQ(lines.size(), 6u) << out;
+  EXPECT_EQ(lines[0], std::string(100, 'x'));
+  for (size_t i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(absl::StartsWith(lines[i], LogFilter::kContinued)) << lines[i];
+    EXPECT_LE(lines[i].size(), 100u);
+  }
+  EXPECT_EQ(lines[4], "short");
+  size_t xs = 0;
+  for (char c : out) xs += c == 'x';
+  EXPECT_EQ(xs, 250u);  // nothing lost, only split
+}
+
+TEST(LogFilter, OutputOfAHugeLineIsBoundedPerFeed) {
+  // 200 MB without a newline, fed in 64 KiB reads as the daemon does: each Feed returns about
+  // what it was given, so nothing accumulates.
+  LogFilter filter(0);
+  EXPECT_EQ(filter.Feed("[default0]:"), "[default0]:");
+  const std::string chunk(64 * 1024, 'y');
+  size_t out = 0;
+  for (int i = 0; i < 3200; ++i) {
+    const std::string piece = filter.Feed(chunk);
+    ASSERT_LE(piece.size(), chunk.size() + 200u);
+    out += piece.size();
+  }
+  EXPECT_GT(out, 3200u * chunk.size());
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
