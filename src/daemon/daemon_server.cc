@@ -1,9 +1,11 @@
 #include "src/daemon/daemon_server.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
@@ -11,12 +13,26 @@
 #include "scheduler/framework/profile.h"
 #include "spdlog/spdlog.h"
 #include "src/daemon/store/etcd_store.h"
+#include "src/daemon/store/sqlite_recovery.h"
 #include "src/daemon/store/sqlite_store.h"
 
 namespace hetpool::daemon {
 namespace {
 
 constexpr int kMaxRequestBytes = 8 * 1024 * 1024;
+
+// The highest job number with a log directory (logs/job-000123): jobs that ran leave one, so a
+// store rebuilt after losing its newest rows still never hands their numbers out again.
+uint64_t HighestLoggedJobSeq(const std::string& logs_dir) {
+  uint64_t highest = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(logs_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    uint64_t seq = 0;
+    if (absl::StartsWith(name, "job-") && absl::SimpleAtoi(name.substr(4), &seq)) highest = std::max(highest, seq);
+  }
+  return highest;
+}
 
 }  // namespace
 
@@ -35,7 +51,19 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   EtcdStore* etcd = nullptr;
   std::string etcd_endpoints;
   if (options.store.empty() || options.store == "sqlite") {
-    auto store = SqliteStore::Open(options.data_dir + "/hetpool.db");
+    const std::string path = options.data_dir + "/hetpool.db";
+    auto store = SqliteStore::Open(path);
+    if (!store.ok() && absl::IsFailedPrecondition(store.status()) && options.recover) {
+      auto recovered = RecoverSqliteStore(path, HighestLoggedJobSeq(options.data_dir + "/logs"));
+      if (!recovered.ok()) return recovered.status();
+      spdlog::warn("--recover: rebuilt {} from {} jobs and {} nodes ({} rows unreadable); the damaged file is {}; "
+                   "job ids continue above {}",
+                   path, recovered->jobs, recovered->nodes, recovered->unreadable, recovered->damaged_copy,
+                   recovered->highest_job_seq);
+      store = SqliteStore::Open(path);
+    } else if (store.ok() && options.recover) {
+      spdlog::info("--recover: {} passed its check; nothing to recover", path);
+    }
     if (!store.ok()) return store.status();
     d->store_ = *std::move(store);
   } else if (absl::StartsWith(options.store, "etcd://")) {

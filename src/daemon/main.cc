@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   flags.String("store", &options.store,
                "where jobs and nodes are kept: sqlite (default, in --data-dir) or etcd://host:port[,host:port...]"
                " (several hetpoold on one etcd elect a leader)");
+  flags.Bool("recover", &options.recover,
+             "SQLite: when hetpool.db is damaged or truncated, rebuild it from the rows that can be read (the damaged "
+             "file is kept beside it) and start");
   flags.String("advertise", &options.advertise,
                "with etcd: this replica's address for clients (default: listen host and bound port)");
   flags.Duration("leader-lease", &options.leader_lease, "with etcd: how long a dead leader keeps the lead");

@@ -1,5 +1,6 @@
 // A locked pool: TLS between everything, tokens with roles, node certificates, quotas, the audit
 // log and hardened input, against a real hetpoold and agents (deploy/pki.sh makes the PKI).
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,6 +355,22 @@ TEST_F(SecurityTest, LogReadsNameNodesNotPathsAndAreAudited) {
   for (const auto& plan : seen.launch_plan()) EXPECT_FALSE(absl::StrContains(plan.DebugString(), "alice-secret"));
   ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->GetJob(ctx, get, &seen); }).ok());
   EXPECT_EQ(seen.spec().env().at("WANDB_API_KEY"), "alice-secret");
+}
+
+// Issue 14, item 8: nothing the daemon keeps is readable by another account on its host, whatever
+// umask it was started with (the harness starts it with the test's, usually 022).
+TEST_F(SecurityTest, TheDaemonsFilesAreItsOwn) {
+  const std::string data = cluster_->dir() + "/daemon";
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 0777) : -1;
+  };
+  EXPECT_EQ(mode(data), 0700);
+  for (const std::string file : {"/hetpool.db", "/audit.log", "/logs"}) {
+    const int m = mode(data + file);
+    ASSERT_NE(m, -1) << file;
+    EXPECT_EQ(m & 077, 0) << file << std::oct << " mode " << m;
+  }
 }
 
 // Issue 14, item 4: a spec whose fields are each within limits but too large together.

@@ -26,6 +26,7 @@ class RefusableStore : public Store {
   }
   absl::StatusOr<std::vector<pb::Job>> LoadJobs() override { return inner_->LoadJobs(); }
   absl::StatusOr<std::vector<pb::Node>> LoadNodes() override { return inner_->LoadNodes(); }
+  absl::StatusOr<uint64_t> HighestJobSeq() override { return inner_->HighestJobSeq(); }
   bool refuse = false;
 
  private:
@@ -634,6 +635,16 @@ TEST_F(ClusterStateTest, SubmissionThatCannotBeStoredIsRefusedAndItsIdNeverReuse
   auto job = state_->Submit(Spec(1, 2), "");
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->id(), "job-000002");
+}
+
+// Issue 14, item 11: ids continue above the store's recorded floor, also when rows are missing.
+TEST_F(ClusterStateTest, JobIdsContinueAboveTheStoresRecordedHighest) {
+  ASSERT_TRUE(store_->RaiseHighestJobSeq(500).ok());
+  Open();
+  Register("a", 1);
+  auto job = state_->Submit(Spec(1, 1), "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->id(), "job-000501");
 }
 
 // Issue 14, item 3: idempotency keys belong to the user who sent them.

@@ -1,4 +1,5 @@
 #include "src/daemon/store/sqlite_store.h"
+#include "src/daemon/store/sqlite_recovery.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -32,15 +33,13 @@ TEST(SqliteStore, RefusesATruncatedStore) {
   EXPECT_NE(store.status().message().find(path), absl::string_view::npos);
 }
 
-TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
-  testing::TempDir dir;
-  const std::string path = dir.path() + "/hetpool.db";
+// Writes 300 jobs, then overwrites bytes inside the seq index's root page, as a bad sector would.
+void WriteStoreWithADamagedIndex(const std::string& path) {
   {
     auto store = SqliteStore::Open(path);
     ASSERT_TRUE(store.ok());
     for (int i = 1; i <= 300; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
   }
-  // Find the index's root page and overwrite bytes inside it, as a bad sector would.
   int root = 0, page_size = 0;
   {
     sqlite3* db = nullptr;
@@ -63,9 +62,46 @@ TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
     const std::string junk(64, '\x5a');
     file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }
+}
+
+TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  WriteStoreWithADamagedIndex(path);
   auto store = SqliteStore::Open(path);
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
   EXPECT_NE(store.status().message().find("damaged"), absl::string_view::npos) << store.status();
+  EXPECT_NE(store.status().message().find("--recover"), absl::string_view::npos) << store.status();
+}
+
+TEST(SqliteRecovery, RebuildsFromTheReadableRowsAndKeepsTheDamagedFile) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  WriteStoreWithADamagedIndex(path);
+  auto report = RecoverSqliteStore(path, /*seq_floor=*/0);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->jobs, 300u);  // only the index was hit: every row is still readable
+  EXPECT_EQ(report->highest_job_seq, 300u);
+  EXPECT_TRUE(std::filesystem::exists(report->damaged_copy));
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 300u);
+  EXPECT_EQ(jobs->front().id(), "job-1");  // in submission order again, through the rebuilt index
+  EXPECT_EQ(*(*store)->HighestJobSeq(), 300u);
+}
+
+TEST(SqliteRecovery, ATruncatedStoreRestartsEmptyWithIdsAboveTheFloor) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  { std::ofstream touch(path); }
+  auto report = RecoverSqliteStore(path, /*seq_floor=*/41);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->jobs, 0u);
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->HighestJobSeq(), 41u);
 }
 
 TEST(SqliteStore, PersistsJobsAndNodesAcrossReopen) {

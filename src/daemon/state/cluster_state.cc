@@ -112,7 +112,11 @@ absl::Status ClusterState::Load() {
   if (!nodes.ok()) return nodes.status();
   auto jobs = store_->LoadJobs();
   if (!jobs.ok()) return jobs.status();
+  auto highest_seq = store_->HighestJobSeq();
+  if (!highest_seq.ok()) return highest_seq.status();
   absl::MutexLock lock(&mu_);
+  // Ids are never handed out twice: above every job loaded and every number the store recorded.
+  next_seq_ = std::max<uint64_t>(next_seq_, *highest_seq + 1);
   const absl::Time now = Now();
   // Orders versions continue above anything an agent saw from an earlier daemon process.
   const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));

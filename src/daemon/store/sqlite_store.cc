@@ -36,8 +36,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec &&
       !(std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, " is empty (0 bytes): it was truncated, not created by hetpoold. Restore it from a backup, or move it "
-              "away to start a new, empty pool (docs/reliability.md)"));
+        path, " is empty (0 bytes): it was truncated, not created by hetpoold. Restore it from a backup, or start "
+              "hetpoold with --recover (keeps the file, starts an empty store whose job ids continue above the old "
+              "ones; docs/reliability.md)"));
   }
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -55,7 +56,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
                           "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
                           " state INTEGER NOT NULL, user TEXT NOT NULL, data BLOB NOT NULL)",
                           "CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)",
-                          "CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL)"}) {
+                          "CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL)",
+                          // The highest job sequence handed out, kept apart from the rows (HighestJobSeq).
+                          "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)"}) {
     if (auto s = store->Exec(sql); !s.ok()) return s;
   }
   // A damaged page (an index, a table) would load part of the jobs and then hand out their ids
@@ -86,8 +89,9 @@ absl::Status SqliteStore::CheckIntegrity(const std::string& path) {
   if (rc != SQLITE_DONE && problems.empty()) problems = sqlite3_errmsg(db_);
   if (problems.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      path, " is damaged (", problems, "). hetpoold will not start on it: restore it from a backup "
-      "(docs/reliability.md); keep the damaged file for inspection"));
+      path, " is damaged (", problems, "). hetpoold will not start on it: restore it from a backup, or start "
+      "hetpoold with --recover to rebuild it from the rows that can be read (the damaged file is kept beside it; "
+      "docs/reliability.md)"));
 }
 
 SqliteStore::~SqliteStore() {
@@ -150,12 +154,54 @@ absl::Status SqliteStore::UpsertJob(const hetpool::v1::Job& job) {
                     SQLITE_STATIC);
   sqlite3_bind_blob(stmt.get(), 5, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error(absl::StrCat("write job ", job.id()));
+  return RaiseHighestJobSeqLocked(job.submit_seq());
+}
+
+absl::Status SqliteStore::RaiseHighestJobSeqLocked(uint64_t seq) {
+  Statement stmt(db_, "INSERT INTO meta (key, value) VALUES ('highest_job_seq', ?1) "
+                      "ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)");
+  if (!stmt.ok()) return Error("prepare job sequence update");
+  sqlite3_bind_int64(stmt.get(), 1, static_cast<sqlite3_int64>(seq));
+  if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("write job sequence");
   return absl::OkStatus();
 }
 
-absl::Status SqliteStore::PutNode(const hetpool::v1::Node& node) {
-  const std::string data = node.SerializeAsString();
+absl::StatusOr<uint64_t> SqliteStore::HighestJobSeq() {
   absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT value FROM meta WHERE key = 'highest_job_seq'");
+  if (!stmt.ok()) return Error("prepare job sequence read");
+  const int rc = sqlite3_step(stmt.get());
+  if (rc == SQLITE_DONE) return 0;
+  if (rc != SQLITE_ROW) return Error("read job sequence");
+  return static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 0));
+}
+
+absl::Status SqliteStore::RaiseHighestJobSeq(uint64_t seq) {
+  absl::MutexLock lock(&mu_);
+  return RaiseHighestJobSeqLocked(seq);
+}
+
+absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes) {
+  absl::MutexLock lock(&mu_);
+  absl::Status status = Exec("BEGIN IMMEDIATE");
+  for (const auto& job : jobs) {
+    if (status.ok()) status = UpsertJob(job);
+  }
+  for (const auto& node : nodes) {
+    if (status.ok()) status = UpsertNode(node);
+  }
+  status = status.ok() ? Exec("COMMIT") : status;
+  if (!status.ok()) Exec("ROLLBACK").IgnoreError();
+  return status;
+}
+
+absl::Status SqliteStore::PutNode(const hetpool::v1::Node& node) {
+  absl::MutexLock lock(&mu_);
+  return UpsertNode(node);
+}
+
+absl::Status SqliteStore::UpsertNode(const hetpool::v1::Node& node) {
+  const std::string data = node.SerializeAsString();
   Statement stmt(db_, "INSERT INTO nodes (name, data) VALUES (?1, ?2) "
                       "ON CONFLICT(name) DO UPDATE SET data=excluded.data");
   if (!stmt.ok()) return Error("prepare node upsert");

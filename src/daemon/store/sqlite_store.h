@@ -26,10 +26,17 @@ class SqliteStore : public Store {
   absl::Status PutNode(const hetpool::v1::Node& node) override;
   absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
   absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
+  absl::StatusOr<uint64_t> HighestJobSeq() override;
+
+  // For recovery (sqlite_recovery.h): many rows in one transaction, and a floor under job ids.
+  absl::Status PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes);
+  absl::Status RaiseHighestJobSeq(uint64_t seq);
 
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
   absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UpsertNode(const hetpool::v1::Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RaiseHighestJobSeqLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A PutJob waiting for the next group commit. `job` stays valid: its caller waits for `done`.
   struct QueuedJob {
     const hetpool::v1::Job* job = nullptr;

@@ -22,6 +22,10 @@ class Store {
   // Everything, jobs in submission order.
   virtual absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() = 0;
   virtual absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() = 0;
+  // The highest job sequence number ever handed out, when the store keeps one apart from the
+  // jobs (SQLite: a recovered store may have lost the newest rows, never their numbers). Job ids
+  // continue above it and above every loaded job. 0: none kept.
+  virtual absl::StatusOr<uint64_t> HighestJobSeq() { return 0; }
 };
 
 }  // namespace hetpool::daemon

@@ -1,0 +1,81 @@
+#include "src/daemon/store/sqlite_recovery.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "hetpool/v1/cluster.pb.h"
+#include "hetpool/v1/job.pb.h"
+#include "src/daemon/store/sqlite_store.h"
+
+namespace hetpool::daemon {
+namespace {
+
+// Steps through `sql` on the damaged file, handing each row's first column to `row`, until the
+// end or the first error: a damaged page ends the scan, and what came before it is kept.
+template <typename Row>
+void ScanRows(sqlite3* db, const char* sql, Row&& row) {
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) != SQLITE_OK) return;
+  while (sqlite3_step(stmt) == SQLITE_ROW) row(stmt);
+  sqlite3_finalize(stmt);
+}
+
+}  // namespace
+
+absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint64_t seq_floor) {
+  SqliteRecovery report;
+  report.damaged_copy = absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(absl::Now()));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::NotFoundError(absl::StrCat(path, ": nothing to recover"));
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string from = path + suffix;
+    if (!std::filesystem::exists(from, ec)) continue;
+    std::filesystem::rename(from, report.damaged_copy + suffix, ec);
+    if (ec) return absl::InternalError(absl::StrCat("move ", from, " aside: ", ec.message()));
+  }
+
+  std::vector<hetpool::v1::Job> jobs;
+  std::vector<hetpool::v1::Node> nodes;
+  uint64_t highest = seq_floor;
+  sqlite3* old = nullptr;
+  if (sqlite3_open_v2(report.damaged_copy.c_str(), &old, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    // NOT INDEXED: read the table itself, whatever became of its indexes.
+    ScanRows(old, "SELECT data FROM jobs NOT INDEXED", [&](sqlite3_stmt* stmt) {
+      hetpool::v1::Job job;
+      if (job.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !job.id().empty()) {
+        highest = std::max<uint64_t>(highest, job.submit_seq());
+        jobs.push_back(std::move(job));
+      } else {
+        ++report.unreadable;
+      }
+    });
+    ScanRows(old, "SELECT data FROM nodes", [&](sqlite3_stmt* stmt) {
+      hetpool::v1::Node node;
+      if (node.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !node.name().empty()) {
+        nodes.push_back(std::move(node));
+      } else {
+        ++report.unreadable;
+      }
+    });
+    ScanRows(old, "SELECT value FROM meta WHERE key = 'highest_job_seq'", [&](sqlite3_stmt* stmt) {
+      highest = std::max<uint64_t>(highest, static_cast<uint64_t>(sqlite3_column_int64(stmt, 0)));
+    });
+  }
+  sqlite3_close(old);
+
+  auto store = SqliteStore::Open(path);
+  if (!store.ok()) return store.status();
+  if (auto s = (*store)->PutAll(jobs, nodes); !s.ok()) return s;
+  if (auto s = (*store)->RaiseHighestJobSeq(highest); !s.ok()) return s;
+  report.jobs = jobs.size();
+  report.nodes = nodes.size();
+  report.highest_job_seq = highest;
+  return report;
+}
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,25 @@
+// hetpoold --recover: rebuilds a damaged or truncated hetpool.db from the rows that can still be
+// read. The damaged file (and its WAL) is kept beside the new one, renamed, never deleted, and
+// job ids continue above everything the old store or the caller knew of, so no id is handed out
+// twice even when the newest rows are the ones lost.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace hetpool::daemon {
+
+struct SqliteRecovery {
+  std::string damaged_copy;    // where the old file now is
+  size_t jobs = 0;             // rows read back
+  size_t nodes = 0;
+  size_t unreadable = 0;       // rows that did not parse
+  uint64_t highest_job_seq = 0;  // the new store's floor under job ids
+};
+
+// `seq_floor`: the highest job number known from elsewhere (job log directories, say).
+absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint64_t seq_floor);
+
+}  // namespace hetpool::daemon

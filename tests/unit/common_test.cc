@@ -1,0 +1,76 @@
+// Modules of src/common that carry user input across programs: orders split into parts that fit
+// a message (issue 14, item 4) and duplicate keys in job files (item 9).
+#include "gtest/gtest.h"
+#include "src/common/json_keys.h"
+#include "src/common/orders_parts.h"
+
+namespace hetpool {
+namespace {
+
+namespace pb = ::hetpool::v1;
+
+pb::Orders BigOrders(int launches, size_t env_bytes) {
+  pb::Orders orders;
+  orders.set_version(77);
+  for (int i = 0; i < launches; ++i) {
+    auto* launch = orders.add_launches();
+    launch->set_job_id("job-" + std::to_string(i));
+    launch->set_generation(1);
+    (*launch->mutable_plan()->mutable_env())["BLOB"] = std::string(env_bytes, 'x');
+  }
+  orders.add_kills()->set_job_id("job-old");
+  return orders;
+}
+
+TEST(OrdersParts, EveryPartFitsAndTheAssemblerRebuildsTheWholeSet) {
+  // 40 jobs of 250 KiB each: 10 MB, more than twice gRPC's default 4 MiB limit in one message.
+  const pb::Orders orders = BigOrders(40, 250 * 1024);
+  const auto parts = SplitOrders(orders);
+  ASSERT_GT(parts.size(), 1u);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_LE(parts[i].ByteSizeLong(), kOrdersPartBytes + 64) << i;
+    EXPECT_EQ(parts[i].version(), 77u);
+    EXPECT_EQ(parts[i].more(), i + 1 < parts.size()) << i;
+  }
+  OrdersAssembler assembler;
+  std::optional<pb::Orders> whole;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    whole = assembler.Add(parts[i]);
+    EXPECT_EQ(whole.has_value(), i + 1 == parts.size()) << "a set is acted on only once complete";
+  }
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->launches_size(), 40);
+  EXPECT_EQ(whole->kills_size(), 1);
+  EXPECT_FALSE(whole->more());
+}
+
+TEST(OrdersParts, SmallOrEmptySetsAreOneMessageAndANewVersionDropsAnUnfinishedOne) {
+  pb::Orders empty;
+  empty.set_version(3);
+  ASSERT_EQ(SplitOrders(empty).size(), 1u);
+  OrdersAssembler assembler;
+  auto parts = SplitOrders(BigOrders(10, 300 * 1024));
+  ASSERT_GT(parts.size(), 1u);
+  EXPECT_FALSE(assembler.Add(parts[0]).has_value());
+  pb::Orders newer = BigOrders(1, 10);
+  newer.set_version(78);
+  auto whole = assembler.Add(SplitOrders(newer)[0]);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->version(), 78u);
+  EXPECT_EQ(whole->launches_size(), 1);  // nothing of version 77's first part leaked in
+}
+
+TEST(JsonKeys, DuplicateKeysAreNamedWithTheirPath) {
+  EXPECT_TRUE(CheckNoDuplicateKeys(R"({"nnodes": 2, "env": {"A": "1", "B": "2"}, "labels": {"A": "x"}})").ok());
+  absl::Status top = CheckNoDuplicateKeys(R"({"nnodes": 2, "devices_per_node": 1, "nnodes": 8})");
+  EXPECT_TRUE(absl::IsInvalidArgument(top));
+  EXPECT_EQ(top.message(), "nnodes: the key appears twice in one object");
+  absl::Status nested = CheckNoDuplicateKeys(R"({"python": {"script": "a.py"}, "env": {"TOKEN": "1", "TOKEN": "2"}})");
+  EXPECT_EQ(nested.message(), "env.TOKEN: the key appears twice in one object");
+  absl::Status in_array = CheckNoDuplicateKeys(R"({"groups": [{"n": 1}, {"n": 2, "n": 3}]})");
+  EXPECT_EQ(in_array.message(), "groups.n: the key appears twice in one object");
+  EXPECT_TRUE(CheckNoDuplicateKeys("{not json").ok());  // syntax is the parser's to report
+}
+
+}  // namespace
+}  // namespace hetpool
