@@ -16,6 +16,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/agent_metrics.h"
+#include "src/agent/fence_watchdog.h"
 #include "src/agent/session.h"
 #include "src/common/flags.h"
 #include "src/common/program.h"
@@ -73,8 +74,8 @@ int main(int argc, char** argv) {
                "on SIGTERM: handback (stop job processes now; hetpoold restarts them elsewhere) or finish "
                "(drain the node, let running jobs end, then exit; a second signal stops them)");
   flags.String("fence-after", &fence_after,
-               "stop job processes when no hetpoold answers for this long: auto (80% of the daemon's lease), "
-               "a duration, or 0 (never)");
+               "stop job processes when no hetpoold answers for this long: auto (the orphan grace the daemon "
+               "announces, 10m by default), a shorter duration, or 0 (never)");
   hetpool::AddTlsFlags(flags, &tls, &insecure);
   flags.List("job-dirs", &job_dirs,
              "directories job working dirs must resolve inside (symlinks followed); default: --work-dir");
@@ -150,6 +151,10 @@ int main(int argc, char** argv) {
   options.work_dir = std::filesystem::absolute(options.work_dir).lexically_normal().string();
   if (ec) return Fail("--work-dir " + options.work_dir + ": " + ec.message());
   if (auto s = hetpool::CheckTransportFlags(tls, insecure, /*cert_required=*/true); !s.ok()) return Fail(s.message());
+  // Forked now, while this process has one thread: making credentials starts gRPC's.
+  auto watchdog = hetpool::agent::FenceWatchdog::Start();
+  if (!watchdog.ok()) return Fail(watchdog.status().message());
+  options.watchdog = watchdog->get();
   auto credentials = hetpool::MakeChannelCredentials(tls, insecure);
   if (!credentials.ok()) return Fail(credentials.status().message());
   options.credentials = *credentials;

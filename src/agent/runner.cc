@@ -172,6 +172,7 @@ void Runner::Start(const LaunchSpec& spec) {
     return;
   }
   if (options_.ledger != nullptr) options_.ledger->Add(pid, spec.job_id, spec.generation);
+  if (options_.watchdog != nullptr) options_.watchdog->Watch(pid);
   spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
 }
 
@@ -209,6 +210,7 @@ bool Runner::Poll() {
       // Ranks orphaned by a crashed torchrun are still in the group: take them down too.
       killpg(r.pid, SIGKILL);
       if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);
+      if (options_.watchdog != nullptr) options_.watchdog->Forget(r.pid);
       spdlog::info("job {} g{}: pid {} exited with code {}", key.first, key.second, r.pid, r.exit_code);
       continue;
     }

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/agent/fence_watchdog.h"
 #include "src/agent/job_sandbox.h"
 #include "src/agent/process_ledger.h"
 
@@ -49,6 +50,7 @@ struct ProcessRecord {
 struct RunnerOptions {
   absl::Duration kill_grace = absl::Seconds(10);
   ProcessLedger* ledger = nullptr;  // records started groups on disk, when set
+  FenceWatchdog* watchdog = nullptr;  // kills the groups if the agent stops renewing, when set
 };
 
 class Runner {

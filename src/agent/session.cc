@@ -68,7 +68,7 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
     : options_(std::move(options)),
       backends_(std::move(backends)),
       ledger_(options_.work_dir + "/process-groups"),
-      runner_(RunnerOptions{options_.kill_grace, &ledger_}) {
+      runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog}) {
   for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
 }
 
@@ -118,9 +118,20 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     return false;
   }
   session_id_ = resp.session_id();
-  last_contact_ = absl::Now();
   fenced_ = false;
-  fence_after_ = options_.fence_after.value_or(absl::Milliseconds(resp.lease_ttl_ms()) * 0.8);
+  // The daemon says how long it waits before giving a silent node's jobs away (older daemons do
+  // not: then 80% of their lease). Never wait longer than that, whatever the flag says.
+  const absl::Duration announced = resp.orphan_grace_ms() > 0 ? absl::Milliseconds(resp.orphan_grace_ms())
+                                                              : absl::Milliseconds(resp.lease_ttl_ms()) * 0.8;
+  if (!options_.fence_after.has_value()) {
+    fence_after_ = announced;
+  } else if (*options_.fence_after <= absl::ZeroDuration()) {
+    fence_after_ = absl::ZeroDuration();  // never: the operator's explicit choice
+  } else {
+    fence_after_ = std::min(*options_.fence_after, announced);
+  }
+  lease_ttl_ = absl::Milliseconds(resp.lease_ttl_ms());
+  Contacted(absl::Now());
   reported_inventory_ = inventory;
   unreported_inventory_.reset();
   applied_version_ = 0;
@@ -342,7 +353,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
       const grpc::Status status = conn_->stub->Heartbeat(ctx.get(), req, &resp);
       if (status.ok()) {
         last_heartbeat = absl::Now();
-        last_contact_ = last_heartbeat;
+        Contacted(last_heartbeat);
         if (unreported_inventory_) {
           reported_inventory_ = *unreported_inventory_;
           unreported_inventory_.reset();
@@ -358,6 +369,16 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     }
     if (Drained(drain)) return;  // draining, and every job has ended and been accounted for
   }
+}
+
+void Session::Contacted(absl::Time when) {
+  last_contact_ = when;
+  if (options_.watchdog == nullptr) return;
+  // The agent fences first (SIGTERM, then SIGKILL after --kill-grace); the watchdog is the
+  // backstop, half a lease later, which is still before the daemon gives the jobs away (a lease
+  // plus the grace after the last heartbeat it received).
+  options_.watchdog->RenewUntil(fence_after_ > absl::ZeroDuration() ? fence_after_ + lease_ttl_ / 2
+                                                                    : absl::InfiniteDuration());
 }
 
 void Session::FenceIfCutOff() {

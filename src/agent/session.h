@@ -33,10 +33,12 @@ struct SessionOptions {
   drivers::CollectOptions collect;  // spec table, torch devices, sysfs root
   std::map<std::string, std::string> labels;  // --label k=v
   // Fencing: with no hetpoold reachable for this long, stop every job process, since the daemon
-  // will have given this node's jobs to others. nullopt = 80% of the lease the daemon announced
-  // at registration (so the processes are gone before the lease lapses); zero = never (jobs
-  // outlive any daemon outage, at the risk of running beside their restarted copies).
+  // may then give this node's jobs to others. nullopt = the orphan grace the daemon announced at
+  // registration (minutes by default: jobs ride out a control-plane outage), else at most that;
+  // zero = never (jobs outlive any outage, at the risk of running beside their restarted copies).
   std::optional<absl::Duration> fence_after;
+  // The separate process that enforces the same deadline when this one cannot (frozen, killed).
+  FenceWatchdog* watchdog = nullptr;
   // TLS with the node certificate (or plaintext with --insecure). Set by main once signals are
   // blocked: making credentials starts gRPC's threads.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -76,6 +78,8 @@ class Session {
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
   // Stops every job process once no daemon has answered for fence_after_ (once per outage).
   void FenceIfCutOff();
+  // A daemon answered: the fence moves to fence_after_ from now, here and in the watchdog.
+  void Contacted(absl::Time when);
 
   mutable absl::Mutex telemetry_mu_;
   NodeTelemetry telemetry_ ABSL_GUARDED_BY(telemetry_mu_);
@@ -95,6 +99,7 @@ class Session {
   uint64_t applied_version_ = 0;
   absl::Time last_contact_ = absl::Now();  // the last registration or heartbeat a daemon answered
   absl::Duration fence_after_ = absl::ZeroDuration();  // known once a daemon has announced its lease
+  absl::Duration lease_ttl_ = absl::ZeroDuration();    // the daemon's, announced at registration
   bool fenced_ = false;
 };
 

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   flags.Duration("leader-lease", &options.leader_lease, "with etcd: how long a dead leader keeps the lead");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.Duration("lease-ttl", &options.cluster.lease_ttl, "agent lease; a node silent this long is NotReady");
+  flags.Duration("orphan-grace", &options.cluster.orphan_grace,
+                 "how long jobs of a node past its lease keep running (agents keep them through a control-plane "
+                 "outage) before they restart elsewhere (docs/reliability.md)");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval, "heartbeat period suggested to agents");
   flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
   flags.Bool("metax-cuda-translation", &options.cluster.metax_cuda_translation,

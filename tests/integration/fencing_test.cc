@@ -1,7 +1,7 @@
 // Fencing: a node's job processes never outlive the daemon's belief that they run there.
-//  - An agent that no daemon answers for 80% of the lease stops its job processes itself.
-//  - An agent paused past its lease (its jobs restarted elsewhere) kills the stale generation as
-//    soon as it runs again.
+//  - An agent that no daemon answers for the orphan grace stops its job processes itself.
+//  - An agent frozen past its lease has its job processes killed by its fence watchdog at the
+//    same deadline, before the daemon restarts the job elsewhere: two generations never overlap.
 //  - An agent killed with SIGKILL leaves its jobs running; its successor stops them before it
 //    registers, and the daemon restarts them as a new generation.
 #include <signal.h>
@@ -25,7 +25,8 @@ bool WaitAllGone(const std::vector<pid_t>& pids, absl::Duration timeout) {
 
 TEST(Fencing, AgentCutOffFromEveryDaemonStopsItsJobs) {
   TestCluster::Options options = TestCluster::ExamplePool();
-  options.lease_ttl = absl::Seconds(3);  // agents fence after 2.4 s without an answer
+  options.lease_ttl = absl::Seconds(3);
+  options.orphan_grace = absl::Seconds(3);  // agents fence after 3 s without an answer
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok());
   auto job = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"}));
@@ -40,9 +41,38 @@ TEST(Fencing, AgentCutOffFromEveryDaemonStopsItsJobs) {
   EXPECT_NE(logs.find("fenced: no hetpoold answered for"), std::string::npos) << logs;
 }
 
-TEST(Fencing, PausedAgentComesBackAndKillsItsStaleGeneration) {
+// Issue 14, item 12: a daemon down for longer than the lease (the old fencing point) but shorter
+// than the orphan grace kills nothing: the same processes run on, same generation, no restart.
+TEST(Fencing, ControlPlaneOutageShorterThanTheGraceKillsNoJob) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.lease_ttl = absl::Seconds(2);
+  options.orphan_grace = absl::Seconds(60);
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  auto job = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"}));
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  const auto pids = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
+  ASSERT_GE(pids.size(), 3u);
+
+  const int port = cluster.port();
+  cluster.KillDaemon(SIGKILL);
+  absl::SleepFor(absl::Seconds(6));  // the outage itself: three leases, past the old 80%-of-lease fence
+  ASSERT_TRUE(std::all_of(pids.begin(), pids.end(), ProcessAlive)) << cluster.AgentLog(0) << cluster.AgentLog(1);
+  ASSERT_TRUE(cluster.StartDaemon(port).ok()) << cluster.DaemonLog();
+  ASSERT_TRUE(cluster.WaitNodesReady(2, absl::Seconds(30)).ok());
+  auto after = cluster.Get(job->id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(after->generation(), 1u);
+  EXPECT_EQ(after->restart_count(), 0);
+  EXPECT_TRUE(std::all_of(pids.begin(), pids.end(), ProcessAlive));
+}
+
+TEST(Fencing, FrozenAgentsJobsDieBeforeTheirNextGenerationStarts) {
   TestCluster::Options options = TestCluster::ExamplePool();
   options.lease_ttl = absl::Seconds(3);
+  options.orphan_grace = absl::Seconds(3);
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok());
   auto spec = cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"});
@@ -57,18 +87,21 @@ TEST(Fencing, PausedAgentComesBackAndKillsItsStaleGeneration) {
   const auto first_generation = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
   ASSERT_GE(first_generation.size(), 3u);
 
-  // Partition the node: its agent stops answering (its processes keep running meanwhile).
+  // Freeze the agent: it can neither answer nor fence. Its watchdog is another process.
   cluster.SignalAgent(agent, SIGSTOP);
   auto moved = cluster.WaitFor(
-      job->id(), [&](const pb::Job& j) { return j.generation() == 2 && j.state() == pb::JOB_STATE_RUNNING; },
+      job->id(), [&](const pb::Job& j) { return j.generation() == 2; },
       absl::Seconds(60));
+  // The moment generation 2 is handed out, generation 1 is already gone (the agent still frozen).
+  const bool overlap = AnyAlive(first_generation);
   cluster.SignalAgent(agent, SIGCONT);
   ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_FALSE(overlap) << "generation 1 still ran when generation 2 was placed";
   EXPECT_NE(moved->placement(0).node(), first_node);
   EXPECT_EQ(moved->restart_count(), 1);
-  // Back from the pause, the agent is past its fencing deadline and its session is gone: the
-  // stale generation dies at once.
-  EXPECT_TRUE(WaitAllGone(first_generation, absl::Seconds(10))) << cluster.AgentLog(agent);
+  EXPECT_NE(cluster.AgentLog(agent).find("hetpool-fence: the agent did not renew"), std::string::npos)
+      << cluster.AgentLog(agent);
+  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
   auto still = cluster.Get(job->id());
   ASSERT_TRUE(still.ok());
   EXPECT_EQ(still->generation(), 2u);

@@ -249,6 +249,7 @@ absl::Status TestCluster::StartDaemon(int port) {
   std::vector<std::string> argv = {
       HETPOOLD_BIN, "--listen", absl::StrCat("127.0.0.1:", port), "--data-dir", dir() + "/daemon",
       "--port-file", port_file, "--lease-ttl", absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
+      "--orphan-grace", absl::StrCat(absl::ToInt64Milliseconds(options_.orphan_grace), "ms"),
       "--rdzv-port-range", absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)};
   if (options_.tls) {
     if (admin_token_.empty()) {

@@ -79,6 +79,9 @@ class TestCluster {
   struct Options {
     std::vector<AgentSpec> agents;
     absl::Duration lease_ttl = absl::Seconds(10);
+    // After the lease, how long a silent node's jobs stay (hetpoold --orphan-grace): agents fence
+    // at this much silence, as they did at 80% of the lease before the grace existed.
+    absl::Duration orphan_grace = absl::Seconds(8);
     std::vector<std::string> daemon_args;  // extra hetpoold flags, e.g. {"--store", "etcd://..."}
     // TLS everywhere (deploy/pki.sh makes a CA, the daemon's and each agent's certificate) and a
     // token file holding an admin token the harness's own calls use; else --insecure.

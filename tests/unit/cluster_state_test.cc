@@ -47,6 +47,7 @@ class ClusterStateTest : public ::testing::Test {
     refusable_ = std::make_unique<RefusableStore>(store_.get());
     ClusterOptions options;
     options.lease_ttl = absl::Seconds(10);
+    options.orphan_grace = absl::Seconds(20);  // lost after 30 s of silence
     options.clock = [this] { return now_; };
     state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
@@ -241,6 +242,9 @@ TEST_F(ClusterStateTest, LapsedLeaseLosesTheNodeAndItsJobs) {
   now_ += absl::Seconds(11);
   state_->Tick();
   EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_NOT_READY);
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);  // the agent keeps it for the grace
+  now_ += absl::Seconds(20);
+  state_->Tick();
   pb::Job j = Job(job->id());
   EXPECT_EQ(j.state(), pb::JOB_STATE_FAILED);
   EXPECT_EQ(j.reason(), "NodeLost");
@@ -285,10 +289,10 @@ TEST_F(ClusterStateTest, RestartedDaemonFailsJobsWhoseNodeNeverReturns) {
   state_->Tick();
   ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
   Open();
-  now_ += absl::Seconds(5);
+  now_ += absl::Seconds(11);
   state_->Tick();
-  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);  // still within the grace period
-  now_ += absl::Seconds(6);
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);  // past the lease, within the orphan grace
+  now_ += absl::Seconds(20);
   state_->Tick();
   EXPECT_EQ(Job(job->id()).reason(), "NodeLost");
 }
@@ -617,7 +621,7 @@ TEST_F(ClusterStateTest, LostNodeWhoseFailureCannotBeStoredIsRetriedEachTick) {
   state_->Tick();
   ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
   refusable_->refuse = true;
-  now_ += absl::Seconds(11);
+  now_ += absl::Seconds(31);
   state_->Tick();
   EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
   refusable_->refuse = false;
@@ -645,6 +649,37 @@ TEST_F(ClusterStateTest, JobIdsContinueAboveTheStoresRecordedHighest) {
   auto job = state_->Submit(Spec(1, 1), "");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->id(), "job-000501");
+}
+
+// Issue 14, item 12: a control-plane outage shorter than the grace kills nothing. The node goes
+// NotReady at its lease, keeps its claims, and its agent re-registering with the processes still
+// running gets them back, same generation, no restart.
+TEST_F(ClusterStateTest, NodeSilentPastItsLeaseButWithinTheGraceKeepsItsJobs) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2, /*max_restarts=*/3), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  now_ += absl::Seconds(25);
+  state_->Tick();
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_NOT_READY);
+  EXPECT_EQ(FreeDevices("a"), 0);  // still held: nothing else may land on those cards
+  Register("a", 2, {Proc(job->id(), 1, true)});
+  state_->Tick();
+  const pb::Job j = Job(job->id());
+  EXPECT_EQ(j.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(j.generation(), 1u);
+  EXPECT_EQ(j.restart_count(), 0);
+  EXPECT_EQ(Orders("a").kills_size(), 0);
+  auto registered = state_->Register([] {
+    pb::RegisterRequest req;
+    req.set_node_name("probe");
+    req.set_address("127.0.0.1");
+    req.set_torchrun_path("/usr/bin/torchrun");
+    req.set_work_dir("/tmp/probe");
+    return req;
+  }());
+  ASSERT_TRUE(registered.ok());
+  EXPECT_EQ(registered->orphan_grace_ms(), 20000);  // what agents fence by
 }
 
 // Issue 14, item 3: idempotency keys belong to the user who sent them.

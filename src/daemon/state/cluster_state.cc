@@ -964,6 +964,7 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   response.set_session_id(node.session_id);
   response.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
   response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  response.set_orphan_grace_ms(absl::ToInt64Milliseconds(options_.orphan_grace));
   return response;
 }
 
@@ -1013,16 +1014,25 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
 void ClusterState::ExpireLeasesLocked() {
   const absl::Time now = Now();
   for (auto& [name, node] : nodes_) {
-    const bool lapsed = now - node.last_heartbeat > options_.lease_ttl;
-    if (!lapsed || (!node.ready && node.claims.empty())) continue;
-    if (node.ready) spdlog::warn("node {}: lease lapsed, now NotReady", name);
+    const absl::Duration silent = now - node.last_heartbeat;
+    if (silent <= options_.lease_ttl || (!node.ready && node.claims.empty())) continue;
+    // Past the lease: no new work, and the agent must register again and report what still runs.
+    // Its jobs keep their claims: the agent keeps them running through a control-plane outage.
+    if (node.ready) {
+      spdlog::warn("node {}: lease lapsed, now NotReady; its jobs count as running for {} more", name,
+                   absl::FormatDuration(options_.orphan_grace));
+    }
     node.ready = false;
-    node.session_id.clear();  // the agent must register again and report what still runs
+    node.session_id.clear();
+    // Past the orphan grace as well, the agent and its fence watchdog have stopped the processes
+    // (they stop them at the grace after their last answer, which came before this node's last
+    // heartbeat): only now may the jobs run elsewhere.
+    if (silent <= options_.lease_ttl + options_.orphan_grace) continue;
     std::vector<JobGen> lost;
     for (const auto& [key, claim] : node.claims) {
       if (claim.desired) lost.push_back(key);
     }
-    // Claims go with the lease, except those of jobs whose failure the store did not take: they
+    // Claims go with the node, except those of jobs whose failure the store did not take: they
     // keep the node in this loop, so the next tick tries again.
     std::set<JobGen> unstored;
     for (const auto& key : lost) {

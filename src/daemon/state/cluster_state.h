@@ -41,6 +41,10 @@ namespace pb = ::hetpool::v1;
 struct ClusterOptions {
   absl::Duration lease_ttl = absl::Seconds(10);
   absl::Duration heartbeat_interval = absl::Seconds(2);  // suggested to agents
+  // How long a node past its lease keeps its jobs before they are restarted elsewhere. Agents
+  // keep their jobs running that long without a daemon (and fence them then), so a daemon
+  // restart, a slow load or a lost etcd quorum shorter than this kills nothing.
+  absl::Duration orphan_grace = absl::Minutes(10);
   absl::Duration tick = absl::Milliseconds(500);         // scheduling/lease loop period
   int rendezvous_port_min = 29500;
   int rendezvous_port_max = 30499;
