@@ -233,6 +233,26 @@ void Session::Reconcile(const pb::Orders& orders) {
   applied_version_ = orders.version();
 }
 
+bool Session::PushChunk(const Runner::Key& key, ProcessRecord& r, absl::string_view data) {
+  pb::PushLogsRequest req;
+  req.set_session_id(session_id_);
+  req.set_node_name(options_.node_name);
+  req.set_job_id(key.first);
+  req.set_generation(key.second);
+  req.set_offset(r.log_pushed);
+  req.set_data(data.data(), data.size());
+  pb::PushLogsResponse resp;
+  auto ctx = ContextWithDeadline(absl::Seconds(5));
+  const grpc::Status status = conn_->stub->PushLogs(ctx.get(), req, &resp);
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    r.log_pushed = UINT64_MAX;  // the daemon does not know the job (or this node in it): nothing to keep
+    return true;
+  }
+  if (!status.ok()) return false;
+  r.log_pushed = resp.next_offset();
+  return true;
+}
+
 bool Session::PushLogs() {
   bool newly_flushed = false;
   for (auto& [key, r] : runner_.records()) {
@@ -242,32 +262,22 @@ bool Session::PushLogs() {
     const int fd = open(r.spec.log_path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     std::string buf(kLogPushBytes, '\0');
     bool failed = false;
-    while (fd >= 0) {
+    while (fd >= 0 && r.log_pushed != UINT64_MAX) {
       const ssize_t n = pread(fd, buf.data(), buf.size(), static_cast<off_t>(r.log_pushed));
       if (n <= 0) break;
-      pb::PushLogsRequest req;
-      req.set_session_id(session_id_);
-      req.set_node_name(options_.node_name);
-      req.set_job_id(key.first);
-      req.set_generation(key.second);
-      req.set_offset(r.log_pushed);
-      req.set_data(buf.data(), static_cast<size_t>(n));
-      pb::PushLogsResponse resp;
-      auto ctx = ContextWithDeadline(absl::Seconds(5));
-      const grpc::Status status = conn_->stub->PushLogs(ctx.get(), req, &resp);
-      if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-        r.log_pushed = UINT64_MAX;  // the daemon does not know the job: nothing to keep
-        break;
-      }
-      if (!status.ok()) {
+      if (!PushChunk(key, r, absl::string_view(buf.data(), static_cast<size_t>(n)))) {
         failed = true;
         break;
       }
-      r.log_pushed = resp.next_offset();
     }
     if (fd >= 0) {
       ReleasePushedBytes(fd, r.log_pushed);
       close(fd);
+    }
+    if (was_exited && !failed && r.log_pushed == 0) {
+      // Nothing printed: push an empty chunk all the same, so the daemon knows the log exists
+      // (and can tell a missing one from an empty one).
+      failed = !PushChunk(key, r, "");
     }
     if (was_exited && !failed) {
       r.logs_flushed = true;

@@ -78,6 +78,8 @@ class Session {
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
   // Stops every job process once no daemon has answered for fence_after_ (once per outage).
   void FenceIfCutOff();
+  // Sends `data` at the record's pushed offset; false when the daemon could not take it (retry).
+  bool PushChunk(const Runner::Key& key, ProcessRecord& r, absl::string_view data);
   // A daemon answered: the fence moves to fence_after_ from now, here and in the watchdog.
   void Contacted(absl::Time when);
 

@@ -34,6 +34,10 @@ uint64_t HighestLoggedJobSeq(const std::string& logs_dir) {
   return highest;
 }
 
+std::string LogsDir(const DaemonOptions& options) {
+  return options.logs_dir.empty() ? options.data_dir + "/logs" : options.logs_dir;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions options) {
@@ -54,7 +58,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     const std::string path = options.data_dir + "/hetpool.db";
     auto store = SqliteStore::Open(path);
     if (!store.ok() && absl::IsFailedPrecondition(store.status()) && options.recover) {
-      auto recovered = RecoverSqliteStore(path, HighestLoggedJobSeq(options.data_dir + "/logs"));
+      auto recovered = RecoverSqliteStore(path, HighestLoggedJobSeq(LogsDir(options)));
       if (!recovered.ok()) return recovered.status();
       spdlog::warn("--recover: rebuilt {} from {} jobs and {} nodes ({} rows unreadable); the damaged file is {}; "
                    "job ids continue above {}",
@@ -110,7 +114,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (!audit.ok()) return audit.status();
   d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
                                          std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst));
-  auto logs = LogStore::Open(options.data_dir + "/logs", options.logs);
+  auto logs = LogStore::Open(LogsDir(options), options.logs);
   if (!logs.ok()) return logs.status();
   d->logs_ = *std::move(logs);
   if (!options.metrics_listen.empty()) {

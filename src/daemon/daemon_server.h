@@ -43,6 +43,7 @@ struct DaemonOptions {
   std::string audit_log;       // "" = <data_dir>/audit.log
   AuditLogOptions audit;       // rotation
   LogStoreOptions logs;        // the size cap of each job's node logs
+  std::string logs_dir;        // "" = <data_dir>/logs; with several replicas, one every replica mounts
   double submit_rate = 50;     // SubmitJob per user per second (0 = unlimited) ...
   double submit_burst = 200;   // ... in bursts of up to this many
   std::string metrics_listen;  // host:port for Prometheus; "" = no metrics endpoint

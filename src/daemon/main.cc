@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
   hetpool::AddTlsFlags(flags, &options.tls, &options.insecure);
   flags.String("tokens", &options.token_file,
                "hashed bearer tokens with users, groups and roles (JSON; hetpoolctl admin token); re-read when changed");
+  flags.String("logs-dir", &options.logs_dir,
+               "where job logs are kept (default DATA_DIR/logs); with several replicas on etcd, a directory every "
+               "replica mounts, so logs survive a failover");
   flags.String("audit-log", &options.audit_log, "JSON-lines audit log of mutating and refused calls (default: DATA_DIR/audit.log)");
   int audit_max_mib = static_cast<int>(options.audit.max_bytes >> 20);
   flags.Int("audit-max-mib", &audit_max_mib, "rotate the audit log past this size (MiB); 5 old files are kept");

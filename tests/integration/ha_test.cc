@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/create_channel.h"
@@ -67,7 +68,9 @@ class HighAvailability : public ::testing::Test {
     auto process = ChildProcess::Spawn(
         {HETPOOLD_BIN, "--listen", r.address(), "--data-dir", absl::StrCat(dir_.path(), "/d", i), "--store",
          "etcd://" + etcd_.endpoints(), "--leader-lease", "2s", "--lease-ttl", "10s", "--rdzv-port-range",
-         absl::StrCat(31000 + 50 * i, "-", 31049 + 50 * i), "--insecure"},
+         absl::StrCat(31000 + 50 * i, "-", 31049 + 50 * i), "--insecure",
+         // One log directory every replica mounts (docs/reliability.md), so logs survive failover.
+         "--logs-dir", dir_.path() + "/shared-logs"},
         absl::StrCat(dir_.path(), "/daemon", i, ".log"));
     if (!process.ok()) return process.status();
     r.process = *std::move(process);
@@ -214,6 +217,60 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
     absl::SleepFor(absl::Milliseconds(500));
   }
   FAIL() << "jobs did not finish\n" << Logs();
+}
+
+// Issue 14, item 13: a finished job's log is readable from whichever replica leads.
+TEST_F(HighAvailability, LogsOfFinishedJobsAreReadFromTheNewLeader) {
+  int leader = -1;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(15); leader < 0 && absl::Now() < deadline;) {
+    leader = Leader();
+    if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(leader, 0) << Logs();
+  pb::JobSpec spec;
+  spec.set_user("reader");
+  spec.add_command("/bin/echo");
+  spec.add_command("written-before-the-failover");
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(1);
+  spec.mutable_requirements()->add_vendors("nvidia");
+  auto job = SubmitSomewhere(spec, "log-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto read_logs = [&](size_t replica, std::string* out) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    pb::GetJobLogsRequest req;
+    req.set_job_id(job->id());
+    auto reader = replicas_[replica].jobs->GetJobLogs(&ctx, req);
+    pb::LogChunk chunk;
+    while (reader->Read(&chunk)) *out += chunk.data();
+    return reader->Finish();
+  };
+  bool finished = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(60); !finished && absl::Now() < deadline;) {
+    grpc::ClientContext ctx;
+    pb::GetJobRequest get;
+    get.set_job_id(job->id());
+    pb::Job seen;
+    finished = replicas_[static_cast<size_t>(leader)].jobs->GetJob(&ctx, get, &seen).ok() &&
+               seen.state() == pb::JOB_STATE_SUCCEEDED;
+    if (!finished) absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(finished) << Logs();
+  replicas_[static_cast<size_t>(leader)].process->Signal(SIGKILL);
+  replicas_[static_cast<size_t>(leader)].process->Wait(absl::Seconds(5));
+  replicas_[static_cast<size_t>(leader)].process.reset();
+  int new_leader = -1;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(15); new_leader < 0 && absl::Now() < deadline;) {
+    new_leader = Leader();
+    if (new_leader < 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(new_leader, 0) << Logs();
+  std::string out;
+  const grpc::Status status = read_logs(static_cast<size_t>(new_leader), &out);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(out, "written-before-the-failover")) << out;
 }
 
 }  // namespace

@@ -373,6 +373,32 @@ TEST_F(SecurityTest, TheDaemonsFilesAreItsOwn) {
   }
 }
 
+// Issue 14, item 13: a log that should be there and is not is an error saying so, not 0 bytes.
+TEST_F(SecurityTest, AMissingLogIsNotFoundNotEmpty) {
+  auto alice = JobsAs("alice");
+  pb::Job job;
+  ASSERT_TRUE(Submit(*alice, SleepSpec("0"), &job).ok());  // prints nothing: its log is empty, not missing
+  auto done = cluster_->WaitFor(job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_SUCCEEDED; },
+                                absl::Seconds(60));
+  ASSERT_TRUE(done.ok());
+  auto read = [&](std::string* out) {
+    grpc::ClientContext ctx;
+    pb::GetJobLogsRequest req;
+    req.set_job_id(job.id());
+    auto reader = alice->GetJobLogs(&ctx, req);
+    pb::LogChunk chunk;
+    while (reader->Read(&chunk)) *out += chunk.data();
+    return reader->Finish();
+  };
+  std::string out;
+  EXPECT_TRUE(read(&out).ok());
+  EXPECT_EQ(out, "");
+  std::filesystem::remove_all(cluster_->dir() + "/daemon/logs/" + job.id());
+  const grpc::Status gone = read(&out);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(gone.error_message(), "is not in this hetpoold's log store")) << gone.error_message();
+}
+
 // Issue 14, item 4: a spec whose fields are each within limits but too large together.
 TEST_F(SecurityTest, ASpecTooLargeAsAWholeIsRefused) {
   auto alice = JobsAs("alice");

@@ -187,6 +187,7 @@ absl::StatusOr<LogSlice> LogStore::Read(const std::string& job_id, uint64_t gene
   if (!dir_fd.ok()) return dir_fd.status();
   LogSlice slice;
   if (*dir_fd < 0) return slice;
+  slice.exists = true;
   Fd dir(*dir_fd);
   auto segments = ListSegments(dir.get());
   if (!segments.ok()) return segments.status();

@@ -27,6 +27,15 @@ void RedactFor(const Caller& caller, pb::Job& job) {
   }
 }
 
+// Whether `node` ran `generation` of the job and has exited (so its whole log was pushed).
+bool NodeExited(const pb::Job& job, uint64_t generation, const std::string& node) {
+  if (generation != job.generation()) return false;  // older placements are not kept
+  for (const auto& p : job.placement()) {
+    if (p.node() == node) return p.exited();
+  }
+  return false;
+}
+
 // The marker a reader sees where the stream's size cap rotated bytes away.
 std::string RotatedAway(uint64_t bytes) {
   return absl::StrCat("[hetpool: ", bytes, " earlier bytes of this log were rotated away (--log-max-bytes)]\n");
@@ -228,6 +237,14 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
         while (true) {
           auto slice = logs_->Read(job.id(), generation, node, offsets[node], kLogChunk);
           if (!slice.ok()) return ToGrpcStatus(slice.status());
+          if (!slice->exists && NodeExited(job, generation, node)) {
+            // The agent pushes every exited node's log (even an empty one) before its exit counts:
+            // a missing one is gone, and saying so beats returning nothing.
+            return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                absl::StrCat("the log of ", job.id(), " generation ", generation, " on node ", node,
+                                             " is not in this hetpoold's log store: it was written before a failover "
+                                             "to a replica that does not share --logs-dir, or it was removed"));
+          }
           if (slice->data.empty() && slice->dropped == 0) break;
           offsets[node] += slice->dropped + slice->data.size();
           pb::LogChunk chunk;
