@@ -4,7 +4,7 @@
 # agents simulating a mixed NVIDIA / MetaX / Cambricon pool on 127.0.0.1, all over mutual TLS,
 # submits the example DDP job across 2 nodes x 2 processes as that user, waits for it, prints its
 # state and the loss from its logs, and stops everything. Run as root, the agents start the job's
-# processes as `nobody` (the default for users without a mapped account).
+# processes under a uid of the user's own (the default for users without a mapped account).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source deploy/lib/common.sh

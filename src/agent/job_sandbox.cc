@@ -56,6 +56,16 @@ absl::StatusOr<RunAs> ResolveRunAs(const std::string& user, const SandboxOptions
   } else if (auto star = options.run_as_map.find("*"); star != options.run_as_map.end()) {
     account = star->second;
   }
+  if (account == kDynamicAccount) {
+    if (options.dynamic_users == nullptr) return absl::FailedPreconditionError("dynamic users are not set up on this node");
+    auto uid = options.dynamic_users->UidFor(user);
+    if (!uid.ok()) return uid.status();
+    run_as.switch_user = true;
+    run_as.uid = *uid;
+    run_as.gid = *uid;  // a group of its own too, and no supplementary groups
+    run_as.account = absl::StrCat("hetpool-", user);
+    return run_as;  // no home: HOME is the run directory
+  }
   std::vector<char> buf(16384);
   struct passwd pw {};
   struct passwd* found = nullptr;

@@ -3,8 +3,9 @@
 //     directories (--job-dirs, default its work dir): a job cannot wander into /etc or into
 //     another job's files by a '..' or a planted symlink.
 //   - An agent running as root starts processes as the owner's mapped Unix account
-//     (--run-as-map), else as --run-as (default nobody), never as root unless told to. An agent
-//     that is not root cannot switch: processes run as the agent's own account.
+//     (--run-as-map), else as --run-as: by default "dynamic", a uid of the user's own
+//     (dynamic_users.h); never as root unless told to. An agent that is not root cannot
+//     switch: processes run as the agent's own account.
 #pragma once
 
 #include <sys/types.h>
@@ -15,13 +16,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/agent/dynamic_users.h"
 
 namespace hetpool::agent {
+
+// The account name that means "a uid of the user's own" (in --run-as and in --run-as-map).
+inline constexpr const char* kDynamicAccount = "dynamic";
 
 struct SandboxOptions {
   std::vector<std::string> job_dirs;              // absolute; working dirs must resolve inside one
   std::map<std::string, std::string> run_as_map;  // hetpool user -> Unix account; "*" = everyone else
-  std::string run_as = "nobody";                  // account for users the map does not name
+  std::string run_as = kDynamicAccount;           // account for users the map does not name
+  DynamicUsers* dynamic_users = nullptr;          // the uids "dynamic" hands out
 };
 
 struct RunAs {

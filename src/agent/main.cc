@@ -80,7 +80,9 @@ int main(int argc, char** argv) {
   flags.List("job-dirs", &job_dirs,
              "directories job working dirs must resolve inside (symlinks followed); default: --work-dir");
   flags.String("run-as", &options.sandbox.run_as,
-               "when the agent is root: the Unix account for jobs of users --run-as-map does not name (root must be explicit)");
+               "when the agent is root: the account for jobs of users --run-as-map does not name: dynamic (default: "
+               "a uid of each user's own, docs/security.md), an account such as nobody (shared by them all), or root "
+               "(explicit only)");
   flags.String("run-as-map", &run_as_map_file, "JSON {\"hetpool user\": \"unix account\", \"*\": ...} for jobs' processes");
   flags.String("metrics-listen", &metrics_listen, "host:port to serve Prometheus device telemetry on (/metrics)");
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
@@ -171,6 +173,9 @@ int main(int argc, char** argv) {
     if (!map.ok()) return Fail("--run-as-map " + run_as_map_file + ": " + std::string(map.status().message()));
     options.sandbox.run_as_map = *std::move(map);
   }
+  auto dynamic_users = hetpool::agent::DynamicUsers::Open(options.work_dir + "/dynamic-users.json");
+  if (!dynamic_users.ok()) return Fail(dynamic_users.status().message());
+  options.sandbox.dynamic_users = dynamic_users->get();
   if (geteuid() != 0) {
     spdlog::info("not running as root: job processes run as this agent's account");
   } else if (options.sandbox.run_as == "root") {

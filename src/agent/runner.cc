@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,7 +86,9 @@ void Runner::Start(const LaunchSpec& spec) {
   const std::filesystem::path run_dir = spec.run_dir;
   std::filesystem::create_directories(run_dir, ec);
   const RunAs& run_as = spec.run_as;
-  if (run_as.switch_user && chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0) {
+  // The run directory is the job account's alone (0700): another user's job cannot read or
+  // write into it, whatever account it runs as.
+  if (run_as.switch_user && (chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0 || chmod(run_dir.c_str(), 0700) != 0)) {
     spdlog::warn("job {} g{}: chown {}: {}", spec.job_id, spec.generation, run_dir.string(), std::strerror(errno));
   }
   // The log lives where no job account can write (so nobody can swap it for a link to a file

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
@@ -574,6 +575,47 @@ TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
 
 // A job's environment is its own plus hetpool's: nothing of the agent's leaks in (tokens,
 // credentials, proxies in the agent's environment stay there).
+// Issue 14, item 7: with the default --run-as, each user's jobs run under a uid of their own.
+TEST(JobAccounts, ByDefaultEachUserRunsUnderAUidOfTheirOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs an agent running as root";
+  auto options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  TestCluster cluster(options);
+  std::filesystem::permissions(cluster.dir(), std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                                  std::filesystem::perms::others_exec);
+  cluster.mutable_options().agents[0].args = {"--run-as", "dynamic"};  // the default, over the harness's root
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  std::map<std::string, std::string> uid_of;
+  for (const std::string user : {"gina", "hank", "gina"}) {
+    pb::JobSpec spec = SleepSpec("0");
+    spec.clear_command();
+    spec.add_command("/usr/bin/id");
+    spec.add_command("-u");
+    spec.set_user(user);
+    auto job = cluster.Submit(spec);
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto done = cluster.WaitFor(
+        job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString() << cluster.AgentLog(0);
+    auto logs = cluster.Logs(job->id());
+    ASSERT_TRUE(logs.ok());
+    const std::string uid = std::string(absl::StripAsciiWhitespace(logs->substr(logs->rfind(':') + 1)));
+    EXPECT_GE(std::stoi(uid), 61184) << *logs;
+    if (uid_of.contains(user)) {
+      EXPECT_EQ(uid_of[user], uid) << "a user keeps their uid";
+    }
+    uid_of[user] = uid;
+    // The run directory is the job account's alone.
+    struct stat st {};
+    const std::string run_dir = cluster.dir() + "/agent-node-a/jobs/" + job->id() + "/g1";
+    ASSERT_EQ(stat(run_dir.c_str(), &st), 0) << run_dir;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << run_dir;
+    EXPECT_EQ(std::to_string(st.st_uid), uid);
+  }
+  EXPECT_NE(uid_of["gina"], uid_of["hank"]);
+}
+
 TEST(JobEnvironment, NothingIsInheritedFromTheAgent) {
   auto options = TestCluster::ExamplePool();
   options.agents.resize(1);

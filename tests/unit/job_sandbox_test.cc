@@ -43,8 +43,9 @@ TEST(JobSandbox, WorkingDirsStayInsideTheRoots) {
 
 TEST(JobSandbox, RootAgentsRunJobsAsMappedAccountsNeverRootByDefault) {
   SandboxOptions options;
+  options.run_as = "nobody";
   options.run_as_map = {{"alice", "daemon"}};
-  // As root (uid 0 passed in): alice maps to daemon; others fall to the default, nobody.
+  // As root (uid 0 passed in): alice maps to daemon; others fall to --run-as, nobody here.
   auto alice = ResolveRunAs("alice", options, 0);
   ASSERT_TRUE(alice.ok()) << alice.status();
   EXPECT_TRUE(alice->switch_user);
@@ -68,6 +69,39 @@ TEST(JobSandbox, RootAgentsRunJobsAsMappedAccountsNeverRootByDefault) {
   EXPECT_FALSE(ResolveRunAs("bob", options, 0)->switch_user);
   // A non-root agent cannot switch.
   EXPECT_FALSE(ResolveRunAs("alice", SandboxOptions{}, 1000)->switch_user);
+}
+
+// Issue 14, item 7: by default every user gets a uid of their own, the same one each time.
+TEST(JobSandbox, ByDefaultEachUserRunsAsAUidOfTheirOwn) {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/dynamic-users.json";
+  auto users = DynamicUsers::Open(file);
+  ASSERT_TRUE(users.ok()) << users.status();
+  SandboxOptions options;  // run_as: dynamic
+  options.dynamic_users = users->get();
+  auto alice = ResolveRunAs("alice", options, 0);
+  auto bob = ResolveRunAs("bob", options, 0);
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  ASSERT_TRUE(bob.ok());
+  EXPECT_TRUE(alice->switch_user);
+  EXPECT_NE(alice->uid, bob->uid);
+  EXPECT_GE(alice->uid, DynamicUsers::kDefaultMin);
+  EXPECT_LE(alice->uid, DynamicUsers::kDefaultMax);
+  EXPECT_EQ(alice->gid, alice->uid);
+  EXPECT_TRUE(alice->groups.empty());
+  EXPECT_EQ(alice->home, "");  // HOME becomes the run directory
+  EXPECT_EQ(ResolveRunAs("alice", options, 0)->uid, alice->uid);
+  // Kept on disk: a restarted agent gives alice the same uid and bob his.
+  auto reopened = DynamicUsers::Open(file);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ(*(*reopened)->UidFor("bob"), bob->uid);
+  EXPECT_EQ(*(*reopened)->UidFor("alice"), alice->uid);
+  // A full range is an error that says so.
+  auto tiny = DynamicUsers::Open(dir.path() + "/tiny.json", 64000, 64000);
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_TRUE((*tiny)->UidFor("carol").ok());
+  auto full = (*tiny)->UidFor("dave");
+  EXPECT_TRUE(absl::IsResourceExhausted(full.status())) << full.status();
 }
 
 TEST(JobSandbox, RunAsMapFile) {
