@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/convert.h"
 #include "src/common/grpc_status.h"
-#include "src/common/names.h"
 #include "src/daemon/accounting/usage.h"
 #include "src/daemon/logs/log_filter.h"
+#include "src/daemon/logs/log_request.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -25,15 +25,6 @@ void RedactFor(const Caller& caller, pb::Job& job) {
   for (auto& plan : *job.mutable_launch_plan()) {
     for (auto& [name, value] : *plan.mutable_env()) value = std::string(kRedacted);
   }
-}
-
-// Whether `node` ran `generation` of the job and has exited (so its whole log was pushed).
-bool NodeExited(const pb::Job& job, uint64_t generation, const std::string& node) {
-  if (generation != job.generation()) return false;  // older placements are not kept
-  for (const auto& p : job.placement()) {
-    if (p.node() == node) return p.exited();
-  }
-  return false;
 }
 
 // The marker a reader sees where the stream's size cap rotated bytes away.
@@ -174,45 +165,6 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJ
       /*audit_success=*/true);
 }
 
-absl::StatusOr<std::vector<std::string>> JobServiceImpl::NodesToRead(const pb::Job& job,
-                                                                     const pb::GetJobLogsRequest& req,
-                                                                     uint64_t generation,
-                                                                     std::map<std::string, LogFilter>& filters) {
-  std::vector<std::string> nodes;
-  if (req.has_rank()) {
-    const int world = job.spec().procs_per_node() * job.spec().nnodes();
-    if (req.rank() < 0 || req.rank() >= world) {
-      return absl::InvalidArgumentError(absl::StrCat("rank: must be in [0, ", world, ")"));
-    }
-    for (const auto& p : job.placement()) {
-      for (int local = 0; local < p.global_ranks_size(); ++local) {
-        if (p.global_ranks(local) != req.rank()) continue;
-        nodes.push_back(p.node());
-        filters.try_emplace(p.node(), local);
-      }
-    }
-    // Until the workers are up (and report their ranks) no node is known to hold the rank.
-    return nodes;
-  }
-  if (req.node().empty()) {
-    for (const auto& p : job.placement()) nodes.push_back(p.node());
-    return nodes;
-  }
-  // One node: it must be a node name, and one of the placement when the generation is current
-  // (older placements are not kept; the log store opens only the stream of that name).
-  if (auto s = CheckPathComponent("node", req.node(), 63); !s.ok()) return s;
-  if (generation == job.generation()) {
-    bool placed = false;
-    for (const auto& p : job.placement()) placed = placed || p.node() == req.node();
-    if (!placed) {
-      return absl::InvalidArgumentError(absl::StrCat("node: ", req.node(), " is not in the placement of job ", job.id(),
-                                                     " generation ", generation));
-    }
-  }
-  nodes.push_back(req.node());
-  return nodes;
-}
-
 grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                                         grpc::ServerWriter<pb::LogChunk>* writer) {
   uint64_t seen = 0;
@@ -229,11 +181,11 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           absl::StrCat("job ", job.id(), " has no generation ", generation));
     }
-    auto nodes = NodesToRead(job, *req, generation, filters);
-    if (!nodes.ok()) return ToGrpcStatus(nodes.status());
+    auto streams = LogStreamsFor(job, *req, generation);
+    if (!streams.ok()) return ToGrpcStatus(streams.status());
     if (generation > 0) {
-      for (const auto& node : *nodes) {
-        auto filter = filters.try_emplace(node, std::nullopt).first;
+      for (const auto& [node, local_rank] : *streams) {
+        auto filter = filters.try_emplace(node, local_rank).first;
         while (true) {
           auto slice = logs_->Read(job.id(), generation, node, offsets[node], kLogChunk);
           if (!slice.ok()) return ToGrpcStatus(slice.status());

@@ -38,11 +38,6 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
                      grpc::ServerWriter<pb::WatchJobResponse>* writer);
   grpc::Status StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                           grpc::ServerWriter<pb::LogChunk>* writer);
-  // Which node streams a log request reads: one node (checked against the placement), the node
-  // of one rank (with a filter for its lines), or the whole placement.
-  static absl::StatusOr<std::vector<std::string>> NodesToRead(const pb::Job& job, const pb::GetJobLogsRequest& req,
-                                                              uint64_t generation,
-                                                              std::map<std::string, LogFilter>& filters);
 
   ClusterState* state_;
   const LogStore* logs_;

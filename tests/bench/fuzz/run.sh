@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../../.."
 seconds=${FUZZ_SECONDS:-600}
 jobs=${FUZZ_JOBS:-1}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=(fuzz_job_spec fuzz_inventory fuzz_config fuzz_request)
+targets=(fuzz_job_spec fuzz_inventory fuzz_config fuzz_request fuzz_logs_and_reports)
 
 command -v clang++ >/dev/null || { echo "run.sh: needs clang (apt-get install clang)" >&2; exit 2; }
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHETPOOL_FUZZ=ON \
@@ -36,7 +36,7 @@ seed fuzz_inventory "" deploy/examples/node-a.json deploy/examples/node-b.json
 seed fuzz_config 01 deploy/examples/quotas.json
 seed fuzz_config 03 deploy/scheduler-profile.json
 seed fuzz_config 04 deploy/examples/prices.json
-mkdir -p "$build/corpus/fuzz_request"
+mkdir -p "$build/corpus/fuzz_request" "$build/corpus/fuzz_logs_and_reports"
 
 run_one() {
   local target=$1 findings="$build/findings/$target"

@@ -1,0 +1,51 @@
+#include "src/daemon/logs/log_request.h"
+
+#include "absl/strings/str_cat.h"
+#include "src/common/names.h"
+
+namespace hetpool::daemon {
+
+absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job,
+                                                     const hetpool::v1::GetJobLogsRequest& req, uint64_t generation) {
+  std::vector<LogStream> streams;
+  if (req.has_rank()) {
+    const int world = job.spec().procs_per_node() * job.spec().nnodes();
+    if (req.rank() < 0 || req.rank() >= world) {
+      return absl::InvalidArgumentError(absl::StrCat("rank: must be in [0, ", world, ")"));
+    }
+    for (const auto& p : job.placement()) {
+      for (int local = 0; local < p.global_ranks_size(); ++local) {
+        if (p.global_ranks(local) == req.rank()) streams.push_back({p.node(), local});
+      }
+    }
+    // Until the workers are up (and report their ranks) no node is known to hold the rank.
+    return streams;
+  }
+  if (req.node().empty()) {
+    for (const auto& p : job.placement()) streams.push_back({p.node(), std::nullopt});
+    return streams;
+  }
+  // One node: a node name, and one of the placement when the generation is current (older
+  // placements are not kept; the log store opens only the stream of that name).
+  if (auto s = CheckPathComponent("node", req.node(), 63); !s.ok()) return s;
+  if (generation == job.generation()) {
+    bool placed = false;
+    for (const auto& p : job.placement()) placed = placed || p.node() == req.node();
+    if (!placed) {
+      return absl::InvalidArgumentError(absl::StrCat("node: ", req.node(), " is not in the placement of job ", job.id(),
+                                                     " generation ", generation));
+    }
+  }
+  streams.push_back({req.node(), std::nullopt});
+  return streams;
+}
+
+bool NodeExited(const hetpool::v1::Job& job, uint64_t generation, const std::string& node) {
+  if (generation != job.generation()) return false;  // older placements are not kept
+  for (const auto& p : job.placement()) {
+    if (p.node() == node) return p.exited();
+  }
+  return false;
+}
+
+}  // namespace hetpool::daemon
