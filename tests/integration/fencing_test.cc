@@ -23,17 +23,25 @@ bool WaitAllGone(const std::vector<pid_t>& pids, absl::Duration timeout) {
   return !AnyAlive(pids);
 }
 
+// A one-node training job that runs for a minute, running, with its processes (torchrun and two ranks).
+void StartLongJob(TestCluster& cluster, std::string* id, std::vector<pid_t>* pids) {
+  auto job = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"}));
+  ASSERT_TRUE(job.ok()) << job.status();
+  *id = job->id();
+  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  *pids = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
+  ASSERT_GE(pids->size(), 3u);
+}
+
 TEST(Fencing, AgentCutOffFromEveryDaemonStopsItsJobs) {
   TestCluster::Options options = TestCluster::ExamplePool();
   options.lease_ttl = absl::Seconds(3);
   options.orphan_grace = absl::Seconds(3);  // agents fence after 3 s without an answer
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok());
-  auto job = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"}));
-  ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
-  const auto pids = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
-  ASSERT_GE(pids.size(), 3u);
+  std::string id;
+  std::vector<pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(StartLongJob(cluster, &id, &pids));
 
   cluster.KillDaemon(SIGKILL);  // and it does not come back
   EXPECT_TRUE(WaitAllGone(pids, absl::Seconds(15))) << "the agent kept running a job nobody tracks";
@@ -49,11 +57,9 @@ TEST(Fencing, ControlPlaneOutageShorterThanTheGraceKillsNoJob) {
   options.orphan_grace = absl::Seconds(60);
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok());
-  auto job = cluster.Submit(cluster.TrainSpec(1, 2, {"--steps", "600", "--step-sleep", "0.1"}));
-  ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
-  const auto pids = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
-  ASSERT_GE(pids.size(), 3u);
+  std::string id;
+  std::vector<pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(StartLongJob(cluster, &id, &pids));
 
   const int port = cluster.port();
   cluster.KillDaemon(SIGKILL);
@@ -61,7 +67,7 @@ TEST(Fencing, ControlPlaneOutageShorterThanTheGraceKillsNoJob) {
   ASSERT_TRUE(std::all_of(pids.begin(), pids.end(), ProcessAlive)) << cluster.AgentLog(0) << cluster.AgentLog(1);
   ASSERT_TRUE(cluster.StartDaemon(port).ok()) << cluster.DaemonLog();
   ASSERT_TRUE(cluster.WaitNodesReady(2, absl::Seconds(30)).ok());
-  auto after = cluster.Get(job->id());
+  auto after = cluster.Get(id);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->state(), pb::JOB_STATE_RUNNING);
   EXPECT_EQ(after->generation(), 1u);

@@ -542,6 +542,26 @@ TEST_F(SecurityTest, SubmissionsAreRateLimitedPerUser) {
 
 // An agent running as root starts job processes as the owner's mapped account, and as nobody
 // for owners the map does not name; never as root unless told to.
+// Runs `/usr/bin/id FLAG` as `user` and returns what it printed (after torchrun's rank tag).
+void RunIdAs(TestCluster& cluster, const std::string& user, const std::string& flag, std::string* printed,
+             std::string* job_id = nullptr) {
+  pb::JobSpec spec = SleepSpec("0");
+  spec.clear_command();
+  spec.add_command("/usr/bin/id");
+  spec.add_command(flag);
+  spec.set_user(user);
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString() << cluster.AgentLog(0);
+  auto logs = cluster.Logs(job->id());
+  ASSERT_TRUE(logs.ok());
+  *printed = std::string(absl::StripAsciiWhitespace(logs->substr(logs->rfind("]:") + 2)));
+  if (job_id != nullptr) *job_id = job->id();
+}
+
 TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
   if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs an agent running as root";
   auto options = TestCluster::ExamplePool();
@@ -556,20 +576,9 @@ TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
   cluster.mutable_options().agents[0].args = {"--run-as", "nobody", "--run-as-map", map};
   ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
   for (const auto& [user, account] : std::vector<std::pair<std::string, std::string>>{{"erin", "daemon"}, {"frank", "nobody"}}) {
-    pb::JobSpec spec = SleepSpec("0");
-    spec.clear_command();
-    spec.add_command("/usr/bin/id");
-    spec.add_command("-un");
-    spec.set_user(user);
-    auto job = cluster.Submit(spec);
-    ASSERT_TRUE(job.ok()) << job.status();
-    auto done = cluster.WaitFor(
-        job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
-    ASSERT_TRUE(done.ok()) << done.status();
-    ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString() << cluster.AgentLog(0);
-    auto logs = cluster.Logs(job->id());
-    ASSERT_TRUE(logs.ok());
-    EXPECT_TRUE(absl::StrContains(*logs, "]:" + account + "\n")) << user << ": " << *logs;
+    std::string printed;
+    ASSERT_NO_FATAL_FAILURE(RunIdAs(cluster, user, "-un", &printed));
+    EXPECT_EQ(printed, account) << user;
   }
 }
 
@@ -587,28 +596,16 @@ TEST(JobAccounts, ByDefaultEachUserRunsUnderAUidOfTheirOwn) {
   ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
   std::map<std::string, std::string> uid_of;
   for (const std::string user : {"gina", "hank", "gina"}) {
-    pb::JobSpec spec = SleepSpec("0");
-    spec.clear_command();
-    spec.add_command("/usr/bin/id");
-    spec.add_command("-u");
-    spec.set_user(user);
-    auto job = cluster.Submit(spec);
-    ASSERT_TRUE(job.ok()) << job.status();
-    auto done = cluster.WaitFor(
-        job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
-    ASSERT_TRUE(done.ok()) << done.status();
-    ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString() << cluster.AgentLog(0);
-    auto logs = cluster.Logs(job->id());
-    ASSERT_TRUE(logs.ok());
-    const std::string uid = std::string(absl::StripAsciiWhitespace(logs->substr(logs->rfind(':') + 1)));
-    EXPECT_GE(std::stoi(uid), 61184) << *logs;
+    std::string uid, job_id;
+    ASSERT_NO_FATAL_FAILURE(RunIdAs(cluster, user, "-u", &uid, &job_id));
+    EXPECT_GE(std::stoi(uid), 61184) << uid;
     if (uid_of.contains(user)) {
       EXPECT_EQ(uid_of[user], uid) << "a user keeps their uid";
     }
     uid_of[user] = uid;
     // The run directory is the job account's alone.
     struct stat st {};
-    const std::string run_dir = cluster.dir() + "/agent-node-a/jobs/" + job->id() + "/g1";
+    const std::string run_dir = cluster.dir() + "/agent-node-a/jobs/" + job_id + "/g1";
     ASSERT_EQ(stat(run_dir.c_str(), &st), 0) << run_dir;
     EXPECT_EQ(st.st_mode & 0777, 0700u) << run_dir;
     EXPECT_EQ(std::to_string(st.st_uid), uid);
