@@ -214,17 +214,21 @@ absl::Status ClusterState::WriteJob(const pb::Job& job) {
   return s;
 }
 
+void ClusterState::NoteStoreWriteLocked(const absl::Status& written) {
+  if (!written.ok() && store_healthy_) spdlog::error("the store refuses writes: {}", std::string(written.message()));
+  if (written.ok() && !store_healthy_) spdlog::info("the store accepts writes again");
+  store_healthy_ = written.ok();
+}
+
 absl::Status ClusterState::Commit(JobEntry& entry, pb::Job next) {
-  if (auto s = WriteJob(next); !s.ok()) {
+  const absl::Status written = WriteJob(next);
+  NoteStoreWriteLocked(written);
+  if (!written.ok()) {
     // Nothing changes in memory either: what is not stored is neither acknowledged nor acted
     // on. The caller fails its RPC, or leaves the agent's report to be applied again.
-    if (store_healthy_) spdlog::error("the store refuses writes: {}", std::string(s.message()));
-    store_healthy_ = false;
-    return absl::UnavailableError(absl::StrCat("the store refused the change to job ", next.id(), " (", s.message(),
-                                               "); nothing was changed"));
+    return absl::UnavailableError(absl::StrCat("the store refused the change to job ", next.id(), " (",
+                                               written.message(), "); nothing was changed"));
   }
-  if (!store_healthy_) spdlog::info("the store accepts writes again");
-  store_healthy_ = true;
   pb::Job before = std::exchange(entry.job, std::move(next));
   ++entry.version;
   if (options_.observer != nullptr) {
@@ -308,7 +312,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
   // submissions share one commit (the store groups them). On failure nothing is kept.
   const absl::Status written = WriteJob(entry.job);
   absl::MutexLock lock(&mu_);
-  store_healthy_ = written.ok();
+  NoteStoreWriteLocked(written);
   requests_in_flight_.erase(request);
   if (!written.ok()) return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
   const std::string id = entry.job.id();

@@ -160,6 +160,8 @@ class ClusterState {
   // watchers). UNAVAILABLE, with nothing changed, when the store refuses it.
   absl::Status Commit(JobEntry& entry, pb::Job next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteJob(const pb::Job& job);  // the store write, timed for the observer
+  // Keeps store_healthy_ and logs once when the store starts, and stops, refusing writes.
+  void NoteStoreWriteLocked(const absl::Status& written) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEvent(pb::Job& job, std::string reason, std::string message) const;
   pb::Node NodeSnapshot(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) const;
