@@ -441,6 +441,34 @@ TEST_F(SecurityTest, OversizedRequestsAreRefusedAndNothingStoredIsHarmed) {
   EXPECT_EQ(again.spec().command_size(), 2);
 }
 
+// proto3 strings must be UTF-8; gRPC alone answers such a request with INTERNAL and no message.
+TEST_F(SecurityTest, InvalidUtf8IsRefusedNamingTheFieldAndNothingStoredIsHarmed) {
+  auto alice = JobsAs("alice");
+  pb::Job kept;
+  ASSERT_TRUE(Submit(*alice, SleepSpec("0"), &kept).ok());
+  const std::string bad = "caf\xc3\x28";  // a two-byte sequence cut short
+  pb::JobSpec bad_name = SleepSpec("1");
+  bad_name.set_name(bad);
+  grpc::Status s = Submit(*alice, bad_name, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "field spec.name of SubmitJobRequest is not valid UTF-8"))
+      << s.error_message();
+  pb::JobSpec bad_env = SleepSpec("1");
+  (*bad_env.mutable_env())["HOME"] = bad;
+  s = Submit(*alice, bad_env, nullptr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "spec.env[HOME]")) << s.error_message();
+  pb::GetJobRequest get;
+  get.set_job_id(kept.id() + bad);
+  pb::Job got;
+  s = WithDeadline([&](grpc::ClientContext* ctx) { return alice->GetJob(ctx, get, &got); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "field job_id of GetJobRequest")) << s.error_message();
+  get.set_job_id(kept.id());
+  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return alice->GetJob(ctx, get, &got); }).ok());
+  EXPECT_EQ(got.spec().command_size(), 2);
+}
+
 TEST_F(SecurityTest, QuotasHoldJobsBackWithTheReasonAndCapTheQueue) {
   auto carol = JobsAs("carol");
   pb::Job first, second;

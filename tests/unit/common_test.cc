@@ -1,8 +1,10 @@
 // Modules of src/common that carry user input across programs: orders split into parts that fit
-// a message (issue 14, item 4) and duplicate keys in job files (item 9).
+// a message (issue 14, item 4), duplicate keys in job files and requests that are not UTF-8
+// (item 9).
 #include "gtest/gtest.h"
 #include "src/common/json_keys.h"
 #include "src/common/orders_parts.h"
+#include "request_parsing.h"
 
 namespace hetpool {
 namespace {
@@ -70,6 +72,55 @@ TEST(JsonKeys, DuplicateKeysAreNamedWithTheirPath) {
   absl::Status in_array = CheckNoDuplicateKeys(R"({"groups": [{"n": 1}, {"n": 2, "n": 3}]})");
   EXPECT_EQ(in_array.message(), "groups.n: the key appears twice in one object");
   EXPECT_TRUE(CheckNoDuplicateKeys("{not json").ok());  // syntax is the parser's to report
+}
+
+
+TEST(RequestParsing, TheFirstStringThatIsNotUtf8IsNamedByItsPath) {
+  const pb::JobSpec good = [] {
+    pb::JobSpec spec;
+    spec.set_name("caf\xc3\xa9 \xe4\xb8\xad\xf0\x9f\x98\x80");  // 2-, 3- and 4-byte characters
+    spec.add_command("python");
+    (*spec.mutable_env())["HOME"] = "/tmp";
+    return spec;
+  }();
+  pb::SubmitJobRequest request;
+  *request.mutable_spec() = good;
+  const auto& descriptor = *pb::SubmitJobRequest::descriptor();
+  EXPECT_EQ(rpc::FirstInvalidUtf8Field(descriptor, request.SerializeAsString()), "");
+  for (const auto& [bad, what] : std::vector<std::pair<std::string, std::string>>{
+           {"\xc3\x28", "cut sequence"}, {"\xc0\xaf", "overlong"}, {"\xed\xa0\x80", "surrogate"},
+           {"\xf4\x90\x80\x80", "above U+10FFFF"}, {"ab\xe4\xb8", "truncated at the end"}}) {
+    request.mutable_spec()->add_command(bad);
+    EXPECT_EQ(rpc::FirstInvalidUtf8Field(descriptor, request.SerializeAsString()), "spec.command[1]") << what;
+    *request.mutable_spec() = good;
+    (*request.mutable_spec()->mutable_env())["HOME"] = bad;
+    EXPECT_EQ(rpc::FirstInvalidUtf8Field(descriptor, request.SerializeAsString()), "spec.env[HOME]") << what;
+    *request.mutable_spec() = good;
+    (*request.mutable_spec()->mutable_env())[bad] = "x";
+    EXPECT_EQ(rpc::FirstInvalidUtf8Field(descriptor, request.SerializeAsString()), "spec.env (a key)") << what;
+    *request.mutable_spec() = good;
+  }
+}
+
+TEST(RequestParsing, WhatGrpcCannotParseIsRefusedWithTheReason) {
+  pb::GetJobRequest request;
+  request.set_job_id("job-\xff");
+  const std::string bytes = request.SerializeAsString();
+  auto parse = [](const std::string& wire, pb::GetJobRequest* out) {
+    grpc::Slice slice(wire);
+    grpc::ByteBuffer buffer(&slice, 1);
+    return rpc::ParseRequest(&buffer, out);
+  };
+  pb::GetJobRequest parsed;
+  grpc::Status s = parse(bytes, &parsed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "field job_id of GetJobRequest is not valid UTF-8 (string fields must be UTF-8)");
+  s = parse("\x0a\x7f", &parsed);  // field 1, 127 bytes announced, none there
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "request is not a valid hetpool.v1.GetJobRequest protobuf message (2 bytes)");
+  request.set_job_id("job-7");
+  ASSERT_TRUE(parse(request.SerializeAsString(), &parsed).ok());
+  EXPECT_EQ(parsed.job_id(), "job-7");
 }
 
 }  // namespace

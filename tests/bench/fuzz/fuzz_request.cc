@@ -1,27 +1,34 @@
 // What arrives on the wire: a serialized SubmitJobRequest, RegisterRequest or PlanRequest (the
-// first byte picks which), through the checks hetpoold makes before it acts on one.
+// first byte picks which), parsed the way gRPC parses it for hetpoold (proto/request_parsing.h:
+// the path of a field that is not UTF-8 is named) and through the checks it makes before acting.
 #include <cstddef>
 #include <cstdint>
 
+#include "grpcpp/support/byte_buffer.h"
 #include "hetpool/v1/agent.pb.h"
 #include "hetpool/v1/job.pb.h"
+#include "request_parsing.h"
 #include "src/common/convert.h"
 #include "src/common/plan_convert.h"
 #include "src/daemon/state/job_validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const uint8_t* body = data + 1;
-  const int length = static_cast<int>(size - 1);
+  grpc::Slice slice(data + 1, size - 1);
+  // As gRPC does before a handler runs; false when the bytes are refused (with a reason).
+  auto parse = [&slice](google::protobuf::Message* message) {
+    grpc::ByteBuffer buffer(&slice, 1);
+    return hetpool::rpc::ParseRequest(&buffer, message).ok();
+  };
   switch (data[0] % 3) {
     case 0: {
       hetpool::v1::SubmitJobRequest req;
-      if (req.ParseFromArray(body, length)) (void)hetpool::daemon::ValidateAndNormalizeSpec(*req.mutable_spec());
+      if (parse(&req)) (void)hetpool::daemon::ValidateAndNormalizeSpec(*req.mutable_spec());
       break;
     }
     case 1: {
       hetpool::v1::RegisterRequest req;
-      if (req.ParseFromArray(body, length)) {
+      if (parse(&req)) {
         (void)hetpool::daemon::ValidateNodeName(req.node_name());
         (void)hetpool::FromProto(req.inventory());
       }
@@ -29,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     default: {
       hetpool::v1::PlanRequest req;
-      if (req.ParseFromArray(body, length)) (void)hetpool::FromProto(req);
+      if (parse(&req)) (void)hetpool::FromProto(req);
     }
   }
   return 0;

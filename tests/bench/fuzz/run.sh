@@ -5,12 +5,13 @@
 #   tests/bench/fuzz/run.sh                 600 s per target (the figure in docs/security.md)
 #   FUZZ_SECONDS=60 tests/bench/fuzz/run.sh  a quick pass
 #   FUZZ_JOBS=2 ...                          targets run two at a time
+#   FUZZ_TARGETS="fuzz_request" ...          only these targets
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 seconds=${FUZZ_SECONDS:-600}
 jobs=${FUZZ_JOBS:-1}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=(fuzz_job_spec fuzz_inventory fuzz_config fuzz_request fuzz_logs_and_reports)
+read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_job_spec fuzz_inventory fuzz_config fuzz_request fuzz_logs_and_reports}"
 
 command -v clang++ >/dev/null || { echo "run.sh: needs clang (apt-get install clang)" >&2; exit 2; }
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHETPOOL_FUZZ=ON \
