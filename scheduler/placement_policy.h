@@ -1,5 +1,5 @@
-// The placement interface and the views it decides on. The daemon schedules through the plugin
-// framework (framework/framework.h); first fit (first_fit.h) is the simple reference policy.
+// The placement interface and the views it decides on. The one implementation is the plugin
+// framework (framework/framework.h), configured by a profile (framework/profile.h).
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,8 @@
 //              Fgd              least expected fragmentation growth against the recent mix of
 //                               placed shapes (fragmentation.h); also a Reserve plugin
 //   Permit     Gang             all nnodes present, each with its devices: all or nothing
+// Each lives in its own file (request_shape.cc, ..., gang.cc; factories.h lists them); this
+// header and builtin.cc map the names a profile uses onto them.
 #pragma once
 
 #include <memory>

@@ -75,7 +75,7 @@ TEST(TopologyPolicy, BestFitKeepsWholeNodesFreeAndBigJobsTakeWholeNodes) {
   ASSERT_TRUE(eight.ok());
   EXPECT_EQ(eight->nodes[0].node, "node-a");
   EXPECT_EQ(eight->nodes[0].device_ids.size(), 8u);
-  // Impossible and busy shapes keep first fit's meaning and reasons.
+  // Impossible shapes are "never" (FailedPrecondition), busy ones "not now" (Unavailable).
   EXPECT_EQ(policy.Place({1, 9, {}}, nodes).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(policy.Place({2, 4, {}}, nodes).status().code(), absl::StatusCode::kUnavailable);
 }

@@ -1,0 +1,30 @@
+// One factory per built-in plugin, each defined in the plugin's own file; builtin.cc maps the
+// profile's names onto them. Internal to scheduler/plugins (and its tests).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/framework/plugin.h"
+
+namespace hetpool::scheduler::plugins {
+
+std::shared_ptr<Plugin> NewRequestShape();     // request_shape.cc
+std::shared_ptr<Plugin> NewFingerprint();      // fingerprint.cc
+std::shared_ptr<Plugin> NewNodeSchedulable();  // node_schedulable.cc
+std::shared_ptr<Plugin> NewDeviceHealth();     // device_health.cc
+std::shared_ptr<Plugin> NewCapacity();         // capacity.cc
+std::shared_ptr<Plugin> NewBestFit();          // best_fit.cc
+std::shared_ptr<Plugin> NewSpread();           // spread.cc
+std::shared_ptr<Plugin> NewLinkScore();        // link_score_plugin.cc
+std::shared_ptr<Plugin> NewGang();             // gang.cc
+// args: {"window": 1..100000} (default 500).
+absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args);  // fgd.cc
+
+// What a placement leaves on the node: free devices (whole-card jobs), or milli on the device
+// best fit would take (shares). BestFit scores it low, Spread high (best_fit.cc).
+int64_t LeftAfter(const PlacementRequest& request, const NodeCandidate& candidate);
+
+}  // namespace hetpool::scheduler::plugins

@@ -1,0 +1,166 @@
+// The built-in plugins one at a time, one table each (the device and node filters' tables are in
+// scheduler_framework_test.cc, beside the framework that runs them).
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "scheduler/plugins/builtin.h"
+#include "scheduler/plugins/factories.h"
+
+namespace hetpool::scheduler {
+namespace {
+
+PlacementRequest Shape(int nnodes, int devices, int32_t milli = 1000) {
+  PlacementRequest r;
+  r.nnodes = nnodes;
+  r.devices_per_node = devices;
+  r.device_milli = milli;
+  return r;
+}
+
+// The built-in plugin `name` as the extension point `Point` (null when it is not one).
+template <typename Point>
+std::shared_ptr<Point> Builtin(const std::string& name) {
+  auto plugin = MakeBuiltinPlugin(name, nullptr);
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  return plugin.ok() ? std::dynamic_pointer_cast<Point>(*plugin) : nullptr;
+}
+
+TEST(RequestShapePlugin, RefusesShapesNoNodeHas) {
+  struct Case {
+    int nnodes, devices;
+    std::string error;  // empty: accepted
+  };
+  const Case cases[] = {
+      {1, 0, ""}, {1, 8, ""}, {16, 64, ""},
+      {0, 1, "a job needs at least one node"}, {1, 65, "no node has 65 devices"},
+  };
+  auto plugin = Builtin<PreFilterPlugin>("RequestShape");
+  ASSERT_NE(plugin, nullptr);
+  for (const Case& c : cases) {
+    const PlacementRequest request = Shape(c.nnodes, c.devices);
+    CycleState state(request);
+    const absl::Status s = plugin->PreFilter(state);
+    if (c.error.empty()) {
+      EXPECT_TRUE(s.ok()) << c.nnodes << "x" << c.devices << ": " << s;
+    } else {
+      EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+      EXPECT_EQ(s.message(), c.error);
+    }
+  }
+}
+
+TEST(GangPlugin, PermitsWholeGangsOnly) {
+  const NodeAssignment two{"a", {"g0", "g1"}};
+  const NodeAssignment one{"b", {"g0"}};
+  struct Case {
+    PlacementRequest request;
+    std::vector<NodeAssignment> nodes;
+    std::string error;  // empty: permitted
+  };
+  const Case cases[] = {
+      {Shape(2, 2), {two, two}, ""},
+      {Shape(2, 2), {two}, "only 1 of 2 nodes found"},
+      {Shape(2, 2), {two, one}, "b got 1 of 2 devices"},
+      {Shape(1, 1, 500), {one}, ""},  // a share is one device, whatever devices_per_node says
+      {Shape(1, 1, 500), {two}, "a got 2 of 1 devices"},
+      {Shape(1, 0), {{"c", {}}}, ""},  // CPU-only
+  };
+  auto plugin = Builtin<PermitPlugin>("Gang");
+  ASSERT_NE(plugin, nullptr);
+  for (const Case& c : cases) {
+    CycleState state(c.request);
+    Placement placement;
+    placement.nodes = c.nodes;
+    const absl::Status s = plugin->Permit(state, placement);
+    if (c.error.empty()) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+      EXPECT_EQ(s.message(), c.error);
+    }
+  }
+}
+
+TEST(LeftoverScores, BestFitPrefersLeastLeftSpreadMost) {
+  DeviceRecord card;
+  card.memory_mib = 81920;
+  const DeviceView free_card{&card, true, 1000, 81920}, half_used{&card, false, 500, 40960},
+      mostly_used{&card, false, 200, 16384};
+  struct Case {
+    PlacementRequest request;
+    std::vector<const DeviceView*> fitting;
+    int64_t left;
+  };
+  const Case cases[] = {
+      {Shape(1, 2), {&free_card, &free_card, &free_card}, 1},  // whole cards: free cards left
+      {Shape(1, 2), {&free_card, &free_card}, 0},
+      {Shape(1, 1, 200), {&free_card, &half_used}, 300},  // a share: on the fullest card that fits
+      {Shape(1, 1, 200), {&free_card, &half_used, &mostly_used}, 0},
+  };
+  auto best_fit = Builtin<ScorePlugin>("BestFit");
+  auto spread = Builtin<ScorePlugin>("Spread");
+  ASSERT_TRUE(best_fit != nullptr && spread != nullptr);
+  for (const Case& c : cases) {
+    NodeCandidate candidate;
+    candidate.fitting = c.fitting;
+    CycleState state(c.request);
+    EXPECT_EQ(plugins::LeftAfter(c.request, candidate), c.left);
+    EXPECT_EQ(best_fit->Score(state, candidate), -c.left);
+    EXPECT_EQ(spread->Score(state, candidate), c.left);
+    EXPECT_FALSE(best_fit->NeedsDeviceSelection());
+  }
+}
+
+TEST(LinkScorePlugin, ScoresTheChosenSetsLinks) {
+  auto plugin = Builtin<ScorePlugin>("LinkScore");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_TRUE(plugin->NeedsDeviceSelection());  // link_score is set by the device selection
+  const PlacementRequest request = Shape(1, 2);
+  CycleState state(request);
+  for (int links : {0, 12, 400}) {
+    NodeCandidate candidate;
+    candidate.link_score = links;
+    EXPECT_EQ(plugin->Score(state, candidate), links);
+  }
+}
+
+TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
+  struct Case {
+    std::string name;
+    nlohmann::json args;
+    std::string error;  // empty: built
+  };
+  const std::vector<Case> cases = {
+      {"BestFit", nullptr, ""},
+      {"BestFit", nlohmann::json::object(), ""},
+      {"BestFit", {{"weight", 2}}, "plugin BestFit takes no args"},
+      {"Gang", {{"x", 1}}, "plugin Gang takes no args"},
+      {"Fgd", nullptr, ""},
+      {"Fgd", {{"window", 1}}, ""},
+      {"Fgd", {{"window", 0}}, "plugin Fgd: window must be an integer in 1..100000"},
+      {"Fgd", {{"window", 100001}}, "plugin Fgd: window must be an integer in 1..100000"},
+      {"Fgd", {{"window", "5"}}, "plugin Fgd: window must be an integer in 1..100000"},
+      {"Fgd", {{"size", 5}}, "plugin Fgd: unknown arg 'size'"},
+      {"Fgd", nlohmann::json::array(), "plugin Fgd: args must be an object"},
+      {"TieRank", nullptr, "unknown plugin 'TieRank'"},
+  };
+  for (const Case& c : cases) {
+    auto plugin = MakeBuiltinPlugin(c.name, c.args);
+    if (c.error.empty()) {
+      ASSERT_TRUE(plugin.ok()) << c.name << " " << c.args.dump() << ": " << plugin.status();
+      EXPECT_EQ((*plugin)->Name(), c.name);
+    } else {
+      EXPECT_FALSE(plugin.ok()) << c.name << " " << c.args.dump();
+      EXPECT_EQ(plugin.status().message(), c.error);
+    }
+  }
+  // Every registered name builds without arguments and answers to its own name.
+  for (const std::string& name : BuiltinPluginNames()) {
+    auto plugin = MakeBuiltinPlugin(name, nullptr);
+    ASSERT_TRUE(plugin.ok()) << name;
+    EXPECT_EQ((*plugin)->Name(), name);
+  }
+}
+
+}  // namespace
+}  // namespace hetpool::scheduler
