@@ -26,6 +26,16 @@ namespace pb = ::hetpool::v1;
 namespace {
 
 constexpr absl::Duration kLoopPeriod = absl::Milliseconds(200);
+
+// How often to heartbeat when nothing happens: what the daemon suggests (`hetpoold
+// --heartbeat-interval`), but at least three beats per lease so that one lost heartbeat never
+// makes the node NotReady, and 1 s from daemons that suggest nothing.
+absl::Duration HeartbeatPeriod(const pb::RegisterResponse& resp) {
+  absl::Duration period = resp.heartbeat_interval_ms() > 0 ? absl::Milliseconds(resp.heartbeat_interval_ms())
+                                                           : absl::Seconds(1);
+  if (resp.lease_ttl_ms() > 0) period = std::min(period, absl::Milliseconds(resp.lease_ttl_ms()) / 3);
+  return std::max(period, kLoopPeriod);
+}
 constexpr size_t kLogPushBytes = 256 * 1024;
 
 // Job ids become directory names.
@@ -131,6 +141,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     fence_after_ = std::min(*options_.fence_after, announced);
   }
   lease_ttl_ = absl::Milliseconds(resp.lease_ttl_ms());
+  heartbeat_every_ = HeartbeatPeriod(resp);
   Contacted(absl::Now());
   reported_inventory_ = inventory;
   unreported_inventory_.reset();
@@ -310,7 +321,6 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
 void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   absl::Time last_heartbeat = absl::InfinitePast();
   absl::Time last_inventory = absl::Now();
-  const absl::Duration heartbeat_every = absl::Seconds(1);
   while (!stop->load()) {
     // First, before anything is reported: an agent back from a pause or a partition longer than
     // the fencing deadline stops its (stale) job processes.
@@ -350,7 +360,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
         report_now = true;  // a card going bad must reach the daemon within one refresh
       }
     }
-    if (report_now || absl::Now() - last_heartbeat >= heartbeat_every) {
+    if (report_now || absl::Now() - last_heartbeat >= heartbeat_every_) {
       pb::HeartbeatRequest req;
       req.set_session_id(session_id_);
       req.set_node_name(options_.node_name);

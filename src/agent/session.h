@@ -102,6 +102,7 @@ class Session {
   absl::Time last_contact_ = absl::Now();  // the last registration or heartbeat a daemon answered
   absl::Duration fence_after_ = absl::ZeroDuration();  // known once a daemon has announced its lease
   absl::Duration lease_ttl_ = absl::ZeroDuration();    // the daemon's, announced at registration
+  absl::Duration heartbeat_every_ = absl::Seconds(1);  // likewise (HeartbeatPeriod in session.cc)
   bool fenced_ = false;
 };
 

@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   flags.Duration("orphan-grace", &options.cluster.orphan_grace,
                  "how long jobs of a node past its lease keep running (agents keep them through a control-plane "
                  "outage) before they restart elsewhere (docs/reliability.md)");
-  flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval, "heartbeat period suggested to agents");
+  flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval,
+                 "how often agents heartbeat when nothing changes (at most a third of --lease-ttl is used)");
   flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
   flags.Bool("metax-cuda-translation", &options.cluster.metax_cuda_translation,
              "MetaX nodes have a CUDA translation layer (cu-bridge): CUDA builds may run there");
@@ -92,6 +93,9 @@ int main(int argc, char** argv) {
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
+  if (options.cluster.heartbeat_interval <= absl::ZeroDuration() || options.cluster.lease_ttl <= absl::ZeroDuration()) {
+    return Fail(absl::InvalidArgumentError("--heartbeat-interval and --lease-ttl must be positive"));
+  }
   if (audit_max_mib < 1 || log_max_mib < 1) {
     return Fail(absl::InvalidArgumentError("--audit-max-mib and --log-max-mib must be at least 1"));
   }

@@ -33,6 +33,16 @@ class RefusableStore : public Store {
   Store* inner_;
 };
 
+// Counts the jobs offered to the scheduler: a pass over the queue offers every waiting job.
+class CountingObserver : public StateObserver {
+ public:
+  void Decision(absl::Duration, bool) override { ++decisions; }
+  void StoreWrite(absl::Duration, bool) override {}
+  void JobEnded(const pb::Job&) override {}
+  void JobRestarted(const std::string&) override {}
+  int decisions = 0;
+};
+
 class ClusterStateTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(); }
@@ -49,6 +59,7 @@ class ClusterStateTest : public ::testing::Test {
     options.lease_ttl = absl::Seconds(10);
     options.orphan_grace = absl::Seconds(20);  // lost after 30 s of silence
     options.clock = [this] { return now_; };
+    options.observer = &observer_;
     state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
@@ -60,8 +71,18 @@ class ClusterStateTest : public ::testing::Test {
     req.set_address("127.0.0.1");
     req.set_torchrun_path("/usr/bin/torchrun");
     req.set_work_dir("/tmp/" + node);
+    *req.mutable_inventory() = Inventory(nvidia_cards, model);
+    for (auto& p : processes) *req.add_processes() = p;
+    auto resp = state_->Register(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    sessions_[node] = resp.ok() ? resp->session_id() : "";
+    return sessions_[node];
+  }
+
+  static pb::NodeInventory Inventory(int nvidia_cards, const std::string& model = "H100") {
+    pb::NodeInventory inventory;
     for (int i = 0; i < nvidia_cards; ++i) {
-      auto* d = req.mutable_inventory()->add_devices();
+      auto* d = inventory.add_devices();
       d->set_id("nvidia" + std::to_string(i));
       d->set_index(i);
       d->set_vendor("nvidia");
@@ -79,11 +100,7 @@ class ClusterStateTest : public ::testing::Test {
       d->set_fingerprint(record.fingerprint);
       *d->mutable_capability() = ToProto(record).capability();
     }
-    for (auto& p : processes) *req.add_processes() = p;
-    auto resp = state_->Register(req);
-    EXPECT_TRUE(resp.ok()) << resp.status();
-    sessions_[node] = resp.ok() ? resp->session_id() : "";
-    return sessions_[node];
+    return inventory;
   }
 
   pb::Orders Orders(const std::string& node) {
@@ -105,7 +122,8 @@ class ClusterStateTest : public ::testing::Test {
     return p;
   }
 
-  absl::Status Heartbeat(const std::string& node, std::vector<pb::ProcessStatus> processes) {
+  absl::Status Heartbeat(const std::string& node, std::vector<pb::ProcessStatus> processes,
+                         std::optional<pb::NodeInventory> inventory = std::nullopt) {
     pb::HeartbeatRequest req;
     req.set_node_name(node);
     req.set_session_id(sessions_[node]);
@@ -113,6 +131,7 @@ class ClusterStateTest : public ::testing::Test {
     auto orders = state_->WaitOrders(node, sessions_[node], 0, now_);
     if (orders.ok() && orders->has_value()) req.set_applied_orders_version((*orders)->version());
     for (auto& p : processes) *req.add_processes() = p;
+    if (inventory) *req.mutable_inventory() = *inventory;
     return state_->Heartbeat(req);
   }
 
@@ -148,6 +167,7 @@ class ClusterStateTest : public ::testing::Test {
   std::unique_ptr<RefusableStore> refusable_;
   std::unique_ptr<ClusterState> state_;
   std::map<std::string, std::string> sessions_;
+  CountingObserver observer_;
 };
 
 TEST_F(ClusterStateTest, JobRunsToSuccessAndFreesDevices) {
@@ -745,6 +765,42 @@ TEST_F(ClusterStateTest, LogPushesComeOnlyFromTheNodesAGenerationRanOn) {
   auto refused = state_->CheckLogPush(other, sessions_[other], job->id(), 1);
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_FALSE(state_->CheckLogPush(placed, sessions_[placed], job->id(), 2).ok());
+}
+
+
+// Issue 15, item 6: agents resend their inventory whenever utilisation moves; only a lasting
+// change may cost a pass over the whole queue.
+TEST_F(ClusterStateTest, OnlyLastingInventoryChangesWakeTheQueue) {
+  Register("a", 2);
+  auto running = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(running.ok());
+  state_->Tick();
+  const std::vector<pb::ProcessStatus> still_running = {Proc(running->id(), 1, true)};
+  auto waiting = state_->Submit(Spec(1, 2), "");  // a's two cards are taken
+  ASSERT_TRUE(waiting.ok());
+  state_->Tick();  // offers the new job once
+  const int offered = observer_.decisions;
+  state_->Tick();
+  EXPECT_EQ(observer_.decisions, offered) << "nothing changed, yet the queue was scanned";
+
+  pb::NodeInventory busy = Inventory(2);
+  for (auto& d : *busy.mutable_devices()) {
+    d.set_utilization_percent(97);
+    d.set_memory_used_mib(60000);
+  }
+  ASSERT_TRUE(Heartbeat("a", still_running, busy).ok());
+  state_->Tick();
+  EXPECT_EQ(observer_.decisions, offered) << "a utilisation change woke the scheduler";
+  auto devices = state_->ListDevices("a", "");
+  ASSERT_TRUE(devices.ok());
+  EXPECT_EQ(devices->at(0).device().utilization_percent(), 97) << "the new figures are still shown";
+
+  pb::NodeInventory unhealthy = busy;
+  unhealthy.mutable_devices(1)->set_healthy(false);
+  ASSERT_TRUE(Heartbeat("a", still_running, unhealthy).ok());
+  state_->Tick();
+  EXPECT_EQ(observer_.decisions, offered + 1) << "a card's health is lasting: the waiting job is offered again";
+  EXPECT_EQ(Job(waiting->id()).state(), pb::JOB_STATE_PENDING);
 }
 
 }  // namespace

@@ -408,23 +408,6 @@ absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::st
 // ---------------------------------------------------------------------------------------------
 // Scheduling
 
-std::map<std::string, ClusterState::DeviceHold> ClusterState::HoldsByDevice(const NodeEntry& node) {
-  std::map<std::string, DeviceHold> holds;
-  for (const auto& [key, claim] : node.claims) {
-    for (const auto& d : claim.device_ids) {
-      DeviceHold& h = holds[d];
-      if (std::find(h.jobs.begin(), h.jobs.end(), key.first) == h.jobs.end()) h.jobs.push_back(key.first);
-      h.milli += claim.device_milli;
-      if (claim.device_milli >= 1000) {
-        h.whole = true;
-      } else {
-        h.fractional_memory_mib += claim.device_memory_mib;
-      }
-    }
-  }
-  return holds;
-}
-
 std::vector<scheduler::NodeView> ClusterState::NodeViews(bool all_free) const {
   std::vector<scheduler::NodeView> views;
   views.reserve(nodes_.size());
@@ -437,22 +420,15 @@ scheduler::NodeView ClusterState::NodeViewOf(const std::string& name, const Node
   view.name = name;
   view.schedulable = all_free || (node.ready && !node.record.drained());
   // Shares held per device: whole claims take all of it, fractional ones their slice.
-  const std::map<std::string, DeviceHold> holds = all_free ? std::map<std::string, DeviceHold>{} : HoldsByDevice(node);
+  const Holds holds = all_free ? Holds{} : HoldsByDevice(node.claims);
   view.context.torch_devices = node.inventory.torch_devices.empty()
                                    ? drivers::DefaultTorchDevices(node.inventory.devices)
                                    : node.inventory.torch_devices;
   view.context.metax_cuda_translation = options_.metax_cuda_translation;
   if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
   for (const auto& device : node.inventory.devices) {
-    auto it = holds.find(device.id);
-    if (it == holds.end()) {
-      view.devices.push_back({&device, true, 1000, device.memory_mib});
-      continue;
-    }
-    const DeviceHold& h = it->second;
-    const uint64_t memory_free =
-        h.whole || h.fractional_memory_mib >= device.memory_mib ? 0 : device.memory_mib - h.fractional_memory_mib;
-    view.devices.push_back({&device, false, std::max(0, 1000 - h.milli), memory_free});
+    const DeviceFree free = FreeOf(device, HoldOn(holds, device.id));
+    view.devices.push_back({&device, free.whole, free.milli, free.memory_mib});
   }
   view.generation = scheduler::ContentGeneration(view);  // the policy re-reads only changed nodes
   return view;
@@ -967,7 +943,9 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   pb::RegisterResponse response;
   response.set_session_id(node.session_id);
   response.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
-  response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  // Three heartbeats per lease at least, so that one lost beat never makes a node NotReady.
+  response.set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(std::min(options_.heartbeat_interval, options_.lease_ttl / 3)));
   response.set_orphan_grace_ms(absl::ToInt64Milliseconds(options_.orphan_grace));
   return response;
 }
@@ -989,17 +967,18 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
       if (!d.healthy) spdlog::warn("node {}: {} unhealthy: {}", node.record.name(), d.id, d.health_message);
     }
     node.inventory = *std::move(inventory);
-    // Utilisation and memory use change on every refresh: keep them in memory, and write the node
-    // to the store only when something lasting changed (cards, health, links, versions).
+    // Utilisation and memory use change on every refresh: keep them in memory (metrics, `nodes`)
+    // and go no further. Only a lasting change (cards, health, links, versions) is written to the
+    // store and wakes the scheduler for a pass over the whole queue: placement reads nothing else.
     const bool lasting_change = !SameLastingInventory(node.record.inventory(), req.inventory());
     *node.record.mutable_inventory() = req.inventory();
     if (lasting_change) {
       if (auto s = store_->PutNode(node.record); !s.ok()) {
         spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
       }
+      work_pending_ = true;
+      Changed();
     }
-    work_pending_ = true;
-    Changed();
   }
   node.last_heartbeat = Now();
   node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
@@ -1158,16 +1137,17 @@ absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std:
   std::vector<pb::DeviceView> out;
   for (const auto& [name, node] : nodes_) {
     if (!node_name.empty() && name != node_name) continue;
-    const std::map<std::string, DeviceHold> holder = HoldsByDevice(node);
+    const Holds holds = HoldsByDevice(node.claims);
     for (const auto& device : node.inventory.devices) {
       if (!vendor.empty() && VendorName(device.vendor) != vendor) continue;
       pb::DeviceView view;
       view.set_node(name);
       *view.mutable_device() = ToProto(device);
-      if (auto it = holder.find(device.id); it != holder.end()) {
-        view.set_allocated_to(absl::StrJoin(it->second.jobs, ","));
-        view.set_allocated_milli(std::min(1000, it->second.milli));
-        view.set_allocated_memory_mib(it->second.milli >= 1000 ? device.memory_mib : it->second.fractional_memory_mib);
+      if (const DeviceHold* hold = HoldOn(holds, device.id); hold != nullptr) {
+        const DeviceAllocated allocated = AllocatedOf(device, hold);
+        view.set_allocated_to(absl::StrJoin(hold->jobs, ","));
+        view.set_allocated_milli(allocated.milli);
+        view.set_allocated_memory_mib(allocated.memory_mib);
       }
       out.push_back(std::move(view));
     }
@@ -1180,7 +1160,8 @@ std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
   std::map<std::string, pb::FingerprintClass> classes;
   std::map<std::string, std::set<std::string>> nodes_of;
   for (const auto& [name, node] : nodes_) {
-    const std::map<std::string, DeviceHold> held = HoldsByDevice(node);
+    const Holds holds = HoldsByDevice(node.claims);
+    const bool schedulable = node.ready && !node.record.drained();
     for (const auto& d : node.inventory.devices) {
       pb::FingerprintClass& c = classes[d.fingerprint];
       if (c.total() == 0) {
@@ -1191,7 +1172,7 @@ std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
       }
       c.set_total(c.total() + 1);
       if (!d.healthy) c.set_unhealthy(c.unhealthy() + 1);
-      if (d.healthy && !held.contains(d.id) && node.ready && !node.record.drained()) c.set_free(c.free() + 1);
+      if (GivableWhole(d, HoldOn(holds, d.id), schedulable)) c.set_free(c.free() + 1);
       nodes_of[d.fingerprint].insert(name);
     }
   }
@@ -1207,11 +1188,12 @@ std::vector<planner::PoolClass> ClusterState::PlannerPool() const {
   absl::MutexLock lock(&mu_);
   std::vector<planner::PoolClass> classes;
   for (const auto& [name, node] : nodes_) {
-    if (!node.ready || node.record.drained()) continue;  // cards nobody can be given
-    const std::map<std::string, DeviceHold> held = HoldsByDevice(node);
+    const bool schedulable = node.ready && !node.record.drained();
+    if (!schedulable) continue;  // cards nobody can be given
+    const Holds holds = HoldsByDevice(node.claims);
     std::set<std::string> free;
     for (const auto& d : node.inventory.devices) {
-      if (d.healthy && !held.contains(d.id)) free.insert(d.id);
+      if (GivableWhole(d, HoldOn(holds, d.id), schedulable)) free.insert(d.id);
     }
     planner::AddNode(classes, name, node.inventory, free);
   }
@@ -1300,7 +1282,7 @@ PoolSnapshot ClusterState::Snapshot() const {
   const absl::Time now = Now();
   for (const auto& [name, node] : nodes_) {
     snap.nodes.push_back({name, node.ready, node.record.drained(), absl::ToDoubleSeconds(now - node.last_heartbeat)});
-    const std::map<std::string, DeviceHold> holds = HoldsByDevice(node);
+    const Holds holds = HoldsByDevice(node.claims);
     for (const auto& d : node.inventory.devices) {
       DeviceSample sample;
       sample.node = name;
@@ -1310,7 +1292,7 @@ PoolSnapshot ClusterState::Snapshot() const {
       sample.fingerprint = d.fingerprint;
       sample.healthy = d.healthy;
       sample.schedulable = node.ready && !node.record.drained();
-      if (auto it = holds.find(d.id); it != holds.end()) sample.allocated_milli = it->second.whole ? 1000 : it->second.milli;
+      sample.allocated_milli = AllocatedOf(d, HoldOn(holds, d.id)).milli;
       sample.memory_mib = d.memory_mib;
       sample.memory_used_mib = d.memory_used_mib;
       sample.utilization_percent = d.utilization_percent;

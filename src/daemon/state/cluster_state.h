@@ -29,6 +29,7 @@
 #include "planner/pool.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
+#include "src/daemon/state/claim_ledger.h"
 #include "src/daemon/state/pool_snapshot.h"
 #include "src/daemon/state/quota_ledger.h"
 #include "src/daemon/state/state_observer.h"
@@ -115,19 +116,6 @@ class ClusterState {
   bool store_healthy() const;
 
  private:
-  using JobGen = std::pair<std::string, uint64_t>;
-  struct Claim {
-    std::vector<std::string> device_ids;
-    int32_t device_milli = 1000;     // share held on each device (fractional jobs < 1000)
-    uint64_t device_memory_mib = 0;  // memory held on each device (0 with whole devices: all of it)
-    bool desired = true;
-    std::string kill_reason;
-    uint64_t created_at_version = 0;    // orders version that first carried the launch
-    uint64_t undesired_at_version = 0;  // orders version that first carried the kill
-    // The generation's rendezvous host:port ("" for one-node jobs): busy until the claim goes,
-    // that is until the agent no longer reports the generation's processes.
-    std::string rendezvous_endpoint;
-  };
   struct NodeEntry {
     pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
     NodeInventory inventory;
@@ -136,20 +124,12 @@ class ClusterState {
     absl::Time last_heartbeat;
     uint64_t orders_version = 0;
     uint64_t applied_version = 0;
-    std::map<JobGen, Claim> claims;
+    Claims claims;  // claim_ledger.h
   };
   struct JobEntry {
     pb::Job job;
     uint64_t version = 1;
   };
-  // What the claims on a node hold of one device.
-  struct DeviceHold {
-    std::vector<std::string> jobs;  // in claim order, each once
-    int32_t milli = 0;              // sum of the shares (whole claims count 1000)
-    uint64_t fractional_memory_mib = 0;  // memory held by fractional claims
-    bool whole = false;             // some claim holds the whole device
-  };
-  static std::map<std::string, DeviceHold> HoldsByDevice(const NodeEntry& node);
 
   absl::Time Now() const { return options_.clock(); }
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

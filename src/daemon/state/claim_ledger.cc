@@ -1,0 +1,50 @@
+#include "src/daemon/state/claim_ledger.h"
+
+#include <algorithm>
+
+namespace hetpool::daemon {
+
+Holds HoldsByDevice(const Claims& claims) {
+  Holds holds;
+  for (const auto& [key, claim] : claims) {
+    for (const auto& d : claim.device_ids) {
+      DeviceHold& h = holds[d];
+      if (std::find(h.jobs.begin(), h.jobs.end(), key.first) == h.jobs.end()) h.jobs.push_back(key.first);
+      h.milli += claim.device_milli;
+      if (claim.device_milli >= 1000) {
+        h.whole = true;
+      } else {
+        h.fractional_memory_mib += claim.device_memory_mib;
+      }
+    }
+  }
+  return holds;
+}
+
+DeviceFree FreeOf(const DeviceRecord& device, const DeviceHold* hold) {
+  if (hold == nullptr) return {true, 1000, device.memory_mib};
+  DeviceFree free;
+  free.whole = false;
+  free.milli = std::max(0, 1000 - hold->milli);
+  free.memory_mib = hold->whole || hold->fractional_memory_mib >= device.memory_mib
+                        ? 0
+                        : device.memory_mib - hold->fractional_memory_mib;
+  return free;
+}
+
+DeviceAllocated AllocatedOf(const DeviceRecord& device, const DeviceHold* hold) {
+  if (hold == nullptr) return {};
+  if (hold->whole) return {1000, device.memory_mib};
+  return {std::min(1000, hold->milli), std::min(device.memory_mib, hold->fractional_memory_mib)};
+}
+
+bool GivableWhole(const DeviceRecord& device, const DeviceHold* hold, bool node_schedulable) {
+  return node_schedulable && device.healthy && FreeOf(device, hold).whole;
+}
+
+const DeviceHold* HoldOn(const Holds& holds, const std::string& device_id) {
+  auto it = holds.find(device_id);
+  return it == holds.end() ? nullptr : &it->second;
+}
+
+}  // namespace hetpool::daemon

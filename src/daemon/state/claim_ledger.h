@@ -1,0 +1,68 @@
+// What jobs hold of a node's devices (claims), and the one definition of "free" that every view
+// of the pool uses: the scheduler's node views, `devices`, `fingerprints`, the planner's pool
+// and the metrics snapshot. No lock and no clock: ClusterState owns the claims and its mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hetpool/device.h"
+
+namespace hetpool::daemon {
+
+// A job generation: (job id, generation).
+using JobGen = std::pair<std::string, uint64_t>;
+
+// One generation's hold on one node.
+struct Claim {
+  std::vector<std::string> device_ids;
+  int32_t device_milli = 1000;     // share held on each device (fractional jobs < 1000)
+  uint64_t device_memory_mib = 0;  // memory held on each device (0 with whole devices: all of it)
+  bool desired = true;
+  std::string kill_reason;
+  uint64_t created_at_version = 0;    // orders version that first carried the launch
+  uint64_t undesired_at_version = 0;  // orders version that first carried the kill
+  // The generation's rendezvous host:port ("" for one-node jobs): busy until the claim goes,
+  // that is until the agent no longer reports the generation's processes.
+  std::string rendezvous_endpoint;
+};
+using Claims = std::map<JobGen, Claim>;
+
+// What the claims on a node hold of one device. Claims being stopped still hold theirs: their
+// processes may still use the card.
+struct DeviceHold {
+  std::vector<std::string> jobs;       // in claim order, each once
+  int32_t milli = 0;                   // sum of the shares (whole claims count 1000)
+  uint64_t fractional_memory_mib = 0;  // memory held by fractional claims
+  bool whole = false;                  // some claim holds the whole device
+};
+using Holds = std::map<std::string, DeviceHold>;  // by device id; a device nobody holds is absent
+
+Holds HoldsByDevice(const Claims& claims);
+
+// What is left of one device for new work (`hold` null: nobody holds any of it).
+struct DeviceFree {
+  bool whole = true;        // nothing held: a whole-card job may take it
+  int32_t milli = 1000;     // share left for fractional jobs
+  uint64_t memory_mib = 0;  // memory left for fractional jobs
+};
+DeviceFree FreeOf(const DeviceRecord& device, const DeviceHold* hold);
+
+// What is held of one device, as `devices` and the metrics show it: at most the whole card.
+struct DeviceAllocated {
+  int32_t milli = 0;
+  uint64_t memory_mib = 0;
+};
+DeviceAllocated AllocatedOf(const DeviceRecord& device, const DeviceHold* hold);
+
+// Whether a new whole-card job could be given the device now: healthy, nothing held, and on a
+// node that takes work (Ready, not drained). The free counts of `fingerprints` and the planner.
+bool GivableWhole(const DeviceRecord& device, const DeviceHold* hold, bool node_schedulable);
+
+// The hold on `device_id` in `holds`, or null.
+const DeviceHold* HoldOn(const Holds& holds, const std::string& device_id);
+
+}  // namespace hetpool::daemon

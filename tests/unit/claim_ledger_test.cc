@@ -1,0 +1,72 @@
+// The one definition of "free" (src/daemon/state/claim_ledger.h), one row per kind of hold.
+#include "src/daemon/state/claim_ledger.h"
+
+#include "gtest/gtest.h"
+
+namespace hetpool::daemon {
+namespace {
+
+Claim Holding(std::vector<std::string> devices, int32_t milli = 1000, uint64_t memory_mib = 0) {
+  Claim c;
+  c.device_ids = std::move(devices);
+  c.device_milli = milli;
+  c.device_memory_mib = memory_mib;
+  return c;
+}
+
+TEST(ClaimLedger, HoldsAddUpPerDevice) {
+  Claims claims;
+  claims[{"job-1", 1}] = Holding({"g0", "g1"});
+  claims[{"job-2", 1}] = Holding({"g2"}, 300, 20000);
+  claims[{"job-3", 4}] = Holding({"g2"}, 500, 30000);
+  claims[{"job-3", 3}] = Holding({"g2"}, 500, 30000);  // an older generation still being stopped
+  const Holds holds = HoldsByDevice(claims);
+  ASSERT_EQ(holds.size(), 3u);
+  EXPECT_TRUE(holds.at("g0").whole);
+  const DeviceHold& g2 = holds.at("g2");
+  EXPECT_FALSE(g2.whole);
+  EXPECT_EQ(g2.milli, 1300);
+  EXPECT_EQ(g2.fractional_memory_mib, 80000u);
+  EXPECT_EQ(g2.jobs, (std::vector<std::string>{"job-2", "job-3"}));  // each job once
+  EXPECT_EQ(HoldOn(holds, "g9"), nullptr);
+}
+
+TEST(ClaimLedger, FreeAllocatedAndGivableAgree) {
+  DeviceRecord card;
+  card.memory_mib = 80000;
+  DeviceRecord sick = card;
+  sick.healthy = false;
+  DeviceHold whole{{"a"}, 1000, 0, true};
+  DeviceHold share{{"b"}, 300, 20000, false};
+  DeviceHold full_shares{{"b", "c"}, 1200, 90000, false};  // over-committed: nothing is left
+  struct Case {
+    const char* what;
+    const DeviceRecord* device;
+    const DeviceHold* hold;
+    bool schedulable;
+    DeviceFree free;
+    DeviceAllocated allocated;
+    bool givable;
+  };
+  const Case cases[] = {
+      {"nothing held", &card, nullptr, true, {true, 1000, 80000}, {0, 0}, true},
+      {"whole claim", &card, &whole, true, {false, 0, 0}, {1000, 80000}, false},
+      {"a share", &card, &share, true, {false, 700, 60000}, {300, 20000}, false},
+      {"shares past the card", &card, &full_shares, true, {false, 0, 0}, {1000, 80000}, false},
+      {"unhealthy", &sick, nullptr, true, {true, 1000, 80000}, {0, 0}, false},
+      {"node drained or not ready", &card, nullptr, false, {true, 1000, 80000}, {0, 0}, false},
+  };
+  for (const Case& c : cases) {
+    const DeviceFree free = FreeOf(*c.device, c.hold);
+    EXPECT_EQ(free.whole, c.free.whole) << c.what;
+    EXPECT_EQ(free.milli, c.free.milli) << c.what;
+    EXPECT_EQ(free.memory_mib, c.free.memory_mib) << c.what;
+    const DeviceAllocated allocated = AllocatedOf(*c.device, c.hold);
+    EXPECT_EQ(allocated.milli, c.allocated.milli) << c.what;
+    EXPECT_EQ(allocated.memory_mib, c.allocated.memory_mib) << c.what;
+    EXPECT_EQ(GivableWhole(*c.device, c.hold, c.schedulable), c.givable) << c.what;
+  }
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
