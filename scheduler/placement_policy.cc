@@ -90,6 +90,10 @@ uint64_t ContentGeneration(const NodeView& view) {
   h.Add(static_cast<uint64_t>(view.schedulable) | static_cast<uint64_t>(view.context.metax_cuda_translation) << 1);
   for (const auto& t : view.context.torch_devices) h.Add(t);
   h.Add(view.rack);
+  h.Add(static_cast<uint64_t>(view.cpu_milli_total));
+  h.Add(static_cast<uint64_t>(view.cpu_milli_free));
+  h.Add(view.host_memory_total_mib);
+  h.Add(view.host_memory_free_mib);
   for (const DeviceView& dv : view.devices) {
     const DeviceRecord& d = *dv.device;
     h.Add(d.id);

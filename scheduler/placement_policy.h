@@ -27,6 +27,12 @@ struct NodeView {
   std::vector<DeviceView> devices;
   drivers::RunContext context;  // torch plugins on the node, translation layers enabled
   std::string rack;             // the node's "rack" label: multi-node jobs prefer one rack
+  // Host CPU (milli-cores) and memory: the node's total and what claims leave free. A total of 0
+  // means the node did not report it: not limited.
+  int64_t cpu_milli_total = 0;
+  int64_t cpu_milli_free = 0;
+  uint64_t host_memory_total_mib = 0;
+  uint64_t host_memory_free_mib = 0;
   // Changes whenever anything above changes, and no two views of a pool share one
   // (ContentGeneration computes one), so a policy may keep what it derived from the view across
   // calls. 0: unknown, derived afresh on every call.
@@ -50,6 +56,8 @@ struct PlacementRequest {
   Requirements requirements;
   int32_t device_milli = 1000;    // < 1000: a fractional share of one device per node
   uint64_t device_memory_mib = 0; // fractional: memory held (0 = the same share of the memory)
+  int64_t cpu_milli = 0;           // host CPU each node must have free (HostResources filter)
+  uint64_t host_memory_mib = 0;    // host memory each node must have free
   bool Fractional() const { return device_milli > 0 && device_milli < 1000; }
 };
 

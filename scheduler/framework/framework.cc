@@ -249,21 +249,36 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
     std::sort(order.begin(), order.end(), [](const NodeView* a, const NodeView* b) { return a->name < b->name; });
     Placement p;
     p.vendor = Vendor::kCpu;
+    int capable_nodes = 0;  // nodes no filter rules out for good (e.g. too few cores in all)
+    std::set<std::string> never_reasons, waiting_reasons;
     for (const NodeView* n : order) {
       if (auto v = node_verdict(*n)) {
         ++why.nodes_rejected[std::string(v->first->Name())];
+        const bool never = v->second.rejection == Rejection::kNever;
+        std::set<std::string>& reasons_of_kind = never ? never_reasons : waiting_reasons;
+        if (reasons_of_kind.size() < kMaxDeviceReasons) reasons_of_kind.insert(v->second.reason);
+        capable_nodes += never ? 0 : 1;
         continue;
       }
+      ++capable_nodes;
       p.nodes.push_back({n->name, {}});
       if (static_cast<int>(p.nodes.size()) == request.nnodes) return p;
     }
-    why.never = static_cast<int>(nodes.size()) < request.nnodes;
+    why.never = capable_nodes < request.nnodes;
     why.closest = absl::StrCat(p.nodes.size(), " node(s) can take it now");
     if (why.never) {
-      return fail(absl::FailedPreconditionError(absl::StrCat("needs ", request.nnodes, " nodes; the pool has ", nodes.size())));
+      why.device_reasons.assign(never_reasons.begin(), never_reasons.end());
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "needs ", request.nnodes, " nodes; the pool has ", capable_nodes, " that could hold it",
+          never_reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(never_reasons, "; "), ")"))));
     }
-    return fail(absl::UnavailableError(
-        absl::StrCat("needs ", request.nnodes, " schedulable nodes; ", p.nodes.size(), " are ready and not drained")));
+    std::vector<std::string> turned_away;
+    for (const auto& [plugin, n] : why.nodes_rejected) turned_away.push_back(absl::StrCat(plugin, " ", n));
+    why.device_reasons.assign(waiting_reasons.begin(), waiting_reasons.end());
+    return fail(absl::UnavailableError(absl::StrCat(
+        "needs ", why.needs, " free; ", p.nodes.size(), " node(s) can take it now; nodes turned away by ",
+        absl::StrJoin(turned_away, ", "),
+        waiting_reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(waiting_reasons, "; "), ")"))));
   }
 
   const int need = request.Fractional() ? 1 : request.devices_per_node;

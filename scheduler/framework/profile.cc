@@ -13,7 +13,7 @@ namespace {
 
 constexpr char kDefaultProfile[] = R"({
   "preFilter": ["RequestShape"],
-  "filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"],
+  "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
   "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
             {"name": "Fgd", "weight": 1, "args": {"window": 500}}],
   "permit": ["Gang"]
@@ -167,9 +167,9 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     });
   }
   if (!s.ok()) return s;
-  // Leaving these out would double-book devices, run jobs on cards that cannot run them, or
-  // start part of a gang.
-  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"}) {
+  // Leaving these out would double-book devices or host CPU and memory, run jobs on cards that
+  // cannot run them, or start part of a gang.
+  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources"}) {
     if (!instances.contains(required)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: filter must include ", required));
     }

@@ -4,7 +4,7 @@
 // NodeSchedulable, DeviceHealth, Capacity) and the Gang permit cannot be left out.
 //
 //   {"preFilter": ["RequestShape"],
-//    "filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"],
+//    "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
 //    "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
 //              {"name": "Fgd", "weight": 2, "args": {"window": 500}}],
 //    "permit": ["Gang"], "nodesToScore": 64}

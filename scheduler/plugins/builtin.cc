@@ -24,6 +24,7 @@ const std::map<std::string, Factory>& Registry() {
       {"RequestShape", NoArgs("RequestShape", plugins::NewRequestShape)},
       {"Fingerprint", NoArgs("Fingerprint", plugins::NewFingerprint)},
       {"NodeSchedulable", NoArgs("NodeSchedulable", plugins::NewNodeSchedulable)},
+      {"HostResources", NoArgs("HostResources", plugins::NewHostResources)},
       {"DeviceHealth", NoArgs("DeviceHealth", plugins::NewDeviceHealth)},
       {"Capacity", NoArgs("Capacity", plugins::NewCapacity)},
       {"BestFit", NoArgs("BestFit", plugins::NewBestFit)},

@@ -2,6 +2,8 @@
 //   PreFilter  RequestShape     refuses shapes no node could have (0 nodes, > 64 devices a node)
 //   Filter     Fingerprint      CanRun, allowed vendors/models/classes          (never)
 //              NodeSchedulable  node Ready and not drained                      (waiting)
+//              HostResources    host CPU and memory free on the node            (waiting; never
+//                               when the node has less in all)
 //              DeviceHealth     the vendor library reports the card healthy     (waiting)
 //              Capacity         whole card free, or enough milli + memory left  (waiting; never
 //                               when a share asks more memory than the card has)

@@ -14,6 +14,7 @@ namespace hetpool::scheduler::plugins {
 std::shared_ptr<Plugin> NewRequestShape();     // request_shape.cc
 std::shared_ptr<Plugin> NewFingerprint();      // fingerprint.cc
 std::shared_ptr<Plugin> NewNodeSchedulable();  // node_schedulable.cc
+std::shared_ptr<Plugin> NewHostResources();    // host_resources.cc
 std::shared_ptr<Plugin> NewDeviceHealth();     // device_health.cc
 std::shared_ptr<Plugin> NewCapacity();         // capacity.cc
 std::shared_ptr<Plugin> NewBestFit();          // best_fit.cc

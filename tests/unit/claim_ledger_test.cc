@@ -68,5 +68,26 @@ TEST(ClaimLedger, FreeAllocatedAndGivableAgree) {
   }
 }
 
+TEST(ClaimLedger, HostCpuAndMemoryLeftAfterClaims) {
+  NodeInventory inventory;
+  inventory.cpus = 16;
+  inventory.memory_mib = 65536;
+  Claims claims;
+  Claim cpu_job = Holding({});  // a CPU-only job holds no device, only host resources
+  cpu_job.cpu_milli = 12000;
+  cpu_job.host_memory_mib = 60000;
+  claims[{"job-1", 1}] = cpu_job;
+  HostFree free = HostFreeOf(inventory, claims);
+  EXPECT_EQ(free.cpu_milli_total, 16000);
+  EXPECT_EQ(free.cpu_milli, 4000);
+  EXPECT_EQ(free.memory_total_mib, 65536u);
+  EXPECT_EQ(free.memory_mib, 5536u);
+  claims[{"job-2", 1}] = cpu_job;  // over-committed (say, re-adopted after a restart): nothing left
+  free = HostFreeOf(inventory, claims);
+  EXPECT_EQ(free.cpu_milli, 0);
+  EXPECT_EQ(free.memory_mib, 0u);
+  EXPECT_EQ(HostFreeOf(NodeInventory{}, claims).cpu_milli_total, 0);  // unreported: not limited
+}
+
 }  // namespace
 }  // namespace hetpool::daemon

@@ -81,6 +81,8 @@ class ClusterStateTest : public ::testing::Test {
 
   static pb::NodeInventory Inventory(int nvidia_cards, const std::string& model = "H100") {
     pb::NodeInventory inventory;
+    inventory.set_cpus(16);
+    inventory.set_memory_mib(65536);
     for (int i = 0; i < nvidia_cards; ++i) {
       auto* d = inventory.add_devices();
       d->set_id("nvidia" + std::to_string(i));
@@ -801,6 +803,38 @@ TEST_F(ClusterStateTest, OnlyLastingInventoryChangesWakeTheQueue) {
   state_->Tick();
   EXPECT_EQ(observer_.decisions, offered + 1) << "a card's health is lasting: the waiting job is offered again";
   EXPECT_EQ(Job(waiting->id()).state(), pb::JOB_STATE_PENDING);
+}
+
+// Issue 15, item 3: host CPU and memory are scheduled; CPU-only jobs hold them too.
+TEST_F(ClusterStateTest, HostCpuAndMemoryAreScheduledForCpuJobsToo) {
+  Register("a", 0);  // 16 cores, 64 GiB
+  auto cpu_job = [this](int64_t cores, uint64_t memory_mib) {
+    pb::JobSpec spec = Spec(1, 0);
+    spec.set_procs_per_node(4);
+    spec.mutable_host()->set_cpu_milli_per_process(cores * 1000 / 4);
+    spec.mutable_host()->set_memory_mib_per_node(memory_mib);
+    return state_->Submit(spec, "");
+  };
+  auto too_big = cpu_job(17, 0);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(too_big.status())) << too_big.status();
+  EXPECT_NE(too_big.status().message().find("needs 17000 milli-CPU; the node has 16000"), std::string::npos)
+      << too_big.status();
+  auto first = cpu_job(12, 16384);
+  auto second = cpu_job(8, 16384);  // 12 + 8 > 16 cores: waits for the first
+  ASSERT_TRUE(first.ok() && second.ok());
+  state_->Tick();
+  EXPECT_EQ(Job(first->id()).state(), pb::JOB_STATE_SCHEDULED);
+  const pb::Job waiting = Job(second->id());
+  EXPECT_EQ(waiting.state(), pb::JOB_STATE_PENDING);
+  EXPECT_NE(waiting.message().find("HostResources"), std::string::npos) << waiting.message();
+  // The first ends: its cores come back and the second runs.
+  pb::ProcessStatus done = Proc(first->id(), 1, false, 0);
+  done.clear_device_ids();
+  ASSERT_TRUE(Heartbeat("a", {done}).ok());
+  state_->Tick();
+  EXPECT_EQ(Job(first->id()).state(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Job(second->id()).state(), pb::JOB_STATE_SCHEDULED);
 }
 
 }  // namespace

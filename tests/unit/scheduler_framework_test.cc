@@ -16,7 +16,7 @@
 namespace hetpool::scheduler {
 namespace {
 
-constexpr char kRequired[] = R"("filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"], "permit": ["Gang"])";
+constexpr char kRequired[] = R"("filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"], "permit": ["Gang"])";
 
 std::string Profile(const std::string& score) {
   return absl::StrCat(R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": )", score, "}");
@@ -47,7 +47,9 @@ TEST(SchedulerProfile, MistakesAreNamed) {
       {Profile(R"(["BestFit", "BestFit"])"), "score lists BestFit twice"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth"], "permit": ["Gang"]})",
        "filter must include Capacity"},
-      {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"]})", "permit must include Gang"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"]})", "permit must include Gang"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"], "permit": ["Gang"]})",
+       "filter must include HostResources"},
       {Profile(R"(["BestFit"], "nodesToScore": 0)"), "nodesToScore must be an integer in 1..1000000"},
       {Profile(R"(["BestFit"], "nodesToFind": -1)"), "nodesToFind must be an integer in 0..1000000 (0: adaptive)"},
   };

@@ -2,6 +2,8 @@
 // scheduler_framework_test.cc, beside the framework that runs them).
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "scheduler/plugins/builtin.h"
 #include "scheduler/plugins/factories.h"
@@ -46,6 +48,46 @@ TEST(RequestShapePlugin, RefusesShapesNoNodeHas) {
       EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
       EXPECT_EQ(s.message(), c.error);
     }
+  }
+}
+
+TEST(HostResourcesPlugin, HostCpuAndMemoryMustBeFree) {
+  NodeView node;
+  node.name = "n";
+  node.cpu_milli_total = 32000;
+  node.cpu_milli_free = 8000;
+  node.host_memory_total_mib = 256 * 1024;
+  node.host_memory_free_mib = 64 * 1024;
+  NodeView unreported;  // a node that reports no CPU or memory is not limited
+  unreported.name = "u";
+  struct Case {
+    const NodeView* node;
+    int64_t cpu_milli;
+    uint64_t memory_mib;
+    std::optional<Rejection> expected;
+    std::string reason;
+  };
+  const Case cases[] = {
+      {&node, 0, 0, std::nullopt, ""},
+      {&node, 8000, 64 * 1024, std::nullopt, ""},  // exactly what is free
+      {&node, 8001, 0, Rejection::kWaiting, "host CPU in use: 8000 of 32000 milli-CPU free"},
+      {&node, 32001, 0, Rejection::kNever, "needs 32001 milli-CPU; the node has 32000"},
+      {&node, 0, 64 * 1024 + 1, Rejection::kWaiting, "host memory in use: 65536 of 262144 MiB free"},
+      {&node, 0, 512 * 1024, Rejection::kNever, "needs 524288 MiB of host memory; the node has 262144"},
+      {&unreported, 999999, 999999, std::nullopt, ""},
+  };
+  auto plugin = Builtin<NodeFilterPlugin>("HostResources");
+  ASSERT_NE(plugin, nullptr);
+  for (const Case& c : cases) {
+    PlacementRequest request = Shape(1, 0);
+    request.cpu_milli = c.cpu_milli;
+    request.host_memory_mib = c.memory_mib;
+    CycleState state(request);
+    const auto verdict = plugin->FilterNode(state, *c.node);
+    ASSERT_EQ(verdict.has_value(), c.expected.has_value()) << c.cpu_milli << " " << c.memory_mib;
+    if (!verdict) continue;
+    EXPECT_EQ(verdict->rejection, *c.expected);
+    EXPECT_EQ(verdict->reason, c.reason);
   }
 }
 

@@ -42,6 +42,21 @@ bool GivableWhole(const DeviceRecord& device, const DeviceHold* hold, bool node_
   return node_schedulable && device.healthy && FreeOf(device, hold).whole;
 }
 
+HostFree HostFreeOf(const NodeInventory& inventory, const Claims& claims) {
+  HostFree free;
+  free.cpu_milli_total = static_cast<int64_t>(inventory.cpus) * 1000;
+  free.memory_total_mib = inventory.memory_mib;
+  int64_t cpu_held = 0;
+  uint64_t memory_held = 0;
+  for (const auto& [key, claim] : claims) {  // claims being stopped still hold theirs
+    cpu_held += claim.cpu_milli;
+    memory_held += claim.host_memory_mib;
+  }
+  free.cpu_milli = std::max<int64_t>(0, free.cpu_milli_total - cpu_held);
+  free.memory_mib = memory_held >= free.memory_total_mib ? 0 : free.memory_total_mib - memory_held;
+  return free;
+}
+
 const DeviceHold* HoldOn(const Holds& holds, const std::string& device_id) {
   auto it = holds.find(device_id);
   return it == holds.end() ? nullptr : &it->second;

@@ -1,5 +1,5 @@
-// What jobs hold of a node's devices (claims), and the one definition of "free" that every view
-// of the pool uses: the scheduler's node views, `devices`, `fingerprints`, the planner's pool
+// What jobs hold of a node's devices and host (claims), and the one definition of "free" that
+// every view of the pool uses: the scheduler's node views, `devices`, `fingerprints`, the planner's pool
 // and the metrics snapshot. No lock and no clock: ClusterState owns the claims and its mutex.
 #pragma once
 
@@ -21,6 +21,8 @@ struct Claim {
   std::vector<std::string> device_ids;
   int32_t device_milli = 1000;     // share held on each device (fractional jobs < 1000)
   uint64_t device_memory_mib = 0;  // memory held on each device (0 with whole devices: all of it)
+  int64_t cpu_milli = 0;           // host CPU held on the node (JobSpec.host)
+  uint64_t host_memory_mib = 0;    // host memory held on the node
   bool desired = true;
   std::string kill_reason;
   uint64_t created_at_version = 0;    // orders version that first carried the launch
@@ -61,6 +63,16 @@ DeviceAllocated AllocatedOf(const DeviceRecord& device, const DeviceHold* hold);
 // Whether a new whole-card job could be given the device now: healthy, nothing held, and on a
 // node that takes work (Ready, not drained). The free counts of `fingerprints` and the planner.
 bool GivableWhole(const DeviceRecord& device, const DeviceHold* hold, bool node_schedulable);
+
+// What is left of the node's host CPU and memory after its claims. A node whose inventory reports
+// no total (0) is not limited: it stays 0 here, and the HostResources filter ignores it.
+struct HostFree {
+  int64_t cpu_milli_total = 0;
+  int64_t cpu_milli = 0;
+  uint64_t memory_total_mib = 0;
+  uint64_t memory_mib = 0;
+};
+HostFree HostFreeOf(const NodeInventory& inventory, const Claims& claims);
 
 // The hold on `device_id` in `holds`, or null.
 const DeviceHold* HoldOn(const Holds& holds, const std::string& device_id);

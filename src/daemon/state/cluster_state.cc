@@ -65,6 +65,8 @@ scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
                                        spec.requirements().fingerprints().end());
   if (spec.device_milli() > 0) req.device_milli = spec.device_milli();
   req.device_memory_mib = spec.device_memory_mib();
+  req.cpu_milli = HostCpuMilliPerNode(spec);
+  req.host_memory_mib = HostMemoryMibPerNode(spec);
   // Validated at submission, so parsing cannot fail here.
   drivers::RunRequirements& run = req.requirements.run;
   const pb::DeviceRequirements& r = spec.requirements();
@@ -146,6 +148,8 @@ absl::Status ClusterState::Load() {
         claim.device_ids.assign(p.device_ids().begin(), p.device_ids().end());
         claim.device_milli = p.device_milli() > 0 ? p.device_milli() : 1000;
         claim.device_memory_mib = p.device_memory_mib();
+        claim.cpu_milli = HostCpuMilliPerNode(job.spec());
+        claim.host_memory_mib = HostMemoryMibPerNode(job.spec());
         claim.created_at_version = version_base;
         claim.rendezvous_endpoint = job.rendezvous_endpoint();
       }
@@ -426,6 +430,12 @@ scheduler::NodeView ClusterState::NodeViewOf(const std::string& name, const Node
                                    : node.inventory.torch_devices;
   view.context.metax_cuda_translation = options_.metax_cuda_translation;
   if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
+  static const Claims kNoClaims;
+  const HostFree host = HostFreeOf(node.inventory, all_free ? kNoClaims : node.claims);
+  view.cpu_milli_total = host.cpu_milli_total;
+  view.cpu_milli_free = host.cpu_milli;
+  view.host_memory_total_mib = host.memory_total_mib;
+  view.host_memory_free_mib = host.memory_mib;
   for (const auto& device : node.inventory.devices) {
     const DeviceFree free = FreeOf(device, HoldOn(holds, device.id));
     view.devices.push_back({&device, free.whole, free.milli, free.memory_mib});
@@ -557,6 +567,8 @@ absl::Status ClusterState::PlaceJob(JobEntry& entry, const scheduler::Placement&
     claim.device_ids = assignment.device_ids;
     claim.device_milli = assignment.device_milli;
     claim.device_memory_mib = assignment.device_memory_mib;
+    claim.cpu_milli = HostCpuMilliPerNode(entry.job.spec());
+    claim.host_memory_mib = HostMemoryMibPerNode(entry.job.spec());
     claim.created_at_version = node.orders_version;
     claim.rendezvous_endpoint = entry.job.rendezvous_endpoint();
   }
@@ -804,6 +816,10 @@ void ClusterState::ApplyProcessReports(
         BumpOrders(node);
         Claim& claim = node.claims[key];
         claim.device_ids.assign(r.device_ids().begin(), r.device_ids().end());
+        if (auto job = jobs_.find(r.job_id()); job != jobs_.end()) {  // it holds what its job asks
+          claim.cpu_milli = HostCpuMilliPerNode(job->second.job.spec());
+          claim.host_memory_mib = HostMemoryMibPerNode(job->second.job.spec());
+        }
         claim.desired = false;
         claim.kill_reason = "not assigned to this node by the daemon";
         claim.undesired_at_version = node.orders_version;

@@ -46,6 +46,15 @@ absl::Status ValidateNodeName(const std::string& name) {
   return CheckPathComponent("node_name", name, 63);
 }
 
+int64_t HostCpuMilliPerNode(const hetpool::v1::JobSpec& spec) {
+  return spec.host().cpu_milli_per_process() * std::max(1, spec.procs_per_node()) + spec.host().cpu_milli_per_node();
+}
+
+uint64_t HostMemoryMibPerNode(const hetpool::v1::JobSpec& spec) {
+  return spec.host().memory_mib_per_process() * static_cast<uint64_t>(std::max(1, spec.procs_per_node())) +
+         spec.host().memory_mib_per_node();
+}
+
 absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (const size_t bytes = spec.ByteSizeLong(); bytes > limits.max_spec_bytes) {
     return Invalid("spec", absl::StrCat(bytes, " bytes in all; at most ", limits.max_spec_bytes,
@@ -144,6 +153,23 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     return Invalid("device_memory_mib", "only with a fractional device_milli (a whole device has all its memory)");
   }
   if (spec.device_memory_mib() > (uint64_t{1} << 24)) return Invalid("device_memory_mib", "more than 16 TiB");
+
+  // Host resources: a node holds at most 1,024 cores and 64 TiB here, so larger asks are typos.
+  const hetpool::v1::HostResources& host = spec.host();
+  for (const auto& [field, milli] : {std::pair{"host.cpu_milli_per_process", host.cpu_milli_per_process()},
+                                     std::pair{"host.cpu_milli_per_node", host.cpu_milli_per_node()}}) {
+    if (milli < 0 || milli > kMaxHostCpuMilli) return Invalid(field, "must be 0..1024000 (1000 = one core)");
+  }
+  for (const auto& [field, mib] : {std::pair{"host.memory_mib_per_process", host.memory_mib_per_process()},
+                                   std::pair{"host.memory_mib_per_node", host.memory_mib_per_node()}}) {
+    if (mib > kMaxHostMemoryMib) return Invalid(field, "more than 64 TiB");
+  }
+  if (HostCpuMilliPerNode(spec) > kMaxHostCpuMilli) {
+    return Invalid("host", "more than 1,024 cores per node in all (per process x procs_per_node + per node)");
+  }
+  if (HostMemoryMibPerNode(spec) > kMaxHostMemoryMib) {
+    return Invalid("host", "more than 64 TiB per node in all (per process x procs_per_node + per node)");
+  }
 
   const auto& req = spec.requirements();
   std::set<std::string> vendors;

@@ -30,6 +30,13 @@ struct SpecLimits {
   int max_priority = 1000;
 };
 
+// What a job asks of each node's host (JobSpec.host): per process x procs_per_node + per node.
+// Bounded by validation (kMaxHostCpuMilli, kMaxHostMemoryMib), so no overflow past it.
+inline constexpr int64_t kMaxHostCpuMilli = 1024 * 1000;
+inline constexpr uint64_t kMaxHostMemoryMib = uint64_t{64} << 20;
+int64_t HostCpuMilliPerNode(const hetpool::v1::JobSpec& spec);
+uint64_t HostMemoryMibPerNode(const hetpool::v1::JobSpec& spec);
+
 // Checks `spec` and fills defaults in place. INVALID_ARGUMENT with "field: problem" on failure.
 absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits = {});
 
