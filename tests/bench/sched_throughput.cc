@@ -6,7 +6,8 @@
 // cycle: the daemon's own scheduling cycle (ClusterState::Tick: queue order, the head-of-line
 //   reservation, Schedule + Bind = claims, launch plans and a store write per placement, pending
 //   reasons), with every job queued first and every node registered through Register. The store
-//   keeps serialized rows in memory (no disk): the figure is the cycle's CPU cost.
+//   keeps serialized rows in memory (no disk): the figure is the cycle's CPU cost. The daemon's
+//   log lines go to stderr (hetpoold logs every placement at info).
 // Pool: 8 cards per node, a mix of H100 (NVSwitch), A100 (bridged pairs), MetaX C500 (MetaXLink
 // zones), MLU370 (MLU-Link groups) and Intel Max 1550 (Xe Link). Jobs: 70% one card, 20% half a
 // card, 8% eight cards, 2% 32-card gangs (4 nodes x 8); placements are applied as they are made,
@@ -19,6 +20,8 @@
 #include <unordered_map>
 
 #include "absl/synchronization/mutex.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/framework/profile.h"
@@ -290,6 +293,9 @@ int main(int argc, char** argv) {
     std::cerr << "sched_throughput: --mode is both, place or cycle\n";
     return 2;
   }
+  // The daemon's info lines (one per scheduled job) go to stderr, as hetpoold's do, so that stdout
+  // stays the result; run with 2>/dev/null to keep their cost and drop the text.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("sched_throughput"));
   std::mt19937_64 rng(seed);
   const auto devices = MakePool(nodes_n, rng);
   const std::vector<int> shapes = MakeShapes(jobs_n, rng);

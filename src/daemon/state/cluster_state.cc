@@ -481,12 +481,12 @@ absl::StatusOr<int> ClusterState::PickRendezvousPort(const std::string& address)
       used.insert(port);
     }
   };
-  // Several agents may share a host: every generation whose rank 0 is on this address counts,
-  // also one being stopped (its torchrun may still hold the port).
-  for (const auto& [id, entry] : jobs_) {
-    if (Active(entry.job.state())) note(entry.job.rendezvous_endpoint());
-  }
+  // The port is held by rank 0's torchrun, so the claims on the nodes at this address tell which
+  // are busy: every generation whose rank 0 runs there, also one being stopped (the claim stays
+  // until the agent no longer reports its processes). Several agents may share a host. Only
+  // those nodes' claims are read: scanning every job made each gang placement cost O(jobs).
   for (const auto& [name, node] : nodes_) {
+    if (node.record.address() != address) continue;
     for (const auto& [key, claim] : node.claims) note(claim.rendezvous_endpoint);
   }
   const int span = options_.rendezvous_port_max - options_.rendezvous_port_min + 1;

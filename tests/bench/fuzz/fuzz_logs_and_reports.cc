@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "google/protobuf/stubs/logging.h"
 #include "hetpool/v1/agent.pb.h"
 #include "hetpool/v1/job.pb.h"
 #include "scheduler/framework/profile.h"
@@ -54,7 +55,8 @@ World& TheWorld() {
     spec.set_user("fuzz");
     spec.add_command("/bin/true");
     spec.set_working_dir("/tmp");
-    spec.set_procs_per_node(2);
+    spec.set_nnodes(1);
+    spec.set_procs_per_node(2);  // a CPU job: node-a has no devices
     w->job = *w->state->Submit(spec, "");
     w->state->Tick();
     w->job = *w->state->GetJob(w->job.id());
@@ -69,6 +71,9 @@ World& TheWorld() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   World& w = TheWorld();
+  // protobuf logs every string that is not UTF-8; at a million inputs a minute that is noise.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 4) {
     case 0: {

@@ -40,7 +40,8 @@ seed fuzz_config 04 deploy/examples/prices.json
 mkdir -p "$build/corpus/fuzz_request" "$build/corpus/fuzz_logs_and_reports"
 
 run_one() {
-  local target=$1 findings="$build/findings/$target"
+  local target=$1
+  local findings="$build/findings/$target"  # (one `local` would expand $target before setting it)
   mkdir -p "$findings"
   "$build/tests/bench/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$findings/" "$build/corpus/$target" >"$build/$target.log" 2>&1 || true
