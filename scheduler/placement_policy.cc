@@ -8,6 +8,11 @@
 
 namespace hetpool::scheduler {
 
+bool PlacementPolicy::QueueLess(const QueuedJob& a, const QueuedJob& b) const {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.submit_seq < b.submit_seq;
+}
+
 drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& req,
                                 const drivers::RunContext& node) {
   if (!req.vendors.empty() &&

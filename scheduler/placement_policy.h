@@ -84,9 +84,19 @@ class Binder {
   virtual absl::Status Bind(const Placement& placement) = 0;
 };
 
+// A job waiting in the queue, as queue ordering sees it.
+struct QueuedJob {
+  int priority = 0;         // higher first, by default
+  uint64_t submit_seq = 0;  // submission order
+};
+
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
+  // Whether `a` is offered placement before `b` in a scheduling cycle (a strict weak order).
+  // Default: higher priority first, then submission order. The framework asks its QueueSort
+  // plugin.
+  virtual bool QueueLess(const QueuedJob& a, const QueuedJob& b) const;
   virtual absl::StatusOr<Placement> Place(const PlacementRequest& request,
                                           const std::vector<NodeView>& nodes) = 0;
   // Place, then bind. Policies with state that follows placements (the framework's Reserve

@@ -205,6 +205,10 @@ const std::vector<int>& Framework::PairTable(size_t index, const NodeView& node)
   return s.pair_table;
 }
 
+bool Framework::QueueLess(const QueuedJob& a, const QueuedJob& b) const {
+  return plugins_.queue_sort != nullptr ? plugins_.queue_sort->Less(a, b) : PlacementPolicy::QueueLess(a, b);
+}
+
 absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
   absl::MutexLock lock(&mu_);
   return PlaceLocked(request, nodes);

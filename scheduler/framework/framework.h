@@ -33,6 +33,7 @@ class Framework : public PlacementPolicy {
   // Plugins in run order; `owned` keeps them alive (one object may serve several points).
   struct Plugins {
     std::vector<std::shared_ptr<Plugin>> owned;
+    QueueSortPlugin* queue_sort = nullptr;  // null: the PlacementPolicy default order
     std::vector<PreFilterPlugin*> pre_filter;
     std::vector<DeviceFilterPlugin*> device_filter;
     std::vector<NodeFilterPlugin*> node_filter;
@@ -53,6 +54,7 @@ class Framework : public PlacementPolicy {
   static size_t AdaptiveNodesToFind(size_t nodes);
 
   absl::StatusOr<Placement> Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) override;
+  bool QueueLess(const QueuedJob& a, const QueuedJob& b) const override;
   // Place, then Reserve, Bind and (if binding fails) Unreserve.
   absl::StatusOr<Placement> Schedule(const PlacementRequest& request, const std::vector<NodeView>& nodes,
                                      Binder& binder) override;

@@ -1,5 +1,5 @@
 // The scheduling framework's extension points, after the Kubernetes scheduler framework:
-// PreFilter (the request as a whole), Filter (nodes and their devices), Score + NormalizeScore
+// QueueSort (which waiting job is offered placement first), PreFilter (the request as a whole), Filter (nodes and their devices), Score + NormalizeScore
 // (rank the nodes that pass), Permit (the assembled gang), Reserve / Unreserve (plugin state that
 // follows a placement) and Bind (the daemon makes the placement real through its Binder,
 // placement_policy.h).
@@ -47,6 +47,12 @@ class Plugin {
  public:
   virtual ~Plugin() = default;
   virtual absl::string_view Name() const = 0;
+};
+
+class QueueSortPlugin : public virtual Plugin {
+ public:
+  // Whether `a` is offered placement before `b` (a strict weak order).
+  virtual bool Less(const QueuedJob& a, const QueuedJob& b) const = 0;
 };
 
 class PreFilterPlugin : public virtual Plugin {

@@ -12,6 +12,7 @@ namespace hetpool::scheduler {
 namespace {
 
 constexpr char kDefaultProfile[] = R"({
+  "queueSort": ["PrioritySort"],
   "preFilter": ["RequestShape"],
   "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
   "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
@@ -82,12 +83,12 @@ absl::StatusOr<size_t> NodeCount(const nlohmann::json& profile, const char* key,
 absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_view json_text) {
   const nlohmann::json profile = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (profile.is_discarded() || !profile.is_object()) return absl::InvalidArgumentError("profile: not a JSON object");
-  const std::set<std::string> points = {"preFilter", "filter", "score", "permit", "reserve", "nodesToScore",
-                                        "nodesToFind"};
+  const std::set<std::string> points = {"queueSort", "preFilter", "filter", "score", "permit", "reserve",
+                                        "nodesToScore", "nodesToFind"};
   for (const auto& [key, value] : profile.items()) {
     if (!points.contains(key)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: unknown extension point '", key,
-                                                     "' (preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
+                                                     "' (queueSort, preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
     }
   }
   auto nodes_to_score = NodeCount(profile, "nodesToScore", 1, Framework::kDefaultNodesToScore);
@@ -124,11 +125,22 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     }
     return absl::OkStatus();
   };
-  absl::Status s = each("preFilter", false, [&](Plugin* p, const Entry&) {
-    auto* typed = dynamic_cast<PreFilterPlugin*>(p);
-    if (typed) plugins.pre_filter.push_back(typed);
+  // One queue order: two would have to be merged, and no merge is obviously right.
+  if (profile.contains("queueSort") && profile["queueSort"].is_array() && profile["queueSort"].size() > 1) {
+    return absl::InvalidArgumentError("profile: queueSort takes one plugin");
+  }
+  absl::Status s = each("queueSort", false, [&](Plugin* p, const Entry&) {
+    auto* typed = dynamic_cast<QueueSortPlugin*>(p);
+    if (typed) plugins.queue_sort = typed;
     return typed != nullptr;
   });
+  if (s.ok()) {
+    s = each("preFilter", false, [&](Plugin* p, const Entry&) {
+      auto* typed = dynamic_cast<PreFilterPlugin*>(p);
+      if (typed) plugins.pre_filter.push_back(typed);
+      return typed != nullptr;
+    });
+  }
   if (s.ok()) {
     s = each("filter", false, [&](Plugin* p, const Entry&) {
       if (auto* node = dynamic_cast<NodeFilterPlugin*>(p)) {

@@ -1,9 +1,10 @@
 // The scheduler profile: which plugins run at each extension point, in order, with score weights
 // and arguments. JSON, checked when hetpoold starts (--scheduler-profile); any mistake is an error
 // naming the point and plugin. The filters that keep placements correct (Fingerprint,
-// NodeSchedulable, DeviceHealth, Capacity) and the Gang permit cannot be left out.
+// NodeSchedulable, HostResources, DeviceHealth, Capacity) and the Gang permit cannot be left out.
+// queueSort takes one plugin; without one, jobs go by priority, then submission order.
 //
-//   {"preFilter": ["RequestShape"],
+//   {"queueSort": ["PrioritySort"], "preFilter": ["RequestShape"],
 //    "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
 //    "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
 //              {"name": "Fgd", "weight": 2, "args": {"window": 500}}],

@@ -1,4 +1,5 @@
 // The built-in scheduler plugins (scheduler/framework/plugin.h), by extension point:
+//   QueueSort  PrioritySort     higher priority first, then submission order
 //   PreFilter  RequestShape     refuses shapes no node could have (0 nodes, > 64 devices a node)
 //   Filter     Fingerprint      CanRun, allowed vendors/models/classes          (never)
 //              NodeSchedulable  node Ready and not drained                      (waiting)

@@ -837,5 +837,18 @@ TEST_F(ClusterStateTest, HostCpuAndMemoryAreScheduledForCpuJobsToo) {
   EXPECT_EQ(Job(second->id()).state(), pb::JOB_STATE_SCHEDULED);
 }
 
+// Issue 15, item 2: the queue order is the policy's (the profile's QueueSort plugin).
+TEST_F(ClusterStateTest, TheQueueGoesInThePolicysOrder) {
+  Register("a", 1);
+  auto low = state_->Submit(Spec(1, 1), "");
+  auto high_spec = Spec(1, 1);
+  high_spec.set_priority(5);
+  auto high = state_->Submit(high_spec, "");  // submitted second, offered first
+  ASSERT_TRUE(low.ok() && high.ok());
+  state_->Tick();
+  EXPECT_EQ(Job(high->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(Job(low->id()).state(), pb::JOB_STATE_PENDING);
+}
+
 }  // namespace
 }  // namespace hetpool::daemon

@@ -50,6 +50,9 @@ TEST(SchedulerProfile, MistakesAreNamed) {
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"]})", "permit must include Gang"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"], "permit": ["Gang"]})",
        "filter must include HostResources"},
+      {R"({"queueSort": ["PrioritySort", "PrioritySort"], )" + std::string(kRequired) + "}",
+       "queueSort takes one plugin"},
+      {R"({"queueSort": ["BestFit"], )" + std::string(kRequired) + "}", "BestFit is not a queueSort plugin"},
       {Profile(R"(["BestFit"], "nodesToScore": 0)"), "nodesToScore must be an integer in 1..1000000"},
       {Profile(R"(["BestFit"], "nodesToFind": -1)"), "nodesToFind must be an integer in 0..1000000 (0: adaptive)"},
   };

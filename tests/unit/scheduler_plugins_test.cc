@@ -27,6 +27,26 @@ std::shared_ptr<Point> Builtin(const std::string& name) {
   return plugin.ok() ? std::dynamic_pointer_cast<Point>(*plugin) : nullptr;
 }
 
+TEST(PrioritySortPlugin, HigherPriorityFirstThenSubmissionOrder) {
+  struct Case {
+    QueuedJob a, b;
+    bool a_first;
+  };
+  const Case cases[] = {
+      {{5, 9}, {0, 1}, true},    // priority beats submission order
+      {{0, 1}, {5, 9}, false},
+      {{-3, 1}, {0, 2}, false},  // negative priorities go last
+      {{2, 1}, {2, 2}, true},    // same priority: first submitted first
+      {{2, 2}, {2, 2}, false},   // strict: a job is not before itself
+  };
+  auto plugin = Builtin<QueueSortPlugin>("PrioritySort");
+  ASSERT_NE(plugin, nullptr);
+  for (const Case& c : cases) {
+    EXPECT_EQ(plugin->Less(c.a, c.b), c.a_first) << c.a.priority << "/" << c.a.submit_seq << " vs " << c.b.priority
+                                                  << "/" << c.b.submit_seq;
+  }
+}
+
 TEST(RequestShapePlugin, RefusesShapesNoNodeHas) {
   struct Case {
     int nnodes, devices;

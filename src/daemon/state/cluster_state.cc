@@ -587,12 +587,11 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       if (entry.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&entry);
     }
   }
-  // Higher priority first, then submission order.
-  std::sort(pending.begin(), pending.end(), [](const JobEntry* a, const JobEntry* b) {
-    if (a->job.spec().priority() != b->job.spec().priority()) {
-      return a->job.spec().priority() > b->job.spec().priority();
-    }
-    return a->job.submit_seq() < b->job.submit_seq();
+  // The policy's queue order (the profile's QueueSort plugin: by default higher priority first,
+  // then submission order).
+  auto queued = [](const JobEntry* e) { return scheduler::QueuedJob{e->job.spec().priority(), e->job.submit_seq()}; };
+  std::sort(pending.begin(), pending.end(), [this, &queued](const JobEntry* a, const JobEntry* b) {
+    return policy_->QueueLess(queued(a), queued(b));
   });
   // The first job that waits for capacity (the head of the queue) reserves the nodes closest to
   // holding it; jobs behind it may use other devices (backfill) but not the ones it could use

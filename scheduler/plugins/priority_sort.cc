@@ -1,0 +1,21 @@
+// QueueSort PrioritySort: higher `priority` first, then submission order (Kubernetes'
+// PrioritySort, with submission order for its timestamp).
+#include "scheduler/plugins/factories.h"
+
+namespace hetpool::scheduler::plugins {
+namespace {
+
+class PrioritySort final : public QueueSortPlugin {
+ public:
+  absl::string_view Name() const override { return "PrioritySort"; }
+  bool Less(const QueuedJob& a, const QueuedJob& b) const override {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    return a.submit_seq < b.submit_seq;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Plugin> NewPrioritySort() { return std::make_shared<PrioritySort>(); }
+
+}  // namespace hetpool::scheduler::plugins
