@@ -8,7 +8,7 @@
 
 namespace hetpool::scheduler {
 
-bool PlacementPolicy::QueueLess(const QueuedJob& a, const QueuedJob& b) const {
+bool ByPriorityThenSubmission(const QueuedJob& a, const QueuedJob& b) {
   if (a.priority != b.priority) return a.priority > b.priority;
   return a.submit_seq < b.submit_seq;
 }

@@ -90,13 +90,15 @@ struct QueuedJob {
   uint64_t submit_seq = 0;  // submission order
 };
 
+// The default queue order: higher priority first, then submission order.
+bool ByPriorityThenSubmission(const QueuedJob& a, const QueuedJob& b);
+
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
   // Whether `a` is offered placement before `b` in a scheduling cycle (a strict weak order).
-  // Default: higher priority first, then submission order. The framework asks its QueueSort
-  // plugin.
-  virtual bool QueueLess(const QueuedJob& a, const QueuedJob& b) const;
+  // Default: ByPriorityThenSubmission. The framework asks its QueueSort plugin.
+  virtual bool QueueLess(const QueuedJob& a, const QueuedJob& b) const { return ByPriorityThenSubmission(a, b); }
   virtual absl::StatusOr<Placement> Place(const PlacementRequest& request,
                                           const std::vector<NodeView>& nodes) = 0;
   // Place, then bind. Policies with state that follows placements (the framework's Reserve

@@ -8,10 +8,7 @@ namespace {
 class PrioritySort final : public QueueSortPlugin {
  public:
   absl::string_view Name() const override { return "PrioritySort"; }
-  bool Less(const QueuedJob& a, const QueuedJob& b) const override {
-    if (a.priority != b.priority) return a.priority > b.priority;
-    return a.submit_seq < b.submit_seq;
-  }
+  bool Less(const QueuedJob& a, const QueuedJob& b) const override { return ByPriorityThenSubmission(a, b); }
 };
 
 }  // namespace
