@@ -101,6 +101,9 @@ class PlacementPolicy {
   virtual bool QueueLess(const QueuedJob& a, const QueuedJob& b) const { return ByPriorityThenSubmission(a, b); }
   virtual absl::StatusOr<Placement> Place(const PlacementRequest& request,
                                           const std::vector<NodeView>& nodes) = 0;
+  // A job entered the queue (once per job): policies that weigh the mix of submitted shapes
+  // (the framework's Fgd with "mix": "submitted") count it. Default: nothing.
+  virtual void NoteSubmitted(const PlacementRequest&) {}
   // Place, then bind. Policies with state that follows placements (the framework's Reserve
   // plugins) override it to reserve before and unreserve when binding fails.
   virtual absl::StatusOr<Placement> Schedule(const PlacementRequest& request, const std::vector<NodeView>& nodes,

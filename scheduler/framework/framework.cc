@@ -16,92 +16,9 @@ namespace hetpool::scheduler {
 namespace {
 
 constexpr size_t kMaxDeviceReasons = 3;
-const std::vector<int> kNoTable;
 constexpr size_t kVendorCount = static_cast<size_t>(Vendor::kCpu) + 1;
 
-// Min-max onto 0..100; all equal -> 100, so a plugin with nothing to tell adds the same to all.
-void MinMax(std::vector<int64_t>& scores) {
-  if (scores.empty()) return;
-  const auto [lo, hi] = std::minmax_element(scores.begin(), scores.end());
-  const int64_t min = *lo, max = *hi;
-  for (int64_t& s : scores) s = max == min ? 100 : (s - min) * 100 / (max - min);
-}
-
-Placement ToPlacement(const PlacementRequest& request, Vendor vendor, const std::vector<const NodeCandidate*>& group) {
-  Placement p;
-  p.vendor = vendor;
-  for (const NodeCandidate* c : group) {
-    NodeAssignment a{c->node->name, {}, c->link_score, request.Fractional() ? request.device_milli : 1000, 0};
-    for (const DeviceView* dv : c->chosen) a.device_ids.push_back(dv->device->id);
-    if (!c->chosen.empty()) a.device_memory_mib = MemoryHeld(request, *c->chosen.front()->device);
-    p.nodes.push_back(std::move(a));
-  }
-  return p;
-}
-
-// `pair_table`: the link scores of the node's device pairs, by position in its view.
-void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std::vector<int>& pair_table) {
-  if (request.Fractional()) {
-    // Best fit: the device with the least share left that still fits, so partly used devices
-    // fill up and whole ones stay whole.
-    const DeviceView* best = nullptr;
-    for (const DeviceView* dv : c.fitting) {
-      if (best == nullptr || dv->milli_free < best->milli_free ||
-          (dv->milli_free == best->milli_free && dv->device->index < best->device->index)) {
-        best = dv;
-      }
-    }
-    c.chosen = {best};
-    return;
-  }
-  const std::vector<DeviceView>& devices = c.node->devices;
-  std::vector<size_t> free;
-  free.reserve(c.fitting.size());
-  for (const DeviceView* dv : c.fitting) free.push_back(static_cast<size_t>(dv - devices.data()));
-  std::sort(free.begin(), free.end(),
-            [&](size_t a, size_t b) { return devices[a].device->index < devices[b].device->index; });
-  const std::vector<size_t> picked = ChooseFromTable(pair_table, devices.size(), free, request.devices_per_node);
-  for (size_t p : picked) c.chosen.push_back(&devices[p]);
-  c.link_score = LinkScoreFromTable(pair_table, devices.size(), picked);
-}
-
-// nnodes candidates of one vendor: the best-scored nodes of one rack when a rack can hold the
-// job, otherwise the best-scored anywhere. Returns (racks spanned, score, members).
-struct Group {
-  int racks = 0;
-  int64_t score = 0;
-  std::vector<const NodeCandidate*> members;
-};
-std::optional<Group> AssembleGang(std::vector<const NodeCandidate*> ranked, const std::map<const NodeCandidate*, int64_t>& score,
-                                  int nnodes) {
-  if (static_cast<int>(ranked.size()) < nnodes) return std::nullopt;
-  auto take = [&](const std::vector<const NodeCandidate*>& from) {
-    Group g;
-    std::set<std::string> racks;
-    for (int i = 0; i < nnodes; ++i) {
-      g.members.push_back(from[static_cast<size_t>(i)]);
-      g.score += score.at(from[static_cast<size_t>(i)]);
-      racks.insert(from[static_cast<size_t>(i)]->node->rack);
-    }
-    g.racks = static_cast<int>(racks.size());
-    return g;
-  };
-  if (nnodes == 1) return take(ranked);
-  std::map<std::string, std::vector<const NodeCandidate*>> by_rack;
-  for (const NodeCandidate* c : ranked) by_rack[c->node->rack].push_back(c);
-  std::optional<Group> best;
-  for (const auto& [rack, members] : by_rack) {
-    if (rack.empty() || static_cast<int>(members.size()) < nnodes) continue;
-    Group g = take(members);
-    if (!best || g.score > best->score) best = std::move(g);
-  }
-  if (best) return best;
-  return take(ranked);
-}
-
 }  // namespace
-
-void ScorePlugin::NormalizeScore(std::vector<int64_t>& scores) { MinMax(scores); }
 
 std::string DescribeRequest(const PlacementRequest& request) {
   std::vector<std::string> wants;
@@ -211,7 +128,15 @@ bool Framework::QueueLess(const QueuedJob& a, const QueuedJob& b) const {
 
 absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
   absl::MutexLock lock(&mu_);
-  return PlaceLocked(request, nodes);
+  return DecideLocked(request, nodes);
+}
+
+absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
+  const uint64_t views_key = RefusalMemo::ViewsKey(nodes);
+  if (auto refused = refusals_.Find(request, views_key)) return *refused;
+  auto placement = PlaceLocked(request, nodes);
+  if (!placement.ok()) refusals_.Remember(request, views_key, placement.status());
+  return placement;
 }
 
 absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
@@ -247,16 +172,16 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
     return std::nullopt;
   };
 
-  if (request.devices_per_node == 0) {  // CPU job: nodes in name order
-    std::vector<const NodeView*> order;
-    for (const auto& n : nodes) order.push_back(&n);
-    std::sort(order.begin(), order.end(), [](const NodeView* a, const NodeView* b) { return a->name < b->name; });
-    Placement p;
-    p.vendor = Vendor::kCpu;
+  // Filtering stops once enough nodes can take the job (Kubernetes' numFeasibleNodesToFind), in
+  // view order from the first node: early nodes fill first and later ones stay whole.
+  const size_t find = std::max(nodes_to_find_ > 0 ? nodes_to_find_ : AdaptiveNodesToFind(nodes.size()),
+                               static_cast<size_t>(request.nnodes) * 2);
+  std::vector<NodeCandidate> candidates;
+  if (request.devices_per_node == 0) {  // CPU job: every node that passes the node filters
     int capable_nodes = 0;  // nodes no filter rules out for good (e.g. too few cores in all)
     std::set<std::string> never_reasons, waiting_reasons;
-    for (const NodeView* n : order) {
-      if (auto v = node_verdict(*n)) {
+    for (const NodeView& n : nodes) {
+      if (auto v = node_verdict(n)) {
         ++why.nodes_rejected[std::string(v->first->Name())];
         const bool never = v->second.rejection == Rejection::kNever;
         std::set<std::string>& reasons_of_kind = never ? never_reasons : waiting_reasons;
@@ -265,11 +190,16 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
         continue;
       }
       ++capable_nodes;
-      p.nodes.push_back({n->name, {}});
-      if (static_cast<int>(p.nodes.size()) == request.nnodes) return p;
+      NodeCandidate c;
+      c.node = &n;
+      candidates.push_back(std::move(c));
+      if (candidates.size() >= find) break;
+    }
+    if (static_cast<int>(candidates.size()) >= request.nnodes) {
+      if (auto placement = ScoreAndAssemble(state, nodes, candidates)) return PermitOrFail(state, *placement, why);
     }
     why.never = capable_nodes < request.nnodes;
-    why.closest = absl::StrCat(p.nodes.size(), " node(s) can take it now");
+    why.closest = absl::StrCat(candidates.size(), " node(s) can take it now");
     if (why.never) {
       why.device_reasons.assign(never_reasons.begin(), never_reasons.end());
       return fail(absl::FailedPreconditionError(absl::StrCat(
@@ -280,17 +210,12 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
     for (const auto& [plugin, n] : why.nodes_rejected) turned_away.push_back(absl::StrCat(plugin, " ", n));
     why.device_reasons.assign(waiting_reasons.begin(), waiting_reasons.end());
     return fail(absl::UnavailableError(absl::StrCat(
-        "needs ", why.needs, " free; ", p.nodes.size(), " node(s) can take it now; nodes turned away by ",
+        "needs ", why.needs, " free; ", candidates.size(), " node(s) can take it now; nodes turned away by ",
         absl::StrJoin(turned_away, ", "),
         waiting_reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(waiting_reasons, "; "), ")"))));
   }
 
   const int need = request.Fractional() ? 1 : request.devices_per_node;
-  // Filtering stops once enough nodes can take the job (Kubernetes' numFeasibleNodesToFind), in
-  // view order from the first node: early nodes fill first and later ones stay whole.
-  const size_t find = std::max(nodes_to_find_ > 0 ? nodes_to_find_ : AdaptiveNodesToFind(nodes.size()),
-                               static_cast<size_t>(request.nnodes) * 2);
-  std::vector<NodeCandidate> candidates;
   candidates.reserve(std::min(nodes.size(), find + kVendorCount));
   std::vector<const DeviceView*> fitting_storage;  // candidates hold spans into it
   fitting_storage.reserve(std::min(nodes.size(), find + kVendorCount) * 8);
@@ -383,69 +308,14 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
     why.nodes_rejected[by] += rejected_by_device_filter[i];
   }
 
-  // Score: plugins that need no device choice score every candidate; the best kNodesToScore of
-  // each vendor (by those) get their devices chosen and the other plugins' scores too. Each
-  // plugin's scores are normalised over the candidates it scored, then added with weights.
-  std::vector<int64_t> total(candidates.size(), 0);
-  auto run_score = [&](const WeightedScore& ws, const std::vector<size_t>& which) {
-    std::vector<int64_t> raw;
-    raw.reserve(which.size());
-    for (size_t i : which) raw.push_back(ws.plugin->Score(state, candidates[i]));
-    ws.plugin->NormalizeScore(raw);
-    for (size_t k = 0; k < which.size(); ++k) total[which[k]] += ws.weight * raw[k];
-  };
-  std::vector<size_t> all(candidates.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  for (const WeightedScore& ws : plugins_.score) {
-    if (!ws.plugin->NeedsDeviceSelection()) run_score(ws, all);
-  }
-  auto better = [&](size_t a, size_t b) {
-    if (total[a] != total[b]) return total[a] > total[b];
-    return a < b;  // ties: view order (candidates are made in it)
-  };
-  std::map<Vendor, std::vector<size_t>> ranked;
-  for (size_t i : all) ranked[candidates[i].vendor].push_back(i);
-  const size_t keep = std::max<size_t>(nodes_to_score_, static_cast<size_t>(request.nnodes) * 2);
-  std::vector<size_t> finalists;
-  for (auto& [vendor, list] : ranked) {
-    if (list.size() > keep) {
-      std::partial_sort(list.begin(), list.begin() + static_cast<long>(keep), list.end(), better);
-      list.resize(keep);
-    }
-    finalists.insert(finalists.end(), list.begin(), list.end());
-  }
-  for (size_t i : finalists) {
-    const size_t index = static_cast<size_t>(candidates[i].node - nodes.data());
-    SelectDevices(request, candidates[i], request.Fractional() ? kNoTable : PairTable(index, *candidates[i].node));
-  }
-  for (const WeightedScore& ws : plugins_.score) {
-    if (ws.plugin->NeedsDeviceSelection()) run_score(ws, finalists);
-  }
-
-  std::map<const NodeCandidate*, int64_t> score_of;
-  for (size_t i : finalists) score_of[&candidates[i]] = total[i];
-  std::optional<Group> best;
-  Vendor best_vendor = Vendor::kCpu;
-  for (auto& [vendor, list] : ranked) {
-    std::sort(list.begin(), list.end(), better);
-    std::vector<const NodeCandidate*> ordered;
-    for (size_t i : list) ordered.push_back(&candidates[i]);
-    auto group = AssembleGang(ordered, score_of, request.nnodes);
-    if (!group) continue;
-    const bool better_group =
-        !best || std::make_tuple(group->racks, -group->score) < std::make_tuple(best->racks, -best->score);
-    if (better_group) {
-      best = std::move(group);
-      best_vendor = vendor;
-    }
-  }
+  std::optional<Placement> placement = ScoreAndAssemble(state, nodes, candidates);
 
   why.device_reasons.assign(reasons.begin(), reasons.end());
   if (closest >= 0) {
     why.closest = absl::StrCat("most ", request.Fractional() ? "devices with room" : "free qualifying devices",
                                " on one node: ", closest, " (", closest_node, ")");
   }
-  if (!best) {
+  if (!placement) {
     int most_capable = 0, most_ready = 0;
     for (const auto& [vendor, n] : capable) most_capable = std::max(most_capable, n);
     std::map<Vendor, int> ready;
@@ -459,13 +329,18 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
     return fail(absl::UnavailableError(
         absl::StrCat("needs ", why.needs, " free; ", most_ready, " node(s) have them free now")));
   }
-  Placement placement = ToPlacement(request, best_vendor, best->members);
+  return PermitOrFail(state, *placement, why);
+}
+
+absl::StatusOr<Placement> Framework::PermitOrFail(CycleState& state, Placement placement, PendingReason& why) {
   for (PermitPlugin* p : plugins_.permit) {
     absl::Status s = p->Permit(state, placement);
     if (!s.ok()) {
       why.never = absl::IsFailedPrecondition(s);
       ++why.nodes_rejected[std::string(p->Name())];
-      return fail(absl::Status(s.code(), absl::StrCat(p->Name(), ": ", s.message())));
+      s = absl::Status(s.code(), absl::StrCat(p->Name(), ": ", s.message()));
+      AttachPendingReason(s, why);
+      return s;
     }
   }
   return placement;
@@ -474,7 +349,7 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
 absl::StatusOr<Placement> Framework::Schedule(const PlacementRequest& request, const std::vector<NodeView>& nodes,
                                               Binder& binder) {
   absl::MutexLock lock(&mu_);
-  auto placement = PlaceLocked(request, nodes);
+  auto placement = DecideLocked(request, nodes);
   if (!placement.ok()) return placement;
   for (ReservePlugin* r : plugins_.reserve) r->Reserve(request, *placement);
   if (absl::Status s = binder.Bind(*placement); !s.ok()) {
@@ -482,6 +357,20 @@ absl::StatusOr<Placement> Framework::Schedule(const PlacementRequest& request, c
     return s;
   }
   return placement;
+}
+
+void Framework::ExpectWorkload(const std::vector<WorkloadShape>& shapes) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& plugin : plugins_.owned) {
+    if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) aware->ExpectWorkload(shapes);
+  }
+}
+
+void Framework::NoteSubmitted(const PlacementRequest& request) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& plugin : plugins_.owned) {
+    if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) aware->NoteSubmitted(request);
+  }
 }
 
 }  // namespace hetpool::scheduler

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -20,6 +21,7 @@
 
 #include "scheduler/framework/pending_reason.h"
 #include "scheduler/framework/plugin.h"
+#include "scheduler/framework/refusal_memo.h"
 
 namespace hetpool::scheduler {
 
@@ -58,6 +60,9 @@ class Framework : public PlacementPolicy {
   // Place, then Reserve, Bind and (if binding fails) Unreserve.
   absl::StatusOr<Placement> Schedule(const PlacementRequest& request, const std::vector<NodeView>& nodes,
                                      Binder& binder) override;
+  // Declares the job mix the pool expects to the plugins that weigh one (WorkloadAwarePlugin).
+  void ExpectWorkload(const std::vector<WorkloadShape>& shapes);
+  void NoteSubmitted(const PlacementRequest& request) override;
 
  private:
   // Devices that every device filter must judge alike (plugin.h): same class, health and free
@@ -95,7 +100,17 @@ class Framework : public PlacementPolicy {
     bool reason_noted = false;
   };
 
+  // A remembered refusal (refusal_memo.h), or PlaceLocked.
+  absl::StatusOr<Placement> DecideLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Placement> PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Scores the candidates (choosing devices for the best of them, scoring.cc) and assembles the
+  // best group of request.nnodes; nullopt when no vendor has that many.
+  std::optional<Placement> ScoreAndAssemble(CycleState& state, const std::vector<NodeView>& nodes,
+                                            std::vector<NodeCandidate>& candidates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The Permit plugins' say on an assembled placement.
+  absl::StatusOr<Placement> PermitOrFail(CycleState& state, Placement placement, PendingReason& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const NodeSummary& Summarise(size_t index, const NodeView& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t ClassOf(const NodeView& node, const DeviceView& dv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -115,6 +130,7 @@ class Framework : public PlacementPolicy {
   std::vector<NodeSummary> summaries_ ABSL_GUARDED_BY(mu_);        // by index in the views
   std::vector<std::vector<Verdict>> verdicts_ ABSL_GUARDED_BY(mu_);  // [context][class]
   uint64_t decision_ ABSL_GUARDED_BY(mu_) = 0;
+  RefusalMemo refusals_ ABSL_GUARDED_BY(mu_);
 };
 
 // "1 node x 8 devices of one vendor (bf16, >= 80 GiB)": a request's shape in words.

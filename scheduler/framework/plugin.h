@@ -4,6 +4,9 @@
 // follows a placement) and Bind (the daemon makes the placement real through its Binder,
 // placement_policy.h).
 // Plugins are named, configured by the JSON profile (profile.h) and run in profile order.
+// PreFilter, Filter and Permit plugins decide from the request and the views alone (no state of
+// their own): the framework judges device classes once per decision and remembers refusals on
+// unchanged views (refusal_memo.h) on that promise.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +93,24 @@ class PermitPlugin : public virtual Plugin {
  public:
   // Non-OK withholds the placement: UNAVAILABLE waits, FAILED_PRECONDITION never.
   virtual absl::Status Permit(CycleState& state, const Placement& placement) = 0;
+};
+
+// A kind of job the pool expects, with its share of the jobs: what FGD weighs fragmentation
+// against when the operator (or a replay of a known trace) declares the mix up front.
+struct WorkloadShape {
+  int64_t cpu_milli = 0;          // host CPU per node
+  int devices = 0;                // 0: a CPU job
+  int32_t device_milli = 1000;    // < 1000: a share of one device
+  std::vector<std::string> models;  // allowed device models; empty = any
+  double weight = 0;              // share of the jobs (the shapes' weights sum to 1)
+};
+
+class WorkloadAwarePlugin : public virtual Plugin {
+ public:
+  // Replaces the expected mix (empty: none declared).
+  virtual void ExpectWorkload(const std::vector<WorkloadShape>& shapes) = 0;
+  // A job was submitted (once per job, whether or not it can be placed now).
+  virtual void NoteSubmitted(const PlacementRequest& request) = 0;
 };
 
 class ReservePlugin : public virtual Plugin {

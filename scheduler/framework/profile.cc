@@ -15,12 +15,12 @@ constexpr char kDefaultProfile[] = R"({
   "queueSort": ["PrioritySort"],
   "preFilter": ["RequestShape"],
   "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
-  "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
-            {"name": "Fgd", "weight": 1, "args": {"window": 500}}],
+  "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore", "weight": 10},
+            {"name": "TieRank", "weight": 1}],
   "permit": ["Gang"]
 })";
 
-constexpr int kMaxWeight = 100;
+constexpr int kMaxWeight = 1000;
 
 struct Entry {
   std::string name;

@@ -6,11 +6,13 @@
 //
 //   {"queueSort": ["PrioritySort"], "preFilter": ["RequestShape"],
 //    "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
-//    "score": [{"name": "BestFit", "weight": 3}, {"name": "LinkScore", "weight": 1},
-//              {"name": "Fgd", "weight": 2, "args": {"window": 500}}],
+//    "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore", "weight": 10},
+//              {"name": "TieRank", "weight": 1}],
 //    "permit": ["Gang"], "nodesToScore": 64}
 //
 // Score plugins that also keep state per placement (Fgd) are Reserve plugins too, automatically.
+// The baselines the trace replay compares against (the FGD paper's FGD, BestFit, packing and
+// random) are profiles too, in scheduler/profiles/.
 #pragma once
 
 #include <memory>

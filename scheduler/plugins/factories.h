@@ -18,15 +18,22 @@ std::shared_ptr<Plugin> NewNodeSchedulable();  // node_schedulable.cc
 std::shared_ptr<Plugin> NewHostResources();    // host_resources.cc
 std::shared_ptr<Plugin> NewDeviceHealth();     // device_health.cc
 std::shared_ptr<Plugin> NewCapacity();         // capacity.cc
-std::shared_ptr<Plugin> NewBestFit();          // best_fit.cc
+// args: {"of": "devices" | "shares"} (default devices).
+absl::StatusOr<std::shared_ptr<Plugin>> NewBestFit(const nlohmann::json& args);  // best_fit.cc
+std::shared_ptr<Plugin> NewTieRank();          // tie_rank.cc
+std::shared_ptr<Plugin> NewPacking();          // packing.cc
+// args: {"seed": N} (default 1).
+absl::StatusOr<std::shared_ptr<Plugin>> NewRandom(const nlohmann::json& args);  // random_score.cc
 std::shared_ptr<Plugin> NewSpread();           // spread.cc
 std::shared_ptr<Plugin> NewLinkScore();        // link_score_plugin.cc
 std::shared_ptr<Plugin> NewGang();             // gang.cc
-// args: {"window": 1..100000} (default 500).
+// args: {"window": 1..100000 (default 500), "mix": "placed" | "expected" (default placed)}.
 absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args);  // fgd.cc
 
 // What a placement leaves on the node: free devices (whole-card jobs), or milli on the device
 // best fit would take (shares). BestFit scores it low, Spread high (best_fit.cc).
 int64_t LeftAfter(const PlacementRequest& request, const NodeCandidate& candidate);
+// Milli of the node's healthy devices of `vendor` not held by any job (kCpu: of every vendor).
+int64_t UsableMilliLeft(const NodeView& node, Vendor vendor);  // tie_rank.cc
 
 }  // namespace hetpool::scheduler::plugins

@@ -1,82 +1,149 @@
-// Score + Reserve Fgd (FGD, ATC '23): place where the expected fragmentation of the node, against
-// the mix of shapes recently placed, grows least. The mix is the last `window` placements
-// (Reserve adds one, Unreserve takes it back). Scores are the paper's integer levels (FgdScore),
-// kept as they are: min-max over one call would turn a one-milli difference into the whole
-// 0..100 range.
+// Score + Reserve Fgd (FGD, ATC '23): place where the expected fragmentation of the node grows
+// least, against a mix of job shapes, by "mix":
+//  - "placed" (default): the last `window` placements (Reserve adds one, Unreserve takes it back);
+//  - "submitted": the last `window` jobs submitted (PlacementPolicy::NoteSubmitted), placed or
+//    not: as the pool fills, the shapes that no longer fit still count, so whole nodes stay
+//    protected for them, which "placed" forgets;
+//  - "expected": the mix declared up front (Framework::ExpectWorkload), as the paper's simulator
+//    takes the trace's typical shapes; "placed" until one is declared.
+// The node's host CPU counts (a GPU whose node has too little CPU left is fragment), so CPU jobs
+// score too. Scores are the paper's integer levels (FgdScore), kept as they are: min-max over one
+// call would turn a one-milli difference into the whole 0..100 range.
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "scheduler/fragmentation.h"
 #include "scheduler/plugins/factories.h"
 
 namespace hetpool::scheduler::plugins {
 namespace {
 
-class Fgd final : public ScorePlugin, public ReservePlugin {
+// A node that reports no CPU total is not limited in it.
+constexpr int64_t kUnlimited = int64_t{1} << 40;
+
+class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAwarePlugin {
  public:
-  explicit Fgd(size_t window) : window_(window) {}
+  enum class Mix { kPlaced, kSubmitted, kExpected };
+  Fgd(size_t window, Mix mix) : window_(window), mix_(mix) {}
   absl::string_view Name() const override { return "Fgd"; }
   bool NeedsDeviceSelection() const override { return true; }
 
   int64_t Score(CycleState& state, const NodeCandidate& c) override {
-    if (history_.empty()) return FgdScore(0);
-    if (!measure_) measure_.emplace(Workload());
+    ExpectedFragmentation* measure = Measure();
+    if (measure == nullptr) return FgdScore(0);
+    const PlacementRequest& r = state.request;
     GpuNodeState before;
-    for (const DeviceView& dv : c.node->devices) {
-      if (dv.device->vendor != c.vendor || before.gpus == kMaxGpusPerNode) continue;
-      const bool usable = dv.device->healthy && (dv.free || dv.milli_free > 0);
-      before.gpu_milli_left[static_cast<size_t>(before.gpus++)] = usable ? (dv.free ? 1000 : dv.milli_free) : 0;
-    }
-    before.cpu_milli_left = 1 << 30;  // CPU and host memory are not modelled here
-    before.memory_mib_left = 1 << 30;
+    before.cpu_milli_left = c.node->cpu_milli_total > 0 ? c.node->cpu_milli_free : kUnlimited;
+    before.memory_mib_left = kUnlimited;  // host memory decides feasibility only (fragmentation.h)
     GpuNodeState after = before;
-    int slot = 0;
+    after.cpu_milli_left -= r.cpu_milli;
     for (const DeviceView& dv : c.node->devices) {
-      if (dv.device->vendor != c.vendor || slot == kMaxGpusPerNode) continue;
-      if (std::find(c.chosen.begin(), c.chosen.end(), &dv) != c.chosen.end()) {
-        int32_t& left = after.gpu_milli_left[static_cast<size_t>(slot)];
-        left = std::max(0, left - (state.request.Fractional() ? state.request.device_milli : 1000));
-      }
-      ++slot;
+      // A CPU job strands the GPUs of every vendor; a device job those of its own.
+      if ((c.vendor != Vendor::kCpu && dv.device->vendor != c.vendor) || before.gpus == kMaxGpusPerNode) continue;
+      if (before.gpus == 0) before.model = after.model = ModelId(dv.device->model);
+      const bool usable = dv.device->healthy && (dv.free || dv.milli_free > 0);
+      const int32_t left = usable ? (dv.free ? kWholeGpuMilli : dv.milli_free) : 0;
+      const size_t slot = static_cast<size_t>(before.gpus++);
+      before.gpu_milli_left[slot] = left;
+      const bool chosen = std::find(c.chosen.begin(), c.chosen.end(), &dv) != c.chosen.end();
+      after.gpu_milli_left[slot] = chosen ? std::max(0, left - (r.Fractional() ? r.device_milli : kWholeGpuMilli)) : left;
     }
-    return FgdScore(measure_->Of(after) - measure_->Of(before));
+    after.gpus = before.gpus;
+    return FgdScore(measure->Of(after) - measure->Of(before));
   }
   void NormalizeScore(std::vector<int64_t>&) override {}
 
   void Reserve(const PlacementRequest& r, const Placement&) override {
-    if (r.devices_per_node == 0) return;
-    history_.push_back(ShapeOf(r));
-    if (history_.size() > window_) history_.pop_front();
-    measure_.reset();  // the mix changed
+    if (mix_ == Mix::kPlaced) Remember(r);
   }
   void Unreserve(const PlacementRequest& r, const Placement&) override {
+    if (mix_ != Mix::kPlaced) return;
     auto it = std::find(history_.rbegin(), history_.rend(), ShapeOf(r));
     if (it != history_.rend()) history_.erase(std::next(it).base());
+    if (!UsesExpected()) measure_.reset();
+  }
+  void NoteSubmitted(const PlacementRequest& r) override {
+    if (mix_ == Mix::kSubmitted) Remember(r);
+  }
+
+  void ExpectWorkload(const std::vector<WorkloadShape>& shapes) override {
+    expected_.clear();
+    for (const WorkloadShape& s : shapes) {
+      TaskShape t = TaskOf(s.cpu_milli, s.devices, s.device_milli, s.models);
+      t.weight = s.weight;
+      expected_.push_back(t);
+    }
     measure_.reset();
   }
 
  private:
-  static std::pair<int, int32_t> ShapeOf(const PlacementRequest& r) {
-    return r.Fractional() ? std::make_pair(1, r.device_milli) : std::make_pair(r.devices_per_node, int32_t{1000});
+  // (CPU, devices, share, allowed models): what fragmentation tells apart.
+  using Shape = std::tuple<int64_t, int, int32_t, std::string>;
+
+  bool UsesExpected() const { return mix_ == Mix::kExpected && !expected_.empty(); }
+
+  void Remember(const PlacementRequest& r) {
+    history_.push_back(ShapeOf(r));
+    if (history_.size() > window_) history_.pop_front();
+    if (!UsesExpected()) measure_.reset();  // the mix changed
   }
-  std::vector<TaskShape> Workload() const {
-    std::map<std::pair<int, int32_t>, int> counts;
-    for (const auto& s : history_) ++counts[s];
-    std::vector<TaskShape> out;
-    for (const auto& [shape, n] : counts) {
-      TaskShape t;
-      t.num_gpu = shape.first;
-      t.gpu_milli = shape.second;
-      t.weight = static_cast<double>(n) / static_cast<double>(history_.size());
-      out.push_back(t);
+
+  Shape ShapeOf(const PlacementRequest& r) const {
+    const int devices = r.Fractional() ? 1 : r.devices_per_node;
+    return {r.cpu_milli, devices, devices == 0 ? 0 : (r.Fractional() ? r.device_milli : kWholeGpuMilli),
+            absl::StrJoin(r.requirements.models, "|")};
+  }
+
+  TaskShape TaskOf(int64_t cpu_milli, int devices, int32_t milli, const std::vector<std::string>& models) {
+    TaskShape t;
+    t.cpu_milli = cpu_milli;
+    t.num_gpu = devices;
+    t.gpu_milli = devices == 0 ? 0 : milli;
+    for (const std::string& m : models) t.model_mask |= uint64_t{1} << ModelId(m);
+    return t;
+  }
+
+  // Model ids for the measure's type constraints; past 63 models, the rest share the last bit.
+  int ModelId(const std::string& model) {
+    auto [it, added] = models_.emplace(model, static_cast<int>(std::min<size_t>(models_.size(), 63)));
+    return it->second;
+  }
+
+  ExpectedFragmentation* Measure() {
+    if (measure_) return &*measure_;
+    std::vector<TaskShape> mix;
+    if (UsesExpected()) {
+      mix = expected_;
+    } else {
+      if (history_.empty()) return nullptr;
+      std::map<Shape, int> counts;
+      for (const Shape& s : history_) ++counts[s];
+      for (const auto& [shape, n] : counts) {
+        const auto& [cpu, devices, milli, models] = shape;
+        std::vector<std::string> allowed;
+        if (!models.empty()) allowed = absl::StrSplit(models, '|');
+        TaskShape t = TaskOf(cpu, devices, milli, allowed);
+        t.weight = static_cast<double>(n) / static_cast<double>(history_.size());
+        mix.push_back(t);
+      }
     }
-    return out;
+    measure_.emplace(std::move(mix));
+    return &*measure_;
   }
+
   size_t window_;
-  std::deque<std::pair<int, int32_t>> history_;
+  Mix mix_;
+
+  std::deque<Shape> history_;
+  std::vector<TaskShape> expected_;
+  std::map<std::string, int> models_;
   std::optional<ExpectedFragmentation> measure_;
 };
 
@@ -84,17 +151,27 @@ class Fgd final : public ScorePlugin, public ReservePlugin {
 
 absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args) {
   size_t window = 500;
+  Fgd::Mix mix = Fgd::Mix::kPlaced;
+
   if (!args.is_null()) {
     if (!args.is_object()) return absl::InvalidArgumentError("plugin Fgd: args must be an object");
     for (const auto& [key, value] : args.items()) {
-      if (key != "window") return absl::InvalidArgumentError(absl::StrCat("plugin Fgd: unknown arg '", key, "'"));
-      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 100000) {
-        return absl::InvalidArgumentError("plugin Fgd: window must be an integer in 1..100000");
+      if (key == "window") {
+        if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 100000) {
+          return absl::InvalidArgumentError("plugin Fgd: window must be an integer in 1..100000");
+        }
+        window = value.get<size_t>();
+      } else if (key == "mix") {
+        if (!value.is_string() || (value != "placed" && value != "submitted" && value != "expected")) {
+          return absl::InvalidArgumentError("plugin Fgd: mix must be \"placed\", \"submitted\" or \"expected\"");
+        }
+        mix = value == "placed" ? Fgd::Mix::kPlaced : value == "submitted" ? Fgd::Mix::kSubmitted : Fgd::Mix::kExpected;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("plugin Fgd: unknown arg '", key, "' (window, mix)"));
       }
-      window = value.get<size_t>();
     }
   }
-  return std::shared_ptr<Plugin>(std::make_shared<Fgd>(window));
+  return std::shared_ptr<Plugin>(std::make_shared<Fgd>(window, mix));
 }
 
 }  // namespace hetpool::scheduler::plugins

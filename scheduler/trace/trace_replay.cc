@@ -2,15 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <fstream>
 #include <map>
 #include <random>
+#include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "scheduler/fragmentation.h"
+#include "scheduler/framework/profile.h"
 
 namespace hetpool::scheduler::trace {
 namespace {
@@ -46,289 +48,150 @@ absl::Status ParseField(const std::vector<std::string>& row, int col, T* out, co
   return absl::OkStatus();
 }
 
-// One placement decision: node index (in the replay's node order) and GPUs (milli taken each).
-struct Choice {
-  int node = -1;
-  std::array<int32_t, kMaxGpusPerNode> take{};
-};
+// The devices of trace GPUs: one model name per node, no links, memory in proportion to the share
+// (16 GiB, so a share of s milli holds 16 s MiB).
+constexpr uint64_t kTraceGpuMemoryMib = 16000;
 
-class Simulator {
+// The trace cluster as the daemon would see it, and the binder that makes placements real on it.
+class TracePool : public Binder {
  public:
-  Simulator(const std::vector<TraceNode>& nodes, const std::vector<TracePod>& original, const ReplayOptions& o)
-      : options_(o), rng_(o.seed) {
-    std::map<std::string, int> models;
-    for (const auto& n : nodes) models.emplace(n.model, static_cast<int>(models.size()));
-    model_ids_ = models;
-    // Fixed per-seed node order: ties go to the earliest node in it.
+  TracePool(const std::vector<TraceNode>& nodes, uint64_t seed) {
+    // Fixed per-seed node order: score ties go to the earliest node in it.
     std::vector<const TraceNode*> order;
     for (const auto& n : nodes) order.push_back(&n);
-    std::mt19937_64 order_rng(o.seed * 7919 + 1);
+    std::mt19937_64 order_rng(seed * 7919 + 1);
     std::shuffle(order.begin(), order.end(), order_rng);
-    for (const TraceNode* n : order) {
-      GpuNodeState s;
-      s.model = models.at(n->model);
-      s.gpus = std::min(n->gpus, kMaxGpusPerNode);
-      s.cpu_milli_left = n->cpu_milli;
-      s.memory_mib_left = n->memory_mib;
-      for (int i = 0; i < s.gpus; ++i) s.gpu_milli_left[i] = kWholeGpuMilli;
-      state_.push_back(s);
-      cpu_total_.push_back(n->cpu_milli);
-      capacity_ += static_cast<int64_t>(s.gpus) * kWholeGpuMilli;
+    records_.resize(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const TraceNode& n = *order[i];
+      for (int g = 0; g < n.gpus; ++g) {
+        DeviceRecord d;
+        d.id = absl::StrCat("gpu", g);
+        d.index = g;
+        d.vendor = Vendor::kNvidia;
+        d.model = n.model;
+        d.fingerprint = absl::StrCat("trace:", n.model);  // one class per model
+        d.memory_mib = kTraceGpuMemoryMib;
+        d.healthy = true;
+        records_[i].push_back(std::move(d));
+      }
+      capacity_ += static_cast<int64_t>(n.gpus) * kWholeGpuMilli;
     }
-    // The workload the fragmentation measure weighs against: the trace's own mix of shapes.
-    std::map<std::tuple<int64_t, int64_t, int, int32_t, uint64_t>, double> shapes;
-    for (const auto& p : original) ++shapes[{p.cpu_milli, 0, p.num_gpu, p.gpu_milli, MaskOf(p)}];
-    std::vector<TaskShape> workload;
-    for (const auto& [k, count] : shapes) {
-      TaskShape t;
-      std::tie(t.cpu_milli, t.memory_mib, t.num_gpu, t.gpu_milli, t.model_mask) = k;
-      t.weight = count;
-      workload.push_back(t);
+    for (size_t i = 0; i < order.size(); ++i) {  // records_ no longer moves: views may point into it
+      NodeView v;
+      v.name = order[i]->name;
+      v.schedulable = true;
+      v.context.torch_devices = {"cuda"};  // every trace node runs CUDA jobs
+      for (const DeviceRecord& d : records_[i]) v.devices.push_back({&d, true, kWholeGpuMilli, d.memory_mib});
+      v.cpu_milli_total = v.cpu_milli_free = order[i]->cpu_milli;
+      v.host_memory_total_mib = v.host_memory_free_mib = static_cast<uint64_t>(order[i]->memory_mib);
+      v.generation = ++generation_;
+      index_of_[v.name] = i;
+      views_.push_back(std::move(v));
     }
-    // Most popular first (ties by shape, so the order is deterministic), then keep the head.
-    std::stable_sort(workload.begin(), workload.end(),
-                     [](const TaskShape& a, const TaskShape& b) { return a.weight > b.weight; });
-    const double wanted = o.typical_shapes_pct / 100.0 * static_cast<double>(original.size());
-    double covered = 0;
-    size_t keep = 0;
-    while (covered < wanted && keep < workload.size()) {
-      for (int step = 0; step < std::max(1, o.typical_shapes_step) && keep < workload.size(); ++step) covered += workload[keep++].weight;
-    }
-    workload.resize(keep);
-    for (auto& t : workload) t.weight /= covered;
-    fragmentation_ = std::make_unique<ExpectedFragmentation>(std::move(workload));
-    node_frag_.assign(state_.size(), -1);
   }
+  const std::vector<NodeView>& views() const { return views_; }
+  int64_t capacity_milli() const { return capacity_; }
 
-  uint64_t MaskOf(const TracePod& p) const {
-    uint64_t mask = 0;
-    for (const auto& m : p.gpu_spec) {
-      if (auto it = model_ids_.find(m); it != model_ids_.end()) mask |= 1ull << it->second;
-    }
-    // A constraint naming no model of this cluster can never be met: keep an impossible mask.
-    if (!p.gpu_spec.empty() && mask == 0) mask = 1ull << 63;
-    return mask;
-  }
+  // What is about to be placed: the host resources Bind takes along with the devices.
+  void Expect(const PlacementRequest& request) { request_ = &request; }
 
-  ReplayResult Run(std::vector<TracePod> pods) {
-    const auto start = std::chrono::steady_clock::now();
-    std::shuffle(pods.begin(), pods.end(), rng_);
-    const std::vector<TracePod> originals = pods;
-    int64_t demand = 0;
-    for (const auto& p : pods) demand += p.GpuDemand();
-    const double target = options_.target_demand * static_cast<double>(capacity_);
-    if (demand < target) {
-      std::uniform_int_distribution<size_t> pick(0, originals.size() - 1);
-      while (demand < target) {
-        pods.push_back(originals[pick(rng_)]);
-        demand += pods.back().GpuDemand();
+  absl::Status Bind(const Placement& placement) override {
+    for (const NodeAssignment& a : placement.nodes) {
+      NodeView& v = views_[index_of_.at(a.node)];
+      v.cpu_milli_free -= request_->cpu_milli;
+      v.host_memory_free_mib -= request_->host_memory_mib;
+      for (const std::string& id : a.device_ids) {
+        for (DeviceView& dv : v.devices) {
+          if (dv.device->id != id) continue;
+          dv.free = false;
+          dv.milli_free -= a.device_milli;
+          dv.memory_free_mib -= a.device_memory_mib;
+        }
       }
-    } else {
-      // Already past the target: drop random pods while staying at or above it.
-      while (!pods.empty()) {
-        std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
-        const size_t i = pick(rng_);
-        if (static_cast<double>(demand - pods[i].GpuDemand()) < target) break;
-        demand -= pods[i].GpuDemand();
-        pods.erase(pods.begin() + static_cast<long>(i));
-      }
+      v.generation = ++generation_;
     }
-    ReplayResult result;
-    result.pods = pods.size();
-    result.capacity_milli = capacity_;
-    int64_t allocated = 0;
-    for (const auto& p : pods) {
-      TaskShape t{p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, MaskOf(p), 0};
-      Choice c = Choose(t);
-      if (c.node < 0) {
-        ++result.failed;
-        continue;
-      }
-      Apply(c, t);
-      allocated += p.GpuDemand();
-      ++result.placed;
-    }
-    result.allocation_ratio = static_cast<double>(allocated) / static_cast<double>(capacity_);
-    result.demand_ratio = static_cast<double>(demand) / static_cast<double>(capacity_);
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
+    return absl::OkStatus();
   }
 
  private:
-  bool FitsHost(const GpuNodeState& s, const TaskShape& t) const {
-    if (s.cpu_milli_left < t.cpu_milli || s.memory_mib_left < t.memory_mib) return false;
-    if (t.num_gpu == 0) return true;
-    return t.AllowsModel(s.model) && GpusFit(s, t);
-  }
-
-  // The GPU options on one node: whole tasks take the lowest-index idle GPUs; a fractional task
-  // may go to any GPU it fits (one option per distinct free amount, lowest index first).
-  std::vector<std::array<int32_t, kMaxGpusPerNode>> Options(const GpuNodeState& s, const TaskShape& t) const {
-    std::vector<std::array<int32_t, kMaxGpusPerNode>> out;
-    if (t.num_gpu == 0) {
-      out.push_back({});
-    } else if (t.Fractional()) {
-      std::vector<int32_t> seen;
-      for (int i = 0; i < s.gpus; ++i) {
-        const int32_t left = s.gpu_milli_left[i];
-        if (left < t.gpu_milli || std::find(seen.begin(), seen.end(), left) != seen.end()) continue;
-        seen.push_back(left);
-        std::array<int32_t, kMaxGpusPerNode> take{};
-        take[i] = t.gpu_milli;
-        out.push_back(take);
-      }
-    } else {
-      std::array<int32_t, kMaxGpusPerNode> take{};
-      int need = t.num_gpu;
-      for (int i = 0; i < s.gpus && need > 0; ++i) {
-        if (s.gpu_milli_left[i] == kWholeGpuMilli) {
-          take[i] = kWholeGpuMilli;
-          --need;
-        }
-      }
-      out.push_back(take);
-    }
-    return out;
-  }
-
-  static GpuNodeState After(GpuNodeState s, const std::array<int32_t, kMaxGpusPerNode>& take, const TaskShape& t) {
-    s.cpu_milli_left -= t.cpu_milli;
-    s.memory_mib_left -= t.memory_mib;
-    for (int i = 0; i < kMaxGpusPerNode; ++i) s.gpu_milli_left[i] -= take[i];
-    return s;
-  }
-
-  // Best-fit GPU for a fractional task: the fitting GPU with the least free milli.
-  static std::array<int32_t, kMaxGpusPerNode> BestFitGpu(const GpuNodeState& s, const TaskShape& t,
-                                                         const std::vector<std::array<int32_t, kMaxGpusPerNode>>& opts) {
-    if (!t.Fractional()) return opts.front();
-    size_t best = 0;
-    int32_t best_left = INT32_MAX;
-    for (size_t k = 0; k < opts.size(); ++k) {
-      for (int i = 0; i < s.gpus; ++i) {
-        if (opts[k][i] > 0 && s.gpu_milli_left[i] < best_left) {
-          best_left = s.gpu_milli_left[i];
-          best = k;
-        }
-      }
-    }
-    return opts[best];
-  }
-
-  Choice Choose(const TaskShape& t) {
-    Choice best;
-    double best_score = 0;
-    std::vector<int> feasible;
-    for (size_t n = 0; n < state_.size(); ++n) {
-      if (FitsHost(state_[n], t)) feasible.push_back(static_cast<int>(n));
-    }
-    if (feasible.empty()) return best;
-    if (options_.policy == Policy::kRandom) {
-      std::uniform_int_distribution<size_t> pick(0, feasible.size() - 1);
-      best.node = feasible[pick(rng_)];
-      best.take = BestFitGpu(state_[best.node], t, Options(state_[best.node], t));
-      return best;
-    }
-    if (options_.policy == Policy::kFgd || options_.policy == Policy::kDefault) return ChooseFgd(t, feasible);
-    for (int n : feasible) {
-      const GpuNodeState& s = state_[n];
-      const auto opts = Options(s, t);
-      const auto take = BestFitGpu(s, t, opts);
-      const GpuNodeState after = After(s, take, t);
-      double score;
-      if (options_.policy == Policy::kBestFit) {
-        // Least resources left after placement (GPU and CPU shares, equally weighted).
-        const double gpu_share = s.gpus ? static_cast<double>(after.GpuMilliLeft()) / (s.gpus * kWholeGpuMilli) : 0;
-        score = gpu_share + static_cast<double>(after.cpu_milli_left) / static_cast<double>(cpu_total_[n]);
-      } else {
-        // GPU packing: a partly used GPU first, then a node with GPUs in use, then an idle node.
-        int tier = 2;
-        const int64_t used = static_cast<int64_t>(s.gpus) * kWholeGpuMilli - s.GpuMilliLeft();
-        if (used > 0) tier = 1;
-        for (int i = 0; i < s.gpus; ++i) {
-          if (take[i] > 0 && take[i] < kWholeGpuMilli && s.gpu_milli_left[i] < kWholeGpuMilli) tier = 0;
-        }
-        score = tier * 1e9 - static_cast<double>(used);
-      }
-      if (best.node < 0 || score < best_score - 1e-9) {
-        best = {n, take};
-        best_score = score;
-      }
-    }
-    return best;
-  }
-
-  // FGD: the placement (node, GPUs) whose expected fragmentation grows least. Within a node the
-  // best GPU option (ties: the lowest index); across nodes the best score, ties going to the
-  // node earliest in the fixed order. Scores are the paper plugin's int(100 * sigmoid), raw
-  // increases, or Kubernetes-style integers 0..score_levels.
-  Choice ChooseFgd(const TaskShape& t, const std::vector<int>& feasible) {
-    std::vector<std::pair<double, Choice>> per_node;  // best score and choice per feasible node
-    per_node.reserve(feasible.size());
-    for (int n : feasible) {
-      const GpuNodeState& s = state_[n];
-      if (node_frag_[n] < 0) node_frag_[n] = fragmentation_->Of(s);
-      Choice c{-1, {}};
-      double best = 0;
-      for (const auto& take : Options(s, t)) {
-        const double increase = fragmentation_->Of(After(s, take, t)) - node_frag_[n];
-        const double score = options_.sigmoid_scores ? FgdScore(increase) : -increase;
-        if (c.node < 0 || score > best + 1e-9) {
-          c = {n, take};
-          best = score;
-        }
-      }
-      per_node.emplace_back(best, c);
-    }
-    double lo = per_node.front().first, hi = lo;
-    for (const auto& [score, c] : per_node) {
-      lo = std::min(lo, score);
-      hi = std::max(hi, score);
-    }
-    Choice best;
-    double best_score = 0;
-    int64_t best_tie = 0;
-    for (const auto& [raw, c] : per_node) {
-      double score = raw;
-      if (options_.score_levels > 0) {
-        score = hi > lo ? std::floor((raw - lo) / (hi - lo) * options_.score_levels) : options_.score_levels;
-      }
-      const int64_t tie = options_.policy == Policy::kDefault ? TieRank(state_[c.node], t) : 0;
-      // Strictly better only: remaining ties stay with the node earliest in the fixed order.
-      const bool better = best.node < 0 || score > best_score + 1e-9 || (score > best_score - 1e-9 && tie < best_tie);
-      if (better) {
-        best = c;
-        best_score = score;
-        best_tie = tie;
-      }
-    }
-    return best;
-  }
-
-  // hetpool's tie-break among equally scored nodes (lower first), before node order:
-  //  - a CPU-only task goes where the least GPU capacity is free, so the CPU it takes strands
-  //    as little GPU as possible;
-  //  - a GPU task goes to a node already in use rather than open an idle one, which stays whole
-  //    for the multi-GPU tasks that need it.
-  static int64_t TieRank(const GpuNodeState& s, const TaskShape& t) {
-    if (t.num_gpu == 0) return s.GpuMilliLeft();
-    return s.GpuMilliLeft() == static_cast<int64_t>(s.gpus) * kWholeGpuMilli ? 1 : 0;
-  }
-
-  void Apply(const Choice& c, const TaskShape& t) {
-    state_[c.node] = After(state_[c.node], c.take, t);
-    node_frag_[c.node] = -1;
-  }
-
-  ReplayOptions options_;
-  std::mt19937_64 rng_;
-  std::map<std::string, int> model_ids_;
-  std::vector<GpuNodeState> state_;
-  std::vector<int64_t> cpu_total_;
-  std::vector<double> node_frag_;  // cached expected fragmentation per node, -1 = stale
+  std::vector<std::vector<DeviceRecord>> records_;
+  std::vector<NodeView> views_;
+  std::unordered_map<std::string, size_t> index_of_;
+  uint64_t generation_ = 0;
   int64_t capacity_ = 0;
-  std::unique_ptr<ExpectedFragmentation> fragmentation_;
+  const PlacementRequest* request_ = nullptr;
 };
+
+PlacementRequest RequestOf(const TracePod& p) {
+  PlacementRequest r;
+  r.nnodes = 1;
+  r.cpu_milli = p.cpu_milli;
+  r.host_memory_mib = static_cast<uint64_t>(std::max<int64_t>(0, p.memory_mib));
+  if (p.num_gpu == 0) return r;  // a CPU job
+  r.devices_per_node = p.num_gpu;
+  r.device_milli = std::min(p.gpu_milli, kWholeGpuMilli);
+  r.requirements.models = p.gpu_spec;
+  return r;
+}
+
+// The trace's typical shapes (the paper's "typical pods"): the most popular, `step` at a time
+// until they cover `pct` percent of the pods, weighted by their counts.
+std::vector<WorkloadShape> TypicalShapes(const std::vector<TracePod>& pods, double pct, int step) {
+  std::map<std::tuple<int64_t, int, int32_t, std::vector<std::string>>, double> counts;
+  for (const auto& p : pods) {
+    std::vector<std::string> models = p.gpu_spec;
+    std::sort(models.begin(), models.end());
+    ++counts[{p.cpu_milli, p.num_gpu, p.num_gpu == 0 ? 0 : p.gpu_milli, models}];
+  }
+  std::vector<WorkloadShape> shapes;
+  for (const auto& [key, count] : counts) {
+    WorkloadShape s;
+    std::tie(s.cpu_milli, s.devices, s.device_milli, s.models) = key;
+    s.weight = count;
+    shapes.push_back(std::move(s));
+  }
+  // Most popular first (ties by shape, so the order is deterministic), then keep the head.
+  std::stable_sort(shapes.begin(), shapes.end(),
+                   [](const WorkloadShape& a, const WorkloadShape& b) { return a.weight > b.weight; });
+  const double wanted = pct / 100.0 * static_cast<double>(pods.size());
+  double covered = 0;
+  size_t keep = 0;
+  while (covered < wanted && keep < shapes.size()) {
+    for (int k = 0; k < std::max(1, step) && keep < shapes.size(); ++k) covered += shapes[keep++].weight;
+  }
+  shapes.resize(keep);
+  for (auto& s : shapes) s.weight /= covered;
+  return shapes;
+}
+
+// The arrivals: the pods shuffled, then inflated (or thinned) to the target demand.
+std::vector<TracePod> Arrivals(std::vector<TracePod> pods, int64_t capacity, const ReplayOptions& o,
+                               std::mt19937_64& rng, int64_t* demand) {
+  *demand = 0;
+  if (pods.empty()) return pods;
+  std::shuffle(pods.begin(), pods.end(), rng);
+  const std::vector<TracePod> originals = pods;
+  for (const auto& p : pods) *demand += p.GpuDemand();
+  const double target = o.target_demand * static_cast<double>(capacity);
+  if (*demand < target) {
+    std::uniform_int_distribution<size_t> pick(0, originals.size() - 1);
+    while (*demand < target) {
+      pods.push_back(originals[pick(rng)]);
+      *demand += pods.back().GpuDemand();
+    }
+  } else {
+    // Already past the target: drop random pods while staying at or above it.
+    while (!pods.empty()) {
+      std::uniform_int_distribution<size_t> pick(0, pods.size() - 1);
+      const size_t i = pick(rng);
+      if (static_cast<double>(*demand - pods[i].GpuDemand()) < target) break;
+      *demand -= pods[i].GpuDemand();
+      pods.erase(pods.begin() + static_cast<long>(i));
+    }
+  }
+  return pods;
+}
 
 }  // namespace
 
@@ -382,32 +245,38 @@ absl::StatusOr<std::vector<TracePod>> LoadPods(const std::string& path) {
   return pods;
 }
 
-absl::StatusOr<Policy> ParsePolicy(const std::string& name) {
-  if (name == "random") return Policy::kRandom;
-  if (name == "bestfit") return Policy::kBestFit;
-  if (name == "packing") return Policy::kPacking;
-  if (name == "fgd") return Policy::kFgd;
-  if (name == "default") return Policy::kDefault;
-  return absl::InvalidArgumentError(absl::StrCat("unknown policy '", name, "' (random, bestfit, packing, fgd, default)"));
-}
-
-const char* PolicyName(Policy policy) {
-  switch (policy) {
-    case Policy::kRandom: return "random";
-    case Policy::kBestFit: return "bestfit";
-    case Policy::kPacking: return "packing";
-    case Policy::kFgd: return "fgd";
-    case Policy::kDefault: return "default";
-  }
-  return "?";
-}
-
-ReplayResult Replay(const std::vector<TraceNode>& nodes, const std::vector<TracePod>& pods,
-                    const ReplayOptions& options) {
+absl::StatusOr<ReplayResult> Replay(const std::vector<TraceNode>& nodes, const std::vector<TracePod>& pods,
+                                    const ReplayOptions& options) {
+  auto framework = FrameworkFromProfile(options.profile_json);
+  if (!framework.ok()) return framework.status();
+  (*framework)->ExpectWorkload(TypicalShapes(pods, options.typical_shapes_pct, options.typical_shapes_step));
   std::vector<TraceNode> used = nodes;
   if (options.node_limit > 0 && used.size() > options.node_limit) used.resize(options.node_limit);
-  Simulator sim(used, pods, options);
-  return sim.Run(pods);
+  const auto start = std::chrono::steady_clock::now();
+  TracePool pool(used, options.seed);
+  std::mt19937_64 rng(options.seed);
+  int64_t demand = 0;
+  const std::vector<TracePod> arrivals = Arrivals(pods, pool.capacity_milli(), options, rng, &demand);
+  ReplayResult result;
+  result.pods = arrivals.size();
+  result.capacity_milli = pool.capacity_milli();
+  int64_t allocated = 0;
+  for (const TracePod& p : arrivals) {
+    const PlacementRequest request = RequestOf(p);
+    pool.Expect(request);
+    (*framework)->NoteSubmitted(request);
+    if (!(*framework)->Schedule(request, pool.views(), pool).ok()) {
+      ++result.failed;
+      continue;
+    }
+    allocated += p.GpuDemand();
+    ++result.placed;
+  }
+  const double capacity = static_cast<double>(std::max<int64_t>(1, pool.capacity_milli()));
+  result.allocation_ratio = static_cast<double>(allocated) / capacity;
+  result.demand_ratio = static_cast<double>(demand) / capacity;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 }  // namespace hetpool::scheduler::trace

@@ -39,11 +39,11 @@ TEST(SchedulerProfile, MistakesAreNamed) {
       {R"({"scores": []})", "unknown extension point 'scores'"},
       {Profile(R"(["Cheapest"])"), "unknown plugin 'Cheapest' (known: BestFit, Capacity"},
       {Profile(R"(["Capacity"])"), "Capacity is not a score plugin"},
-      {Profile(R"([{"name": "BestFit", "weight": 0}])"), "weight must be an integer in 1..100"},
+      {Profile(R"([{"name": "BestFit", "weight": 0}])"), "weight must be an integer in 1..1000"},
       {Profile(R"([{"name": "BestFit", "wieght": 2}])"), "unknown key 'wieght'"},
       {Profile(R"([{"name": "Fgd", "args": {"window": -3}}])"), "window must be an integer in 1..100000"},
       {Profile(R"([{"name": "Fgd", "args": {"size": 3}}])"), "plugin Fgd: unknown arg 'size'"},
-      {Profile(R"([{"name": "BestFit", "args": {"x": 1}}])"), "plugin BestFit takes no args"},
+      {Profile(R"([{"name": "BestFit", "args": {"x": 1}}])"), "plugin BestFit: unknown arg 'x' (of)"},
       {Profile(R"(["BestFit", "BestFit"])"), "score lists BestFit twice"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth"], "permit": ["Gang"]})",
        "filter must include Capacity"},
@@ -200,9 +200,52 @@ TEST(SchedulerPlugins, FgdFollowsTheRecentShapeMix) {
   EXPECT_EQ((*best_fit)->Place(Whole(1, 1), pool.views)->nodes[0].node, "n0");
 }
 
+// The mix declared to the framework reaches Fgd ("mix": "expected"), with nothing placed yet.
+TEST(SchedulerPlugins, FgdWeighsTheDeclaredMix) {
+  auto fgd = FrameworkFromProfile(Profile(R"([{"name": "Fgd", "args": {"mix": "expected"}}])"));
+  ASSERT_TRUE(fgd.ok()) << fgd.status();
+  (*fgd)->ExpectWorkload({{0, 4, 1000, {}, 1.0}});
+  Pool pool(2, 8, {4, 3});  // n0: 4 free, n1: 5 free
+  EXPECT_EQ((*fgd)->Place(Whole(1, 1), pool.views)->nodes[0].node, "n1");
+}
+
+// A share goes on the card the score plugins that read the device choice like best: with
+// half-card jobs expected, 400 milli goes on the idle card (600 left still takes a half) rather
+// than on the half-free one, where best fit would put it (100 left, useless).
+TEST(SchedulerPlugins, ScoresChooseTheCardOfAShare) {
+  Pool pool(1, 2);
+  pool.views[0].devices[1].free = false;
+  pool.views[0].devices[1].milli_free = 500;
+  pool.views[0].devices[1].memory_free_mib = 40960;
+  PlacementRequest share = Whole(1, 1);
+  share.device_milli = 400;
+  auto fgd = FrameworkFromProfile(Profile(R"([{"name": "Fgd", "args": {"mix": "expected"}}])"));
+  auto best_fit = FrameworkFromProfile(Profile(R"(["BestFit"])"));
+  ASSERT_TRUE(fgd.ok() && best_fit.ok());
+  (*fgd)->ExpectWorkload({{0, 1, 500, {}, 1.0}});
+  EXPECT_EQ((*fgd)->Place(share, pool.views)->nodes[0].device_ids[0], "nvidia0");
+  EXPECT_EQ((*best_fit)->Place(share, pool.views)->nodes[0].device_ids[0], "nvidia1");
+}
+
+// CPU jobs are scored like device jobs: TieRank sends one where the least GPU is free, so the
+// CPU it takes strands the least.
+TEST(SchedulerPlugins, CpuJobsAreScoredToo) {
+  Pool pool(3, 8, {2, 6, 4});
+  auto framework = FrameworkFromProfile(Profile(R"(["TieRank"])"));
+  ASSERT_TRUE(framework.ok()) << framework.status();
+  auto p = (*framework)->Place(Whole(1, 0), pool.views);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->vendor, Vendor::kCpu);
+  EXPECT_EQ(p->nodes[0].node, "n1");
+  EXPECT_TRUE(p->nodes[0].device_ids.empty());
+}
+
+// Without a score that reads the device choice, a share goes where best fit puts it.
 TEST(SchedulerPlugins, FractionalSharesPackOntoPartlyUsedCards) {
   Pool pool(1, 2);
-  auto framework = DefaultFramework();
+  auto made = FrameworkFromProfile(Profile(R"(["BestFit"])"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Framework* framework = made->get();
   PlacementRequest quarter = Whole(1, 1);
   quarter.device_milli = 250;
   pool.views[0].devices[1].free = false;
@@ -323,6 +366,31 @@ TEST(SchedulerFramework, ContentGenerationFollowsWhatPlacementReads) {
 // Two frameworks take the same random jobs on the same pool: one sees views with generations
 // (and reuses its summaries), the other views without (and derives everything each call). Every
 // decision must agree, placements and refusals alike.
+TEST(RefusalMemo, RefusesAgainOnlyTheSameRequestOnUnchangedViews) {
+  Pool pool(3, 8);
+  for (NodeView& v : pool.views) v.generation = ContentGeneration(v);
+  const uint64_t key = RefusalMemo::ViewsKey(pool.views);
+  ASSERT_NE(key, 0u);
+  RefusalMemo memo;
+  PlacementRequest eight = Whole(4, 8);
+  memo.Remember(eight, key, absl::UnavailableError("needs 4 nodes"));
+  ASSERT_TRUE(memo.Find(eight, key).has_value());
+  EXPECT_EQ(memo.Find(eight, key)->message(), "needs 4 nodes");
+  PlacementRequest other = eight;
+  other.requirements.run.min_memory_mib = 1;  // any field of the request tells them apart
+  EXPECT_FALSE(memo.Find(other, key).has_value());
+  other = eight;
+  other.cpu_milli = 1000;
+  EXPECT_FALSE(memo.Find(other, key).has_value());
+  pool.views[1].devices[0].free = false;  // a view changed
+  pool.views[1].generation = ContentGeneration(pool.views[1]);
+  EXPECT_FALSE(memo.Find(eight, RefusalMemo::ViewsKey(pool.views)).has_value());
+  pool.views[2].generation = 0;  // unknown views are never remembered
+  EXPECT_EQ(RefusalMemo::ViewsKey(pool.views), 0u);
+  memo.Remember(eight, 0, absl::UnavailableError("x"));
+  EXPECT_FALSE(memo.Find(eight, 0).has_value());
+}
+
 TEST(SchedulerFramework, KeptSummariesDecideAsFreshOnes) {
   Pool kept(40, 8), fresh(40, 8);
   for (size_t n = 0; n < kept.views.size(); ++n) {

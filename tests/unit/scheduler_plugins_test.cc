@@ -5,6 +5,8 @@
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/fragmentation.h"
 #include "scheduler/plugins/builtin.h"
 #include "scheduler/plugins/factories.h"
 
@@ -186,6 +188,167 @@ TEST(LinkScorePlugin, ScoresTheChosenSetsLinks) {
   }
 }
 
+// A node of cards given by their free milli (1000: idle), with host CPU free of total.
+struct TestNode {
+  std::vector<DeviceRecord> cards;
+  NodeView view;
+  TestNode(std::vector<int32_t> free_milli, int64_t cpu_free = 0, int64_t cpu_total = 0) {
+    cards.resize(free_milli.size());
+    for (size_t i = 0; i < free_milli.size(); ++i) {
+      cards[i].index = static_cast<int>(i);
+      cards[i].vendor = Vendor::kNvidia;
+      cards[i].id = absl::StrCat("nvidia", i);
+      cards[i].model = "T4";
+      cards[i].memory_mib = 16000;
+      view.devices.push_back({&cards[i], free_milli[i] == 1000, free_milli[i], 16u * static_cast<uint64_t>(free_milli[i])});
+    }
+    view.name = "n";
+    view.schedulable = true;
+    view.cpu_milli_free = cpu_free;
+    view.cpu_milli_total = cpu_total;
+  }
+  TestNode(const TestNode&) = delete;  // the view points into cards
+  // The candidate for a device job (chosen: these cards) or, with no devices, a CPU job.
+  NodeCandidate Candidate(std::vector<size_t> chosen = {}, Vendor vendor = Vendor::kNvidia) const {
+    NodeCandidate c;
+    c.node = &view;
+    c.vendor = vendor;
+    for (size_t i : chosen) c.chosen.push_back(&view.devices[i]);
+    return c;
+  }
+};
+
+TEST(TieRankPlugin, CpuJobsWhereLeastGpuIsFreeDeviceJobsOnNodesInUse) {
+  struct Case {
+    const char* what;
+    std::vector<int32_t> free;
+    PlacementRequest request;
+    int64_t score;
+  };
+  PlacementRequest cpu_job = Shape(1, 0);
+  const Case cases[] = {
+      {"device job, idle node", {1000, 1000}, Shape(1, 1), 0},
+      {"device job, node with a share taken", {1000, 750}, Shape(1, 1), 1},
+      {"device job, node with a card taken", {0, 1000}, Shape(1, 1), 1},
+      {"CPU job: minus the GPU milli free", {1000, 750}, cpu_job, -1750},
+      {"CPU job, full node", {0, 0}, cpu_job, 0},
+  };
+  auto plugin = Builtin<ScorePlugin>("TieRank");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_FALSE(plugin->NeedsDeviceSelection());
+  for (const Case& c : cases) {
+    TestNode node(c.free);
+    CycleState state(c.request);
+    EXPECT_EQ(plugin->Score(state, node.Candidate({}, c.request.devices_per_node == 0 ? Vendor::kCpu : Vendor::kNvidia)),
+              c.score)
+        << c.what;
+  }
+  // A tie-break: never more than 99, less than one level of a score weighed 100 times as much.
+  std::vector<int64_t> scores = {-3000, -500, -1750};
+  plugin->NormalizeScore(scores);
+  EXPECT_EQ(scores, (std::vector<int64_t>{0, 99, 49}));
+  std::vector<int64_t> same = {1, 1};
+  plugin->NormalizeScore(same);
+  EXPECT_EQ(same, (std::vector<int64_t>{0, 0}));
+}
+
+TEST(PackingPlugin, PartlyUsedCardThenNodeInUseThenIdleNode) {
+  constexpr int64_t kTier = int64_t{1} << 32;
+  struct Case {
+    const char* what;
+    std::vector<int32_t> free;
+    PlacementRequest request;
+    std::vector<size_t> chosen;
+    int64_t score;
+  };
+  const Case cases[] = {
+      {"share on a partly used card", {1000, 600}, Shape(1, 1, 250), {1}, 400},
+      {"share on an idle card of a node in use", {1000, 600}, Shape(1, 1, 250), {0}, -kTier + 400},
+      {"share on an idle node", {1000, 1000}, Shape(1, 1, 250), {0}, -2 * kTier},
+      {"whole card on a node in use", {0, 1000}, Shape(1, 1), {1}, -kTier + 1000},
+      {"whole card on an idle node", {1000, 1000}, Shape(1, 1), {0}, -2 * kTier},
+  };
+  auto plugin = Builtin<ScorePlugin>("Packing");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_TRUE(plugin->NeedsDeviceSelection());  // the tier of a share depends on its card
+  for (const Case& c : cases) {
+    TestNode node(c.free);
+    CycleState state(c.request);
+    EXPECT_EQ(plugin->Score(state, node.Candidate(c.chosen)), c.score) << c.what;
+  }
+}
+
+TEST(BestFitPlugin, SharesOfGpuAndCpuLeftAsThePaperScoresThem) {
+  auto made = MakeBuiltinPlugin("BestFit", {{"of", "shares"}});
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto* plugin = dynamic_cast<ScorePlugin*>(made->get());
+  struct Case {
+    const char* what;
+    std::vector<int32_t> free;
+    int64_t cpu_free, cpu_total;
+    PlacementRequest request;
+    int64_t score;  // minus the millionths left
+  };
+  PlacementRequest share = Shape(1, 1, 250);
+  share.cpu_milli = 4000;
+  PlacementRequest cpu_job = Shape(1, 0);
+  cpu_job.cpu_milli = 8000;
+  const Case cases[] = {
+      {"share: (1500-250)/2000 GPU + 4000/32000 CPU", {1000, 500}, 8000, 32000, share, -(625000 + 125000)},
+      {"no CPU total: GPU only", {1000, 500}, 0, 0, share, -625000},
+      {"CPU job: all GPU left + CPU left", {1000, 1000}, 16000, 32000, cpu_job, -(1000000 + 250000)},
+  };
+  for (const Case& c : cases) {
+    TestNode node(c.free, c.cpu_free, c.cpu_total);
+    CycleState state(c.request);
+    EXPECT_EQ(plugin->Score(state, node.Candidate({}, c.request.devices_per_node == 0 ? Vendor::kCpu : Vendor::kNvidia)),
+              c.score)
+        << c.what;
+  }
+  std::vector<int64_t> raw = {-750000, -625000};
+  plugin->NormalizeScore(raw);  // raw, as the paper compares them
+  EXPECT_EQ(raw, (std::vector<int64_t>{-750000, -625000}));
+}
+
+TEST(RandomPlugin, TheSeedMakesTheDrawsRepeatable) {
+  auto draws = [](uint64_t seed) {
+    auto made = MakeBuiltinPlugin("Random", {{"seed", seed}});
+    EXPECT_TRUE(made.ok());
+    auto* plugin = dynamic_cast<ScorePlugin*>(made->get());
+    const PlacementRequest request = Shape(1, 1);
+    CycleState state(request);
+    std::vector<int64_t> out;
+    for (int i = 0; i < 4; ++i) out.push_back(plugin->Score(state, NodeCandidate{}));
+    for (int64_t d : out) EXPECT_LT(d, int64_t{1} << 56);  // room for a weight of 100
+    return out;
+  };
+  EXPECT_EQ(draws(7), draws(7));
+  EXPECT_NE(draws(7), draws(8));
+}
+
+// Fgd against a declared mix: with 4-card jobs expected, one card goes where four stay free
+// (5 -> 4) rather than where it strands three (4 -> 3); and a CPU job's CPU strands GPUs when
+// it leaves the node too little CPU for the expected GPU jobs.
+TEST(FgdPlugin, WeighsTheExpectedMixIncludingHostCpu) {
+  auto made = MakeBuiltinPlugin("Fgd", {{"mix", "expected"}});
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto* plugin = dynamic_cast<ScorePlugin*>(made->get());
+  auto* aware = dynamic_cast<WorkloadAwarePlugin*>(made->get());
+  ASSERT_TRUE(plugin != nullptr && aware != nullptr);
+  aware->ExpectWorkload({{8000, 4, 1000, {}, 1.0}});
+  const PlacementRequest one = Shape(1, 1);
+  CycleState state(one);
+  TestNode five({1000, 1000, 1000, 1000, 1000}, 64000, 64000), four({1000, 1000, 1000, 1000, 0}, 64000, 64000);
+  EXPECT_EQ(plugin->Score(state, five.Candidate({0})), FgdScore(0));
+  EXPECT_EQ(plugin->Score(state, four.Candidate({0})), FgdScore(3000));  // 3 idle cards no 4-card job can use
+  PlacementRequest cpu_job = Shape(1, 0);
+  cpu_job.cpu_milli = 4000;
+  CycleState cpu_state(cpu_job);
+  TestNode roomy({1000, 1000, 1000, 1000}, 20000, 64000), tight({1000, 1000, 1000, 1000}, 10000, 64000);
+  EXPECT_EQ(plugin->Score(cpu_state, roomy.Candidate({}, Vendor::kCpu)), FgdScore(0));
+  EXPECT_EQ(plugin->Score(cpu_state, tight.Candidate({}, Vendor::kCpu)), FgdScore(4000));  // 6000 < 8000 left
+}
+
 TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
   struct Case {
     std::string name;
@@ -195,16 +358,24 @@ TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
   const std::vector<Case> cases = {
       {"BestFit", nullptr, ""},
       {"BestFit", nlohmann::json::object(), ""},
-      {"BestFit", {{"weight", 2}}, "plugin BestFit takes no args"},
+      {"BestFit", {{"weight", 2}}, "plugin BestFit: unknown arg 'weight' (of)"},
+      {"BestFit", {{"of", "shares"}}, ""},
+      {"BestFit", {{"of", "cards"}}, "plugin BestFit: of must be \"devices\" or \"shares\""},
+      {"Random", {{"seed", 7}}, ""},
+      {"Random", {{"seed", -7}}, "plugin Random: seed must be a non-negative integer"},
+      {"TieRank", {{"x", 1}}, "plugin TieRank takes no args"},
       {"Gang", {{"x", 1}}, "plugin Gang takes no args"},
       {"Fgd", nullptr, ""},
       {"Fgd", {{"window", 1}}, ""},
       {"Fgd", {{"window", 0}}, "plugin Fgd: window must be an integer in 1..100000"},
       {"Fgd", {{"window", 100001}}, "plugin Fgd: window must be an integer in 1..100000"},
       {"Fgd", {{"window", "5"}}, "plugin Fgd: window must be an integer in 1..100000"},
-      {"Fgd", {{"size", 5}}, "plugin Fgd: unknown arg 'size'"},
+      {"Fgd", {{"size", 5}}, "plugin Fgd: unknown arg 'size' (window, mix)"},
+      {"Fgd", {{"mix", "expected"}}, ""},
+      {"Fgd", {{"mix", "submitted"}}, ""},
+      {"Fgd", {{"mix", "recent"}}, "plugin Fgd: mix must be \"placed\", \"submitted\" or \"expected\""},
       {"Fgd", nlohmann::json::array(), "plugin Fgd: args must be an object"},
-      {"TieRank", nullptr, "unknown plugin 'TieRank'"},
+      {"Cheapest", nullptr, "unknown plugin 'Cheapest'"},
   };
   for (const Case& c : cases) {
     auto plugin = MakeBuiltinPlugin(c.name, c.args);

@@ -1,0 +1,46 @@
+#include "scheduler/framework/refusal_memo.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace hetpool::scheduler {
+
+uint64_t RefusalMemo::ViewsKey(const std::vector<NodeView>& nodes) {
+  uint64_t key = 0x9e3779b97f4a7c15ull ^ nodes.size();
+  for (const NodeView& n : nodes) {
+    if (n.generation == 0) return 0;
+    key = (key ^ n.generation) * 0x100000001b3ull + (key >> 29);
+  }
+  return key == 0 ? 1 : key;
+}
+
+std::string RefusalMemo::RequestKey(const PlacementRequest& r) {
+  const Requirements& q = r.requirements;
+  const drivers::RunRequirements& run = q.run;
+  std::vector<int> vendors, precisions;
+  for (Vendor v : q.vendors) vendors.push_back(static_cast<int>(v));
+  for (Precision p : run.precisions) precisions.push_back(static_cast<int>(p));
+  constexpr char kSep[] = "\x1f";
+  return absl::StrCat(r.nnodes, "/", r.devices_per_node, "/", r.device_milli, "/", r.device_memory_mib, "/",
+                      r.cpu_milli, "/", r.host_memory_mib, "|", absl::StrJoin(vendors, kSep), "|",
+                      absl::StrJoin(q.models, kSep), "|", absl::StrJoin(q.fingerprints, kSep), "|",
+                      run.code.pytorch, run.code.maca, run.code.spirv, "|", absl::StrJoin(run.code.cuda_sass, kSep), "|",
+                      absl::StrJoin(run.code.cuda_ptx, kSep), "|", absl::StrJoin(run.code.bang, kSep), "|",
+                      absl::StrJoin(precisions, kSep), "|", run.min_memory_mib, "|", run.min_driver_version, "|",
+                      run.min_runtime_version);
+}
+
+std::optional<absl::Status> RefusalMemo::Find(const PlacementRequest& request, uint64_t views_key) const {
+  if (views_key == 0 || refusals_.empty()) return std::nullopt;
+  auto it = refusals_.find(RequestKey(request));
+  if (it == refusals_.end() || it->second.first != views_key) return std::nullopt;
+  return it->second.second;
+}
+
+void RefusalMemo::Remember(const PlacementRequest& request, uint64_t views_key, absl::Status refusal) {
+  if (views_key == 0 || refusal.ok()) return;
+  if (refusals_.size() >= kMaxRemembered) refusals_.clear();
+  refusals_[RequestKey(request)] = {views_key, std::move(refusal)};
+}
+
+}  // namespace hetpool::scheduler

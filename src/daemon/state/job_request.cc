@@ -1,0 +1,53 @@
+#include "src/daemon/state/job_request.h"
+
+#include "drivers/fingerprint/fingerprint.h"
+#include "drivers/fingerprint/spec_table.h"
+#include "src/common/convert.h"
+#include "src/daemon/state/job_validation.h"
+
+namespace hetpool::daemon {
+
+scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
+  scheduler::PlacementRequest req;
+  req.nnodes = spec.nnodes();
+  req.devices_per_node = spec.devices_per_node();
+  for (const auto& v : spec.requirements().vendors()) {
+    if (auto vendor = ParseVendor(v)) req.requirements.vendors.push_back(*vendor);
+  }
+  req.requirements.models.assign(spec.requirements().models().begin(),
+                                 spec.requirements().models().end());
+  req.requirements.fingerprints.assign(spec.requirements().fingerprints().begin(),
+                                       spec.requirements().fingerprints().end());
+  if (spec.device_milli() > 0) req.device_milli = spec.device_milli();
+  req.device_memory_mib = spec.device_memory_mib();
+  req.cpu_milli = HostCpuMilliPerNode(spec);
+  req.host_memory_mib = HostMemoryMibPerNode(spec);
+  // Validated at submission, so parsing cannot fail here.
+  drivers::RunRequirements& run = req.requirements.run;
+  const pb::DeviceRequirements& r = spec.requirements();
+  run.min_memory_mib = r.min_memory_mib();
+  run.min_driver_version = r.min_driver_version();
+  run.min_runtime_version = r.min_runtime_version();
+  for (const auto& p : r.precisions()) {
+    if (auto precision = drivers::ParsePrecision(p); precision.ok()) run.precisions.insert(*precision);
+  }
+  run.code.pytorch = r.code().pytorch();
+  run.code.cuda_sass.assign(r.code().cuda_sass().begin(), r.code().cuda_sass().end());
+  run.code.cuda_ptx.assign(r.code().cuda_ptx().begin(), r.code().cuda_ptx().end());
+  run.code.maca = r.code().maca();
+  run.code.bang.assign(r.code().bang().begin(), r.code().bang().end());
+  run.code.spirv = r.code().spirv();
+  return req;
+}
+
+pb::PendingReason ToProto(const scheduler::PendingReason& r) {
+  pb::PendingReason out;
+  out.set_never_fits(r.never);
+  out.set_needs(r.needs);
+  out.set_closest(r.closest);
+  for (const auto& [plugin, n] : r.nodes_rejected) (*out.mutable_nodes_rejected())[plugin] = n;
+  for (const auto& reason : r.device_reasons) out.add_device_reasons(reason);
+  return out;
+}
+
+}  // namespace hetpool::daemon
