@@ -105,7 +105,8 @@ uint64_t ContentGeneration(const NodeView& view) {
     h.Add(d.fingerprint);
     h.Add(d.model);
     h.Add(d.health_message);
-    h.Add(static_cast<uint64_t>(d.vendor) | static_cast<uint64_t>(d.healthy) << 8 | static_cast<uint64_t>(dv.free) << 9);
+    h.Add(static_cast<uint64_t>(d.vendor) | static_cast<uint64_t>(d.healthy) << 8 | static_cast<uint64_t>(dv.free) << 9 |
+          static_cast<uint64_t>(dv.held) << 10);
     h.Add(d.memory_mib);
     h.Add(static_cast<uint64_t>(static_cast<uint32_t>(dv.milli_free)));
     h.Add(dv.memory_free_mib);

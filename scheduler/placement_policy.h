@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@ struct DeviceView {
   bool free = false;            // not held by any job at all (including processes being stopped)
   int32_t milli_free = 1000;    // share not held by fractional jobs
   uint64_t memory_free_mib = 0; // device memory not held by fractional jobs
+  bool held = false;            // held for the job first in line (the Reservation filter)
 };
 
 struct NodeView {
@@ -58,6 +60,12 @@ struct PlacementRequest {
   uint64_t device_memory_mib = 0; // fractional: memory held (0 = the same share of the memory)
   int64_t cpu_milli = 0;           // host CPU each node must have free (HostResources filter)
   uint64_t host_memory_mib = 0;    // host memory each node must have free
+  // The owner's quota (the Quota filter): why the owner may not take more cards of a device's
+  // class now; unset: no quota. Its answer may depend only on the device's vendor and
+  // fingerprint class. `quota_owner` says whose quota it is (refusals of different owners are
+  // remembered apart, refusal_memo.h).
+  std::function<std::optional<std::string>(const DeviceRecord&)> quota_blocked;
+  std::string quota_owner;
   bool Fractional() const { return device_milli > 0 && device_milli < 1000; }
 };
 

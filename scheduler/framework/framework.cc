@@ -75,7 +75,7 @@ uint32_t Framework::ClassOf(const NodeView& node, const DeviceView& dv) {
   const DeviceRecord& d = *dv.device;
   DeviceClassKey key{d.fingerprint, d.model, d.health_message,
                      d.fingerprint.empty() ? absl::StrCat(node.name, "/", d.id) : std::string(),
-                     static_cast<int>(d.vendor), d.healthy, dv.free, dv.milli_free, d.memory_mib, dv.memory_free_mib};
+                     static_cast<int>(d.vendor), d.healthy, dv.free, dv.held, dv.milli_free, d.memory_mib, dv.memory_free_mib};
   auto [it, added] = class_ids_.emplace(std::move(key), static_cast<uint32_t>(class_vendor_.size()));
   if (added) class_vendor_.push_back(d.vendor);
   return it->second;
@@ -107,6 +107,7 @@ Framework::Verdict& Framework::VerdictFor(CycleState& state, const NodeView& nod
       v.reason = std::move(verdict->reason);
     } else if (verdict->rejection == Rejection::kWaiting && v.waiting < 0) {
       v.waiting = static_cast<int>(i);
+      v.waiting_reason = std::move(verdict->reason);
     }
   }
   return v;
@@ -186,6 +187,7 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
         const bool never = v->second.rejection == Rejection::kNever;
         std::set<std::string>& reasons_of_kind = never ? never_reasons : waiting_reasons;
         if (reasons_of_kind.size() < kMaxDeviceReasons) reasons_of_kind.insert(v->second.reason);
+        if (!never) why.waiting_reasons.try_emplace(std::string(v->first->Name()), v->second.reason);
         capable_nodes += never ? 0 : 1;
         continue;
       }
@@ -247,6 +249,8 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
       ever[vendor] += c.count;
       if (v.waiting >= 0) {
         waiting_by[static_cast<size_t>(v.waiting)] += c.count;
+        why.waiting_reasons.try_emplace(std::string(plugins_.device_filter[static_cast<size_t>(v.waiting)]->Name()),
+                                        v.waiting_reason);
       } else {
         fitting[vendor] += c.count;
       }
@@ -259,7 +263,10 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
       if (rejected_node && rejected_node->second.rejection == Rejection::kNever) break;
       any_capable = true;
       ++capable[static_cast<Vendor>(vi)];
-      if (rejected_node) continue;
+      if (rejected_node) {
+        why.waiting_reasons.try_emplace(std::string(rejected_node->first->Name()), rejected_node->second.reason);
+        continue;
+      }
       if (fitting[vi] > closest) {
         closest = fitting[vi];
         closest_node = node.name;
@@ -326,8 +333,14 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
           absl::StrCat("needs ", why.needs, "; the pool has ", most_capable, " such node(s)",
                        reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(reasons, "; "), ")"))));
     }
-    return fail(absl::UnavailableError(
-        absl::StrCat("needs ", why.needs, " free; ", most_ready, " node(s) have them free now")));
+    // What held devices back besides plain use (quota, a reservation, a draining node...).
+    std::vector<std::string> held_back;
+    for (const auto& [plugin, reason] : why.waiting_reasons) {
+      if (plugin != "Capacity") held_back.push_back(reason);
+    }
+    return fail(absl::UnavailableError(absl::StrCat("needs ", why.needs, " free; ", most_ready,
+                                                    " node(s) have them free now",
+                                                    held_back.empty() ? "" : absl::StrCat(" (", absl::StrJoin(held_back, "; "), ")"))));
   }
   return PermitOrFail(state, *placement, why);
 }

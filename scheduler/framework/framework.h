@@ -70,11 +70,11 @@ class Framework : public PlacementPolicy {
   struct DeviceClassKey {
     std::string fingerprint, model, health_message, scope;
     int vendor = 0;
-    bool healthy = false, free = false;
+    bool healthy = false, free = false, held = false;
     int32_t milli_free = 0;
     uint64_t memory_mib = 0, memory_free_mib = 0;
     auto Tie() const {
-      return std::tie(fingerprint, model, health_message, scope, vendor, healthy, free, milli_free, memory_mib,
+      return std::tie(fingerprint, model, health_message, scope, vendor, healthy, free, held, milli_free, memory_mib,
                       memory_free_mib);
     }
     bool operator<(const DeviceClassKey& o) const { return Tie() < o.Tie(); }
@@ -96,7 +96,7 @@ class Framework : public PlacementPolicy {
   struct Verdict {
     uint64_t decision = 0;  // valid when equal to decision_
     int never = -1, waiting = -1;  // the first filter that rejected, per kind
-    std::string reason;
+    std::string reason, waiting_reason;
     bool reason_noted = false;
   };
 

@@ -30,7 +30,8 @@ void AttachPendingReason(absl::Status& status, const PendingReason& reason) {
                             {"needs", reason.needs},
                             {"closest", reason.closest},
                             {"nodes_rejected", reason.nodes_rejected},
-                            {"device_reasons", reason.device_reasons}};
+                            {"device_reasons", reason.device_reasons},
+                            {"waiting_reasons", reason.waiting_reasons}};
   status.SetPayload(kTypeUrl, absl::Cord(j.dump()));
 }
 
@@ -51,6 +52,11 @@ std::optional<PendingReason> PendingReasonOf(const absl::Status& status) {
   if (j.contains("device_reasons") && j["device_reasons"].is_array()) {
     for (const auto& v : j["device_reasons"]) {
       if (v.is_string()) r.device_reasons.push_back(v.get<std::string>());
+    }
+  }
+  if (j.contains("waiting_reasons") && j["waiting_reasons"].is_object()) {
+    for (const auto& [k, v] : j["waiting_reasons"].items()) {
+      if (v.is_string()) r.waiting_reasons[k] = v.get<std::string>();
     }
   }
   return r;

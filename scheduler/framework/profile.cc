@@ -14,7 +14,7 @@ namespace {
 constexpr char kDefaultProfile[] = R"({
   "queueSort": ["PrioritySort"],
   "preFilter": ["RequestShape"],
-  "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
+  "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"],
   "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore", "weight": 10},
             {"name": "TieRank", "weight": 1}],
   "permit": ["Gang"]
@@ -181,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
   if (!s.ok()) return s;
   // Leaving these out would double-book devices or host CPU and memory, run jobs on cards that
   // cannot run them, or start part of a gang.
-  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources"}) {
+  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources", "Quota", "Reservation"}) {
     if (!instances.contains(required)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: filter must include ", required));
     }

@@ -5,7 +5,7 @@
 // queueSort takes one plugin; without one, jobs go by priority, then submission order.
 //
 //   {"queueSort": ["PrioritySort"], "preFilter": ["RequestShape"],
-//    "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"],
+//    "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"],
 //    "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore", "weight": 10},
 //              {"name": "TieRank", "weight": 1}],
 //    "permit": ["Gang"], "nodesToScore": 64}

@@ -27,7 +27,7 @@ std::string RefusalMemo::RequestKey(const PlacementRequest& r) {
                       run.code.pytorch, run.code.maca, run.code.spirv, "|", absl::StrJoin(run.code.cuda_sass, kSep), "|",
                       absl::StrJoin(run.code.cuda_ptx, kSep), "|", absl::StrJoin(run.code.bang, kSep), "|",
                       absl::StrJoin(precisions, kSep), "|", run.min_memory_mib, "|", run.min_driver_version, "|",
-                      run.min_runtime_version);
+                      run.min_runtime_version, "|", r.quota_blocked ? "q:" : "", r.quota_owner);
 }
 
 std::optional<absl::Status> RefusalMemo::Find(const PlacementRequest& request, uint64_t views_key) const {

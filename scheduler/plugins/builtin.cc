@@ -28,6 +28,8 @@ const std::map<std::string, Factory>& Registry() {
       {"HostResources", NoArgs("HostResources", plugins::NewHostResources)},
       {"DeviceHealth", NoArgs("DeviceHealth", plugins::NewDeviceHealth)},
       {"Capacity", NoArgs("Capacity", plugins::NewCapacity)},
+      {"Quota", NoArgs("Quota", plugins::NewQuota)},
+      {"Reservation", NoArgs("Reservation", plugins::NewReservation)},
       {"BestFit", plugins::NewBestFit},
       {"TieRank", NoArgs("TieRank", plugins::NewTieRank)},
       {"Packing", NoArgs("Packing", plugins::NewPacking)},

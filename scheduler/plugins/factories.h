@@ -18,6 +18,8 @@ std::shared_ptr<Plugin> NewNodeSchedulable();  // node_schedulable.cc
 std::shared_ptr<Plugin> NewHostResources();    // host_resources.cc
 std::shared_ptr<Plugin> NewDeviceHealth();     // device_health.cc
 std::shared_ptr<Plugin> NewCapacity();         // capacity.cc
+std::shared_ptr<Plugin> NewQuota();            // quota.cc
+std::shared_ptr<Plugin> NewReservation();      // reservation.cc
 // args: {"of": "devices" | "shares"} (default devices).
 absl::StatusOr<std::shared_ptr<Plugin>> NewBestFit(const nlohmann::json& args);  // best_fit.cc
 std::shared_ptr<Plugin> NewTieRank();          // tie_rank.cc

@@ -494,6 +494,10 @@ TEST_F(ClusterStateTest, GangsArePlacedWholeSoTwoNeverHoldPartsAndWait) {
   auto single = state_->Submit(Spec(1, 2), "");
   state_->Tick();
   EXPECT_EQ(Job(single->id()).state(), pb::JOB_STATE_PENDING);
+  // The Reservation filter says so in its pending reason.
+  EXPECT_EQ(Job(single->id()).pending().nodes_rejected().at("Reservation"), 1) << Job(single->id()).DebugString();
+  EXPECT_NE(Job(single->id()).message().find("held for the job first in line"), std::string::npos)
+      << Job(single->id()).message();
   // When the first gang ends, the second gets both of its nodes at once, and the single job the third.
   const pb::Job first = Job(g1->id());
   for (const auto& p : first.placement()) ASSERT_TRUE(Heartbeat(p.node(), {Proc(g1->id(), 1, false, 0)}).ok());

@@ -16,7 +16,7 @@
 namespace hetpool::scheduler {
 namespace {
 
-constexpr char kRequired[] = R"("filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"], "permit": ["Gang"])";
+constexpr char kRequired[] = R"("filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"], "permit": ["Gang"])";
 
 std::string Profile(const std::string& score) {
   return absl::StrCat(R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": )", score, "}");
@@ -47,9 +47,13 @@ TEST(SchedulerProfile, MistakesAreNamed) {
       {Profile(R"(["BestFit", "BestFit"])"), "score lists BestFit twice"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth"], "permit": ["Gang"]})",
        "filter must include Capacity"},
-      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity"]})", "permit must include Gang"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"]})", "permit must include Gang"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"], "permit": ["Gang"]})",
        "filter must include HostResources"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Reservation"], "permit": ["Gang"]})",
+       "filter must include Quota"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota"], "permit": ["Gang"]})",
+       "filter must include Reservation"},
       {R"({"queueSort": ["PrioritySort", "PrioritySort"], )" + std::string(kRequired) + "}",
        "queueSort takes one plugin"},
       {R"({"queueSort": ["BestFit"], )" + std::string(kRequired) + "}", "BestFit is not a queueSort plugin"},
@@ -117,6 +121,13 @@ TEST(SchedulerPlugins, DeviceFilters) {
   half.device_milli = 500;
   PlacementRequest too_big = half;
   too_big.device_memory_mib = 100000;
+  PlacementRequest over_quota = Whole(1, 1);
+  over_quota.quota_blocked = [](const DeviceRecord& d) -> std::optional<std::string> {
+    if (d.vendor != Vendor::kNvidia) return std::nullopt;
+    return "quota: user carol holds 1 of 1 cards (*); the job needs 1";
+  };
+  DeviceView held{&h100, true, 1000, 81920};
+  held.held = true;
   const NodeView node{"n", true, {}, {{"cuda", "cpu", "mlu"}, false}};
   struct Case {
     std::string plugin;
@@ -134,6 +145,11 @@ TEST(SchedulerPlugins, DeviceFilters) {
       {"Capacity", half, {&h100, false, 500, 40960}, std::nullopt, ""},
       {"Capacity", half, {&h100, false, 400, 40960}, Rejection::kWaiting, "in use"},
       {"Capacity", too_big, {&h100, true, 1000, 81920}, Rejection::kNever, "share needs 100000 MiB of a 81920 MiB"},
+      {"Quota", Whole(1, 1), {&h100, true, 1000, 81920}, std::nullopt, ""},  // no quota
+      {"Quota", over_quota, {&h100, true, 1000, 81920}, Rejection::kWaiting, "quota: user carol holds 1 of 1"},
+      {"Quota", over_quota, {&mlu, true, 1000, 81920}, std::nullopt, ""},  // another class
+      {"Reservation", Whole(1, 1), held, Rejection::kWaiting, "held for the job first in line"},
+      {"Reservation", Whole(1, 1), {&h100, true, 1000, 81920}, std::nullopt, ""},
   };
   for (const Case& c : cases) {
     auto plugin = MakeBuiltinPlugin(c.plugin, nullptr);

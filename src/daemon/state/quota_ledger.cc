@@ -49,21 +49,4 @@ std::optional<std::string> QuotaLedger::BlockedAlways(const hetpool::v1::JobSpec
                              device.fingerprint, CardsNeeded(spec));
 }
 
-std::string QuotaLedger::Mask(const hetpool::v1::JobSpec& spec, std::vector<scheduler::NodeView>& views) const {
-  if (CardsNeeded(spec) == 0) return "";
-  std::string first;
-  std::map<std::pair<Vendor, std::string>, std::optional<std::string>> by_class;  // cards of a class agree
-  for (auto& view : views) {
-    for (auto& dv : view.devices) {
-      auto [it, fresh] = by_class.try_emplace({dv.device->vendor, dv.device->fingerprint});
-      if (fresh) it->second = Blocked(spec, *dv.device);
-      if (!it->second) continue;
-      if (first.empty()) first = *it->second;
-      dv.free = false;
-      dv.milli_free = 0;
-    }
-  }
-  return first;
-}
-
 }  // namespace hetpool::daemon

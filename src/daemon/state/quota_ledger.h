@@ -1,5 +1,6 @@
 // What each user and group holds (from the claims on the nodes) checked against the quota table:
-// the scheduling loop hides the cards a job's owner may not take more of, and Submit refuses
+// the scheduler's Quota filter asks it whether a job's owner may take more cards of a class
+// (PlacementRequest.quota_blocked), and Submit refuses
 // what could never run under the owner's quota (or, with on_exceed "reject", what is over it now).
 #pragma once
 
@@ -31,8 +32,6 @@ class QuotaLedger {
   std::optional<std::string> Blocked(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const;
   // Same, as if the owner held nothing: the quota alone rules the job out.
   std::optional<std::string> BlockedAlways(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const;
-  // Marks the devices the owner may not take as busy; returns the first reason (empty if none).
-  std::string Mask(const hetpool::v1::JobSpec& spec, std::vector<scheduler::NodeView>& views) const;
 
  private:
   const QuotaTable& table_;

@@ -56,16 +56,12 @@ scheduler::NodeView ClusterState::NodeViewOf(const std::string& name, const Node
 
 namespace {
 
-// Devices held for the head of the queue look busy to the jobs behind it.
-void MaskReserved(const std::map<std::string, std::set<std::string>>& reserved, scheduler::NodeView& view) {
+// Marks the devices held for the head of the queue; the Reservation filter keeps the jobs behind
+// it off them.
+void MarkHeld(const std::map<std::string, std::set<std::string>>& reserved, scheduler::NodeView& view) {
   auto it = reserved.find(view.name);
   if (it == reserved.end()) return;
-  for (auto& dv : view.devices) {
-    if (it->second.contains(dv.device->id)) {
-      dv.free = false;
-      dv.milli_free = 0;
-    }
-  }
+  for (auto& dv : view.devices) dv.held = it->second.contains(dv.device->id);
   view.generation = scheduler::ContentGeneration(view);
 }
 
@@ -78,7 +74,7 @@ void ClusterState::RefreshView(std::vector<scheduler::NodeView>& views, const st
   auto node = nodes_.find(name);
   if (it == views.end() || it->name != name || node == nodes_.end()) return;
   *it = NodeViewOf(name, node->second, false);
-  MaskReserved(reserved, *it);
+  MarkHeld(reserved, *it);
 }
 
 absl::StatusOr<int> ClusterState::PickRendezvousPort(const std::string& address) {
@@ -215,22 +211,18 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
   // policy re-reads only those (NodeView.generation).
   std::vector<scheduler::NodeView> base = NodeViews(false);
   auto apply_reservation = [&base, &reserved]() {
-    for (auto& view : base) MaskReserved(reserved, view);
+    for (auto& view : base) MarkHeld(reserved, view);
   };
   apply_reservation();
-  std::vector<scheduler::NodeView> masked;  // a job's own copy when its owner's quota hides cards
   for (JobEntry* entry : pending) {
-    const scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
-    // Cards the owner may not take more of look busy to this job.
-    std::string over_quota;
-    if (ledger) {
-      masked = base;
-      over_quota = ledger->Mask(entry->job.spec(), masked);
-      if (!over_quota.empty()) {
-        for (auto& view : masked) view.generation = scheduler::ContentGeneration(view);
-      }
+    scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
+    // The Quota filter asks the ledger whether the owner may take more cards of a class.
+    const pb::JobSpec& spec = entry->job.spec();
+    if (ledger && CardsNeeded(spec) > 0) {
+      request.quota_blocked = [&ledger, &spec](const DeviceRecord& device) { return ledger->Blocked(spec, device); };
+      request.quota_owner = absl::StrCat(spec.user(), "/", spec.group());
     }
-    std::vector<scheduler::NodeView>& views = over_quota.empty() ? base : masked;
+    std::vector<scheduler::NodeView>& views = base;
     // Binding is PlaceJob: claims, launch plans and the store, under this same lock.
     class JobBinder final : public scheduler::Binder {
      public:
@@ -258,11 +250,11 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       base = NodeViews(false);
       apply_reservation();
     }
-    pb::PendingReason why = ToProto(scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{}));
-    if (!over_quota.empty() && absl::IsUnavailable(status)) {
+    const scheduler::PendingReason waited = scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{});
+    pb::PendingReason why = ToProto(waited);
+    if (auto quota = waited.waiting_reasons.find("Quota"); quota != waited.waiting_reasons.end() && absl::IsUnavailable(status)) {
       // Waiting on its owner's quota, not on the pool: it holds no nodes for itself either.
-      why.set_quota(over_quota);
-      status = absl::UnavailableError(absl::StrCat(over_quota, "; ", status.message()));
+      why.set_quota(quota->second);
     } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
       reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
       if (!reserved.empty()) {
