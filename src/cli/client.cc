@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "src/cli/connection_advice.h"
 #include "src/common/grpc_status.h"
 
 namespace hetpool::cli {
@@ -67,7 +68,13 @@ int Error(const absl::Status& s) {
   return kExitError;
 }
 
-int RpcError(const grpc::Status& s) { return Error(FromGrpcStatus(s)); }
+int Client::Failed(const grpc::Status& status) const {
+  const auto advice =
+      ConnectionAdvice(status, {globals_.server, globals_.insecure, globals_.tls.ca});
+  if (!advice) return Error(FromGrpcStatus(status));
+  std::cerr << "hetpoolctl: " << *advice << " (gRPC: " << status.error_message() << ")\n";
+  return kExitError;
+}
 
 int Usage(const std::string& message) {
   std::cerr << "hetpoolctl: " << message << " (see hetpoolctl --help)\n";

@@ -47,6 +47,9 @@ class Client {
   bool json() const { return globals_.output == "json"; }
   bool has_token() const { return !globals_.token.empty(); }
   bool csv() const { return globals_.output == "csv"; }
+  // Prints a failed call on stderr, one line, and returns the exit code. A daemon that cannot be
+  // reached gets what is probably wrong and what to do (connection_advice.h) before gRPC's words.
+  int Failed(const grpc::Status& status) const;
 
  private:
   void Connect();
@@ -60,7 +63,6 @@ class Client {
 
 // Print one line on stderr and return the exit code.
 int Error(const absl::Status& s);
-int RpcError(const grpc::Status& s);
 int Usage(const std::string& message);
 
 // Parses a command's flags. Returns -1 to go on, or the exit code (0 after printing --help).

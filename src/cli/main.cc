@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
+#include "grpc/support/log.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "hetpool/v1/cluster.grpc.pb.h"
@@ -135,7 +136,7 @@ int Submit(Client& client, const std::vector<std::string>& args) {
   req.set_request_id(request_id);
   pb::SubmitJobResponse resp;
   auto status = client.jobs().SubmitJob(client.Context().get(), req, &resp);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(resp.job());
   } else {
@@ -150,7 +151,7 @@ int Get(Client& client, const std::vector<std::string>& args) {
   req.set_job_id(args[0]);
   pb::Job job;
   auto status = client.jobs().GetJob(client.Context().get(), req, &job);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(job);
   } else {
@@ -185,7 +186,7 @@ int List(Client& client, const std::vector<std::string>& args) {
   do {
     pb::ListJobsResponse page;
     auto status = client.jobs().ListJobs(client.Context().get(), req, &page);
-    if (!status.ok()) return RpcError(status);
+    if (!status.ok()) return client.Failed(status);
     for (auto& j : *page.mutable_jobs()) *all.add_jobs() = std::move(j);
     req.set_page_token(page.next_page_token());
   } while (!req.page_token().empty());
@@ -216,7 +217,7 @@ int Cancel(Client& client, const std::vector<std::string>& args) {
   req.set_reason(reason);
   pb::Job job;
   auto status = client.jobs().CancelJob(client.Context().get(), req, &job);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   std::cout << job.id() << " " << JobStateName(job.state()) << "\n";
   return 0;
 }
@@ -247,7 +248,7 @@ int Logs(Client& client, const std::vector<std::string>& args) {
   pb::LogChunk chunk;
   while (reader->Read(&chunk)) std::cout << chunk.data() << std::flush;
   auto status = reader->Finish();
-  return status.ok() ? 0 : RpcError(status);
+  return status.ok() ? 0 : client.Failed(status);
 }
 
 // Streams the job's changes; `on_update` returns false to stop early.
@@ -283,7 +284,7 @@ int WatchCmd(Client& client, const std::vector<std::string>& args) {
     }
     printed = events.size();
   }, &last);
-  return status.ok() ? 0 : RpcError(status);
+  return status.ok() ? 0 : client.Failed(status);
 }
 
 int Wait(Client& client, const std::vector<std::string>& args) {
@@ -303,7 +304,7 @@ int Wait(Client& client, const std::vector<std::string>& args) {
               << JobStateName(last.state()) << "\n";
     return kExitTimeout;
   }
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(last);
   } else {
@@ -319,7 +320,7 @@ int Nodes(Client& client, const std::vector<std::string>& args) {
   if (!args.empty()) return Usage("nodes takes no arguments");
   pb::ListNodesResponse resp;
   auto status = client.cluster().ListNodes(client.Context().get(), pb::ListNodesRequest(), &resp);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(resp);
     return 0;
@@ -355,7 +356,7 @@ int Devices(Client& client, const std::vector<std::string>& args) {
   req.set_vendor(vendor);
   pb::ListDevicesResponse resp;
   auto status = client.cluster().ListDevices(client.Context().get(), req, &resp);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(resp);
     return 0;
@@ -378,7 +379,7 @@ int Fingerprints(Client& client, const std::vector<std::string>& args) {
   if (!args.empty()) return Usage("fingerprints takes no arguments");
   pb::ListFingerprintsResponse resp;
   auto status = client.cluster().ListFingerprints(client.Context().get(), pb::ListFingerprintsRequest(), &resp);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(resp);
     return 0;
@@ -402,7 +403,7 @@ int Drain(Client& client, const std::vector<std::string>& args, bool drain) {
   auto ctx = client.Context();
   auto status = drain ? client.cluster().DrainNode(ctx.get(), req, &node)
                       : client.cluster().UndrainNode(ctx.get(), req, &node);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   std::cout << node.name() << (node.drained() ? " drained" : " undrained") << "\n";
   return 0;
 }
@@ -437,7 +438,12 @@ constexpr const char* kUsage =
     "  admin revoke         hetpoolctl admin revoke --file /etc/hetpool/tokens.json --user alice\n"
     "Run 'hetpoolctl COMMAND --help' for a command's flags.\n";
 
+// gRPC core prints its own lines on stderr ("E1130 ... Handshake failed"); the CLI says what went
+// wrong itself (Client::Failed), so they only confuse.
+void SilenceGrpcLogs(gpr_log_func_args*) {}
+
 int Main(int argc, char** argv) {
+  gpr_set_log_function(SilenceGrpcLogs);
   Globals globals;
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) globals.server = env;
   if (const char* env = getenv("HETPOOL_TOKEN"); env && *env) globals.token = env;

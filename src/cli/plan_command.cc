@@ -187,7 +187,7 @@ int PlanCommand(Client& client, const std::vector<std::string>& args) {
   } else {
     pb::PlanResponse answer;
     auto status = client.planner().Plan(client.Context().get(), req, &answer);
-    if (!status.ok()) return RpcError(status);
+    if (!status.ok()) return client.Failed(status);
     resp = std::move(answer);
   }
   if (!resp.ok()) return Error(resp.status());

@@ -62,7 +62,7 @@ int UsageCommand(Client& client, const std::vector<std::string>& args) {
   req.set_by(by);
   pb::UsageResponse resp;
   auto status = client.jobs().GetUsage(client.Context().get(), req, &resp);
-  if (!status.ok()) return RpcError(status);
+  if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(resp);
     return 0;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -116,6 +117,36 @@ TEST_F(SecurityTest, CallsWithoutAValidTokenAreUnauthenticated) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
   EXPECT_FALSE(plain->ListNodes(&ctx, {}, &nodes).ok());
+}
+
+// A CLI that cannot reach the daemon says what is probably wrong and what to do, in one line,
+// without gRPC's own log lines.
+TEST_F(SecurityTest, CliSaysWhatIsWrongWithAConnection) {
+  const std::string other = cluster_->dir() + "/other-ca";
+  ASSERT_EQ(system(absl::StrCat("/bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh init-ca ", other, " >/dev/null").c_str()), 0);
+  int runs = 0;
+  auto run = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {HETPOOLCTL_BIN, "--timeout", "10s"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string out = absl::StrCat(cluster_->dir(), "/cli-connection-", ++runs, ".out");
+    auto child = ChildProcess::Spawn(argv, out);
+    EXPECT_TRUE(child.ok());
+    if (!child.ok()) return std::string();
+    auto status = (*child)->Wait(absl::Seconds(60));
+    EXPECT_TRUE(status.has_value() && WIFEXITED(*status) && WEXITSTATUS(*status) == 1);
+    std::ifstream in(out);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string tls_daemon = cluster_->address();
+  std::string out = run({"--server", tls_daemon, "--insecure", "nodes"});
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("hetpoold at ", tls_daemon, " speaks TLS; drop --insecure"))) << out;
+  out = run({"--server", tls_daemon, "--tls-ca", other + "/ca.pem", "nodes"});
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("the CA in ", other, "/ca.pem did not sign the certificate"))) << out;
+  const std::string nobody = absl::StrCat("127.0.0.1:", FreeTcpPort());
+  out = run({"--server", nobody, "--insecure", "nodes"});
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("nothing accepts connections at ", nobody, ": is hetpoold running"))) << out;
+  EXPECT_FALSE(absl::StrContains(out, "E1")) << out;  // no gRPC core log lines
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
 
 TEST_F(SecurityTest, AgentWithoutAValidCertificateIsRefused) {
