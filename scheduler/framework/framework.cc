@@ -105,9 +105,9 @@ Framework::Verdict& Framework::VerdictFor(CycleState& state, const NodeView& nod
     if (verdict->rejection == Rejection::kNever && v.never < 0) {
       v.never = static_cast<int>(i);
       v.reason = std::move(verdict->reason);
-    } else if (verdict->rejection == Rejection::kWaiting && v.waiting < 0) {
-      v.waiting = static_cast<int>(i);
-      v.waiting_reason = std::move(verdict->reason);
+    } else if (verdict->rejection == Rejection::kWaiting) {
+      if (v.waiting < 0) v.waiting = static_cast<int>(i);
+      v.waiting_reasons.emplace_back(static_cast<int>(i), std::move(verdict->reason));
     }
   }
   return v;
@@ -249,8 +249,9 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
       ever[vendor] += c.count;
       if (v.waiting >= 0) {
         waiting_by[static_cast<size_t>(v.waiting)] += c.count;
-        why.waiting_reasons.try_emplace(std::string(plugins_.device_filter[static_cast<size_t>(v.waiting)]->Name()),
-                                        v.waiting_reason);
+        for (const auto& [filter, reason] : v.waiting_reasons) {
+          why.waiting_reasons.try_emplace(std::string(plugins_.device_filter[static_cast<size_t>(filter)]->Name()), reason);
+        }
       } else {
         fitting[vendor] += c.count;
       }

@@ -96,7 +96,10 @@ class Framework : public PlacementPolicy {
   struct Verdict {
     uint64_t decision = 0;  // valid when equal to decision_
     int never = -1, waiting = -1;  // the first filter that rejected, per kind
-    std::string reason, waiting_reason;
+    std::string reason;
+    // Every filter that made the class wait, with its reason: a busy card over its owner's quota
+    // waits on both, and the pending reason names both.
+    std::vector<std::pair<int, std::string>> waiting_reasons;
     bool reason_noted = false;
   };
 

@@ -382,6 +382,29 @@ TEST(SchedulerFramework, ContentGenerationFollowsWhatPlacementReads) {
 // Two frameworks take the same random jobs on the same pool: one sees views with generations
 // (and reuses its summaries), the other views without (and derives everything each call). Every
 // decision must agree, placements and refusals alike.
+// A busy card over its owner's quota waits on both: the pending reason names every filter that
+// made it wait, so the daemon knows the job is over quota even when the pool is full too.
+TEST(SchedulerFramework, EveryFilterThatMakesACardWaitIsInTheReason) {
+  Pool pool(2, 2, {2, 0});  // n0: both cards busy; n1: both free
+  for (NodeView& v : pool.views) v.generation = ContentGeneration(v);  // refusals may be remembered
+  auto framework = DefaultFramework();
+  PlacementRequest r = Whole(1, 2);
+  r.quota_blocked = [](const DeviceRecord&) -> std::optional<std::string> { return "quota: user carol holds 2 of 2 cards"; };
+  r.quota_owner = "carol/";
+  auto placed = framework->Place(r, pool.views);
+  ASSERT_FALSE(placed.ok());
+  EXPECT_TRUE(absl::IsUnavailable(placed.status())) << placed.status();
+  const auto why = PendingReasonOf(placed.status());
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(why->waiting_reasons.at("Quota"), "quota: user carol holds 2 of 2 cards");
+  EXPECT_EQ(why->waiting_reasons.at("Capacity"), "in use");
+  EXPECT_NE(placed.status().message().find("(quota: user carol holds 2 of 2 cards)"), std::string::npos)
+      << placed.status();
+  // Another owner with no quota is placed on the same views (the refusal is remembered per owner).
+  PlacementRequest free_owner = Whole(1, 2);
+  EXPECT_TRUE(framework->Place(free_owner, pool.views).ok());
+}
+
 TEST(RefusalMemo, RefusesAgainOnlyTheSameRequestOnUnchangedViews) {
   Pool pool(3, 8);
   for (NodeView& v : pool.views) v.generation = ContentGeneration(v);
