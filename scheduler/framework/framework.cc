@@ -41,6 +41,13 @@ std::string DescribeRequest(const PlacementRequest& request) {
   return out;
 }
 
+Framework::Framework(Plugins plugins, size_t nodes_to_score, size_t nodes_to_find)
+    : plugins_(std::move(plugins)), nodes_to_score_(nodes_to_score), nodes_to_find_(nodes_to_find) {
+  for (const auto& plugin : plugins_.owned) {
+    if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) workload_aware_.push_back(aware);
+  }
+}
+
 size_t Framework::AdaptiveNodesToFind(size_t nodes) {
   constexpr size_t kMinFeasible = 100;
   if (nodes <= kMinFeasible) return nodes;
@@ -95,8 +102,12 @@ Framework::Verdict& Framework::VerdictFor(CycleState& state, const NodeView& nod
   if (row.size() <= c.id) row.resize(class_vendor_.size());
   Verdict& v = row[c.id];
   if (v.decision == decision_) return v;
-  v = Verdict{};
+  // Reset in place: the strings and the list keep their storage from decision to decision.
   v.decision = decision_;
+  v.never = v.waiting = -1;
+  v.reason.clear();
+  v.waiting_reasons.clear();
+  v.reason_noted = false;
   state.qualify.SetNode(node.context);
   const DeviceView& representative = node.devices[c.first];
   for (size_t i = 0; i < plugins_.device_filter.size(); ++i) {
@@ -134,9 +145,11 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
 
 absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
   const uint64_t views_key = RefusalMemo::ViewsKey(nodes);
-  if (auto refused = refusals_.Find(request, views_key)) return *refused;
+  if (views_key == 0) return PlaceLocked(request, nodes);
+  const std::string request_key = RefusalMemo::RequestKey(request);
+  if (auto refused = refusals_.Find(request_key, views_key)) return *refused;
   auto placement = PlaceLocked(request, nodes);
-  if (!placement.ok()) refusals_.Remember(request, views_key, placement.status());
+  if (!placement.ok()) refusals_.Remember(request_key, views_key, placement.status());
   return placement;
 }
 
@@ -375,16 +388,12 @@ absl::StatusOr<Placement> Framework::Schedule(const PlacementRequest& request, c
 
 void Framework::ExpectWorkload(const std::vector<WorkloadShape>& shapes) {
   absl::MutexLock lock(&mu_);
-  for (const auto& plugin : plugins_.owned) {
-    if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) aware->ExpectWorkload(shapes);
-  }
+  for (WorkloadAwarePlugin* aware : workload_aware_) aware->ExpectWorkload(shapes);
 }
 
 void Framework::NoteSubmitted(const PlacementRequest& request) {
   absl::MutexLock lock(&mu_);
-  for (const auto& plugin : plugins_.owned) {
-    if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) aware->NoteSubmitted(request);
-  }
+  for (WorkloadAwarePlugin* aware : workload_aware_) aware->NoteSubmitted(request);
 }
 
 }  // namespace hetpool::scheduler

@@ -48,8 +48,7 @@ class Framework : public PlacementPolicy {
   // plays the same role): what keeps a decision on 5,000 nodes cheap.
   // nodes_to_find: how many feasible nodes a decision looks for before it stops filtering
   // (Kubernetes' numFeasibleNodesToFind); 0 = adaptive (AdaptiveNodesToFind).
-  explicit Framework(Plugins plugins, size_t nodes_to_score = kDefaultNodesToScore, size_t nodes_to_find = 0)
-      : plugins_(std::move(plugins)), nodes_to_score_(nodes_to_score), nodes_to_find_(nodes_to_find) {}
+  explicit Framework(Plugins plugins, size_t nodes_to_score = kDefaultNodesToScore, size_t nodes_to_find = 0);
   static constexpr size_t kDefaultNodesToScore = 64;
   // Kubernetes' rule: every node of a pool up to 100 nodes; of n nodes, max(5, 50 - n/125)
   // percent, but at least 100.
@@ -123,6 +122,7 @@ class Framework : public PlacementPolicy {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Plugins plugins_;
+  std::vector<WorkloadAwarePlugin*> workload_aware_;  // those of plugins_.owned that weigh a job mix
   size_t nodes_to_score_;
   size_t nodes_to_find_;
   // Place keeps what it derived from the views between calls, so calls take turns.

@@ -30,17 +30,17 @@ std::string RefusalMemo::RequestKey(const PlacementRequest& r) {
                       run.min_runtime_version, "|", r.quota_blocked ? "q:" : "", r.quota_owner);
 }
 
-std::optional<absl::Status> RefusalMemo::Find(const PlacementRequest& request, uint64_t views_key) const {
+std::optional<absl::Status> RefusalMemo::Find(const std::string& request_key, uint64_t views_key) const {
   if (views_key == 0 || refusals_.empty()) return std::nullopt;
-  auto it = refusals_.find(RequestKey(request));
+  auto it = refusals_.find(request_key);
   if (it == refusals_.end() || it->second.first != views_key) return std::nullopt;
   return it->second.second;
 }
 
-void RefusalMemo::Remember(const PlacementRequest& request, uint64_t views_key, absl::Status refusal) {
+void RefusalMemo::Remember(const std::string& request_key, uint64_t views_key, absl::Status refusal) {
   if (views_key == 0 || refusal.ok()) return;
   if (refusals_.size() >= kMaxRemembered) refusals_.clear();
-  refusals_[RequestKey(request)] = {views_key, std::move(refusal)};
+  refusals_[request_key] = {views_key, std::move(refusal)};
 }
 
 }  // namespace hetpool::scheduler

@@ -23,14 +23,14 @@ class RefusalMemo {
  public:
   // A key of the views' generations, in order; 0 when a view has none.
   static uint64_t ViewsKey(const std::vector<NodeView>& nodes);
-  // The refusal of `request` on views of `views_key`, if one is remembered.
-  std::optional<absl::Status> Find(const PlacementRequest& request, uint64_t views_key) const;
-  void Remember(const PlacementRequest& request, uint64_t views_key, absl::Status refusal);
+  // Every field of the request that placement reads.
+  static std::string RequestKey(const PlacementRequest& request);
+  // The refusal of the request of `request_key` on views of `views_key`, if one is remembered.
+  std::optional<absl::Status> Find(const std::string& request_key, uint64_t views_key) const;
+  void Remember(const std::string& request_key, uint64_t views_key, absl::Status refusal);
   size_t size() const { return refusals_.size(); }
 
  private:
-  // Every field of the request that placement reads.
-  static std::string RequestKey(const PlacementRequest& request);
   static constexpr size_t kMaxRemembered = 4096;  // distinct request shapes; then start over
   std::unordered_map<std::string, std::pair<uint64_t, absl::Status>> refusals_;
 };

@@ -30,13 +30,10 @@ class BestFit final : public ScorePlugin {
     if (!shares_) return -LeftAfter(state.request, c);
     const PlacementRequest& r = state.request;
     constexpr int64_t kWhole = 1000000;
-    int64_t capacity = 0;
-    for (const DeviceView& dv : c.node->devices) {
-      if ((c.vendor == Vendor::kCpu || dv.device->vendor == c.vendor) && dv.device->healthy) capacity += kWholeGpuMilli;
-    }
+    const UsableMilli gpu = UsableMilliOf(*c.node, c.vendor);
     const int64_t taken = r.devices_per_node == 0 ? 0 : (r.Fractional() ? r.device_milli : int64_t{r.devices_per_node} * kWholeGpuMilli);
     int64_t left = 0;
-    if (capacity > 0) left += (UsableMilliLeft(*c.node, c.vendor) - taken) * kWhole / capacity;
+    if (gpu.capacity > 0) left += (gpu.left - taken) * kWhole / gpu.capacity;
     if (c.node->cpu_milli_total > 0) left += (c.node->cpu_milli_free - r.cpu_milli) * kWhole / c.node->cpu_milli_total;
     return -left;
   }

@@ -35,7 +35,12 @@ absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args);  // 
 // What a placement leaves on the node: free devices (whole-card jobs), or milli on the device
 // best fit would take (shares). BestFit scores it low, Spread high (best_fit.cc).
 int64_t LeftAfter(const PlacementRequest& request, const NodeCandidate& candidate);
-// Milli of the node's healthy devices of `vendor` not held by any job (kCpu: of every vendor).
-int64_t UsableMilliLeft(const NodeView& node, Vendor vendor);  // tie_rank.cc
+// The node's healthy devices of `vendor` (kCpu: of every vendor), in milli: all of them, and
+// what no job holds (tie_rank.cc).
+struct UsableMilli {
+  int64_t capacity = 0;
+  int64_t left = 0;
+};
+UsableMilli UsableMilliOf(const NodeView& node, Vendor vendor);
 
 }  // namespace hetpool::scheduler::plugins

@@ -12,11 +12,8 @@ class Packing final : public ScorePlugin {
   absl::string_view Name() const override { return "Packing"; }
   bool NeedsDeviceSelection() const override { return true; }
   int64_t Score(CycleState& state, const NodeCandidate& c) override {
-    int64_t capacity = 0;
-    for (const DeviceView& dv : c.node->devices) {
-      if ((c.vendor == Vendor::kCpu || dv.device->vendor == c.vendor) && dv.device->healthy) capacity += 1000;
-    }
-    const int64_t used = capacity - UsableMilliLeft(*c.node, c.vendor);
+    const UsableMilli gpu = UsableMilliOf(*c.node, c.vendor);
+    const int64_t used = gpu.capacity - gpu.left;
     int tier = used > 0 ? 1 : 2;
     if (state.request.Fractional()) {
       for (const DeviceView* dv : c.chosen) {

@@ -16,7 +16,7 @@ class TieRank final : public ScorePlugin {
  public:
   absl::string_view Name() const override { return "TieRank"; }
   int64_t Score(CycleState& state, const NodeCandidate& c) override {
-    if (state.request.devices_per_node == 0) return -UsableMilliLeft(*c.node, Vendor::kCpu);
+    if (state.request.devices_per_node == 0) return -UsableMilliOf(*c.node, Vendor::kCpu).left;
     for (const DeviceView& dv : c.node->devices) {
       if (dv.device->vendor == c.vendor && !dv.free) return 1;  // the node is in use
     }
@@ -32,13 +32,14 @@ class TieRank final : public ScorePlugin {
 
 }  // namespace
 
-int64_t UsableMilliLeft(const NodeView& node, Vendor vendor) {
-  int64_t left = 0;
+UsableMilli UsableMilliOf(const NodeView& node, Vendor vendor) {
+  UsableMilli out;
   for (const DeviceView& dv : node.devices) {
     if ((vendor != Vendor::kCpu && dv.device->vendor != vendor) || !dv.device->healthy) continue;
-    left += dv.free ? 1000 : dv.milli_free;
+    out.capacity += 1000;
+    out.left += dv.free ? 1000 : dv.milli_free;
   }
-  return left;
+  return out;
 }
 
 std::shared_ptr<Plugin> NewTieRank() { return std::make_shared<TieRank>(); }

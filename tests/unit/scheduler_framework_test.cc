@@ -412,22 +412,22 @@ TEST(RefusalMemo, RefusesAgainOnlyTheSameRequestOnUnchangedViews) {
   ASSERT_NE(key, 0u);
   RefusalMemo memo;
   PlacementRequest eight = Whole(4, 8);
-  memo.Remember(eight, key, absl::UnavailableError("needs 4 nodes"));
-  ASSERT_TRUE(memo.Find(eight, key).has_value());
-  EXPECT_EQ(memo.Find(eight, key)->message(), "needs 4 nodes");
+  memo.Remember(RefusalMemo::RequestKey(eight), key, absl::UnavailableError("needs 4 nodes"));
+  ASSERT_TRUE(memo.Find(RefusalMemo::RequestKey(eight), key).has_value());
+  EXPECT_EQ(memo.Find(RefusalMemo::RequestKey(eight), key)->message(), "needs 4 nodes");
   PlacementRequest other = eight;
   other.requirements.run.min_memory_mib = 1;  // any field of the request tells them apart
-  EXPECT_FALSE(memo.Find(other, key).has_value());
+  EXPECT_FALSE(memo.Find(RefusalMemo::RequestKey(other), key).has_value());
   other = eight;
   other.cpu_milli = 1000;
-  EXPECT_FALSE(memo.Find(other, key).has_value());
+  EXPECT_FALSE(memo.Find(RefusalMemo::RequestKey(other), key).has_value());
   pool.views[1].devices[0].free = false;  // a view changed
   pool.views[1].generation = ContentGeneration(pool.views[1]);
-  EXPECT_FALSE(memo.Find(eight, RefusalMemo::ViewsKey(pool.views)).has_value());
+  EXPECT_FALSE(memo.Find(RefusalMemo::RequestKey(eight), RefusalMemo::ViewsKey(pool.views)).has_value());
   pool.views[2].generation = 0;  // unknown views are never remembered
   EXPECT_EQ(RefusalMemo::ViewsKey(pool.views), 0u);
-  memo.Remember(eight, 0, absl::UnavailableError("x"));
-  EXPECT_FALSE(memo.Find(eight, 0).has_value());
+  memo.Remember(RefusalMemo::RequestKey(eight), 0, absl::UnavailableError("x"));
+  EXPECT_FALSE(memo.Find(RefusalMemo::RequestKey(eight), 0).has_value());
 }
 
 TEST(SchedulerFramework, KeptSummariesDecideAsFreshOnes) {

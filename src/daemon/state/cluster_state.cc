@@ -212,6 +212,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
                                              const pb::PlanRow* plan) {
   if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
   if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
+  const scheduler::PlacementRequest placement_request = ToPlacementRequest(spec);
   JobEntry entry;
   const RequestKey request{spec.user(), request_id};
   {
@@ -235,7 +236,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
     }
     // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
     if (!nodes_.empty()) {
-      auto feasible = policy_->Place(ToPlacementRequest(spec), NodeViews(/*all_free=*/true));
+      auto feasible = policy_->Place(placement_request, NodeViews(/*all_free=*/true));
       if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
         return absl::FailedPreconditionError(
             absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
@@ -265,7 +266,7 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
   if (!request_id.empty()) job_by_request_[request] = id;
   auto& stored = jobs_[id] = std::move(entry);
   new_jobs_.push_back(id);
-  policy_->NoteSubmitted(ToPlacementRequest(stored.job.spec()));  // the mix Fgd weighs
+  policy_->NoteSubmitted(placement_request);  // the mix Fgd weighs
   Changed();
   return stored.job;
 }

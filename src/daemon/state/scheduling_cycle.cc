@@ -222,7 +222,6 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       request.quota_blocked = [&ledger, &spec](const DeviceRecord& device) { return ledger->Blocked(spec, device); };
       request.quota_owner = absl::StrCat(spec.user(), "/", spec.group());
     }
-    std::vector<scheduler::NodeView>& views = base;
     // Binding is PlaceJob: claims, launch plans and the store, under this same lock.
     class JobBinder final : public scheduler::Binder {
      public:
@@ -238,10 +237,10 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       JobEntry& entry_;
     } binder(*this, *entry);
     const absl::Time decision_start = absl::Now();
-    auto placement = policy_->Schedule(request, views, binder);
+    auto placement = policy_->Schedule(request, base, binder);
     if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
     if (placement.ok()) {
-      if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
+      if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, base);
       for (const auto& assignment : placement->nodes) RefreshView(base, assignment.node, reserved);
       continue;
     }
@@ -256,7 +255,7 @@ void ClusterState::ScheduleLocked(const std::vector<std::string>* only) {
       // Waiting on its owner's quota, not on the pool: it holds no nodes for itself either.
       why.set_quota(quota->second);
     } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
-      reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
+      reserved = ReservationFor(request, base);  // nothing is reserved yet: these are the plain views
       if (!reserved.empty()) {
         apply_reservation();
         std::vector<std::string> names;
