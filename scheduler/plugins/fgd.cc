@@ -123,6 +123,9 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
       mix = expected_;
     } else {
       if (history_.empty()) return nullptr;
+      // Submitted jobs name models, so the interned names grow with what users send; ids only
+      // need to agree within one measure, so start them over when they are many.
+      if (models_.size() > kMaxModelNames) models_.clear();
       std::map<Shape, int> counts;
       for (const Shape& s : history_) ++counts[s];
       for (const auto& [shape, n] : counts) {
@@ -138,6 +141,7 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
     return &*measure_;
   }
 
+  static constexpr size_t kMaxModelNames = 1024;
   size_t window_;
   Mix mix_;
 

@@ -349,6 +349,28 @@ TEST(FgdPlugin, WeighsTheExpectedMixIncludingHostCpu) {
   EXPECT_EQ(plugin->Score(cpu_state, tight.Candidate({}, Vendor::kCpu)), FgdScore(4000));  // 6000 < 8000 left
 }
 
+// The submitted mix: what users send, model names included, however many distinct names they
+// send (the plugin starts its name ids over when they are many), still scores right.
+TEST(FgdPlugin, WeighsTheSubmittedMixWhateverModelsJobsName) {
+  auto made = MakeBuiltinPlugin("Fgd", {{"mix", "submitted"}, {"window", 1}});
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto* plugin = dynamic_cast<ScorePlugin*>(made->get());
+  auto* aware = dynamic_cast<WorkloadAwarePlugin*>(made->get());
+  ASSERT_TRUE(plugin != nullptr && aware != nullptr);
+  const PlacementRequest one = Shape(1, 1);
+  CycleState state(one);
+  TestNode five({1000, 1000, 1000, 1000, 1000}, 64000, 64000), four({1000, 1000, 1000, 1000, 0}, 64000, 64000);
+  for (int i = 0; i < 1500; ++i) {
+    PlacementRequest ghost = Shape(1, 4);
+    ghost.requirements.models = {absl::StrCat("ghost-", i)};
+    aware->NoteSubmitted(ghost);
+    plugin->Score(state, five.Candidate({0}));  // builds the measure for this mix
+  }
+  aware->NoteSubmitted(Shape(1, 4));  // the window holds this one job: 4 cards, any model
+  EXPECT_EQ(plugin->Score(state, five.Candidate({0})), FgdScore(0));
+  EXPECT_EQ(plugin->Score(state, four.Candidate({0})), FgdScore(3000));
+}
+
 TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
   struct Case {
     std::string name;
