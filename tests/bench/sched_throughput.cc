@@ -19,7 +19,6 @@
 #include <random>
 #include <unordered_map>
 
-#include "absl/synchronization/mutex.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 #include "drivers/fingerprint/fingerprint.h"
@@ -28,6 +27,7 @@
 #include "src/common/convert.h"
 #include "src/daemon/state/cluster_state.h"
 #include "tests/bench/percentile.h"
+#include "tests/testing/memory_store.h"
 
 namespace {
 
@@ -184,28 +184,6 @@ nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, c
   return Summary(decisions, shapes, seconds);
 }
 
-// Rows kept serialized in memory: what a store costs minus the disk.
-class MemoryStore final : public hetpool::daemon::Store {
- public:
-  absl::Status PutJob(const pb::Job& job) override {
-    absl::MutexLock lock(&mu_);
-    jobs_[job.id()] = job.SerializeAsString();
-    return absl::OkStatus();
-  }
-  absl::Status PutNode(const pb::Node& node) override {
-    absl::MutexLock lock(&mu_);
-    nodes_[node.name()] = node.SerializeAsString();
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<pb::Job>> LoadJobs() override { return std::vector<pb::Job>{}; }
-  absl::StatusOr<std::vector<pb::Node>> LoadNodes() override { return std::vector<pb::Node>{}; }
-
- private:
-  absl::Mutex mu_;
-  std::map<std::string, std::string> jobs_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::string> nodes_ ABSL_GUARDED_BY(mu_);
-};
-
 // Records each decision of the cycle (ClusterState reports them in queue order).
 class DecisionRecorder final : public hetpool::daemon::StateObserver {
  public:
@@ -222,7 +200,7 @@ class DecisionRecorder final : public hetpool::daemon::StateObserver {
 // The daemon's scheduling cycle: every job queued (while no node is registered, so submission
 // costs no feasibility check), every node registered, then one full cycle over the queue.
 nlohmann::json RunCycle(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes) {
-  MemoryStore store;
+  hetpool::testing::MemoryStore store;  // what a store costs minus the disk
   DecisionRecorder recorder;
   auto framework = sched::DefaultFramework();
   hetpool::daemon::ClusterOptions options;

@@ -1,54 +1,38 @@
 #include "src/daemon/state/cluster_state.h"
 
 #include <algorithm>
-#include <random>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "drivers/backend_factory.h"
-#include "drivers/fingerprint/fingerprint.h"
-#include "drivers/fingerprint/spec_table.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
-#include "scheduler/framework/pending_reason.h"
 #include "src/common/convert.h"
-#include "src/common/plan_convert.h"
-#include "src/daemon/launch/launch_plan.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/job_validation.h"
+#include "src/daemon/state/pool_queries.h"
 
 namespace hetpool::daemon {
-namespace {
-
-bool Active(pb::JobState state) {
-  return state == pb::JOB_STATE_SCHEDULED || state == pb::JOB_STATE_RUNNING;
-}
-
-
-}  // namespace
 
 ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::PlacementPolicy* policy)
-    : options_(std::move(options)), store_(store), policy_(policy) {}
+    : options_(std::move(options)),
+      store_(store),
+      policy_(policy),
+      wakeups_([this] { changed_.SignalAll(); }),
+      jobs_(store, wakeups_, JobTableOptions{options_.max_events_per_job, options_.clock, options_.observer}),
+      nodes_(store, wakeups_, PortRange{options_.rendezvous_port_min, options_.rendezvous_port_max}),
+      reconciler_(jobs_, nodes_, wakeups_, LeaseOptions{options_.lease_ttl, options_.orphan_grace}),
+      cycle_(jobs_, nodes_, policy, wakeups_,
+             CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer}) {}
 
 ClusterState::~ClusterState() { Stop(); }
 
 bool ClusterState::store_healthy() const {
   absl::MutexLock lock(&mu_);
-  return store_healthy_;
+  return jobs_.store_healthy();
 }
 
 bool ClusterState::stopping() const {
   absl::MutexLock lock(&mu_);
   return stopping_;
-}
-
-void ClusterState::Changed() { changed_.SignalAll(); }
-
-void ClusterState::BumpOrders(NodeEntry& node) {
-  ++node.orders_version;
-  Changed();
 }
 
 absl::Status ClusterState::Load() {
@@ -59,48 +43,28 @@ absl::Status ClusterState::Load() {
   auto highest_seq = store_->HighestJobSeq();
   if (!highest_seq.ok()) return highest_seq.status();
   absl::MutexLock lock(&mu_);
-  // Ids are never handed out twice: above every job loaded and every number the store recorded.
-  next_seq_ = std::max<uint64_t>(next_seq_, *highest_seq + 1);
   const absl::Time now = Now();
-  // Orders versions continue above anything an agent saw from an earlier daemon process.
-  const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
-  for (auto& record : *nodes) {
-    auto inventory = FromProto(record.inventory());
-    if (!inventory.ok()) {
-      spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register",
-                   record.name(), std::string(inventory.status().message()));
-      inventory = NodeInventory{};
+  nodes_.Load(*std::move(nodes), now);
+  // Jobs that were running keep their claims, so their processes are re-adopted when their
+  // agents register again.
+  for (const pb::Job& job : *jobs) {
+    if (!IsActive(job.state())) continue;
+    for (const auto& p : job.placement()) {
+      NodeEntry* node = p.exited() ? nullptr : nodes_.Find(p.node());
+      if (node == nullptr) continue;
+      Claim& claim = node->claims[{job.id(), job.generation()}];
+      claim.device_ids.assign(p.device_ids().begin(), p.device_ids().end());
+      claim.device_milli = p.device_milli() > 0 ? p.device_milli() : 1000;
+      claim.device_memory_mib = p.device_memory_mib();
+      claim.cpu_milli = HostCpuMilliPerNode(job.spec());
+      claim.host_memory_mib = HostMemoryMibPerNode(job.spec());
+      claim.created_at_version = node->orders_version;
+      claim.rendezvous_endpoint = job.rendezvous_endpoint();
     }
-    NodeEntry& node = nodes_[record.name()];
-    node.record = std::move(record);
-    node.inventory = *std::move(inventory);
-    node.ready = false;
-    node.last_heartbeat = now;  // one lease of grace to re-register
-    node.orders_version = version_base;
   }
-  for (auto& job : *jobs) {
-    next_seq_ = std::max<uint64_t>(next_seq_, job.submit_seq() + 1);
-    if (!job.request_id().empty()) job_by_request_[{job.spec().user(), job.request_id()}] = job.id();
-    if (Active(job.state())) {
-      for (const auto& p : job.placement()) {
-        if (p.exited()) continue;
-        auto node = nodes_.find(p.node());
-        if (node == nodes_.end()) continue;
-        Claim& claim = node->second.claims[{job.id(), job.generation()}];
-        claim.device_ids.assign(p.device_ids().begin(), p.device_ids().end());
-        claim.device_milli = p.device_milli() > 0 ? p.device_milli() : 1000;
-        claim.device_memory_mib = p.device_memory_mib();
-        claim.cpu_milli = HostCpuMilliPerNode(job.spec());
-        claim.host_memory_mib = HostMemoryMibPerNode(job.spec());
-        claim.created_at_version = version_base;
-        claim.rendezvous_endpoint = job.rendezvous_endpoint();
-      }
-    }
-    const std::string id = job.id();
-    jobs_[id].job = std::move(job);
-  }
-  work_pending_ = true;
-  spdlog::info("loaded {} jobs and {} nodes from the store", jobs_.size(), nodes_.size());
+  jobs_.Load(*std::move(jobs), *highest_seq);
+  wakeups_.CapacityChanged();
+  spdlog::info("loaded {} jobs and {} nodes from the store", jobs_.entries().size(), nodes_.entries().size());
   return absl::OkStatus();
 }
 
@@ -110,7 +74,7 @@ void ClusterState::Start() {
       {
         absl::MutexLock lock(&mu_);
         if (stopping_) return;
-        if (!work_pending_ && new_jobs_.empty()) changed_.WaitWithTimeout(&mu_, options_.tick);
+        if (!wakeups_.capacity_changed() && !cycle_.HasNewJobs()) changed_.WaitWithTimeout(&mu_, options_.tick);
         if (stopping_) return;
       }
       Tick();
@@ -122,238 +86,246 @@ void ClusterState::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    Changed();
+    changed_.SignalAll();
   }
   if (loop_.joinable()) loop_.join();
 }
 
-namespace {
-constexpr absl::Duration kFullCycleEvery = absl::Minutes(1);
-constexpr size_t kMaxListPageBytes = 3 << 20;
-}  // namespace
-
 void ClusterState::Tick() {
   absl::MutexLock lock(&mu_);
-  ExpireLeasesLocked();
-  // Nothing that frees capacity happened (every such change sets work_pending_): the jobs
-  // already waiting still wait, so place only the new submissions. A full cycle runs anyway once
-  // a minute, a safety net that costs one pass over the queue.
-  if (!work_pending_ && Now() - last_full_cycle_ < kFullCycleEvery) {
-    std::vector<std::string> fresh;
-    fresh.swap(new_jobs_);
-    ScheduleLocked(&fresh);
-    return;
-  }
-  work_pending_ = false;
-  new_jobs_.clear();
-  last_full_cycle_ = Now();
-  ScheduleLocked(nullptr);
+  reconciler_.ExpireLeases(Now());
+  cycle_.Run(Now());
 }
 
 // ---------------------------------------------------------------------------------------------
 // Jobs
-
-absl::Status ClusterState::WriteJob(const pb::Job& job) {
-  const absl::Time start = absl::Now();
-  absl::Status s = store_->PutJob(job);
-  if (options_.observer != nullptr) options_.observer->StoreWrite(absl::Now() - start, s.ok());
-  return s;
-}
-
-void ClusterState::NoteStoreWriteLocked(const absl::Status& written) {
-  if (!written.ok() && store_healthy_) spdlog::error("the store refuses writes: {}", std::string(written.message()));
-  if (written.ok() && !store_healthy_) spdlog::info("the store accepts writes again");
-  store_healthy_ = written.ok();
-}
-
-absl::Status ClusterState::Commit(JobEntry& entry, pb::Job next) {
-  const absl::Status written = WriteJob(next);
-  NoteStoreWriteLocked(written);
-  if (!written.ok()) {
-    // Nothing changes in memory either: what is not stored is neither acknowledged nor acted
-    // on. The caller fails its RPC, or leaves the agent's report to be applied again.
-    return absl::UnavailableError(absl::StrCat("the store refused the change to job ", next.id(), " (",
-                                               written.message(), "); nothing was changed"));
-  }
-  pb::Job before = std::exchange(entry.job, std::move(next));
-  ++entry.version;
-  if (options_.observer != nullptr) {
-    const pb::Job& job = entry.job;
-    if (IsTerminal(job.state()) && !IsTerminal(before.state())) options_.observer->JobEnded(job);
-    if (job.restart_count() > before.restart_count() && job.events_size() > 0) {
-      options_.observer->JobRestarted(job.events(job.events_size() - 1).reason());
-    }
-  }
-  Changed();
-  return absl::OkStatus();
-}
-
-void ClusterState::AddEvent(pb::Job& job, std::string reason, std::string message) const {
-  if (!message.empty()) spdlog::info("job {}: {} {}", job.id(), reason, message);
-  auto* event = job.add_events();
-  *event->mutable_time() = ToProtoTime(Now());
-  event->set_state(job.state());
-  event->set_reason(std::move(reason));
-  event->set_message(std::move(message));
-  if (static_cast<size_t>(job.events_size()) > options_.max_events_per_job) {
-    // Keep the first event (submission) and the newest ones.
-    job.mutable_events()->DeleteSubrange(1, 1);
-  }
-}
-
-pb::NodePlacement* ClusterState::PlacementOn(pb::Job& job, const std::string& node) const {
-  for (auto& p : *job.mutable_placement()) {
-    if (p.node() == node) return &p;
-  }
-  return nullptr;
-}
 
 absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string& request_id,
                                              const pb::PlanRow* plan) {
   if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
   if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
   const scheduler::PlacementRequest placement_request = ToPlacementRequest(spec);
-  JobEntry entry;
   const RequestKey request{spec.user(), request_id};
+  pb::Job job;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
     if (!request_id.empty()) {
       // A retry while the first copy is still being written waits for that write's outcome.
-      auto settled = [this, &request]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !requests_in_flight_.contains(request);
-      };
+      auto settled = [this, &request]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !jobs_.InFlight(request); };
       mu_.Await(absl::Condition(&settled));
-      if (auto it = job_by_request_.find(request); it != job_by_request_.end()) {
-        const pb::Job& first = jobs_.at(it->second).job;
+      if (const pb::Job* first = jobs_.ByRequest(request)) {
         // A retry sends the same job; the same key with another job is a client bug to report.
-        if (!google::protobuf::util::MessageDifferencer::Equals(first.spec(), spec)) {
-          return absl::AlreadyExistsError(absl::StrCat("request_id: ", request_id, " was used by ", first.id(),
-                                                       " with a different spec"));
+        if (!google::protobuf::util::MessageDifferencer::Equals(first->spec(), spec)) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("request_id: ", request_id, " was used by ", first->id(), " with a different spec"));
         }
-        return first;  // a retried submission: the first one stands
+        return *first;  // a retried submission: the first one stands
       }
     }
     // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
     if (!nodes_.empty()) {
-      auto feasible = policy_->Place(placement_request, NodeViews(/*all_free=*/true));
+      auto feasible = policy_->Place(placement_request, cycle_.NodeViews(/*all_free=*/true));
       if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
         return absl::FailedPreconditionError(
             absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
       }
     }
-    if (auto s = CheckQuotaLocked(spec); !s.ok()) return s;
-    const uint64_t seq = next_seq_++;  // a failed write burns its number
-    pb::Job& job = entry.job;
-    job.set_id(absl::StrFormat("job-%06d", seq));
-    job.set_submit_seq(seq);
-    job.set_request_id(request_id);
-    *job.mutable_spec() = std::move(spec);
-    if (plan) *job.mutable_plan() = *plan;
-    job.set_state(pb::JOB_STATE_PENDING);
-    *job.mutable_created_at() = ToProtoTime(Now());
-    AddEvent(entry.job, "Submitted", absl::StrCat("by ", entry.job.spec().user()));
-    if (!request_id.empty()) requests_in_flight_.insert(request);
+    if (options_.quotas != nullptr) {
+      if (auto s = CheckQuotaAtSubmit(*options_.quotas, nodes_, jobs_, spec); !s.ok()) return s;
+    }
+    job = jobs_.NewJob(std::move(spec), request_id, plan);
   }
   // Durable before it is acknowledged or visible, written outside the lock so that concurrent
   // submissions share one commit (the store groups them). On failure nothing is kept.
-  const absl::Status written = WriteJob(entry.job);
+  const absl::Status written = WriteJobTimed(store_, options_.observer, job);
   absl::MutexLock lock(&mu_);
-  NoteStoreWriteLocked(written);
-  requests_in_flight_.erase(request);
-  if (!written.ok()) return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
-  const std::string id = entry.job.id();
-  if (!request_id.empty()) job_by_request_[request] = id;
-  auto& stored = jobs_[id] = std::move(entry);
-  new_jobs_.push_back(id);
+  jobs_.NoteStoreWrite(written);
+  if (!written.ok()) {
+    jobs_.Abandon(job);
+    return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
+  }
+  const pb::Job& stored = jobs_.Admit(std::move(job));
+  cycle_.Submitted(stored.id());
   policy_->NoteSubmitted(placement_request);  // the mix Fgd weighs
-  Changed();
-  return stored.job;
+  return stored;
 }
 
 absl::StatusOr<pb::Job> ClusterState::GetJob(const std::string& id) const {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
-  return it->second.job;
+  const JobEntry* entry = jobs_.Find(id);
+  if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  return entry->job;
 }
 
-absl::StatusOr<pb::ListJobsResponse> ClusterState::ListJobs(const pb::ListJobsRequest& req) const {
-  if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
-  const int page_size = req.page_size() == 0 ? 100 : std::min(req.page_size(), 1000);
-  uint64_t after_seq = 0;
-  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &after_seq)) {
-    return absl::InvalidArgumentError("page_token: not a token returned by ListJobs");
-  }
-  std::set<int> states(req.states().begin(), req.states().end());
+absl::StatusOr<pb::ListJobsResponse> ClusterState::ListJobs(const pb::ListJobsRequest& request) const {
   absl::MutexLock lock(&mu_);
-  std::vector<const pb::Job*> matching;
-  for (const auto& [id, entry] : jobs_) {
-    const pb::Job& job = entry.job;
-    if (job.submit_seq() <= after_seq) continue;
-    if (!states.empty() && !states.contains(job.state())) continue;
-    if (!req.user().empty() && job.spec().user() != req.user()) continue;
-    bool labels_match = true;
-    for (const auto& [k, v] : req.labels()) {
-      auto it = job.spec().labels().find(k);
-      if (it == job.spec().labels().end() || it->second != v) labels_match = false;
-    }
-    if (labels_match) matching.push_back(&job);
-  }
-  std::sort(matching.begin(), matching.end(),
-            [](const pb::Job* a, const pb::Job* b) { return a->submit_seq() < b->submit_seq(); });
-  pb::ListJobsResponse response;
-  size_t bytes = 0;
-  for (const pb::Job* job : matching) {
-    // A page ends at its count or before it would pass a client's default 4 MiB message limit.
-    const size_t job_bytes = job->ByteSizeLong();
-    if (response.jobs_size() == page_size || (response.jobs_size() > 0 && bytes + job_bytes > kMaxListPageBytes)) {
-      response.set_next_page_token(absl::StrCat(response.jobs(response.jobs_size() - 1).submit_seq()));
-      break;
-    }
-    bytes += job_bytes;
-    *response.add_jobs() = *job;
-  }
-  return response;
+  return jobs_.List(request);
 }
 
 absl::StatusOr<pb::Job> ClusterState::Cancel(const std::string& id, const std::string& reason) {
   if (reason.size() > 1024) return absl::InvalidArgumentError("reason: longer than 1024 bytes");
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
-  JobEntry& entry = it->second;
-  if (IsTerminal(entry.job.state())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " already ended (", JobStateName(entry.job.state()), ")"));
+  JobEntry* entry = jobs_.Find(id);
+  if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  if (IsTerminal(entry->job.state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " already ended (", JobStateName(entry->job.state()), ")"));
   }
   const std::string message = reason.empty() ? "cancelled by request" : reason;
-  pb::Job next = entry.job;
+  pb::Job next = entry->job;
   next.set_state(pb::JOB_STATE_CANCELLED);
   next.set_reason("Cancelled");
   next.set_message(message);
   *next.mutable_finished_at() = ToProtoTime(Now());
-  AddEvent(next, "Cancelled", message);
-  if (auto s = Commit(entry, std::move(next)); !s.ok()) return s;
-  ReleaseClaims(entry, "job cancelled");
-  return entry.job;
+  jobs_.AddEvent(next, "Cancelled", message);
+  if (auto s = jobs_.Commit(*entry, std::move(next)); !s.ok()) return s;
+  reconciler_.ReleaseClaims(*entry, "job cancelled");
+  return entry->job;
 }
 
-absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::string& id,
-                                                                   uint64_t after_version,
+absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::string& id, uint64_t after_version,
                                                                    absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
-    if (it->second.version > after_version || stopping_ || Now() >= deadline) {
-      return std::make_pair(it->second.job, it->second.version);
+    const JobEntry* entry = jobs_.Find(id);
+    if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+    if (entry->version > after_version || stopping_ || Now() >= deadline) {
+      return std::make_pair(entry->job, entry->version);
     }
     changed_.WaitWithDeadline(&mu_, deadline);
   }
 }
 
+std::vector<pb::Job> ClusterState::JobsRunningSince(absl::Time since, const std::string& user) const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.RunningSince(since, user);
+}
+
 // ---------------------------------------------------------------------------------------------
-// Scheduling
+// Agents
+
+absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRequest& req) {
+  if (auto s = ValidateRegistration(req); !s.ok()) return s;
+  auto inventory = FromProto(req.inventory());
+  if (!inventory.ok()) return inventory.status();
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
+  NodeEntry& node = nodes_.Register(req, *std::move(inventory), Now());
+  reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/true);
+  nodes_.BumpOrders(node);
+  wakeups_.CapacityChanged();
+  spdlog::info("node {} registered ({} devices, {} processes reported)", req.node_name(),
+               node.inventory.devices.size(), req.processes_size());
+  pb::RegisterResponse response;
+  response.set_session_id(node.session_id);
+  response.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+  // Three heartbeats per lease at least, so that one lost beat never makes a node NotReady.
+  response.set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(std::min(options_.heartbeat_interval, options_.lease_ttl / 3)));
+  response.set_orphan_grace_ms(absl::ToInt64Milliseconds(options_.orphan_grace));
+  return response;
+}
+
+absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
+  std::optional<NodeInventory> inventory;
+  if (req.has_inventory()) {
+    auto parsed = FromProto(req.inventory());
+    if (!parsed.ok()) return parsed.status();  // nothing applied: the old inventory stands
+    inventory = *std::move(parsed);
+  }
+  absl::MutexLock lock(&mu_);
+  auto session = nodes_.Session(req.node_name(), req.session_id());
+  if (!session.ok()) return session.status();
+  NodeEntry& node = **session;
+  if (inventory) nodes_.UpdateInventory(node, req.inventory(), *std::move(inventory));
+  node.last_heartbeat = Now();
+  node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
+  if (req.draining()) {
+    // The agent is stopping with --on-stop finish: no new work, running jobs finish. A failed
+    // store write is retried with the next heartbeat, which says the same.
+    if (auto s = nodes_.SetDrained(node, true, "by its agent, which is stopping and lets running jobs finish");
+        !s.ok()) {
+      spdlog::error("node {}: {}", node.record.name(), std::string(s.message()));
+    }
+  }
+  reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/false);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<pb::Orders>> ClusterState::WaitOrders(const std::string& node_name,
+                                                                   const std::string& session,
+                                                                   uint64_t after_version,
+                                                                   absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
+    if (auto s = nodes_.CheckSession(node_name, session); !s.ok()) return s;
+    const NodeEntry& node = *nodes_.Find(node_name);
+    if (node.orders_version > after_version) return std::optional<pb::Orders>(reconciler_.OrdersFor(node));
+    if (Now() >= deadline) return std::optional<pb::Orders>();
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::Status ClusterState::CheckLogPush(const std::string& node, const std::string& session,
+                                        const std::string& job_id, uint64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  if (auto s = nodes_.CheckSession(node, session); !s.ok()) return s;
+  return reconciler_.CheckLogPush(*nodes_.Find(node), job_id, generation);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool
+
+std::vector<pb::Node> ClusterState::ListNodes() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pb::Node> out;
+  for (const auto& [name, node] : nodes_.entries()) out.push_back(NodeRegistry::Snapshot(node));
+  return out;
+}
+
+absl::StatusOr<pb::Node> ClusterState::GetNode(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  const NodeEntry* node = nodes_.Find(name);
+  if (node == nullptr) return absl::NotFoundError(absl::StrCat("node '", name, "' not found"));
+  return NodeRegistry::Snapshot(*node);
+}
+
+absl::StatusOr<std::vector<pb::DeviceView>> ClusterState::ListDevices(const std::string& node_name,
+                                                                      const std::string& vendor) const {
+  if (!vendor.empty() && !ParseVendor(vendor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vendor: unknown vendor '", vendor, "' (known: ", kKnownVendorList, ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!node_name.empty() && nodes_.Find(node_name) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("node '", node_name, "' not found"));
+  }
+  return DeviceViews(nodes_, node_name, vendor);
+}
+
+absl::StatusOr<pb::Node> ClusterState::SetDrained(const std::string& name, bool drained) {
+  absl::MutexLock lock(&mu_);
+  NodeEntry* node = nodes_.Find(name);
+  if (node == nullptr) return absl::NotFoundError(absl::StrCat("node '", name, "' not found"));
+  if (absl::Status s = nodes_.SetDrained(*node, drained, "by an operator"); !s.ok()) return s;
+  return NodeRegistry::Snapshot(*node);
+}
+
+std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
+  absl::MutexLock lock(&mu_);
+  return FingerprintClasses(nodes_);
+}
+
+std::vector<planner::PoolClass> ClusterState::PlannerPool() const {
+  absl::MutexLock lock(&mu_);
+  return daemon::PlannerPool(nodes_);
+}
+
+PoolSnapshot ClusterState::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return SnapshotOf(nodes_, jobs_, Now());
+}
 
 }  // namespace hetpool::daemon

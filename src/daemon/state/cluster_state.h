@@ -1,6 +1,10 @@
 // ClusterState: the daemon's model of the pool (nodes, their devices, claims on them) and of every
 // job, with the job state machine. Services call it; a background loop expires leases and runs
 // scheduling cycles. Every transition is written to the Store before it is visible to callers.
+// It is a facade that owns the one lock and the loop; the work is done by thread-free parts:
+// JobTable (jobs, ids, the store-first commit), NodeRegistry (nodes, sessions, orders versions,
+// ports), AgentReconciler (what agents' reports and silences do to jobs), SchedulingCycle (the
+// queue through the policy; binding in launch/placement_binder.h) and PoolQueries (read views).
 //
 // Claims: a node holds a claim per (job, generation) that it should run or that may still be
 // running there. A claim is "desired" while the job wants it to run; once undesired (cancel,
@@ -29,10 +33,14 @@
 #include "planner/pool.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
+#include "src/daemon/state/agent_reconciler.h"
 #include "src/daemon/state/claim_ledger.h"
+#include "src/daemon/state/job_table.h"
+#include "src/daemon/state/node_registry.h"
 #include "src/daemon/state/pool_snapshot.h"
-#include "src/daemon/state/quota_ledger.h"
+#include "src/daemon/state/scheduling_cycle.h"
 #include "src/daemon/state/state_observer.h"
+#include "src/daemon/state/wakeups.h"
 #include "src/daemon/store/store.h"
 
 namespace hetpool::daemon {
@@ -116,98 +124,21 @@ class ClusterState {
   bool store_healthy() const;
 
  private:
-  struct NodeEntry {
-    pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
-    NodeInventory inventory;
-    std::string session_id;
-    bool ready = false;
-    absl::Time last_heartbeat;
-    uint64_t orders_version = 0;
-    uint64_t applied_version = 0;
-    Claims claims;  // claim_ledger.h
-  };
-  struct JobEntry {
-    pb::Job job;
-    uint64_t version = 1;
-  };
-
   absl::Time Now() const { return options_.clock(); }
-  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BumpOrders(NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckSessionLocked(const std::string& node, const std::string& session) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Stores `next` as the job's state, and only then makes it the state in memory (and tells
-  // watchers). UNAVAILABLE, with nothing changed, when the store refuses it.
-  absl::Status Commit(JobEntry& entry, pb::Job next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteJob(const pb::Job& job);  // the store write, timed for the observer
-  // Keeps store_healthy_ and logs once when the store starts, and stops, refusing writes.
-  void NoteStoreWriteLocked(const absl::Status& written) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddEvent(pb::Job& job, std::string reason, std::string message) const;
-  pb::Node NodeSnapshot(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) const;
-  // Drains or undrains, stored before it counts (on a failed write nothing changes).
-  absl::Status SetDrainedLocked(NodeEntry& node, bool drained, absl::string_view why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Job state machine.
-  // All pending jobs, or (`only`) just those ids, keeping the last full cycle's reservation.
-  void ScheduleLocked(const std::vector<std::string>* only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ExpireLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PlaceJob(JobEntry& entry, const scheduler::Placement& placement)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stops every claim of the job's current generation with `reason`.
-  void ReleaseClaims(JobEntry& entry, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A rank failed or a node was lost: restart the gang if restarts remain, else FAILED. `job` is
-  // the entry's next state so far (a copy, perhaps with an exit recorded). Claims are released
-  // once the change is stored; on a store error nothing changes.
-  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status OnNodeExited(JobEntry& entry, const std::string& node, int exit_code, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyProcessReports(NodeEntry& node,
-                           const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
-                           bool registering) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What the scheduler sees of the nodes (in name order), each with its ContentGeneration.
-  std::vector<scheduler::NodeView> NodeViews(bool all_free) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  scheduler::NodeView NodeViewOf(const std::string& name, const NodeEntry& node, bool all_free) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Rebuilds the view of node `name` in `views` (NodeViews(false) order) after its claims changed.
-  void RefreshView(std::vector<scheduler::NodeView>& views, const std::string& name,
-                   const std::map<std::string, std::set<std::string>>& reserved) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The nodes (and their qualifying devices) a waiting job is held for: those closest to
-  // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
-  std::map<std::string, std::set<std::string>> ReservationFor(const scheduler::PlacementRequest& request,
-                                                              const std::vector<scheduler::NodeView>& views) const;
-  // What every user and group holds now (all claims, including those being stopped).
-  QuotaLedger LedgerLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Quotas at submission: the queue limit, a job the quota alone rules out, and (on_exceed
-  // "reject") a job over quota now.
-  absl::Status CheckQuotaLocked(const pb::JobSpec& spec) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A port on `address` that no live or dying generation holds, taken round-robin so that a port
-  // just let go of is the last to be handed out again.
-  absl::StatusOr<int> PickRendezvousPort(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  pb::Orders OrdersFor(const NodeEntry& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const ClusterOptions options_;
   Store* const store_;
   scheduler::PlacementPolicy* const policy_;
 
+  // One lock over every part; the parts themselves are thread-free.
   mutable absl::Mutex mu_;
   mutable absl::CondVar changed_;  // signalled on every change (watchers, order streams, loop)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool work_pending_ ABSL_GUARDED_BY(mu_) = false;  // something may now be schedulable
-  bool store_healthy_ ABSL_GUARDED_BY(mu_) = true;  // the last job write was stored
-  std::map<std::string, int> next_port_ ABSL_GUARDED_BY(mu_);  // per address: offset into the port range
-  std::vector<std::string> new_jobs_ ABSL_GUARDED_BY(mu_);  // submitted since the last cycle
-  absl::Time last_full_cycle_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::map<std::string, std::set<std::string>> reserved_ ABSL_GUARDED_BY(mu_);  // the head's hold
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
-  // Idempotency keys are the submitting user's own: (user, request_id) -> job id.
-  using RequestKey = std::pair<std::string, std::string>;
-  std::map<RequestKey, std::string> job_by_request_ ABSL_GUARDED_BY(mu_);
-  std::set<RequestKey> requests_in_flight_ ABSL_GUARDED_BY(mu_);  // submissions being written
-  std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+  Wakeups wakeups_ ABSL_GUARDED_BY(mu_);
+  JobTable jobs_ ABSL_GUARDED_BY(mu_);
+  NodeRegistry nodes_ ABSL_GUARDED_BY(mu_);
+  AgentReconciler reconciler_ ABSL_GUARDED_BY(mu_);
+  SchedulingCycle cycle_ ABSL_GUARDED_BY(mu_);
 
   std::thread loop_;  // last member: joined before the state it uses goes away
 };

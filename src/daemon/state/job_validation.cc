@@ -237,4 +237,24 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
   return absl::OkStatus();
 }
 
+absl::Status ValidateRegistration(const hetpool::v1::RegisterRequest& req) {
+  if (auto s = ValidateNodeName(req.node_name()); !s.ok()) return s;
+  if (req.address().empty() || req.address().size() > 255) {
+    return absl::InvalidArgumentError("address: required, at most 255 characters");
+  }
+  if (req.torchrun_path().empty() || req.torchrun_path()[0] != '/') {
+    return absl::InvalidArgumentError("torchrun_path: must be an absolute path");
+  }
+  if (req.work_dir().empty() || req.work_dir()[0] != '/') {
+    return absl::InvalidArgumentError("work_dir: must be an absolute path");
+  }
+  if (req.labels_size() > 32) return absl::InvalidArgumentError("labels: more than 32 labels");
+  for (const auto& [k, v] : req.labels()) {
+    if (k.empty() || k.size() > 63 || v.size() > 256) {
+      return absl::InvalidArgumentError(absl::StrCat("labels[", k, "]: key 1-63 bytes, value at most 256"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace hetpool::daemon

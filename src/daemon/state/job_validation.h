@@ -1,8 +1,9 @@
-// Validation of a submitted JobSpec: every rule names the field it checks, so a researcher reading
-// INVALID_ARGUMENT knows what to fix. Also fills defaults (procs_per_node).
+// Validation of a submitted JobSpec and of an agent's registration: every rule names the field it
+// checks, so whoever reads INVALID_ARGUMENT knows what to fix. Also fills defaults (procs_per_node).
 #pragma once
 
 #include "absl/status/status.h"
+#include "hetpool/v1/agent.pb.h"
 #include "hetpool/v1/job.pb.h"
 #include "src/common/names.h"
 
@@ -42,5 +43,9 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
 
 // Node names become file names and rendezvous ids: 1-63 of [A-Za-z0-9._-], not starting with '.'.
 absl::Status ValidateNodeName(const std::string& name);
+
+// An agent's registration: its node name, address, absolute torchrun and work paths, labels.
+// The inventory is checked where it is converted (FromProto).
+absl::Status ValidateRegistration(const hetpool::v1::RegisterRequest& request);
 
 }  // namespace hetpool::daemon

@@ -1,0 +1,15 @@
+// Binding a placement the scheduler chose: the launch plans for each node, the job's next state
+// (SCHEDULED, its generation, placement and rendezvous endpoint) stored, and only then the
+// claims on the nodes and their orders. On any error nothing has changed.
+#pragma once
+
+#include "absl/status/status.h"
+#include "scheduler/placement_policy.h"
+#include "src/daemon/state/job_table.h"
+#include "src/daemon/state/node_registry.h"
+
+namespace hetpool::daemon {
+
+absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement);
+
+}  // namespace hetpool::daemon

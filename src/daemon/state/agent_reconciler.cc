@@ -1,0 +1,275 @@
+#include "src/daemon/state/agent_reconciler.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+#include "src/daemon/state/job_validation.h"
+#include "src/daemon/state/state_observer.h"
+
+namespace hetpool::daemon {
+
+AgentReconciler::AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases)
+    : jobs_(jobs), nodes_(nodes), wakeups_(wakeups), leases_(leases) {}
+
+void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason) {
+  const JobGen key{entry.job.id(), entry.job.generation()};
+  for (const auto& p : entry.job.placement()) {
+    NodeEntry* node = nodes_.Find(p.node());
+    if (node == nullptr) continue;
+    auto claim = node->claims.find(key);
+    if (claim == node->claims.end() || !claim->second.desired) continue;
+    nodes_.BumpOrders(*node);
+    claim->second.desired = false;
+    claim->second.kill_reason = reason;
+    claim->second.undesired_at_version = node->orders_version;
+  }
+  wakeups_.CapacityChanged();
+}
+
+absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason,
+                                            const std::string& message) {
+  if (job.restart_count() < job.spec().max_restarts()) {
+    job.set_restart_count(job.restart_count() + 1);
+    job.set_state(pb::JOB_STATE_PENDING);
+    job.set_reason("Restarting");
+    job.set_message(absl::StrCat(message, "; restart ", job.restart_count(), " of ", job.spec().max_restarts()));
+    jobs_.AddEvent(job, reason, job.message());
+  } else {
+    job.set_state(pb::JOB_STATE_FAILED);
+    job.set_reason(reason);
+    job.set_message(message);
+    *job.mutable_finished_at() = ToProtoTime(jobs_.Now());
+    jobs_.AddEvent(job, reason, message);
+  }
+  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
+  ReleaseClaims(entry, absl::StrCat("gang stopped: ", message));
+  return absl::OkStatus();
+}
+
+absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
+                                           const std::string& message) {
+  pb::Job job = entry.job;
+  pb::NodePlacement* p = PlacementOn(job, node);
+  if (p == nullptr) return absl::OkStatus();
+  p->set_started(true);
+  p->set_exited(true);
+  p->set_exit_code(exit_code);
+  p->set_exit_message(message);
+  if (exit_code != 0) {
+    return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
+                         absl::StrCat("node ", node, " exited with code ", exit_code, message.empty() ? "" : ": ",
+                                      message));
+  }
+  jobs_.AddEvent(job, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
+  const bool all_done = std::all_of(job.placement().begin(), job.placement().end(),
+                                    [](const pb::NodePlacement& q) { return q.exited(); });
+  if (all_done) {
+    job.set_state(pb::JOB_STATE_SUCCEEDED);
+    job.set_reason("Succeeded");
+    job.set_message("every node exited with code 0");
+    *job.mutable_finished_at() = ToProtoTime(jobs_.Now());
+    jobs_.AddEvent(job, "Succeeded", job.message());
+    wakeups_.CapacityChanged();
+  }
+  return jobs_.Commit(entry, std::move(job));
+}
+
+void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, const pb::ProcessStatus& r) {
+  pb::Job next = entry.job;
+  pb::NodePlacement* p = PlacementOn(next, node);
+  if (p == nullptr) return;
+  const bool ranks_news = p->global_ranks_size() == 0 && r.global_ranks_size() > 0;
+  if (ranks_news) *p->mutable_global_ranks() = r.global_ranks();
+  if (!p->started()) {
+    p->set_started(true);
+    jobs_.AddEvent(next, "NodeStarted",
+                   absl::StrCat("node ", node, " started pid ", r.pid(), r.note().empty() ? "" : "; ", r.note()));
+    const bool all_started = std::all_of(next.placement().begin(), next.placement().end(),
+                                         [](const pb::NodePlacement& q) { return q.started(); });
+    if (all_started && next.state() == pb::JOB_STATE_SCHEDULED) {
+      next.set_state(pb::JOB_STATE_RUNNING);
+      next.set_reason("Running");
+      next.set_message("every node started");
+      *next.mutable_started_at() = ToProtoTime(jobs_.Now());
+      jobs_.AddEvent(next, "Running", next.message());
+    }
+  } else if (!ranks_news) {
+    return;
+  }
+  jobs_.Commit(entry, std::move(next)).IgnoreError();  // retried with the next report
+}
+
+void AgentReconciler::ApplyProcessReports(NodeEntry& node,
+                                          const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
+                                          bool registering) {
+  const std::string& node_name = node.record.name();
+  std::set<JobGen> reported;
+  for (const auto& r : reports) {
+    const JobGen key{r.job_id(), r.generation()};
+    reported.insert(key);
+    auto claim_it = node.claims.find(key);
+    if (claim_it == node.claims.end()) {
+      if (r.running()) {
+        // A process the daemon does not want here (stale generation, or a job that ended while
+        // the daemon was down): hold its devices and order it stopped.
+        nodes_.BumpOrders(node);
+        Claim& claim = node.claims[key];
+        claim.device_ids.assign(r.device_ids().begin(), r.device_ids().end());
+        if (const JobEntry* job = jobs_.Find(r.job_id())) {  // it holds what its job asks
+          claim.cpu_milli = HostCpuMilliPerNode(job->job.spec());
+          claim.host_memory_mib = HostMemoryMibPerNode(job->job.spec());
+        }
+        claim.desired = false;
+        claim.kill_reason = "not assigned to this node by the daemon";
+        claim.undesired_at_version = node.orders_version;
+      }
+      continue;
+    }
+    JobEntry* entry = jobs_.Find(r.job_id());
+    if (!claim_it->second.desired || entry == nullptr) {
+      if (r.exited()) {
+        node.claims.erase(claim_it);
+        nodes_.BumpOrders(node);
+        wakeups_.CapacityChanged();
+      }
+      continue;
+    }
+    // A report whose change cannot be stored is not applied: the claim stays, and the agent
+    // reports the same again with its next heartbeat (it reports an exit until told to forget).
+    if (r.exited()) {
+      if (!OnNodeExited(*entry, node_name, r.exit_code(), r.message()).ok()) continue;
+      node.claims.erase(claim_it);
+      nodes_.BumpOrders(node);
+      wakeups_.CapacityChanged();
+    } else if (r.running()) {
+      OnNodeRunning(*entry, node_name, r);
+    }
+  }
+  ForgetUnreported(node, reported, registering);
+}
+
+void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& reported, bool registering) {
+  const std::string& node_name = node.record.name();
+  for (auto it = node.claims.begin(); it != node.claims.end();) {
+    const auto& [key, claim] = *it;
+    if (reported.contains(key)) {
+      ++it;
+      continue;
+    }
+    if (!claim.desired) {
+      // Gone once the agent has acted on the kill (or never started it).
+      if (registering || node.applied_version >= claim.undesired_at_version) {
+        it = node.claims.erase(it);
+        wakeups_.CapacityChanged();
+        continue;
+      }
+      ++it;
+      continue;
+    }
+    JobEntry* entry = jobs_.Find(key.first);
+    pb::NodePlacement* p = entry == nullptr ? nullptr : PlacementOn(entry->job, node_name);
+    const bool should_know = registering ? (p != nullptr && p->started()) : node.applied_version >= claim.created_at_version;
+    if (!should_know || p == nullptr) {
+      ++it;
+      continue;
+    }
+    // The agent acted on the launch (or ran it before) but has no record: the processes are gone.
+    // Unstored, the claim stays and the next report tries again.
+    if (!FailOrRestart(*entry, entry->job, kRestartProcessLost,
+                       absl::StrCat("node ", node_name, " no longer has the job's processes"))
+             .ok()) {
+      ++it;
+      continue;
+    }
+    it = node.claims.erase(it);
+    wakeups_.CapacityChanged();
+  }
+}
+
+void AgentReconciler::ExpireLeases(absl::Time now) {
+  for (auto& [name, node] : nodes_.entries()) {
+    const absl::Duration silent = now - node.last_heartbeat;
+    if (silent <= leases_.lease_ttl || (!node.ready && node.claims.empty())) continue;
+    // Past the lease: no new work, and the agent must register again and report what still runs.
+    // Its jobs keep their claims: the agent keeps them running through a control-plane outage.
+    if (node.ready) {
+      spdlog::warn("node {}: lease lapsed, now NotReady; its jobs count as running for {} more", name,
+                   absl::FormatDuration(leases_.orphan_grace));
+    }
+    node.ready = false;
+    node.session_id.clear();
+    // Past the orphan grace as well, the agent and its fence watchdog have stopped the processes
+    // (they stop them at the grace after their last answer, which came before this node's last
+    // heartbeat): only now may the jobs run elsewhere.
+    if (silent <= leases_.lease_ttl + leases_.orphan_grace) continue;
+    std::vector<JobGen> lost;
+    for (const auto& [key, claim] : node.claims) {
+      if (claim.desired) lost.push_back(key);
+    }
+    // Claims go with the node, except those of jobs whose failure the store did not take: they
+    // keep the node in this loop, so the next tick tries again.
+    std::set<JobGen> unstored;
+    for (const auto& key : lost) {
+      JobEntry* entry = jobs_.Find(key.first);
+      if (entry == nullptr || entry->job.generation() != key.second) continue;
+      if (!FailOrRestart(*entry, entry->job, kRestartNodeLost, absl::StrCat("node ", name, " stopped renewing its lease"))
+               .ok()) {
+        unstored.insert(key);
+      }
+    }
+    std::erase_if(node.claims, [&](const auto& claim) { return !unstored.contains(claim.first); });
+    nodes_.BumpOrders(node);
+    wakeups_.CapacityChanged();
+  }
+}
+
+pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {
+  pb::Orders orders;
+  orders.set_version(node.orders_version);
+  for (const auto& [key, claim] : node.claims) {
+    if (!claim.desired) {
+      auto* kill = orders.add_kills();
+      kill->set_job_id(key.first);
+      kill->set_generation(key.second);
+      kill->set_reason(claim.kill_reason);
+      continue;
+    }
+    const JobEntry* entry = jobs_.Find(key.first);
+    if (entry == nullptr) continue;
+    for (const auto& plan : entry->job.launch_plan()) {
+      if (plan.node() != node.record.name()) continue;
+      auto* launch = orders.add_launches();
+      launch->set_job_id(key.first);
+      launch->set_generation(key.second);
+      *launch->mutable_plan() = plan;
+      for (const auto& d : claim.device_ids) launch->add_device_ids(d);
+    }
+  }
+  return orders;
+}
+
+absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::string& job_id, uint64_t generation) const {
+  const JobEntry* entry = jobs_.Find(job_id);
+  if (entry == nullptr || generation == 0 || generation > entry->job.generation()) {
+    // Distinct from the session's NOT_FOUND: the agent drops these logs instead of re-registering.
+    return absl::FailedPreconditionError(absl::StrCat("no job ", job_id, " generation ", generation));
+  }
+  // Only a node the generation ran on may write its log: its claim (held until the agent stops
+  // reporting the process, which is after its logs are pushed), or the current placement.
+  // FAILED_PRECONDITION like an unknown job: the agent drops the bytes instead of retrying.
+  bool placed = node.claims.contains({job_id, generation});
+  if (generation == entry->job.generation()) {
+    for (const auto& p : entry->job.placement()) placed = placed || p.node() == node.record.name();
+  }
+  if (!placed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", node.record.name(), " did not run job ", job_id, " generation ", generation));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,63 @@
+// AgentReconciler: what the agents' reports and silences do to jobs and claims. A process that
+// exited ends its node's part of the gang (success, or a restart / failure of the whole gang); a
+// process the daemon did not order is ordered stopped; a claim the agent no longer runs is
+// released; a node silent past its lease and orphan grace loses its jobs. It also writes each
+// node's orders (launches and kills) from the claims. Thread-free: ClusterState calls it under
+// its lock, with the clock it was given.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "hetpool/v1/agent.pb.h"
+#include "src/daemon/state/job_table.h"
+#include "src/daemon/state/node_registry.h"
+#include "src/daemon/state/wakeups.h"
+
+namespace hetpool::daemon {
+
+struct LeaseOptions {
+  absl::Duration lease_ttl = absl::Seconds(10);
+  // How long a node past its lease keeps its jobs before they are restarted elsewhere (the
+  // agent keeps them running that long without a daemon, and fences them then).
+  absl::Duration orphan_grace = absl::Minutes(10);
+};
+
+class AgentReconciler {
+ public:
+  AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases);
+
+  // What the agent says runs on `node` (on registration: everything it still runs). A report
+  // whose change the store refuses is not applied: the agent reports it again.
+  void ApplyProcessReports(NodeEntry& node, const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
+                           bool registering);
+  // Nodes silent past the lease become NotReady; past the orphan grace too, their jobs are
+  // restarted elsewhere or fail.
+  void ExpireLeases(absl::Time now);
+  // Orders every node running a claim of the job's current generation to stop it, with `reason`.
+  void ReleaseClaims(JobEntry& entry, const std::string& reason);
+  // The node's orders: launches of its desired claims, kills of the others.
+  pb::Orders OrdersFor(const NodeEntry& node) const;
+  // Whether `node` may push logs of (job, generation): only a node the generation ran on.
+  absl::Status CheckLogPush(const NodeEntry& node, const std::string& job_id, uint64_t generation) const;
+
+ private:
+  // A rank failed or a node was lost: restart the gang if restarts remain, else FAILED. `job` is
+  // the entry's next state so far. Claims are released once the change is stored.
+  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message);
+  absl::Status OnNodeExited(JobEntry& entry, const std::string& node, int exit_code, const std::string& message);
+  // A running report: the node started (and, with every node started, the job runs).
+  void OnNodeRunning(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
+  // Claims the agent did not report: released once it acted on their kill, and a launch it acted
+  // on but no longer runs fails the gang.
+  void ForgetUnreported(NodeEntry& node, const std::set<JobGen>& reported, bool registering);
+
+  JobTable& jobs_;
+  NodeRegistry& nodes_;
+  Wakeups& wakeups_;
+  const LeaseOptions leases_;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,205 @@
+#include "src/daemon/state/job_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+
+namespace hetpool::daemon {
+namespace {
+constexpr size_t kMaxListPageBytes = 3 << 20;
+}  // namespace
+
+bool IsActive(pb::JobState state) { return state == pb::JOB_STATE_SCHEDULED || state == pb::JOB_STATE_RUNNING; }
+
+pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) {
+  for (auto& p : *job.mutable_placement()) {
+    if (p.node() == node) return &p;
+  }
+  return nullptr;
+}
+
+JobTable::JobTable(Store* store, Wakeups& wakeups, JobTableOptions options)
+    : store_(store), wakeups_(wakeups), options_(std::move(options)) {}
+
+void JobTable::Load(std::vector<pb::Job> jobs, uint64_t highest_seq) {
+  // Ids are never handed out twice: above every job loaded and every number the store recorded.
+  next_seq_ = std::max<uint64_t>(next_seq_, highest_seq + 1);
+  for (auto& job : jobs) {
+    next_seq_ = std::max<uint64_t>(next_seq_, job.submit_seq() + 1);
+    if (!job.request_id().empty()) job_by_request_[{job.spec().user(), job.request_id()}] = job.id();
+    const std::string id = job.id();
+    jobs_[id].job = std::move(job);
+  }
+}
+
+JobEntry* JobTable::Find(const std::string& id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const JobEntry* JobTable::Find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+std::vector<JobEntry*> JobTable::Pending(const std::vector<std::string>* only) {
+  std::vector<JobEntry*> pending;
+  if (only != nullptr) {
+    for (const std::string& id : *only) {
+      JobEntry* entry = Find(id);
+      if (entry != nullptr && entry->job.state() == pb::JOB_STATE_PENDING) pending.push_back(entry);
+    }
+    return pending;
+  }
+  for (auto& [id, entry] : jobs_) {
+    if (entry.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&entry);
+  }
+  return pending;
+}
+
+absl::Status WriteJobTimed(Store* store, StateObserver* observer, const pb::Job& job) {
+  const absl::Time start = absl::Now();
+  absl::Status s = store->PutJob(job);
+  if (observer != nullptr) observer->StoreWrite(absl::Now() - start, s.ok());
+  return s;
+}
+
+void JobTable::NoteStoreWrite(const absl::Status& written) {
+  if (!written.ok() && store_healthy_) spdlog::error("the store refuses writes: {}", std::string(written.message()));
+  if (written.ok() && !store_healthy_) spdlog::info("the store accepts writes again");
+  store_healthy_ = written.ok();
+}
+
+absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
+  const absl::Status written = WriteJobTimed(store_, options_.observer, next);
+  NoteStoreWrite(written);
+  if (!written.ok()) {
+    // Nothing changes in memory either: what is not stored is neither acknowledged nor acted
+    // on. The caller fails its RPC, or leaves the agent's report to be applied again.
+    return absl::UnavailableError(absl::StrCat("the store refused the change to job ", next.id(), " (",
+                                               written.message(), "); nothing was changed"));
+  }
+  pb::Job before = std::exchange(entry.job, std::move(next));
+  ++entry.version;
+  if (options_.observer != nullptr) {
+    const pb::Job& job = entry.job;
+    if (IsTerminal(job.state()) && !IsTerminal(before.state())) options_.observer->JobEnded(job);
+    if (job.restart_count() > before.restart_count() && job.events_size() > 0) {
+      options_.observer->JobRestarted(job.events(job.events_size() - 1).reason());
+    }
+  }
+  wakeups_.Changed();
+  return absl::OkStatus();
+}
+
+void JobTable::Touch(JobEntry& entry) {
+  ++entry.version;
+  wakeups_.Changed();
+}
+
+void JobTable::AddEvent(pb::Job& job, std::string reason, std::string message) const {
+  if (!message.empty()) spdlog::info("job {}: {} {}", job.id(), reason, message);
+  auto* event = job.add_events();
+  *event->mutable_time() = ToProtoTime(Now());
+  event->set_state(job.state());
+  event->set_reason(std::move(reason));
+  event->set_message(std::move(message));
+  if (static_cast<size_t>(job.events_size()) > options_.max_events_per_job) {
+    job.mutable_events()->DeleteSubrange(1, 1);
+  }
+}
+
+const pb::Job* JobTable::ByRequest(const RequestKey& key) const {
+  auto it = job_by_request_.find(key);
+  if (it == job_by_request_.end()) return nullptr;
+  const JobEntry* entry = Find(it->second);
+  return entry == nullptr ? nullptr : &entry->job;
+}
+
+pb::Job JobTable::NewJob(pb::JobSpec spec, const std::string& request_id, const pb::PlanRow* plan) {
+  const uint64_t seq = next_seq_++;  // a failed write burns its number
+  pb::Job job;
+  job.set_id(absl::StrFormat("job-%06d", seq));
+  job.set_submit_seq(seq);
+  job.set_request_id(request_id);
+  *job.mutable_spec() = std::move(spec);
+  if (plan) *job.mutable_plan() = *plan;
+  job.set_state(pb::JOB_STATE_PENDING);
+  *job.mutable_created_at() = ToProtoTime(Now());
+  AddEvent(job, "Submitted", absl::StrCat("by ", job.spec().user()));
+  if (!request_id.empty()) requests_in_flight_.insert({job.spec().user(), request_id});
+  return job;
+}
+
+const pb::Job& JobTable::Admit(pb::Job job) {
+  const std::string id = job.id();
+  if (!job.request_id().empty()) {
+    const RequestKey key{job.spec().user(), job.request_id()};
+    requests_in_flight_.erase(key);
+    job_by_request_[key] = id;
+  }
+  JobEntry& entry = jobs_[id];
+  entry.job = std::move(job);
+  wakeups_.Changed();
+  return entry.job;
+}
+
+void JobTable::Abandon(const pb::Job& job) {
+  if (!job.request_id().empty()) requests_in_flight_.erase({job.spec().user(), job.request_id()});
+}
+
+absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& req) const {
+  if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  const int page_size = req.page_size() == 0 ? 100 : std::min(req.page_size(), 1000);
+  uint64_t after_seq = 0;
+  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &after_seq)) {
+    return absl::InvalidArgumentError("page_token: not a token returned by ListJobs");
+  }
+  std::set<int> states(req.states().begin(), req.states().end());
+  std::vector<const pb::Job*> matching;
+  for (const auto& [id, entry] : jobs_) {
+    const pb::Job& job = entry.job;
+    if (job.submit_seq() <= after_seq) continue;
+    if (!states.empty() && !states.contains(job.state())) continue;
+    if (!req.user().empty() && job.spec().user() != req.user()) continue;
+    bool labels_match = true;
+    for (const auto& [k, v] : req.labels()) {
+      auto it = job.spec().labels().find(k);
+      if (it == job.spec().labels().end() || it->second != v) labels_match = false;
+    }
+    if (labels_match) matching.push_back(&job);
+  }
+  std::sort(matching.begin(), matching.end(),
+            [](const pb::Job* a, const pb::Job* b) { return a->submit_seq() < b->submit_seq(); });
+  pb::ListJobsResponse response;
+  size_t bytes = 0;
+  for (const pb::Job* job : matching) {
+    // A page ends at its count or before it would pass a client's default 4 MiB message limit.
+    const size_t job_bytes = job->ByteSizeLong();
+    if (response.jobs_size() == page_size || (response.jobs_size() > 0 && bytes + job_bytes > kMaxListPageBytes)) {
+      response.set_next_page_token(absl::StrCat(response.jobs(response.jobs_size() - 1).submit_seq()));
+      break;
+    }
+    bytes += job_bytes;
+    *response.add_jobs() = *job;
+  }
+  return response;
+}
+
+std::vector<pb::Job> JobTable::RunningSince(absl::Time since, const std::string& user) const {
+  std::vector<pb::Job> out;
+  for (const auto& [id, entry] : jobs_) {
+    const pb::Job& job = entry.job;
+    if (!job.has_started_at()) continue;
+    if (job.has_finished_at() && FromProtoTime(job.finished_at()) < since) continue;
+    if (!user.empty() && job.spec().user() != user) continue;
+    out.push_back(job);
+  }
+  return out;
+}
+
+}  // namespace hetpool::daemon

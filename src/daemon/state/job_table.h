@@ -1,0 +1,105 @@
+// JobTable: every job the daemon knows, by id, with the counter watchers wait on, the submitting
+// users' idempotency keys and the id sequence. It is the one place a job's state changes: Commit
+// writes the next state to the Store and only then makes it the state in memory. Thread-free:
+// ClusterState calls it under its lock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "hetpool/v1/job.pb.h"
+#include "hetpool/v1/planner.pb.h"
+#include "src/daemon/state/state_observer.h"
+#include "src/daemon/state/wakeups.h"
+#include "src/daemon/store/store.h"
+
+namespace hetpool::daemon {
+
+namespace pb = ::hetpool::v1;
+
+struct JobEntry {
+  pb::Job job;
+  uint64_t version = 1;  // passes WaitJob's `after_version` on every visible change
+};
+
+// Idempotency keys are the submitting user's own: (user, request_id).
+using RequestKey = std::pair<std::string, std::string>;
+
+struct JobTableOptions {
+  size_t max_events_per_job = 200;
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+  StateObserver* observer = nullptr;  // store write times, jobs that end or restart
+};
+
+class JobTable {
+ public:
+  JobTable(Store* store, Wakeups& wakeups, JobTableOptions options);
+
+  // The stored jobs; ids continue above every one of them and above `highest_seq`.
+  void Load(std::vector<pb::Job> jobs, uint64_t highest_seq);
+
+  JobEntry* Find(const std::string& id);
+  const JobEntry* Find(const std::string& id) const;
+  std::map<std::string, JobEntry>& entries() { return jobs_; }
+  const std::map<std::string, JobEntry>& entries() const { return jobs_; }
+  // The PENDING jobs, all of them or (`only`) those among these ids.
+  std::vector<JobEntry*> Pending(const std::vector<std::string>* only);
+
+  // Stores `next` as the job's state, and only then makes it the state in memory (and tells
+  // watchers). UNAVAILABLE, with nothing changed, when the store refuses it.
+  absl::Status Commit(JobEntry& entry, pb::Job next);
+  // A change watchers should see that is not stored (why a job waits: recomputed every cycle).
+  void Touch(JobEntry& entry);
+  // Adds an event at the clock's time, keeping the first (submission) and the newest ones.
+  void AddEvent(pb::Job& job, std::string reason, std::string message) const;
+  absl::Time Now() const { return options_.clock(); }
+
+  // --- Submission: NewJob, then WriteJobTimed (outside the lock), then Admit or Abandon.
+  // The job a user's request id already named, or null.
+  const pb::Job* ByRequest(const RequestKey& key) const;
+  // Whether a submission with this key is being written now.
+  bool InFlight(const RequestKey& key) const { return requests_in_flight_.contains(key); }
+  // A PENDING job with the next id (a failed write burns it), not yet in the table.
+  pb::Job NewJob(pb::JobSpec spec, const std::string& request_id, const pb::PlanRow* plan);
+  // After the job was written (WriteJobTimed, outside the lock): a stored job enters the table;
+  // either way its key is settled.
+  const pb::Job& Admit(pb::Job job);
+  void Abandon(const pb::Job& job);
+
+  // Keeps the store's health and logs once when the store starts, and stops, refusing writes.
+  void NoteStoreWrite(const absl::Status& written);
+  bool store_healthy() const { return store_healthy_; }
+
+  // One page of jobs in submission order, filtered by state, user and labels.
+  absl::StatusOr<pb::ListJobsResponse> List(const pb::ListJobsRequest& request) const;
+  // Jobs that started and had not ended by `since` (of `user` only, when set).
+  std::vector<pb::Job> RunningSince(absl::Time since, const std::string& user) const;
+
+ private:
+  Store* const store_;
+  Wakeups& wakeups_;
+  const JobTableOptions options_;
+  std::map<std::string, JobEntry> jobs_;
+  std::map<RequestKey, std::string> job_by_request_;
+  std::set<RequestKey> requests_in_flight_;
+  uint64_t next_seq_ = 1;
+  bool store_healthy_ = true;  // the last job write was stored
+};
+
+// Writes `job` to the store, timed for the observer (null: none). No lock needed.
+absl::Status WriteJobTimed(Store* store, StateObserver* observer, const pb::Job& job);
+
+// The job's placement on `node`, or null.
+pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node);
+
+bool IsActive(pb::JobState state);  // SCHEDULED or RUNNING: holds claims
+
+}  // namespace hetpool::daemon

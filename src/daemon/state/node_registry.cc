@@ -1,0 +1,179 @@
+#include "src/daemon/state/node_registry.h"
+
+#include <random>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+
+namespace hetpool::daemon {
+namespace {
+
+std::string NewSessionId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x%08x", rd(), rd(), rd());
+}
+
+// Whether two inventories differ only in what changes all the time (utilisation, memory in use).
+// Compared field by field: serialised bytes of messages with maps are not deterministic.
+bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
+  for (auto* inv : {&a, &b}) {
+    for (auto& d : *inv->mutable_devices()) {
+      d.clear_utilization_percent();
+      d.clear_memory_used_mib();
+    }
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+}  // namespace
+
+NodeRegistry::NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_ports)
+    : store_(store), wakeups_(wakeups), ports_(rendezvous_ports) {}
+
+void NodeRegistry::Load(std::vector<pb::Node> records, absl::Time now) {
+  const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
+  for (auto& record : records) {
+    auto inventory = FromProto(record.inventory());
+    if (!inventory.ok()) {
+      spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register",
+                   record.name(), std::string(inventory.status().message()));
+      inventory = NodeInventory{};
+    }
+    NodeEntry& node = nodes_[record.name()];
+    node.record = std::move(record);
+    node.inventory = *std::move(inventory);
+    node.ready = false;
+    node.last_heartbeat = now;  // one lease of grace to re-register
+    node.orders_version = version_base;
+  }
+}
+
+NodeEntry* NodeRegistry::Find(const std::string& name) {
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+const NodeEntry* NodeRegistry::Find(const std::string& name) const {
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory inventory, absl::Time now) {
+  const bool known = nodes_.contains(req.node_name());
+  NodeEntry& node = nodes_[req.node_name()];
+  if (!known) {
+    node.record.set_name(req.node_name());
+    *node.record.mutable_registered_at() = ToProtoTime(now);
+    node.orders_version = static_cast<uint64_t>(absl::ToUnixMicros(now));
+  }
+  // A changed inventory replaces the old one; claims (running jobs) are left as they are.
+  node.record.set_address(req.address());
+  node.record.set_torchrun_path(req.torchrun_path());
+  node.record.set_work_dir(req.work_dir());
+  *node.record.mutable_labels() = req.labels();
+  *node.record.mutable_inventory() = req.inventory();
+  node.inventory = std::move(inventory);
+  node.session_id = NewSessionId();
+  node.ready = true;
+  node.last_heartbeat = now;
+  node.applied_version = 0;
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+  }
+  return node;
+}
+
+absl::Status NodeRegistry::CheckSession(const std::string& node, const std::string& session) const {
+  const NodeEntry* entry = Find(node);
+  if (entry == nullptr || entry->session_id.empty() || entry->session_id != session) {
+    return absl::NotFoundError(absl::StrCat("no live session ", session, " for node '", node, "'; register again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NodeEntry*> NodeRegistry::Session(const std::string& node, const std::string& session) {
+  if (auto s = CheckSession(node, session); !s.ok()) return s;
+  return Find(node);
+}
+
+void NodeRegistry::BumpOrders(NodeEntry& node) {
+  ++node.orders_version;
+  wakeups_.Changed();
+}
+
+bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& reported, NodeInventory parsed) {
+  // Health, memory use and cards that vanished: running jobs are left alone, the scheduler
+  // stops using unhealthy cards from the next cycle on.
+  for (const auto& d : parsed.devices) {
+    if (!d.healthy) spdlog::warn("node {}: {} unhealthy: {}", node.record.name(), d.id, d.health_message);
+  }
+  node.inventory = std::move(parsed);
+  const bool lasting_change = !SameLastingInventory(node.record.inventory(), reported);
+  *node.record.mutable_inventory() = reported;
+  if (!lasting_change) return false;
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
+  }
+  wakeups_.CapacityChanged();
+  wakeups_.Changed();
+  return true;
+}
+
+absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::string_view why) {
+  if (node.record.drained() == drained) return absl::OkStatus();
+  node.record.set_drained(drained);
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    node.record.set_drained(!drained);
+    return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));
+  }
+  spdlog::info("node {} {} {}", node.record.name(), drained ? "drained" : "undrained", std::string(why));
+  wakeups_.CapacityChanged();
+  wakeups_.Changed();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address) {
+  std::set<int> used;
+  auto note = [&](const std::string& endpoint) {
+    const auto colon = endpoint.rfind(':');
+    int port = 0;
+    if (colon != std::string::npos && endpoint.substr(0, colon) == address &&
+        absl::SimpleAtoi(endpoint.substr(colon + 1), &port)) {
+      used.insert(port);
+    }
+  };
+  // The port is held by rank 0's torchrun, so the claims on the nodes at this address tell which
+  // are busy: every generation whose rank 0 runs there, also one being stopped (the claim stays
+  // until the agent no longer reports its processes). Several agents may share a host. Only
+  // those nodes' claims are read: scanning every job made each gang placement cost O(jobs).
+  for (const auto& [name, node] : nodes_) {
+    if (node.record.address() != address) continue;
+    for (const auto& [key, claim] : node.claims) note(claim.rendezvous_endpoint);
+  }
+  const int span = ports_.max - ports_.min + 1;
+  int& cursor = next_port_[address];
+  for (int i = 0; i < span; ++i) {
+    const int port = ports_.min + (cursor + i) % span;
+    if (used.contains(port)) continue;
+    cursor = (cursor + i + 1) % span;
+    return port;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("no free rendezvous port on ", address));
+}
+
+pb::Node NodeRegistry::Snapshot(const NodeEntry& node) {
+  pb::Node out = node.record;
+  out.set_state(node.ready ? pb::NODE_STATE_READY : pb::NODE_STATE_NOT_READY);
+  *out.mutable_last_heartbeat() = ToProtoTime(node.last_heartbeat);
+  for (const auto& [key, claim] : node.claims) {
+    if (claim.desired) out.add_running_jobs(key.first);
+  }
+  return out;
+}
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,88 @@
+// NodeRegistry: every node that registered, with its agent session and lease, the version of the
+// orders it should follow, its inventory and the claims jobs hold on it (claim_ledger.h), and the
+// rendezvous ports its address hands out. Node records are written to the Store. Thread-free:
+// ClusterState calls it under its lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "hetpool/device.h"
+#include "hetpool/v1/agent.pb.h"
+#include "hetpool/v1/cluster.pb.h"
+#include "src/daemon/state/claim_ledger.h"
+#include "src/daemon/state/wakeups.h"
+#include "src/daemon/store/store.h"
+
+namespace hetpool::daemon {
+
+namespace pb = ::hetpool::v1;
+
+struct NodeEntry {
+  pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
+  NodeInventory inventory;
+  std::string session_id;
+  bool ready = false;
+  absl::Time last_heartbeat;
+  uint64_t orders_version = 0;    // bumped whenever what the node should run changes
+  uint64_t applied_version = 0;   // the orders version the agent last said it acted on
+  Claims claims;
+
+  bool schedulable() const { return ready && !record.drained(); }
+};
+
+struct PortRange {
+  int min = 29500;
+  int max = 30499;
+};
+
+class NodeRegistry {
+ public:
+  NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_ports);
+
+  // The stored nodes, NotReady with one lease of grace from `now` to register again. Orders
+  // versions start at `now` in microseconds, above anything an earlier daemon handed out.
+  void Load(std::vector<pb::Node> records, absl::Time now);
+
+  NodeEntry* Find(const std::string& name);
+  const NodeEntry* Find(const std::string& name) const;
+  std::map<std::string, NodeEntry>& entries() { return nodes_; }
+  const std::map<std::string, NodeEntry>& entries() const { return nodes_; }
+  bool empty() const { return nodes_.empty(); }
+
+  // A registration (already validated): the node is created or updated, gets a new session and
+  // is Ready. Its claims (running jobs) are left as they are. The record is stored; a failed
+  // write is logged, and the agent's next registration writes it again.
+  NodeEntry& Register(const pb::RegisterRequest& request, NodeInventory inventory, absl::Time now);
+  // The node of a live session, or NOT_FOUND telling the agent to register again.
+  absl::StatusOr<NodeEntry*> Session(const std::string& node, const std::string& session);
+  absl::Status CheckSession(const std::string& node, const std::string& session) const;
+  // The node's orders changed: its order stream sends them.
+  void BumpOrders(NodeEntry& node);
+  // A heartbeat's inventory. Utilisation and memory in use change on every refresh: they are
+  // kept in memory only. A lasting change (cards, health, links, versions) is stored, and
+  // returns true: it may change what can be placed.
+  bool UpdateInventory(NodeEntry& node, const pb::NodeInventory& reported, NodeInventory parsed);
+  // Drains or undrains, stored before it counts (on a failed write nothing changes).
+  absl::Status SetDrained(NodeEntry& node, bool drained, absl::string_view why);
+  // A port on `address` that no live or dying generation holds, taken round-robin so that a port
+  // just let go of is the last to be handed out again.
+  absl::StatusOr<int> PickRendezvousPort(const std::string& address);
+
+  // The node as ListNodes shows it.
+  static pb::Node Snapshot(const NodeEntry& node);
+
+ private:
+  Store* const store_;
+  Wakeups& wakeups_;
+  const PortRange ports_;
+  std::map<std::string, NodeEntry> nodes_;
+  std::map<std::string, int> next_port_;  // per address: offset into the port range
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,75 @@
+// SchedulingCycle: one pass of the queue through the placement policy. It builds the node views
+// the policy decides on (claim_ledger.h's one definition of free), offers the pending jobs in
+// the policy's queue order, binds each placement (launch/placement_binder.h), keeps the head of
+// the queue's reservation (the Reservation filter keeps backfill off it), asks the quota ledger
+// for the Quota filter, and records why each job still waits. Thread-free: ClusterState runs it
+// under its lock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "scheduler/placement_policy.h"
+#include "src/daemon/security/quota.h"
+#include "src/daemon/state/job_table.h"
+#include "src/daemon/state/node_registry.h"
+#include "src/daemon/state/state_observer.h"
+#include "src/daemon/state/wakeups.h"
+
+namespace hetpool::daemon {
+
+struct CycleOptions {
+  bool metax_cuda_translation = false;       // a CUDA translation layer is installed on MetaX nodes
+  std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
+  StateObserver* observer = nullptr;         // decision times
+  // A full pass over the queue runs at least this often, a safety net for a missed wake-up.
+  absl::Duration full_pass_every = absl::Minutes(1);
+};
+
+class SchedulingCycle {
+ public:
+  SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler::PlacementPolicy* policy, Wakeups& wakeups,
+                  CycleOptions options);
+
+  // A job entered the queue: the next Run offers it even when nothing freed capacity.
+  void Submitted(const std::string& job_id) { new_jobs_.push_back(job_id); }
+  bool HasNewJobs() const { return !new_jobs_.empty(); }
+  // One tick: when nothing freed capacity since the last full pass (Wakeups::CapacityChanged),
+  // the jobs already waiting still wait, so only new submissions are offered, behind the last
+  // full pass's reservation; otherwise, or once `full_pass_every`, the whole queue.
+  void Run(absl::Time now);
+
+  // What the policy sees of the nodes, in name order, each with its ContentGeneration.
+  // `all_free`: as if no claim held anything and every node took work (can it ever fit?).
+  std::vector<scheduler::NodeView> NodeViews(bool all_free) const;
+
+ private:
+  using Reservation = std::map<std::string, std::set<std::string>>;  // node -> device ids
+
+  void Pass(const std::vector<std::string>* only);
+  scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free) const;
+  // Rebuilds the view of `name` in `views` after its claims changed.
+  void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& reserved) const;
+  // Why a job still waits, recorded (and shown to watchers) when it changed.
+  void NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
+                   std::vector<scheduler::NodeView>& views, Reservation& reserved);
+  // The nodes (and their qualifying devices) a waiting job is held for: those closest to
+  // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
+  static Reservation ReservationFor(const scheduler::PlacementRequest& request,
+                                    const std::vector<scheduler::NodeView>& views);
+
+  JobTable& jobs_;
+  NodeRegistry& nodes_;
+  scheduler::PlacementPolicy* const policy_;
+  Wakeups& wakeups_;
+  const CycleOptions options_;
+  std::vector<std::string> new_jobs_;  // submitted since the last pass
+  absl::Time last_full_pass_ = absl::InfinitePast();
+  Reservation reserved_;  // the head of the queue's hold, from the last full pass
+};
+
+}  // namespace hetpool::daemon

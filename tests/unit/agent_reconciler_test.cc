@@ -1,0 +1,147 @@
+// AgentReconciler (with the placement binder that makes the claims it reconciles): what agents'
+// reports and silences do to jobs and claims, thread-free with an injected clock.
+#include "src/daemon/state/agent_reconciler.h"
+
+#include "gtest/gtest.h"
+#include "src/daemon/launch/placement_binder.h"
+#include "tests/testing/state_parts.h"
+
+namespace hetpool::daemon {
+namespace {
+
+using testing::StateParts;
+using testing::TrainingSpec;
+
+class AgentReconcilerTest : public ::testing::Test {
+ protected:
+  AgentReconcilerTest() : reconciler_(parts_.jobs, parts_.nodes, parts_.wakeups, {absl::Seconds(10), absl::Seconds(20)}) {}
+
+  // Binds the job to node's first `cards` cards, as the scheduling cycle would.
+  void Bind(JobEntry& entry, const std::vector<std::string>& nodes, int cards) {
+    scheduler::Placement placement;
+    placement.vendor = Vendor::kNvidia;
+    for (const auto& n : nodes) {
+      scheduler::NodeAssignment a;
+      a.node = n;
+      for (int i = 0; i < cards; ++i) a.device_ids.push_back("nvidia" + std::to_string(i));
+      placement.nodes.push_back(a);
+    }
+    ASSERT_TRUE(BindPlacement(parts_.jobs, parts_.nodes, entry, placement).ok());
+  }
+
+  // The agent on `node` reports these processes (it applied its newest orders).
+  void Report(const std::string& node, std::vector<pb::ProcessStatus> processes) {
+    NodeEntry& entry = *parts_.nodes.Find(node);
+    entry.applied_version = entry.orders_version;
+    google::protobuf::RepeatedPtrField<pb::ProcessStatus> reports(processes.begin(), processes.end());
+    reconciler_.ApplyProcessReports(entry, reports, /*registering=*/false);
+  }
+
+  static pb::ProcessStatus Process(const JobEntry& entry, bool running, int exit_code = 0) {
+    pb::ProcessStatus p;
+    p.set_job_id(entry.job.id());
+    p.set_generation(entry.job.generation());
+    p.set_running(running);
+    p.set_exited(!running);
+    p.set_exit_code(exit_code);
+    return p;
+  }
+
+  StateParts parts_;
+  AgentReconciler reconciler_;
+};
+
+TEST_F(AgentReconcilerTest, ANonZeroExitRestartsTheGangUntilRestartsRunOut) {
+  parts_.Register("a", 2);
+  parts_.Register("b", 2);
+  JobEntry& job = parts_.Submit(TrainingSpec(2, 2, /*max_restarts=*/1));
+  Bind(job, {"a", "b"}, 2);
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(parts_.store.StoredJob(job.job.id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(reconciler_.OrdersFor(*parts_.nodes.Find("a")).launches_size(), 1);
+
+  Report("a", {Process(job, true)});
+  Report("b", {Process(job, true)});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_RUNNING);
+
+  const pb::ProcessStatus failed = Process(job, false, 3);
+  Report("a", {failed});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job.restart_count(), 1);
+  EXPECT_TRUE(parts_.wakeups.capacity_changed());
+  // b's part of the gang is ordered stopped and holds its cards until b says it is gone.
+  const pb::Orders b_orders = reconciler_.OrdersFor(*parts_.nodes.Find("b"));
+  ASSERT_EQ(b_orders.kills_size(), 1);
+  EXPECT_NE(b_orders.kills(0).reason().find("exited with code 3"), std::string::npos) << b_orders.kills(0).reason();
+  EXPECT_EQ(parts_.nodes.Find("b")->claims.size(), 1u);
+  Report("b", {});
+  EXPECT_TRUE(parts_.nodes.Find("b")->claims.empty());
+
+  Bind(job, {"a", "b"}, 2);
+  Report("b", {Process(job, false, 3)});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(job.job.reason(), "NonZeroExit");
+}
+
+TEST_F(AgentReconcilerTest, AReportTheStoreRefusesIsAppliedWhenTheAgentSendsItAgain) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
+  Bind(job, {"a"}, 1);
+  parts_.store.Refuse(true);
+  Report("a", {Process(job, false, 0)});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(parts_.nodes.Find("a")->claims.size(), 1u);  // the cards stay held
+  parts_.store.Refuse(false);
+  Report("a", {Process(job, false, 0)});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(parts_.nodes.Find("a")->claims.empty());
+}
+
+TEST_F(AgentReconcilerTest, ASilentNodeKeepsItsJobsThroughTheGraceThenLosesThem) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/1));
+  Bind(job, {"a"}, 1);
+  const absl::Time beat = parts_.now;
+  reconciler_.ExpireLeases(beat + absl::Seconds(11));  // past the 10 s lease
+  const NodeEntry& node = *parts_.nodes.Find("a");
+  EXPECT_FALSE(node.ready);
+  EXPECT_TRUE(node.session_id.empty());
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED);  // within the 20 s grace
+  EXPECT_EQ(node.claims.size(), 1u);
+
+  reconciler_.ExpireLeases(beat + absl::Seconds(31));
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job.events(job.job.events_size() - 1).reason(), "NodeLost");
+  EXPECT_TRUE(node.claims.empty());
+}
+
+TEST_F(AgentReconcilerTest, AProcessTheDaemonDidNotOrderIsOrderedStoppedAndHoldsItsCards) {
+  parts_.Register("a", 2);
+  pb::ProcessStatus stray;
+  stray.set_job_id("job-999999");
+  stray.set_generation(4);
+  stray.set_running(true);
+  stray.add_device_ids("nvidia1");
+  Report("a", {stray});
+  const NodeEntry& node = *parts_.nodes.Find("a");
+  ASSERT_EQ(node.claims.size(), 1u);
+  EXPECT_FALSE(node.claims.begin()->second.desired);
+  EXPECT_EQ(node.claims.begin()->second.device_ids, std::vector<std::string>{"nvidia1"});
+  const pb::Orders orders = reconciler_.OrdersFor(node);
+  ASSERT_EQ(orders.kills_size(), 1);
+  EXPECT_EQ(orders.kills(0).job_id(), "job-999999");
+}
+
+TEST_F(AgentReconcilerTest, OnlyTheNodesAGenerationRanOnMayPushItsLogs) {
+  parts_.Register("a", 1);
+  parts_.Register("b", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
+  Bind(job, {"a"}, 1);
+  EXPECT_TRUE(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job.id(), 1).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("b"), job.job.id(), 1)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job.id(), 2)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), "job-424242", 1)));
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

@@ -1,0 +1,79 @@
+// NodeRegistry: sessions, lasting inventory changes, drains stored first, rendezvous ports.
+#include "src/daemon/state/node_registry.h"
+
+#include "gtest/gtest.h"
+#include "tests/testing/state_parts.h"
+
+namespace hetpool::daemon {
+namespace {
+
+using testing::StateParts;
+
+TEST(NodeRegistry, OnlyTheLatestRegistrationsSessionIsLive) {
+  StateParts parts;
+  const std::string first = parts.Register("a", 2).session_id;
+  EXPECT_TRUE(parts.nodes.CheckSession("a", first).ok());
+  EXPECT_EQ(parts.store.StoredNode("a").inventory().devices_size(), 0);  // the request carried none
+  EXPECT_EQ(parts.store.StoredNode("a").address(), "127.0.0.1");
+
+  const std::string second = parts.Register("a", 2).session_id;
+  EXPECT_NE(first, second);
+  const absl::Status stale = parts.nodes.CheckSession("a", first);
+  EXPECT_TRUE(absl::IsNotFound(stale)) << stale;
+  EXPECT_NE(stale.message().find("register again"), std::string::npos) << stale;
+  EXPECT_TRUE(parts.nodes.Session("a", second).ok());
+  EXPECT_TRUE(absl::IsNotFound(parts.nodes.CheckSession("nobody", second)));
+}
+
+TEST(NodeRegistry, OnlyLastingInventoryChangesAreStoredAndWakeTheScheduler) {
+  StateParts parts;
+  NodeEntry& node = parts.Register("a", 1);
+  pb::NodeInventory reported;
+  auto* card = reported.add_devices();
+  card->set_id("nvidia0");
+  card->set_healthy(true);
+  ASSERT_TRUE(parts.nodes.UpdateInventory(node, reported, testing::H100s(1)));  // first report: lasting
+  EXPECT_TRUE(parts.wakeups.TakeCapacityChanged());
+
+  reported.mutable_devices(0)->set_utilization_percent(93);  // changes on every refresh
+  reported.mutable_devices(0)->set_memory_used_mib(4096);
+  EXPECT_FALSE(parts.nodes.UpdateInventory(node, reported, testing::H100s(1)));
+  EXPECT_FALSE(parts.wakeups.capacity_changed());
+  EXPECT_EQ(node.record.inventory().devices(0).utilization_percent(), 93);  // kept in memory
+  EXPECT_EQ(parts.store.StoredNode("a").inventory().devices(0).utilization_percent(), 0);
+
+  reported.mutable_devices(0)->set_healthy(false);
+  EXPECT_TRUE(parts.nodes.UpdateInventory(node, reported, testing::H100s(1)));
+  EXPECT_TRUE(parts.wakeups.capacity_changed());
+  EXPECT_FALSE(parts.store.StoredNode("a").inventory().devices(0).healthy());
+  EXPECT_EQ(parts.store.StoredNode("a").inventory().devices(0).memory_used_mib(), 4096u);  // stored with it
+}
+
+TEST(NodeRegistry, ADrainCountsOnlyOnceStored) {
+  StateParts parts;
+  NodeEntry& node = parts.Register("a", 1);
+  parts.store.Refuse(true);
+  const absl::Status refused = parts.nodes.SetDrained(node, true, "by a test");
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_TRUE(node.schedulable());
+  parts.store.Refuse(false);
+  ASSERT_TRUE(parts.nodes.SetDrained(node, true, "by a test").ok());
+  EXPECT_FALSE(node.schedulable());
+  EXPECT_TRUE(parts.store.StoredNode("a").drained());
+}
+
+TEST(NodeRegistry, RendezvousPortsGoRoundTheRangeAndSkipThoseHeld) {
+  StateParts parts;  // ports 29500-29502
+  NodeEntry& node = parts.Register("a", 1);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1"), 29500);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1"), 29501);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("10.0.0.9"), 29500);  // each address its own
+  node.claims[{"job-1", 1}].rendezvous_endpoint = "127.0.0.1:29502";
+  node.claims[{"job-2", 1}].rendezvous_endpoint = "127.0.0.1:29500";
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1"), 29501);  // the one a claim does not hold
+  node.claims[{"job-3", 1}].rendezvous_endpoint = "127.0.0.1:29501";
+  EXPECT_TRUE(absl::IsResourceExhausted(parts.nodes.PickRendezvousPort("127.0.0.1").status()));
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

@@ -1,0 +1,120 @@
+// SchedulingCycle: passes over the queue through the daemon's default policy, thread-free over
+// the in-memory parts: what a pass offers, what it binds, and how it records why a job waits.
+#include "src/daemon/state/scheduling_cycle.h"
+
+#include "gtest/gtest.h"
+#include "scheduler/framework/profile.h"
+#include "tests/testing/state_parts.h"
+
+namespace hetpool::daemon {
+namespace {
+
+using testing::StateParts;
+using testing::TrainingSpec;
+
+// Counts the jobs offered to the policy.
+class DecisionCounter : public StateObserver {
+ public:
+  void Decision(absl::Duration, bool) override { ++offered; }
+  void StoreWrite(absl::Duration, bool) override {}
+  void JobEnded(const pb::Job&) override {}
+  void JobRestarted(const std::string&) override {}
+  int offered = 0;
+};
+
+class SchedulingCycleTest : public ::testing::Test {
+ protected:
+  SchedulingCycleTest() : cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.wakeups, Options()) {}
+  CycleOptions Options() {
+    CycleOptions options;
+    options.observer = &counter_;
+    options.full_pass_every = absl::Minutes(1);
+    return options;
+  }
+  JobEntry& Submit(pb::JobSpec spec) {
+    JobEntry& entry = parts_.Submit(std::move(spec));
+    cycle_.Submitted(entry.job.id());
+    return entry;
+  }
+
+  StateParts parts_;
+  DecisionCounter counter_;
+  std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
+  SchedulingCycle cycle_;
+};
+
+TEST_F(SchedulingCycleTest, APlacementIsBoundStoredAndClaimed) {
+  parts_.Register("a", 4);
+  JobEntry& job = Submit(TrainingSpec(1, 2));
+  cycle_.Run(parts_.now);
+  ASSERT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED) << job.job.message();
+  EXPECT_EQ(parts_.store.StoredJob(job.job.id()).state(), pb::JOB_STATE_SCHEDULED);
+  const NodeEntry& node = *parts_.nodes.Find("a");
+  ASSERT_EQ(node.claims.size(), 1u);
+  EXPECT_EQ(node.claims.begin()->second.device_ids.size(), 2u);
+  EXPECT_FALSE(job.job.has_pending());
+  // The views the next decision sees count the claim.
+  int free = 0;
+  for (const auto& view : cycle_.NodeViews(false)) {
+    for (const auto& dv : view.devices) free += dv.free;
+  }
+  EXPECT_EQ(free, 2);
+}
+
+TEST_F(SchedulingCycleTest, WithoutFreedCapacityOnlyNewSubmissionsAreOffered) {
+  parts_.Register("a", 2);
+  Submit(TrainingSpec(1, 2));
+  Submit(TrainingSpec(1, 2));  // waits: the first takes both cards
+  Submit(TrainingSpec(1, 2));
+  cycle_.Run(parts_.now);  // the first pass takes the whole queue
+  EXPECT_EQ(counter_.offered, 3);
+  EXPECT_FALSE(parts_.wakeups.capacity_changed());
+
+  cycle_.Run(parts_.now + absl::Seconds(1));  // nothing new, nothing freed: nobody is offered
+  EXPECT_EQ(counter_.offered, 3);
+  Submit(TrainingSpec(1, 1));
+  cycle_.Run(parts_.now + absl::Seconds(2));
+  EXPECT_EQ(counter_.offered, 4);
+
+  parts_.wakeups.CapacityChanged();  // e.g. a job ended
+  cycle_.Run(parts_.now + absl::Seconds(3));
+  EXPECT_EQ(counter_.offered, 7);
+  cycle_.Run(parts_.now + absl::Minutes(2));  // the once-a-minute safety net
+  EXPECT_EQ(counter_.offered, 10);
+}
+
+TEST_F(SchedulingCycleTest, TheHeadOfTheQueueHoldsNodesAndItsReasonIsRecordedOnce) {
+  parts_.Register("a", 4);
+  parts_.Register("b", 4);
+  JobEntry& running = Submit(TrainingSpec(1, 3));
+  cycle_.Run(parts_.now);
+  ASSERT_EQ(running.job.state(), pb::JOB_STATE_SCHEDULED);
+  JobEntry& big = Submit(TrainingSpec(2, 4));  // needs both nodes whole
+  JobEntry& small = Submit(TrainingSpec(1, 1));
+  parts_.wakeups.CapacityChanged();
+  cycle_.Run(parts_.now + absl::Seconds(1));
+  ASSERT_EQ(big.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(big.job.reason(), "Unschedulable");
+  EXPECT_EQ(big.job.pending().held_for_it(), "a,b");
+  // Both nodes' cards are held for the head: the small job behind it may not take them.
+  EXPECT_EQ(small.job.state(), pb::JOB_STATE_PENDING);
+  const uint64_t version = big.version;
+  const int events = big.job.events_size();
+  parts_.wakeups.CapacityChanged();
+  cycle_.Run(parts_.now + absl::Seconds(2));
+  EXPECT_EQ(big.version, version);  // the same reason again is not news
+  EXPECT_EQ(big.job.events_size(), events);
+  EXPECT_EQ(parts_.store.StoredJob(big.job.id()).reason(), "");  // why a job waits is not stored
+}
+
+TEST_F(SchedulingCycleTest, AJobNoNodeCouldEverHoldIsUnresolvable) {
+  parts_.Register("a", 2);
+  JobEntry& job = Submit(TrainingSpec(1, 8));
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job.reason(), "Unresolvable");
+  EXPECT_TRUE(job.job.pending().never_fits());
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
