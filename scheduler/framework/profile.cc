@@ -15,8 +15,8 @@ constexpr char kDefaultProfile[] = R"({
   "queueSort": ["PrioritySort"],
   "preFilter": ["RequestShape"],
   "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"],
-  "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore", "weight": 10},
-            {"name": "TieRank", "weight": 1}],
+  "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500, "size_damping": 2.5}},
+            {"name": "LinkScore", "weight": 10}, {"name": "TieRank", "weight": 1}],
   "permit": ["Gang"]
 })";
 

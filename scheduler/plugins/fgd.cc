@@ -9,7 +9,14 @@
 // The node's host CPU counts (a GPU whose node has too little CPU left is fragment), so CPU jobs
 // score too. Scores are the paper's integer levels (FgdScore), kept as they are: min-max over one
 // call would turn a one-milli difference into the whole 0..100 range.
+// "size_damping" d (default 0, the paper's weights): a shape asking for c cards per node weighs
+// its share of the mix x (1 + c/3)^-d, renormalised (a share of a card counts its fraction).
+// Measured on the trace (docs/benchmarks.md): at full weight the few 8-card shapes, for which
+// every card of a partly used node is fragment, dominate the measure; damped, the many small
+// shapes' fragmentation decides, and allocation rises on every workload, most on the multi-GPU
+// ones.
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -31,7 +38,7 @@ constexpr int64_t kUnlimited = int64_t{1} << 40;
 class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAwarePlugin {
  public:
   enum class Mix { kPlaced, kSubmitted, kExpected };
-  Fgd(size_t window, Mix mix) : window_(window), mix_(mix) {}
+  Fgd(size_t window, Mix mix, double size_damping) : window_(window), mix_(mix), size_damping_(size_damping) {}
   absl::string_view Name() const override { return "Fgd"; }
   bool NeedsDeviceSelection() const override { return true; }
 
@@ -137,13 +144,28 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
         mix.push_back(t);
       }
     }
+    if (size_damping_ > 0) Damp(mix);
     measure_.emplace(std::move(mix));
     return &*measure_;
+  }
+
+  // Weighs down the shapes that ask for more cards ("size_damping"); the total stays the same.
+  void Damp(std::vector<TaskShape>& mix) const {
+    double before = 0, after = 0;
+    for (TaskShape& t : mix) {
+      before += t.weight;
+      const double cards = t.num_gpu * static_cast<double>(t.gpu_milli) / kWholeGpuMilli;
+      t.weight *= std::pow(1.0 + cards / 3.0, -size_damping_);
+      after += t.weight;
+    }
+    if (after <= 0) return;
+    for (TaskShape& t : mix) t.weight *= before / after;
   }
 
   static constexpr size_t kMaxModelNames = 1024;
   size_t window_;
   Mix mix_;
+  double size_damping_;
 
   std::deque<Shape> history_;
   std::vector<TaskShape> expected_;
@@ -156,6 +178,7 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
 absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args) {
   size_t window = 500;
   Fgd::Mix mix = Fgd::Mix::kPlaced;
+  double size_damping = 0;
 
   if (!args.is_null()) {
     if (!args.is_object()) return absl::InvalidArgumentError("plugin Fgd: args must be an object");
@@ -170,12 +193,18 @@ absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args) {
           return absl::InvalidArgumentError("plugin Fgd: mix must be \"placed\", \"submitted\" or \"expected\"");
         }
         mix = value == "placed" ? Fgd::Mix::kPlaced : value == "submitted" ? Fgd::Mix::kSubmitted : Fgd::Mix::kExpected;
+      } else if (key == "size_damping") {
+        if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 8) {
+          return absl::InvalidArgumentError("plugin Fgd: size_damping must be a number in 0..8");
+        }
+        size_damping = value.get<double>();
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("plugin Fgd: unknown arg '", key, "' (window, mix)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("plugin Fgd: unknown arg '", key, "' (window, mix, size_damping)"));
       }
     }
   }
-  return std::shared_ptr<Plugin>(std::make_shared<Fgd>(window, mix));
+  return std::shared_ptr<Plugin>(std::make_shared<Fgd>(window, mix, size_damping));
 }
 
 }  // namespace hetpool::scheduler::plugins

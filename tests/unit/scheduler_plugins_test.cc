@@ -2,6 +2,7 @@
 // scheduler_framework_test.cc, beside the framework that runs them).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -371,6 +372,25 @@ TEST(FgdPlugin, WeighsTheSubmittedMixWhateverModelsJobsName) {
   EXPECT_EQ(plugin->Score(state, four.Candidate({0})), FgdScore(3000));
 }
 
+// size_damping weighs the shapes that ask for more cards down: with 1-card and 4-card jobs
+// expected half and half, one card that strands three of a node's four scores the 4-card share
+// of the mix x 3000: 1/2 undamped, 1/(1 + (7/4)^d) damped by d ((1 + 4/3)^-d against (1 + 1/3)^-d).
+TEST(FgdPlugin, SizeDampingWeighsBigShapesDown) {
+  const PlacementRequest one = Shape(1, 1);
+  CycleState state(one);
+  TestNode four({1000, 1000, 1000, 1000, 0}, 64000, 64000);
+  for (const double damping : {0.0, 1.0, 2.5}) {
+    auto made = MakeBuiltinPlugin("Fgd", {{"mix", "expected"}, {"size_damping", damping}});
+    ASSERT_TRUE(made.ok()) << made.status();
+    auto* plugin = dynamic_cast<ScorePlugin*>(made->get());
+    dynamic_cast<WorkloadAwarePlugin*>(made->get())->ExpectWorkload({{0, 1, 1000, {}, 0.5}, {0, 4, 1000, {}, 0.5}});
+    const double increase = 3000 / (1 + std::pow(7.0 / 4.0, damping));
+    EXPECT_EQ(plugin->Score(state, four.Candidate({0})), FgdScore(increase)) << "size_damping " << damping;
+  }
+  // Damped harder, the stranded cards count for less: the score rises (from level 18 to 35 here).
+  EXPECT_LT(FgdScore(1500), FgdScore(3000 / (1 + std::pow(7.0 / 4.0, 2.5))));
+}
+
 TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
   struct Case {
     std::string name;
@@ -392,7 +412,10 @@ TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
       {"Fgd", {{"window", 0}}, "plugin Fgd: window must be an integer in 1..100000"},
       {"Fgd", {{"window", 100001}}, "plugin Fgd: window must be an integer in 1..100000"},
       {"Fgd", {{"window", "5"}}, "plugin Fgd: window must be an integer in 1..100000"},
-      {"Fgd", {{"size", 5}}, "plugin Fgd: unknown arg 'size' (window, mix)"},
+      {"Fgd", {{"size", 5}}, "plugin Fgd: unknown arg 'size' (window, mix, size_damping)"},
+      {"Fgd", {{"size_damping", 1.5}}, ""},
+      {"Fgd", {{"size_damping", -1}}, "plugin Fgd: size_damping must be a number in 0..8"},
+      {"Fgd", {{"size_damping", "2"}}, "plugin Fgd: size_damping must be a number in 0..8"},
       {"Fgd", {{"mix", "expected"}}, ""},
       {"Fgd", {{"mix", "submitted"}}, ""},
       {"Fgd", {{"mix", "recent"}}, "plugin Fgd: mix must be \"placed\", \"submitted\" or \"expected\""},

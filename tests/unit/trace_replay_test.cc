@@ -20,7 +20,7 @@ const std::string kTraceDir = std::string(HETPOOL_SOURCE_DIR_FOR_TESTS) + "/../s
 
 // Measured by SmallReplayKeepsItsAllocationRatio's configuration (150 nodes, seed 42, default
 // workload); docs/benchmarks.md has the full-trace figures.
-constexpr double kSmallReplayDefaultRatio = 94.37;
+constexpr double kSmallReplayDefaultRatio = 94.87;
 constexpr double kPublishedFgdDefault = 95.39;
 
 std::string ShippedProfile(const std::string& name) {
@@ -91,7 +91,7 @@ TEST_F(TraceReplayTest, FgdProfileReproducesThePublishedMeanAndTheDefaultBeatsIt
     return sum / 10;
   };
   EXPECT_NEAR(mean("fgd-paper"), kPublishedFgdDefault, 0.02);
-  EXPECT_GE(mean("default"), kPublishedFgdDefault + 0.1);
+  EXPECT_GE(mean("default"), kPublishedFgdDefault + 0.2);
 }
 
 TEST(TraceReplay, ABadProfileIsAnError) {
