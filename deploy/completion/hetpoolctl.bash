@@ -55,11 +55,12 @@ _hetpoolctl() {
 
   local flags=""
   case "$command" in
-    submit) flags="-f --file --help" ;;
+    submit) flags="-f --file --request-id --skip-script-check --help" ;;
     list) flags="--state --user --label --help" ;;
     cancel) flags="--reason --help" ;;
     logs) flags="-f --follow --node --rank --help" ;;
-    wait) flags="--timeout --help" ;;
+    wait) flags="--timeout --job-exit-code --help" ;;
+    watch) flags="--job-exit-code --help" ;;
     devices) flags="--node --vendor --help" ;;
     plan) flags="--model --config --mode --precision --seq --tokens --zero --batch --context --micro-batch --grad-accum --objective --cards --optimizer --mixed --recompute --attention --dropout --kv-precision --lora-rank --lora-all-linear --no-sequence-parallel --pool --prices --list-models --help" ;;
     usage) flags="--since --until --by --help" ;;

@@ -21,12 +21,16 @@ namespace {
 
 // What the child reports through the exec pipe when it cannot start.
 struct ChildError {
-  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account
+  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account, 4 script
   int error;
 };
 
-constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file",
-                                       "cannot execute", "cannot switch to account"};
+constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file", "cannot execute",
+                                       "cannot switch to account", "ScriptNotFound: cannot read script"};
+// What kind of launch failure each stage is: the job's (its paths) or the node's.
+constexpr const char* kStageFailures[] = {"WorkingDirNotFound", "LaunchFailed", "LaunchFailed", "LaunchFailed",
+                                          "ScriptNotFound"};
+
 
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
@@ -79,6 +83,7 @@ void Runner::Start(const LaunchSpec& spec) {
     record.exited = true;
     record.exit_code = 127;
     record.message = spec.refused;
+    record.launch_failure = spec.refused_failure;
     spdlog::warn("job {} g{}: refused: {}", spec.job_id, spec.generation, spec.refused);
     return;
   }
@@ -98,6 +103,7 @@ void Runner::Start(const LaunchSpec& spec) {
     record.exited = true;
     record.exit_code = 127;
     record.message = absl::StrCat(kStageNames[1], " ", spec.log_path, ": ", std::strerror(errno));
+    record.launch_failure = kStageFailures[1];
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
@@ -117,6 +123,7 @@ void Runner::Start(const LaunchSpec& spec) {
     record.exited = true;
     record.exit_code = 127;
     record.message = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
+    record.launch_failure = "LaunchFailed";
     return;
   }
   const pid_t pid = fork();
@@ -134,6 +141,8 @@ void Runner::Start(const LaunchSpec& spec) {
       err = {3, errno};
     } else if (chdir(spec.working_dir.c_str()) != 0) {
       err = {0, errno};
+    } else if (!spec.script.empty() && access(spec.script.c_str(), R_OK) != 0) {
+      err = {4, errno};  // as the job's account, in its working dir: what torchrun would open
     } else {
       dup2(null, 0);  // dup2 clears close-on-exec on the copies
       dup2(log, 1);
@@ -152,6 +161,7 @@ void Runner::Start(const LaunchSpec& spec) {
     record.exited = true;
     record.exit_code = 127;
     record.message = absl::StrCat("fork: ", std::strerror(errno));
+    record.launch_failure = "LaunchFailed";
     return;
   }
   setpgid(pid, pid);  // also here, so a kill right after Start reaches the group
@@ -166,11 +176,13 @@ void Runner::Start(const LaunchSpec& spec) {
     waitpid(pid, nullptr, 0);
     record.exited = true;
     record.exit_code = 127;
-    const char* what = err.stage == 0   ? spec.working_dir.c_str()
-                       : err.stage == 1 ? spec.log_path.c_str()
-                       : err.stage == 3 ? run_as.account.c_str()
-                                        : spec.argv[0].c_str();
+    const std::string what = err.stage == 0   ? spec.working_dir
+                             : err.stage == 1 ? spec.log_path
+                             : err.stage == 3 ? run_as.account
+                             : err.stage == 4 ? absl::StrCat(spec.script, " in ", spec.working_dir)
+                                              : spec.argv[0];
     record.message = absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
+    record.launch_failure = kStageFailures[err.stage];
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }

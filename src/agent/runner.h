@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "src/agent/fence_watchdog.h"
 #include "src/agent/job_sandbox.h"
 #include "src/agent/process_ledger.h"
+#include "src/agent/torchrun_failure.h"
 
 namespace hetpool::agent {
 
@@ -31,6 +33,10 @@ struct LaunchSpec {
   int procs = 0;                            // workers torchrun will start (for rank discovery)
   RunAs run_as;                             // the account the processes run as
   std::string refused;                      // non-empty: do not start; report exit 127 with this
+  std::string refused_failure = "LaunchFailed";  // what kind of launch failure `refused` is
+  // python.script (relative to working_dir or absolute): checked readable by the job's account
+  // before torchrun starts; empty for commands.
+  std::string script;
 };
 
 struct ProcessRecord {
@@ -43,9 +49,18 @@ struct ProcessRecord {
   absl::Time kill_sent_at;
   std::string kill_reason;
   uint64_t log_pushed = 0;  // bytes of log_path the daemon holds
+  // The last kLogTailBytes pushed: the file's pushed bytes are punched out, and torchrun's
+  // failure report is read from here once the whole log is pushed.
+  std::string log_tail;
   bool logs_flushed = false;
   std::vector<int> global_ranks;  // indexed by LOCAL_RANK; filled once every worker is seen
+  // Why the launch failed (exit 127): ScriptNotFound, WorkingDirNotFound or LaunchFailed.
+  std::string launch_failure;
+  // After torchrun exited non-zero on its own and its log is pushed: the rank that failed.
+  std::optional<TorchrunFailure> torchrun_failure;
 };
+
+inline constexpr size_t kLogTailBytes = 64 * 1024;
 
 struct RunnerOptions {
   absl::Duration kill_grace = absl::Seconds(10);

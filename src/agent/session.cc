@@ -184,10 +184,12 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
   const std::string run_dir = JobRunDir(options_.work_dir, order.job_id(), order.generation());
   spec.run_dir = run_dir;
   spec.log_path = JobLogPath(options_.work_dir, order.job_id(), order.generation());
+  spec.script = plan.script();
   if (auto dir = ResolveWorkingDir(plan.working_dir(), options_.sandbox.job_dirs); dir.ok()) {
     spec.working_dir = *dir;
   } else {
     spec.refused = std::string(dir.status().message());
+    spec.refused_failure = "WorkingDirNotFound";  // a directory the job may not use
   }
   if (auto run_as = ResolveRunAs(plan.user(), options_.sandbox, geteuid()); run_as.ok()) {
     spec.run_as = *std::move(run_as);
@@ -261,6 +263,8 @@ bool Session::PushChunk(const Runner::Key& key, ProcessRecord& r, absl::string_v
   }
   if (!status.ok()) return false;
   r.log_pushed = resp.next_offset();
+  r.log_tail.append(data.data(), data.size());
+  if (r.log_tail.size() > kLogTailBytes) r.log_tail.erase(0, r.log_tail.size() - kLogTailBytes);
   return true;
 }
 
@@ -293,6 +297,12 @@ bool Session::PushLogs() {
     if (was_exited && !failed) {
       r.logs_flushed = true;
       newly_flushed = true;
+      // torchrun exits 1 whichever way a worker failed: its report, now all pushed, says which
+      // rank and how.
+      if (r.exit_code != 0 && !r.kill_sent && r.launch_failure.empty()) {
+        r.torchrun_failure = ParseTorchrunFailure(r.log_tail);
+      }
+      r.log_tail.clear();
     }
   }
   return newly_flushed;
@@ -314,6 +324,20 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
     s->set_note(r.spec.note);
     for (const auto& d : r.spec.device_ids) s->add_device_ids(d);
     for (int rank : r.global_ranks) s->add_global_ranks(rank);
+    if (!r.launch_failure.empty() || r.torchrun_failure) {
+      pb::RankFailure* failure = s->mutable_rank_failure();
+      failure->set_node(options_.node_name);
+      failure->set_launch_failure(r.launch_failure);
+      failure->set_global_rank(-1);
+      failure->set_local_rank(-1);
+      if (const auto& t = r.torchrun_failure) {
+        failure->set_global_rank(t->global_rank);
+        failure->set_local_rank(t->local_rank);
+        failure->set_exit_code(t->exit_code);
+        failure->set_signal(t->signal);
+        for (const auto& line : t->last_lines) failure->add_last_lines(line);
+      }
+    }
   }
   return out;
 }

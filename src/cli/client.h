@@ -22,7 +22,9 @@ namespace pb = ::hetpool::v1;
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
-constexpr int kExitJobFailed = 3;
+constexpr int kExitJobFailed = 3;       // the job failed by its own doing
+constexpr int kExitInfrastructure = 4;  // the job failed because of nodes, processes or launches
+constexpr int kExitJobCancelled = 5;
 constexpr int kExitTimeout = 124;
 
 struct Globals {

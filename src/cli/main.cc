@@ -1,6 +1,7 @@
 // hetpoolctl: the command-line client for researchers, CI pipelines and operators.
 // Every command is one or two RPCs; errors print one line and exit non-zero.
 #include <pwd.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -73,6 +74,23 @@ void PrintJobDetail(const pb::Job& job) {
     if (!w.held_for_it().empty()) std::cout << "  holding:   " << w.held_for_it() << " (first in line)\n";
     if (!w.quota().empty()) std::cout << "  quota:     " << w.quota() << "\n";
   }
+  if (job.has_failure()) {
+    const pb::RankFailure& f = job.failure();
+    std::cout << "failure:     ";
+    if (!f.launch_failure().empty()) {
+      std::cout << f.launch_failure() << " on " << f.node();
+    } else if (f.global_rank() >= 0) {
+      std::cout << "rank " << f.global_rank() << " (local rank " << f.local_rank() << " on " << f.node() << ") "
+                << (f.signal().empty() ? absl::StrCat("exited with code ", f.exit_code()) : "killed by " + f.signal());
+    } else {
+      std::cout << "node " << f.node();
+    }
+    if (job.failure_origin() != pb::FAILURE_ORIGIN_UNSPECIFIED) {
+      std::cout << (job.failure_origin() == pb::FAILURE_ORIGIN_JOB ? " (the job's own)" : " (infrastructure)");
+    }
+    std::cout << "\n";
+    for (const auto& line : f.last_lines()) std::cout << "  | " << line << "\n";
+  }
   if (job.has_plan()) {
     const pb::PlanRow& p = job.plan();
     std::cout << "plan:        " << p.label() << ": " << LayoutName(p) << ", micro-batch " << p.micro_batch() << "\n";
@@ -94,13 +112,31 @@ void PrintJobDetail(const pb::Job& job) {
 
 // --- job commands ------------------------------------------------------------------------------
 
+// A python.script that is missing where this machine can see the working dir: refused before it
+// takes cards. A working dir this machine does not have is left to the agent (which checks it
+// as the job's account before torchrun starts).
+absl::Status CheckScriptVisibleHere(const pb::JobSpec& spec) {
+  if (!spec.has_python() || spec.python().script().empty()) return absl::OkStatus();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(spec.working_dir(), ec)) return absl::OkStatus();
+  const std::filesystem::path script = std::filesystem::path(spec.working_dir()) / spec.python().script();
+  if (std::filesystem::is_regular_file(script, ec)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("python.script: ", spec.python().script(), " not found in ",
+                                          spec.working_dir(),
+                                          " (checked on this machine; --skip-script-check if the nodes see "
+                                          "another filesystem)"));
+}
+
 int Submit(Client& client, const std::vector<std::string>& args) {
   std::string file, request_id;
-  FlagSet flags("hetpoolctl submit -f job.json [--request-id ID]\n"
+  bool skip_script_check = false;
+  FlagSet flags("hetpoolctl submit -f job.json [--request-id ID] [--skip-script-check]\n"
                 "Example: hetpoolctl submit -f deploy/examples/ddp-job.json");
   flags.String("file", &file, "job file: protobuf JSON of hetpool.v1.JobSpec ('-' for stdin)");
   flags.Alias("-f", "file");
   flags.String("request-id", &request_id, "idempotency token: a retry with it returns the first job");
+  flags.Bool("skip-script-check", &skip_script_check,
+             "do not check here that python.script exists under working_dir (the agent still does)");
   std::vector<std::string> rest;
   if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
   if (!rest.empty()) return Usage("submit takes no positional arguments");
@@ -133,6 +169,9 @@ int Submit(Client& client, const std::vector<std::string>& args) {
   }
   // Relative paths in a job file are relative to where it is submitted from (like sbatch).
   if (spec.working_dir().empty()) spec.set_working_dir(std::filesystem::current_path().string());
+  if (!skip_script_check) {
+    if (auto s = CheckScriptVisibleHere(spec); !s.ok()) return Error(s);
+  }
   req.set_request_id(request_id);
   pb::SubmitJobResponse resp;
   auto status = client.jobs().SubmitJob(client.Context().get(), req, &resp);
@@ -266,33 +305,86 @@ grpc::Status Watch(Client& client, const std::string& id, absl::Duration timeout
   return reader->Finish();
 }
 
+int WaitExitCode(const pb::Job& job, bool job_exit_code);
+
 int WatchCmd(Client& client, const std::vector<std::string>& args) {
-  if (args.size() != 1) return Usage("watch takes one job id");
+  bool job_exit_code = false;
+  FlagSet flags("hetpoolctl watch ID [--job-exit-code]\n"
+                "Prints each event of the job from its first until it ends, then exits like wait.\n"
+                "With -o json: JSON Lines, one event per line with the job's id and generation.\n"
+                "Example: hetpoolctl -o json watch job-000007 | jq -r .reason");
+  flags.Bool("job-exit-code", &job_exit_code, "as wait --job-exit-code");
+  std::vector<std::string> rest;
+  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+  if (rest.size() != 1) return Usage("watch takes one job id");
   int printed = 0;
   pb::Job last;
-  auto status = Watch(client, args[0], absl::InfiniteDuration(), [&](const pb::WatchJobResponse& u) {
-    if (client.json()) {
-      std::cout << ToJson(u);
-      return;
-    }
-    // Print every event not yet shown.
+  // Every event not yet shown, from the first (the stream starts with the job as it is now).
+  auto status = Watch(client, rest[0], absl::InfiniteDuration(), [&](const pb::WatchJobResponse& u) {
     const auto& events = u.job().events();
     for (int i = printed; i < events.size(); ++i) {
+      if (client.json()) {
+        pb::WatchEvent line;
+        line.set_job_id(u.job().id());
+        line.set_generation(u.job().generation());
+        *line.mutable_event() = events[i];
+        std::cout << ToJsonLine(line) << std::flush;
+        continue;
+      }
       std::cout << absl::FormatTime("%H:%M:%S", FromProtoTime(events[i].time()), absl::LocalTimeZone())
                 << "  " << JobStateName(events[i].state()) << "  " << events[i].reason()
                 << (events[i].message().empty() ? "" : ": ") << events[i].message() << "\n" << std::flush;
     }
     printed = events.size();
   }, &last);
-  return status.ok() ? 0 : client.Failed(status);
+  if (!status.ok()) return client.Failed(status);
+  return WaitExitCode(last, job_exit_code);
+}
+
+// "SIGSEGV" -> 11; 0 when unknown.
+int SignalNumber(const std::string& name) {
+  for (int n = 1; n < 65; ++n) {
+    const char* abbrev = sigabbrev_np(n);
+    if (abbrev != nullptr && name == absl::StrCat("SIG", abbrev)) return n;
+  }
+  return 0;
+}
+
+// What `wait` exits with for a job that ended (docs/cli.md has the table).
+int WaitExitCode(const pb::Job& job, bool job_exit_code) {
+  switch (job.state()) {
+    case pb::JOB_STATE_SUCCEEDED:
+      return 0;
+    case pb::JOB_STATE_CANCELLED:
+      return kExitJobCancelled;
+    default:
+      break;
+  }
+  if (job.failure_origin() == pb::FAILURE_ORIGIN_INFRASTRUCTURE) return kExitInfrastructure;
+  const pb::RankFailure& f = job.failure();
+  if (job_exit_code && f.launch_failure().empty() && f.global_rank() >= 0) {
+    // The script's own status, as a shell reports it: 128 + N for a signal.
+    if (!f.signal().empty()) {
+      const int number = SignalNumber(f.signal());
+      if (number > 0) return 128 + number;
+    } else if (f.exit_code() > 0 && f.exit_code() < 256) {
+      return f.exit_code();
+    }
+  }
+  return kExitJobFailed;
 }
 
 int Wait(Client& client, const std::vector<std::string>& args) {
   absl::Duration timeout = absl::Seconds(300);
-  FlagSet flags("hetpoolctl wait ID [--timeout 300s]\n"
-                "Exit status: 0 SUCCEEDED, 3 FAILED or CANCELLED, 124 timeout, 1 error.\n"
-                "Example: hetpoolctl wait job-000007 --timeout 10m");
+  bool job_exit_code = false;
+  FlagSet flags("hetpoolctl wait ID [--timeout 300s] [--job-exit-code]\n"
+                "Exit status: 0 SUCCEEDED, 3 FAILED by the job itself (its program failed, its script or\n"
+                "working dir is missing), 4 FAILED by the infrastructure (nodes or processes lost, a node\n"
+                "could not launch it), 5 CANCELLED, 124 timeout, 1 hetpoolctl error, 2 usage.\n"
+                "Example: hetpoolctl wait job-000007 --timeout 10m --job-exit-code");
   flags.Duration("timeout", &timeout, "give up after this long");
+  flags.Bool("job-exit-code", &job_exit_code,
+             "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3");
   std::vector<std::string> rest_args;
   if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
   auto rest = &rest_args;
@@ -311,7 +403,7 @@ int Wait(Client& client, const std::vector<std::string>& args) {
     std::cout << last.id() << " " << JobStateName(last.state()) << " (" << last.reason()
               << (last.message().empty() ? "" : ": ") << last.message() << ")\n";
   }
-  return last.state() == pb::JOB_STATE_SUCCEEDED ? 0 : kExitJobFailed;
+  return WaitExitCode(last, job_exit_code);
 }
 
 // --- cluster commands --------------------------------------------------------------------------

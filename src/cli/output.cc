@@ -35,6 +35,15 @@ std::string ToJson(const google::protobuf::Message& message) {
   return out;
 }
 
+std::string ToJsonLine(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = false;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out + "\n";
+}
+
 std::string Age(int64_t unix_seconds) {
   if (unix_seconds <= 0) return "-";
   const int64_t d = absl::ToUnixSeconds(absl::Now()) - unix_seconds;

@@ -20,6 +20,8 @@ class Table {
 };
 
 std::string ToJson(const google::protobuf::Message& message);
+// One compact JSON object and a newline: a line of a JSON Lines stream.
+std::string ToJsonLine(const google::protobuf::Message& message);
 std::string Age(int64_t unix_seconds);  // "3m ago"
 
 }  // namespace hetpool::cli

@@ -1,6 +1,8 @@
 // hetpoolctl as researchers and CI use it: job files, tables and JSON, exit codes, one-line errors.
 #include <fstream>
 
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster_harness.h"
@@ -103,6 +105,62 @@ TEST_F(CliTest, FollowedLogsAndWatchStreamUntilTheJobEnds) {
   for (const char* event : {"Submitted", "Scheduled", "Running", "Succeeded"}) {
     EXPECT_NE(out.find(event), std::string::npos) << event << "\n" << out;
   }
+}
+
+// `wait` and `watch` exit with whose failure it was (3 the job's, 4 the pool's, 5 cancelled), or
+// with the failing rank's own code; `-o json watch` is JSON Lines, one event per line from the first.
+TEST_F(CliTest, WaitAndWatchSayWhoseFailureItWas) {
+  const std::string file = WriteFile("fails.json", R"({
+      "python": {"script": "tests/integration/scripts/exit_on_rank.py", "args": ["1", "7"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(",
+      "nnodes": 1, "devices_per_node": 0, "procs_per_node": 2, "requirements": {"vendors": ["cpu"]}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 3) << out;
+  EXPECT_NE(out.find("rank 1 on "), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--job-exit-code"}, &out), 7) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id}, &out), 0) << out;
+  EXPECT_NE(out.find("failure:     rank 1 (local rank 1 on "), std::string::npos) << out;
+  EXPECT_NE(out.find("exited with code 7 (the job's own)"), std::string::npos) << out;
+  EXPECT_NE(out.find("  | giving up: out of data on this shard"), std::string::npos) << out;
+
+  EXPECT_EQ(cluster_->RunCli({"-o", "json", "watch", id}, &out), 3) << out;
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 4u) << out;
+  for (const auto& line : lines) {
+    pb::WatchEvent event;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &event).ok()) << line;
+    EXPECT_EQ(event.job_id(), id);
+  }
+  EXPECT_NE(lines.front().find("\"reason\":\"Submitted\""), std::string::npos) << lines.front();
+  EXPECT_NE(lines.back().find("\"reason\":\"NonZeroExit\""), std::string::npos) << lines.back();
+
+  const std::string sleeper = WriteFile("sleeps.json", R"({"command": ["/bin/sleep", "60"], "working_dir": "/tmp",
+      "nnodes": 1, "devices_per_node": 0, "procs_per_node": 1, "requirements": {"vendors": ["cpu"]}})");
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", sleeper}, &out), 0) << out;
+  const std::string cancelled = out.substr(0, out.find('\n'));
+  ASSERT_EQ(cluster_->RunCli({"cancel", cancelled}, &out), 0) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", cancelled, "--timeout", "60s"}, &out), 5) << out;
+  EXPECT_EQ(cluster_->RunCli({"watch", cancelled}, &out), 5) << out;
+}
+
+// A script missing where the CLI can see the working dir is refused before it takes cards; one
+// the CLI cannot check fails at once on the node as ScriptNotFound, the job's own failure.
+TEST_F(CliTest, AMissingScriptIsCaughtBeforeItTakesCards) {
+  const std::string file = WriteFile("typo.json", R"({
+      "python": {"script": "deploy/examples/trian_ddp.py"},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(",
+      "nnodes": 1, "devices_per_node": 0, "procs_per_node": 1, "requirements": {"vendors": ["cpu"]}})");
+  std::string out;
+  EXPECT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 1) << out;
+  EXPECT_NE(out.find("python.script: deploy/examples/trian_ddp.py not found in " HETPOOL_SOURCE_DIR), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--skip-script-check"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file, "--skip-script-check"}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "60s"}, &out), 3) << out;
+  EXPECT_NE(out.find("FAILED (ScriptNotFound: node "), std::string::npos) << out;
 }
 
 TEST_F(CliTest, AgentPrintsItsInventory) {

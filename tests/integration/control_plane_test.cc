@@ -177,16 +177,66 @@ TEST_F(ControlPlaneTest, ChangedInventoryUpdatesWithoutDisturbingRunningJobs) {
   EXPECT_EQ(done->generation(), 1u);
 }
 
-TEST_F(ControlPlaneTest, LaunchFailureFailsTheJobWithTheReason) {
+TEST_F(ControlPlaneTest, AMissingWorkingDirFailsTheJobAtOnceWithTheReason) {
   auto spec = cluster_->TrainSpec(1, 1, {});
   spec.set_working_dir("/nonexistent/hetpool/dir");
+  spec.set_max_restarts(3);  // restarting cannot help: none is spent
   auto job = cluster_->Submit(spec);
   ASSERT_TRUE(job.ok());
   auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(30));
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->reason(), "NonZeroExit");
+  EXPECT_EQ(done->reason(), "WorkingDirNotFound");
+  EXPECT_EQ(done->restart_count(), 0);
+  EXPECT_EQ(done->failure_origin(), pb::FAILURE_ORIGIN_JOB);
+  EXPECT_EQ(done->failure().launch_failure(), "WorkingDirNotFound");
   EXPECT_NE(done->message().find("cannot enter working_dir /nonexistent/hetpool/dir"), std::string::npos)
       << done->message();
+}
+
+// The agent checks, as the job's account and before torchrun starts, that the script is there.
+TEST_F(ControlPlaneTest, AMissingScriptFailsTheJobAtOnceAsScriptNotFound) {
+  auto spec = cluster_->TrainSpec(1, 0, {});
+  spec.mutable_python()->set_script("deploy/examples/no_such_script.py");
+  spec.set_procs_per_node(1);
+  spec.mutable_requirements()->add_vendors("cpu");
+  spec.set_max_restarts(3);
+  auto job = cluster_->Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(30));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->reason(), "ScriptNotFound");
+  EXPECT_EQ(done->restart_count(), 0);
+  EXPECT_EQ(done->failure_origin(), pb::FAILURE_ORIGIN_JOB);
+  EXPECT_NE(done->message().find("deploy/examples/no_such_script.py"), std::string::npos) << done->message();
+  EXPECT_NE(done->message().find("No such file"), std::string::npos) << done->message();
+}
+
+// torchrun exits 1 whichever way a worker failed: the job still says which rank failed, with its
+// own exit code and its last words, in the status and the events.
+TEST_F(ControlPlaneTest, AFailingRankIsNamedWithItsOwnExitCodeAndLastLines) {
+  auto spec = cluster_->TrainSpec(2, 0, {});
+  spec.mutable_python()->set_script("tests/integration/scripts/exit_on_rank.py");
+  spec.mutable_python()->add_args("2");
+  spec.mutable_python()->add_args("3");
+  spec.set_procs_per_node(2);
+  spec.mutable_requirements()->add_vendors("cpu");
+  auto job = cluster_->Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->reason(), "NonZeroExit");
+  EXPECT_EQ(done->failure_origin(), pb::FAILURE_ORIGIN_JOB);
+  const pb::RankFailure& failure = done->failure();
+  EXPECT_EQ(failure.global_rank(), 2) << done->message();
+  EXPECT_EQ(failure.exit_code(), 3);
+  EXPECT_EQ(failure.signal(), "");
+  ASSERT_GT(failure.last_lines_size(), 0);
+  EXPECT_EQ(failure.last_lines(failure.last_lines_size() - 1), "giving up: out of data on this shard");
+  EXPECT_NE(done->message().find("rank 2 on " + failure.node() + " exited with code 3: giving up"), std::string::npos)
+      << done->message();
+  const auto& last_event = done->events(done->events_size() - 1);
+  EXPECT_EQ(last_event.reason(), "NonZeroExit");
+  EXPECT_EQ(last_event.message(), done->message());
 }
 
 TEST_F(ControlPlaneTest, WatchStreamsStateChangesToTheEnd) {

@@ -83,6 +83,44 @@ TEST_F(AgentReconcilerTest, ANonZeroExitRestartsTheGangUntilRestartsRunOut) {
   EXPECT_EQ(job.job.reason(), "NonZeroExit");
 }
 
+TEST_F(AgentReconcilerTest, TheFailingRankIsRecordedAndAMissingScriptSpendsNoRestart) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/2));
+  Bind(job, {"a"}, 1);
+  pb::ProcessStatus failed = Process(job, false, 1);  // torchrun's own code
+  failed.mutable_rank_failure()->set_global_rank(0);
+  failed.mutable_rank_failure()->set_exit_code(3);  // the script's
+  failed.mutable_rank_failure()->add_last_lines("ValueError: bad batch size 0");
+  Report("a", {failed});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);  // a restart is left
+  EXPECT_EQ(job.job.failure().node(), "a");
+  EXPECT_EQ(job.job.failure().exit_code(), 3);
+  EXPECT_NE(job.job.message().find("rank 0 on a exited with code 3: ValueError: bad batch size 0"), std::string::npos)
+      << job.job.message();
+  EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_UNSPECIFIED);  // not FAILED (yet)
+  Report("a", {});
+
+  Bind(job, {"a"}, 1);
+  pb::ProcessStatus missing = Process(job, false, 127);
+  missing.set_message("ScriptNotFound: cannot read script train.py in /work: No such file or directory");
+  missing.mutable_rank_failure()->set_launch_failure("ScriptNotFound");
+  Report("a", {missing});
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_FAILED);  // at once: another try cannot find it either
+  EXPECT_EQ(job.job.restart_count(), 1);
+  EXPECT_EQ(job.job.reason(), "ScriptNotFound");
+  EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_JOB);
+}
+
+TEST_F(AgentReconcilerTest, ALostNodeIsTheInfrastructuresFailure) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
+  Bind(job, {"a"}, 1);
+  reconciler_.ExpireLeases(parts_.now + absl::Seconds(31));
+  EXPECT_EQ(job.job.state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(job.job.reason(), "NodeLost");
+  EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+}
+
 TEST_F(AgentReconcilerTest, AReportTheStoreRefusesIsAppliedWhenTheAgentSendsItAgain) {
   parts_.Register("a", 1);
   JobEntry& job = parts_.Submit(TrainingSpec(1, 1));

@@ -58,6 +58,7 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
       for (const auto& arg : spec.command()) argv.Add(std::string(arg));
     } else {
       argv.Add(std::string(spec.python().script()));
+      plan.set_script(spec.python().script());
       for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
     }
 

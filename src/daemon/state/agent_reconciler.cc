@@ -31,8 +31,8 @@ void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason) 
 }
 
 absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason,
-                                            const std::string& message) {
-  if (job.restart_count() < job.spec().max_restarts()) {
+                                            const std::string& message, pb::FailureOrigin origin, bool restartable) {
+  if (restartable && job.restart_count() < job.spec().max_restarts()) {
     job.set_restart_count(job.restart_count() + 1);
     job.set_state(pb::JOB_STATE_PENDING);
     job.set_reason("Restarting");
@@ -42,6 +42,7 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
     job.set_state(pb::JOB_STATE_FAILED);
     job.set_reason(reason);
     job.set_message(message);
+    job.set_failure_origin(origin);
     *job.mutable_finished_at() = ToProtoTime(jobs_.Now());
     jobs_.AddEvent(job, reason, message);
   }
@@ -50,19 +51,56 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
   return absl::OkStatus();
 }
 
-absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, int exit_code,
-                                           const std::string& message) {
+namespace {
+
+// Launch failures the job made (its script or working dir): another try fails the same way.
+bool JobsOwnLaunchFailure(const std::string& kind) { return kind == "ScriptNotFound" || kind == "WorkingDirNotFound"; }
+
+// "rank 2 on node-b exited with code 3: ValueError: bad batch size", or the node's own words when
+// torchrun's report named no rank.
+std::string DescribeFailure(const std::string& node, int exit_code, const std::string& message, const pb::RankFailure& f) {
+  std::string out;
+  if (f.global_rank() >= 0) {
+    out = f.signal().empty() ? absl::StrCat("rank ", f.global_rank(), " on ", node, " exited with code ", f.exit_code())
+                             : absl::StrCat("rank ", f.global_rank(), " on ", node, " was killed by ", f.signal());
+  } else {
+    out = absl::StrCat("node ", node, " exited with code ", exit_code, message.empty() ? "" : ": ", message);
+  }
+  if (f.last_lines_size() > 0) absl::StrAppend(&out, ": ", f.last_lines(f.last_lines_size() - 1));
+  return out;
+}
+
+}  // namespace
+
+absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report) {
   pb::Job job = entry.job;
   pb::NodePlacement* p = PlacementOn(job, node);
   if (p == nullptr) return absl::OkStatus();
   p->set_started(true);
   p->set_exited(true);
-  p->set_exit_code(exit_code);
-  p->set_exit_message(message);
-  if (exit_code != 0) {
+  p->set_exit_code(report.exit_code());
+  p->set_exit_message(report.message());
+  if (report.exit_code() != 0) {
+    pb::RankFailure failure = report.rank_failure();
+    if (!report.has_rank_failure()) {  // torchrun killed, or an agent that does not read its report
+      failure.set_global_rank(-1);
+      failure.set_local_rank(-1);
+      failure.set_exit_code(report.exit_code());
+    }
+    failure.set_node(node);
+    const std::string& launch = failure.launch_failure();
+    *job.mutable_failure() = failure;
+    if (JobsOwnLaunchFailure(launch)) {
+      // The script or working dir is missing for the job's account: fail now, spend no restart.
+      return FailOrRestart(entry, std::move(job), launch, absl::StrCat("node ", node, ": ", report.message()),
+                           pb::FAILURE_ORIGIN_JOB, /*restartable=*/false);
+    }
+    if (!launch.empty()) {  // the node's doing (no torchrun, no account): another node may do
+      return FailOrRestart(entry, std::move(job), kRestartLaunchFailed,
+                           absl::StrCat("node ", node, ": ", report.message()), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+    }
     return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
-                         absl::StrCat("node ", node, " exited with code ", exit_code, message.empty() ? "" : ": ",
-                                      message));
+                         DescribeFailure(node, report.exit_code(), report.message(), failure), pb::FAILURE_ORIGIN_JOB);
   }
   jobs_.AddEvent(job, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
   const bool all_done = std::all_of(job.placement().begin(), job.placement().end(),
@@ -141,7 +179,7 @@ void AgentReconciler::ApplyProcessReports(NodeEntry& node,
     // A report whose change cannot be stored is not applied: the claim stays, and the agent
     // reports the same again with its next heartbeat (it reports an exit until told to forget).
     if (r.exited()) {
-      if (!OnNodeExited(*entry, node_name, r.exit_code(), r.message()).ok()) continue;
+      if (!OnNodeExited(*entry, node_name, r).ok()) continue;
       node.claims.erase(claim_it);
       nodes_.BumpOrders(node);
       wakeups_.CapacityChanged();
@@ -180,7 +218,8 @@ void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& 
     // The agent acted on the launch (or ran it before) but has no record: the processes are gone.
     // Unstored, the claim stays and the next report tries again.
     if (!FailOrRestart(*entry, entry->job, kRestartProcessLost,
-                       absl::StrCat("node ", node_name, " no longer has the job's processes"))
+                       absl::StrCat("node ", node_name, " no longer has the job's processes"),
+                       pb::FAILURE_ORIGIN_INFRASTRUCTURE)
              .ok()) {
       ++it;
       continue;
@@ -216,7 +255,8 @@ void AgentReconciler::ExpireLeases(absl::Time now) {
     for (const auto& key : lost) {
       JobEntry* entry = jobs_.Find(key.first);
       if (entry == nullptr || entry->job.generation() != key.second) continue;
-      if (!FailOrRestart(*entry, entry->job, kRestartNodeLost, absl::StrCat("node ", name, " stopped renewing its lease"))
+      if (!FailOrRestart(*entry, entry->job, kRestartNodeLost, absl::StrCat("node ", name, " stopped renewing its lease"),
+                         pb::FAILURE_ORIGIN_INFRASTRUCTURE)
                .ok()) {
         unstored.insert(key);
       }

@@ -44,10 +44,13 @@ class AgentReconciler {
   absl::Status CheckLogPush(const NodeEntry& node, const std::string& job_id, uint64_t generation) const;
 
  private:
-  // A rank failed or a node was lost: restart the gang if restarts remain, else FAILED. `job` is
-  // the entry's next state so far. Claims are released once the change is stored.
-  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message);
-  absl::Status OnNodeExited(JobEntry& entry, const std::string& node, int exit_code, const std::string& message);
+  // A rank failed or a node was lost: restart the gang if restarts remain (and `origin` is not a
+  // launch the job itself made impossible), else FAILED. `job` is the entry's next state so far.
+  // Claims are released once the change is stored.
+  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message,
+                             pb::FailureOrigin origin, bool restartable = true);
+  // A node's torchrun exited (or never started): success, or which rank failed and how.
+  absl::Status OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // A running report: the node started (and, with every node started, the job runs).
   void OnNodeRunning(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // Claims the agent did not report: released once it acted on their kill, and a launch it acted

@@ -14,7 +14,9 @@ namespace hetpool::daemon {
 inline constexpr char kRestartNonZeroExit[] = "NonZeroExit";  // a rank exited with an error
 inline constexpr char kRestartProcessLost[] = "ProcessLost";  // the agent no longer runs a rank
 inline constexpr char kRestartNodeLost[] = "NodeLost";        // a node's lease ran out
-inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost};
+inline constexpr char kRestartLaunchFailed[] = "LaunchFailed";  // a node could not start torchrun
+inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost,
+                                                  kRestartLaunchFailed};
 
 class StateObserver {
  public:

@@ -1,0 +1,92 @@
+#include "src/agent/torchrun_failure.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace hetpool::agent {
+namespace {
+
+// torchrun's own lines: its logging ("ERROR:torch.distributed..."), its OMP_NUM_THREADS banner.
+bool IsTorchrunsOwn(absl::string_view line) {
+  for (absl::string_view level : {"DEBUG:", "INFO:", "WARNING:", "ERROR:", "CRITICAL:"}) {
+    if (absl::StartsWith(line, level) && absl::StrContains(line, "torch.")) return true;
+  }
+  return absl::StartsWith(line, "*****") || absl::StartsWith(line, "Setting OMP_NUM_THREADS");
+}
+
+std::string SignalName(int number) {
+  const char* abbrev = sigabbrev_np(number);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(number);
+}
+
+}  // namespace
+
+std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
+  const size_t root = log.rfind("Root Cause (first observed failure):");
+  if (root == absl::string_view::npos) return std::nullopt;
+  TorchrunFailure out;
+  static const std::regex kRank(R"(^\s*rank\s*:\s*(-?\d+) \(local_rank: (-?\d+)\))");
+  static const std::regex kExit(R"(^\s*exitcode\s*:\s*(-?\d+))");
+  bool have_exit = false;
+  for (absl::string_view line : absl::StrSplit(log.substr(root), '\n')) {
+    std::cmatch m;
+    const std::string text(line);
+    if (std::regex_search(text.c_str(), m, kRank)) {
+      absl::SimpleAtoi(m[1].str(), &out.global_rank);
+      absl::SimpleAtoi(m[2].str(), &out.local_rank);
+    } else if (!have_exit && std::regex_search(text.c_str(), m, kExit)) {
+      int code = 0;
+      absl::SimpleAtoi(m[1].str(), &code);
+      have_exit = true;
+      if (code < 0) {
+        out.signal = SignalName(-code);
+      } else {
+        out.exit_code = code;
+      }
+    }
+    if (have_exit && out.local_rank >= 0) break;
+  }
+  if (!have_exit) return std::nullopt;
+
+  // What the node printed before torchrun's report: the report starts at its failure log line
+  // ("...multiprocessing.api:failed (exitcode: ...") or, failing that, at the Root Cause header.
+  size_t end = log.rfind("multiprocessing.api:failed");
+  if (end == absl::string_view::npos || end > root) end = root;
+  end = log.rfind('\n', end);
+  const absl::string_view before = end == absl::string_view::npos ? absl::string_view() : log.substr(0, end);
+  const std::string own_prefix = "[default" + std::to_string(out.local_rank) + "]:";
+  static const std::regex kRankPrefix(R"(^\[[A-Za-z_]*\d+\]:)");
+  // With --tee 1 torchrun prefixes the workers' stdout ("[default1]:") and passes their stderr
+  // through as it is, flushed at other times: the rank's last stdout lines come first, the
+  // node's last stderr lines (where errors go) last.
+  std::vector<std::string> stdout_lines, stderr_lines;
+  for (absl::string_view line : absl::StrSplit(before, '\n')) {
+    line = absl::StripTrailingAsciiWhitespace(line);
+    if (line.empty() || IsTorchrunsOwn(line)) continue;
+    std::string text(line);
+    std::vector<std::string>* into = &stderr_lines;
+    if (absl::StartsWith(text, own_prefix)) {
+      text.erase(0, own_prefix.size());
+      into = &stdout_lines;
+    } else if (std::regex_search(text, kRankPrefix)) {
+      continue;  // another local rank's output
+    }
+    if (text.size() > kMaxLineBytes) text.resize(kMaxLineBytes);
+    into->push_back(std::move(text));
+  }
+  const size_t from_stderr = std::min(stderr_lines.size(), kMaxLastLines);
+  const size_t from_stdout = std::min(stdout_lines.size(), kMaxLastLines - from_stderr);
+  out.last_lines.assign(stdout_lines.end() - static_cast<long>(from_stdout), stdout_lines.end());
+  out.last_lines.insert(out.last_lines.end(), stderr_lines.end() - static_cast<long>(from_stderr), stderr_lines.end());
+  return out;
+}
+
+}  // namespace hetpool::agent

@@ -1,0 +1,34 @@
+// Which rank of a node failed and how, read from what torchrun printed when it gave up: its
+// "Root Cause (first observed failure)" report names the global and local rank and the worker's
+// exit code (negative: the signal), and the lines the node printed before it are the rank's last
+// words. torchrun itself only ever exits 1, so without this the script's own code is lost.
+// The text is the end of the node's log as the agent pushed it to the daemon (the agent reads its
+// own log file, never a file the job could write).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace hetpool::agent {
+
+struct TorchrunFailure {
+  int global_rank = -1;
+  int local_rank = -1;
+  int exit_code = 0;   // the worker's own exit status; 0 when a signal ended it
+  std::string signal;  // "SIGSEGV" when a signal ended it
+  // The last lines printed before torchrun's report (at most kMaxLastLines, torchrun's own log
+  // lines left out): the failing local rank's last stdout lines ("[default1]:" stripped), then
+  // the node's last stderr lines (workers' stderr is not prefixed), so an error comes last.
+  std::vector<std::string> last_lines;
+};
+
+inline constexpr size_t kMaxLastLines = 10;
+inline constexpr size_t kMaxLineBytes = 300;
+
+// nullopt when the text holds no torchrun failure report (torchrun killed, or not torchrun).
+std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log);
+
+}  // namespace hetpool::agent
