@@ -205,6 +205,29 @@ double SecondsPerToken(const Plan& p, const Workload& w) {
   return p.step_seconds > 0 ? p.step_seconds / TokensPerStep(w, p.layout) : std::numeric_limits<double>::infinity();
 }
 
+// What the ranking rests on: a key whose values are all unknown ranks nothing, and the next one
+// known does; the reader is told which.
+std::string RankedBy(Objective objective, const std::vector<Plan>& plans) {
+  bool priced = false, timed = false, any = false;
+  for (const Plan& p : plans) {
+    if (!p.feasible) continue;
+    any = true;
+    timed = timed || p.step_seconds > 0;
+    priced = priced || (p.step_seconds > 0 && p.price_per_card_hour > 0);
+  }
+  if (!any) return std::string(ObjectiveName(objective));  // nothing to rank
+  const std::string speed = timed ? "time per token" : "the pool's order (no speed known for these cards)";
+  switch (objective) {
+    case Objective::kCost:
+      return priced ? "cost per token" : absl::StrCat(speed, "; no prices (hetpoold --prices, or --prices offline)");
+    case Objective::kTime:
+      return speed;
+    case Objective::kNow:
+      return absl::StrCat("what free cards can start now, then ", speed);
+  }
+  return speed;
+}
+
 std::string ClosestSummary(const PlanRequest& req, const std::vector<PoolClass>& classes) {
   Layout one;
   Workload w = req.workload;
@@ -299,6 +322,7 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& req, const std::vector<Po
     if (!a.feasible) return a.label < b.label;
     return key(a) < key(b);
   });
+  result.ranked_by = RankedBy(req.objective, result.plans);
 
   // Cost-performance: (baseline time / time) x (baseline card price / card price).
   const Plan* baseline = nullptr;

@@ -57,6 +57,9 @@ struct PlanResult {
   double flops_per_token = 0;
   // When nothing is feasible: how close the pool comes, in words.
   std::string infeasible_summary;
+  // What the order rests on, in words: the objective, or what stood in for it when the pool lacks
+  // what it needs (no prices: time per token).
+  std::string ranked_by;
 };
 
 // Validates the inputs (a clear error naming the field), then plans against `classes`.

@@ -280,7 +280,6 @@ int Logs(Client& client, const std::vector<std::string>& args) {
   req.set_follow(follow);
   if (flags.WasSet("rank")) {
     req.set_rank(rank);
-    req.set_has_rank(true);
   }
   auto ctx = client.Context(follow ? absl::InfiniteDuration() : absl::ZeroDuration());
   auto reader = client.jobs().GetJobLogs(ctx.get(), req);

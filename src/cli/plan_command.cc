@@ -29,35 +29,60 @@ std::string Money(double amount, const std::string& currency) {
   return amount > 0 ? absl::StrFormat("%s %.2f", currency, amount) : "-";
 }
 
-void PrintPlans(const pb::PlanResponse& resp) {
-  std::cout << resp.model_name() << ": " << Params(resp.total_params()) << " parameters";
-  if (resp.active_params() != resp.total_params()) std::cout << " (" << Params(resp.active_params()) << " active)";
+// The default output fits kNarrowWidth columns: the widest columns go first, and each class's
+// note is printed under the table, wrapped. `wide`: every column, the notes in the table.
+constexpr size_t kNarrowWidth = 100;
+
+void PrintPlans(const pb::PlanResponse& resp, bool wide) {
+  std::string heading = absl::StrCat(resp.model_name(), ": ", Params(resp.total_params()), " parameters");
+  if (resp.active_params() != resp.total_params()) absl::StrAppend(&heading, " (", Params(resp.active_params()), " active)");
   if (resp.trainable_params() > 0 && resp.trainable_params() != resp.total_params()) {
-    std::cout << ", " << absl::StrFormat("%.1fM", resp.trainable_params() / 1e6) << " trainable";
+    absl::StrAppend(&heading, ", ", absl::StrFormat("%.1fM", resp.trainable_params() / 1e6), " trainable");
   }
-  std::cout << "; " << resp.mode() << " " << resp.precision() << "; ranked by " << resp.objective()
-            << "; memory = estimate + " << absl::StrFormat("%.0f%%", resp.memory_margin() * 100)
-            << " margin + runtime reserve\n";
-  Table table({"#", "CLASS", "FINGERPRINT", "CARDS", "LAYOUT", "NODES", "MEM/CARD", "HEADROOM", "STEP", "TIME",
-               "COST", "COST-PERF", "NOW", "NOTE"});
+  absl::StrAppend(&heading, "; ", resp.mode(), " ", resp.precision(), "; ranked by ",
+                  resp.ranked_by().empty() ? resp.objective() : resp.ranked_by(), "; memory = estimate + ",
+                  absl::StrFormat("%.0f%%", resp.memory_margin() * 100), " margin + runtime reserve");
+  std::cout << (wide ? heading + "\n" : Wrap(heading, kNarrowWidth, 2));
+  std::vector<std::string> header = {"#",    "CLASS", "FINGERPRINT", "CARDS",     "LAYOUT", "NODES", "MEM/CARD",
+                                     "HEADROOM", "STEP",  "TIME",        "COST", "COST-PERF", "NOW"};
+  if (wide) header.push_back("NOTE");
+  Table table(header);
+  if (!wide) table.Droppable({"FINGERPRINT", "HEADROOM", "COST-PERF", "NODES", "STEP"});
+  std::vector<std::string> notes;
+  bool time_unknown = false;
   int rank = 0;
   for (const pb::PlanRow& p : resp.plans()) {
+    std::vector<std::string> row;
+    std::string number = "-";
     if (!p.feasible()) {
-      table.Add({"-", p.label(), p.fingerprint(), "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                 absl::StrCat(p.class_free(), "/", p.class_total()), p.reason()});
-      continue;
+      row = {"-", p.label(), p.fingerprint(), "-", "-", "-", "-", "-", "-", "-", "-", "-",
+             absl::StrCat(p.class_free(), "/", p.class_total())};
+    } else {
+      number = absl::StrCat(++rank);
+      const double headroom = p.card_bytes() - p.required_bytes();
+      time_unknown = time_unknown || p.total_seconds() <= 0;
+      row = {number, p.label(), p.fingerprint(), absl::StrCat(p.tp() * p.pp() * p.dp()), LayoutName(p),
+             absl::StrCat(p.nodes(), "x", p.devices_per_node()), planner::HumanBytes(p.required_bytes()),
+             absl::StrFormat("%s (%.0f%%)", planner::HumanBytes(headroom), 100 * headroom / p.card_bytes()),
+             Duration(p.step_seconds()), Duration(p.total_seconds()), Money(p.cost(), resp.currency()),
+             p.cost_performance() > 0 ? absl::StrFormat("%.2f", p.cost_performance()) : "-",
+             absl::StrCat(p.available_now() ? "yes " : "no ", p.class_free(), "/", p.class_total())};
     }
-    const double headroom = p.card_bytes() - p.required_bytes();
-    table.Add({absl::StrCat(++rank), p.label(), p.fingerprint(), absl::StrCat(p.tp() * p.pp() * p.dp()), LayoutName(p),
-               absl::StrCat(p.nodes(), "x", p.devices_per_node()), planner::HumanBytes(p.required_bytes()),
-               absl::StrFormat("%s (%.0f%%)", planner::HumanBytes(headroom), 100 * headroom / p.card_bytes()),
-               Duration(p.step_seconds()), Duration(p.total_seconds()), Money(p.cost(), resp.currency()),
-               p.cost_performance() > 0 ? absl::StrFormat("%.2f", p.cost_performance()) : "-",
-               absl::StrCat(p.available_now() ? "yes " : "no ", p.class_free(), "/", p.class_total()), p.reason()});
+    if (wide) {
+      row.push_back(p.reason());
+    } else if (!p.reason().empty()) {
+      notes.push_back(Wrap(absl::StrCat(number, " ", p.label(), ": ", p.reason()), kNarrowWidth, 4));
+    }
+    table.Add(std::move(row));
   }
-  std::cout << table.Render();
+  std::cout << table.Render(wide ? 0 : kNarrowWidth);
+  for (const std::string& note : notes) std::cout << note;
+  if (time_unknown) std::cout << "TIME ?: pass --tokens N (the token budget) for the time and cost of the run\n";
   if (!resp.baseline().empty()) std::cout << "cost-performance baseline: " << resp.baseline() << "\n";
-  if (!resp.infeasible_summary().empty()) std::cout << "no feasible plan: " << resp.infeasible_summary() << "\n";
+  if (!resp.infeasible_summary().empty()) {
+    const std::string summary = absl::StrCat("no feasible plan: ", resp.infeasible_summary());
+    std::cout << (wide ? summary + "\n" : Wrap(summary, kNarrowWidth, 2));
+  }
 }
 
 absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, const std::vector<std::string>& pool_files,
@@ -98,14 +123,14 @@ int PlanCommand(Client& client, const std::vector<std::string>& args) {
   std::vector<std::string> pool;
   int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0;
   double tokens = 0;
-  bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false;
+  bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false;
   FlagSet flags(
       "hetpoolctl plan --model NAME|--config config.json [flags]\n"
       "Ranked plans per class of cards: count and layout, memory per card, time, cost, cost-performance.\n"
       "Examples:\n"
-      "  hetpoolctl plan --model llama-2-70b --mode train --precision bf16 --seq 4096 --micro-batch 1 --tokens 2e9 --zero 3\n"
-      "  hetpoolctl plan --model llama-2-70b --mode infer --precision fp8 --batch 32 --context 4096 --objective now\n"
-      "  hetpoolctl plan --config ./config.json --pool node-a.json node-b.json --prices prices.json   (offline)");
+      "  hetpoolctl plan --model llama-2-13b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3\n"
+      "  hetpoolctl plan --model llama-2-70b --mode infer --precision int4 --batch 8 --objective now\n"
+      "  hetpoolctl plan --model qwen2-7b --pool node-a.json node-b.json --prices prices.json   (offline)");
   flags.String("model", &model, "preset name (--list-models shows them)");
   flags.String("config", &config, "a Hugging Face config.json instead of a preset");
   flags.Bool("list-models", &list_models, "print the presets and exit");
@@ -131,6 +156,7 @@ int PlanCommand(Client& client, const std::vector<std::string>& args) {
   flags.String("objective", &objective, "rank by cost (default), time, or now (what can start at once first)");
   flags.List("pool", &pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
   flags.String("prices", &prices, "offline: price table JSON (docs/planner.md)");
+  flags.Bool("wide", &wide, "every column (fingerprint, headroom, cost-performance, notes); default: 100 columns");
   std::vector<std::string> rest;
   if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
   // Inventory files may follow --pool as separate words: --pool a.json b.json.
@@ -194,7 +220,7 @@ int PlanCommand(Client& client, const std::vector<std::string>& args) {
   if (client.json()) {
     std::cout << ToJson(*resp);
   } else {
-    PrintPlans(*resp);
+    PrintPlans(*resp, wide);
   }
   return resp->infeasible_summary().empty() ? 0 : kExitError;
 }

@@ -175,6 +175,7 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   out.set_trainable_params(result.trainable_params);
   out.set_flops_per_token(result.flops_per_token);
   out.set_infeasible_summary(result.infeasible_summary);
+  out.set_ranked_by(result.ranked_by);
   out.set_model_name(request.model.name);
   out.set_objective(std::string(planner::ObjectiveName(request.objective)));
   out.set_mode(request.workload.mode == planner::Mode::kTrain ? "train" : "infer");

@@ -1,6 +1,7 @@
 // hetpoolctl as researchers and CI use it: job files, tables and JSON, exit codes, one-line errors.
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -163,6 +164,35 @@ TEST_F(CliTest, AMissingScriptIsCaughtBeforeItTakesCards) {
   EXPECT_NE(out.find("FAILED (ScriptNotFound: node "), std::string::npos) << out;
 }
 
+// Every `hetpoolctl plan` line of the README's "Planning by model" block runs as written on the
+// quickstart pool (deploy/examples' nodes) and fits 100 columns.
+TEST_F(CliTest, ReadmePlanExamplesRunOnTheQuickstartPool) {
+  std::ifstream readme(HETPOOL_SOURCE_DIR "/README.md");
+  std::string line;
+  bool in_section = false;
+  int ran = 0;
+  while (std::getline(readme, line)) {
+    if (absl::StartsWith(line, "## ")) in_section = line == "## Planning by model";
+    if (!in_section || !absl::StartsWith(line, "hetpoolctl plan ")) continue;
+    std::string command = line.substr(0, line.find('#'));
+    std::vector<std::string> args;
+    for (absl::string_view word : absl::StrSplit(command, ' ', absl::SkipEmpty())) {
+      std::string arg(word);
+      if (absl::StartsWith(arg, "deploy/")) arg = std::string(HETPOOL_SOURCE_DIR "/") + arg;
+      args.push_back(arg);
+    }
+    args.erase(args.begin());  // "hetpoolctl"
+    std::string out;
+    EXPECT_EQ(cluster_->RunCli(args, &out), 0) << line << "\n" << out;
+    EXPECT_NE(out.find("\n1  "), std::string::npos) << "no ranked plan: " << line << "\n" << out;
+    for (absl::string_view printed : absl::StrSplit(out, '\n')) {
+      EXPECT_LE(printed.size(), 100u) << line << "\n" << printed;
+    }
+    ++ran;
+  }
+  EXPECT_EQ(ran, 3);
+}
+
 TEST_F(CliTest, AgentPrintsItsInventory) {
   const std::string out_path = cluster_->dir() + "/print.out";
   auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory",
@@ -272,8 +302,10 @@ TEST_F(CliTest, PlanRanksTheLivePoolsClasses) {
   const std::string bad_config = WriteFile("config.json", "{\"hidden_size\": 4096,");
   EXPECT_EQ(cluster_->RunCli({"plan", "--config", bad_config}, &out), 1);
   EXPECT_NE(out.find("config.json is not valid JSON"), std::string::npos) << out;
-  // A 70B model does not fit the example pool; the answer says how close it comes.
-  EXPECT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-70b"}, &out), 1) << out;
+  // A 70B model does not fit the example pool; the answer says how close it comes (--wide: on
+  // one line, not wrapped at 100 columns).
+  EXPECT_EQ(cluster_->RunCli({"plan", "--model", "llama-2-70b", "--wide"}, &out), 1) << out;
+  EXPECT_NE(out.find("FINGERPRINT"), std::string::npos) << out;
   EXPECT_NE(out.find("no feasible plan: needs 1.00 TiB of model state"), std::string::npos) << out;
   EXPECT_NE(out.find("the largest link group holds 159.3 GiB (2 x nvidia H100-SXM"), std::string::npos) << out;
 }

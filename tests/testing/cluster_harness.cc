@@ -400,7 +400,6 @@ absl::StatusOr<std::string> TestCluster::Logs(const std::string& id, std::option
   req.set_job_id(id);
   if (rank) {
     req.set_rank(*rank);
-    req.set_has_rank(true);
   }
   auto ctx = Ctx();
   auto reader = jobs_->GetJobLogs(ctx.get(), req);

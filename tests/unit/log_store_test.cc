@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/daemon/logs/log_filter.h"
+#include "src/daemon/logs/log_request.h"
 #include "src/daemon/logs/log_store.h"
 #include "tests/testing/temp_dir.h"
 
@@ -166,6 +167,41 @@ TEST(LogFilter, OutputOfAHugeLineIsBoundedPerFeed) {
     out += piece.size();
   }
   EXPECT_GT(out, 3200u * chunk.size());
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
+
+namespace hetpool::daemon {
+namespace {
+
+// `rank` is a proto3 optional: rank 0 set is rank 0, not "every rank" (a trap for raw clients
+// when presence was a separate has_rank flag).
+TEST(LogStreamsFor, RankZeroIsARankAndNoRankIsEveryRank) {
+  hetpool::v1::Job job;
+  job.mutable_spec()->set_nnodes(2);
+  job.mutable_spec()->set_procs_per_node(2);
+  auto* a = job.add_placement();
+  a->set_node("node-a");
+  a->add_global_ranks(2);
+  a->add_global_ranks(3);
+  auto* b = job.add_placement();
+  b->set_node("node-b");
+  b->add_global_ranks(0);
+  b->add_global_ranks(1);
+  hetpool::v1::GetJobLogsRequest every;
+  auto all = LogStreamsFor(job, every, 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 2u);
+  hetpool::v1::GetJobLogsRequest rank0;
+  rank0.set_rank(0);
+  auto one = LogStreamsFor(job, rank0, 0);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].node, "node-b");
+  EXPECT_EQ((*one)[0].local_rank, 0);
+  rank0.set_rank(4);
+  EXPECT_TRUE(absl::IsInvalidArgument(LogStreamsFor(job, rank0, 0).status()));
 }
 
 }  // namespace

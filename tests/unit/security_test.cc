@@ -97,6 +97,14 @@ TEST(AccessPolicy, OnlyAdminsSubmitOnBehalfOfOthers) {
   ASSERT_FALSE(other.ok());
   EXPECT_TRUE(absl::StrContains(other.status().message(), "may not submit as bob")) << other.status();
   EXPECT_EQ(*SubmissionOwner(User("root", Role::kAdmin), "bob"), "bob");
+  // Without authentication the spec says whose job it is, and a raw client that forgets is told.
+  Caller unchecked;
+  unchecked.unchecked = true;
+  EXPECT_EQ(*SubmissionOwner(unchecked, "carol"), "carol");
+  auto nobody = SubmissionOwner(unchecked, "");
+  ASSERT_TRUE(absl::IsInvalidArgument(nobody.status())) << nobody.status();
+  EXPECT_TRUE(absl::StrContains(nobody.status().message(), "user: required by a daemon without authentication (--insecure)"))
+      << nobody.status();
   EXPECT_FALSE(SeesAllJobs(User("alice", Role::kUser)));
   EXPECT_TRUE(SeesAllJobs(User("vera", Role::kViewer)));
 }
@@ -156,7 +164,11 @@ TEST(Authenticator, TokensCertificatesAndRevocation) {
   EXPECT_EQ(alice->role, Role::kUser);
   EXPECT_TRUE(absl::IsUnauthenticated((*auth)->Authenticate("Bearer nope", {}).status()));
   EXPECT_TRUE(absl::IsUnauthenticated((*auth)->Authenticate("Basic dG9r", {}).status()));
-  EXPECT_TRUE(absl::IsUnauthenticated((*auth)->Authenticate(std::nullopt, {}).status()));
+  const absl::Status none = (*auth)->Authenticate(std::nullopt, {}).status();
+  EXPECT_TRUE(absl::IsUnauthenticated(none));
+  // Names the header as well as the CLI's flag, for clients that are not hetpoolctl.
+  EXPECT_TRUE(absl::StrContains(none.message(), "'authorization: Bearer <token>'")) << none;
+  EXPECT_TRUE(absl::StrContains(none.message(), "--token")) << none;
   EXPECT_TRUE(absl::IsUnauthenticated((*auth)->Authenticate(std::nullopt, {"hetpoold"}).status()));
   auto node = (*auth)->Authenticate(std::nullopt, {"node:node-a"});
   ASSERT_TRUE(node.ok());

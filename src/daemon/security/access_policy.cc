@@ -108,7 +108,15 @@ bool SeesAllJobs(const Caller& caller) {
 }
 
 absl::StatusOr<std::string> SubmissionOwner(const Caller& caller, const std::string& requested_user) {
-  if (caller.unchecked) return requested_user;
+  if (caller.unchecked) {
+    // Nobody is identified: the spec must say whose job it is (hetpoolctl fills in $USER).
+    if (requested_user.empty()) {
+      return absl::InvalidArgumentError(
+          "user: required by a daemon without authentication (--insecure), which cannot tell who you are; "
+          "with a token the daemon fills it in");
+    }
+    return requested_user;
+  }
   if (requested_user.empty() || requested_user == caller.user) return caller.user;
   if (caller.role == Role::kAdmin) return requested_user;
   return absl::PermissionDeniedError(absl::StrCat(caller.Describe(), " may not submit as ", requested_user,

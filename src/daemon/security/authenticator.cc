@@ -92,7 +92,8 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
     }
   }
   return absl::UnauthenticatedError(
-      "no credentials: pass a bearer token (hetpoolctl --token or HETPOOL_TOKEN); agents present a node certificate");
+      "no credentials: pass a bearer token (hetpoolctl --token or HETPOOL_TOKEN; other clients send the "
+      "metadata header 'authorization: Bearer <token>'); agents present a node certificate");
 }
 
 }  // namespace hetpool::daemon

@@ -108,9 +108,14 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     }
   }
 
-  if (spec.working_dir().empty()) return Invalid("working_dir", "required (an absolute path)");
+  if (spec.working_dir().empty()) {
+    return Invalid("working_dir", "required: the absolute path the job runs in on its nodes (hetpoolctl fills in "
+                                  "the directory it runs in)");
+  }
   if (auto s = CheckText("working_dir", spec.working_dir(), limits.max_path); !s.ok()) return s;
-  if (spec.working_dir()[0] != '/') return Invalid("working_dir", "must be an absolute path");
+  if (spec.working_dir()[0] != '/') {
+    return Invalid("working_dir", "must be an absolute path (the nodes know nothing of where the client runs)");
+  }
   for (absl::string_view part : absl::StrSplit(spec.working_dir(), '/')) {
     // The agent also resolves symlinks against its allowed roots; '..' is refused outright.
     if (part == "..") return Invalid("working_dir", "may not contain '..'");

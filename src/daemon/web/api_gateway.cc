@@ -135,7 +135,6 @@ HttpReply ApiGateway::Handle(const HttpRequest& request) const {
       int r = 0;
       if (!absl::SimpleAtoi(rank, &r)) return Error(400, "INVALID_ARGUMENT", "rank: not a number");
       req.set_rank(r);
-      req.set_has_rank(true);
     }
     auto ctx = Context(request);
     auto reader = jobs_->GetJobLogs(ctx.get(), req);
