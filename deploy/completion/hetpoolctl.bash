@@ -34,7 +34,7 @@ _hetpoolctl() {
 
   case "$prev" in
     -o | --output) COMPREPLY=($(compgen -W "table json csv" -- "$cur")); return ;;
-    --tls-ca | --tls-cert | --tls-key | --token-file | -f | --file | --config | --prices) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --tls-ca | --tls-cert | --tls-key | --token-file | -f | --file | --config | --prices | --junit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --state) COMPREPLY=($(compgen -W "pending scheduled running succeeded failed cancelled" -- "$cur")); return ;;
     --by) COMPREPLY=($(compgen -W "job user group class" -- "$cur")); return ;;
     --role) COMPREPLY=($(compgen -W "viewer user operator admin" -- "$cur")); return ;;
@@ -59,7 +59,7 @@ _hetpoolctl() {
     list) flags="--state --user --label --help" ;;
     cancel) flags="--reason --help" ;;
     logs) flags="-f --follow --node --rank --help" ;;
-    wait) flags="--timeout --job-exit-code --help" ;;
+    wait) flags="--timeout --job-exit-code --junit --help" ;;
     watch) flags="--job-exit-code --help" ;;
     devices) flags="--node --vendor --help" ;;
     plan) flags="--model --config --mode --precision --seq --tokens --zero --batch --context --micro-batch --grad-accum --objective --cards --optimizer --mixed --recompute --attention --dropout --kv-precision --lora-rank --lora-all-linear --no-sequence-parallel --pool --prices --list-models --help" ;;

@@ -22,6 +22,7 @@
 #include "hetpool/v1/cluster.grpc.pb.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "src/cli/client.h"
+#include "src/cli/junit_report.h"
 #include "src/cli/output.h"
 #include "src/cli/admin_command.h"
 #include "src/cli/plan_command.h"
@@ -376,12 +377,14 @@ int WaitExitCode(const pb::Job& job, bool job_exit_code) {
 int Wait(Client& client, const std::vector<std::string>& args) {
   absl::Duration timeout = absl::Seconds(300);
   bool job_exit_code = false;
-  FlagSet flags("hetpoolctl wait ID [--timeout 300s] [--job-exit-code]\n"
+  std::string junit;
+  FlagSet flags("hetpoolctl wait ID [--timeout 300s] [--job-exit-code] [--junit FILE]\n"
                 "Exit status: 0 SUCCEEDED, 3 FAILED by the job itself (its program failed, its script or\n"
                 "working dir is missing), 4 FAILED by the infrastructure (nodes or processes lost, a node\n"
                 "could not launch it), 5 CANCELLED, 124 timeout, 1 hetpoolctl error, 2 usage.\n"
                 "Example: hetpoolctl wait job-000007 --timeout 10m --job-exit-code");
   flags.Duration("timeout", &timeout, "give up after this long");
+  flags.String("junit", &junit, "also write the outcome as a JUnit XML report to FILE (CI test results)");
   flags.Bool("job-exit-code", &job_exit_code,
              "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3");
   std::vector<std::string> rest_args;
@@ -390,7 +393,11 @@ int Wait(Client& client, const std::vector<std::string>& args) {
   if (rest->size() != 1) return Usage("wait takes one job id");
   pb::Job last;
   auto status = Watch(client, (*rest)[0], timeout, [](const pb::WatchJobResponse&) {}, &last);
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  const bool timed_out = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  if (!junit.empty() && (status.ok() || (timed_out && !last.id().empty()))) {
+    if (auto s = WriteJunitReport(junit, last, timed_out); !s.ok()) return Error(s);
+  }
+  if (timed_out) {
     std::cerr << "hetpoolctl: timed out after " << absl::FormatDuration(timeout) << "; job is "
               << JobStateName(last.state()) << "\n";
     return kExitTimeout;

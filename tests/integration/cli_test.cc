@@ -121,6 +121,12 @@ TEST_F(CliTest, WaitAndWatchSayWhoseFailureItWas) {
   EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 3) << out;
   EXPECT_NE(out.find("rank 1 on "), std::string::npos) << out;
   EXPECT_EQ(cluster_->RunCli({"wait", id, "--job-exit-code"}, &out), 7) << out;
+  const std::string report = cluster_->dir() + "/junit.xml";
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--junit", report}, &out), 3) << out;
+  std::ifstream xml_file(report);
+  const std::string xml((std::istreambuf_iterator<char>(xml_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<failure type=\"NonZeroExit\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("giving up: out of data on this shard</failure>"), std::string::npos) << xml;
   ASSERT_EQ(cluster_->RunCli({"get", id}, &out), 0) << out;
   EXPECT_NE(out.find("failure:     rank 1 (local rank 1 on "), std::string::npos) << out;
   EXPECT_NE(out.find("exited with code 7 (the job's own)"), std::string::npos) << out;
