@@ -58,7 +58,7 @@ _hetpoolctl() {
     submit) flags="-f --file --request-id --skip-script-check --help" ;;
     list) flags="--state --user --label --help" ;;
     cancel) flags="--reason --help" ;;
-    logs) flags="-f --follow --node --rank --help" ;;
+    logs) flags="-f --follow --node --rank --raw --help" ;;
     wait) flags="--timeout --job-exit-code --junit --help" ;;
     watch) flags="--job-exit-code --help" ;;
     devices) flags="--node --vendor --help" ;;

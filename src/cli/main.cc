@@ -266,11 +266,16 @@ int Logs(Client& client, const std::vector<std::string>& args) {
   bool follow = false;
   std::string node;
   int rank = -1;
-  FlagSet flags("hetpoolctl logs ID [-f] [--node N] [--rank R]\nExample: hetpoolctl logs job-000007 -f --rank 0");
+  bool raw = false;
+  FlagSet flags("hetpoolctl logs ID [-f] [--node N] [--rank R] [--raw]\n"
+                "Each line starts with where it came from: [node rGLOBAL] for a rank's stdout, [node] for\n"
+                "the rest (stderr, which torchrun does not tag); torchrun's INFO/WARNING lines are left out.\n"
+                "Example: hetpoolctl logs job-000007 -f --rank 0");
   flags.Bool("follow", &follow, "keep streaming until the job ends");
   flags.Alias("-f", "follow");
   flags.String("node", &node, "only this node's output");
   flags.Int("rank", &rank, "only this global rank's stdout (torchrun-tagged lines)");
+  flags.Bool("raw", &raw, "the output as torchrun wrote it: [default<local rank>]: tags, its own log lines");
   std::vector<std::string> rest_args;
   if (int code = ParseFlags(flags, args, &rest_args); code >= 0) return code;
   auto rest = &rest_args;
@@ -279,6 +284,7 @@ int Logs(Client& client, const std::vector<std::string>& args) {
   req.set_job_id((*rest)[0]);
   req.set_node(node);
   req.set_follow(follow);
+  req.set_raw(raw);
   if (flags.WasSet("rank")) {
     req.set_rank(rank);
   }

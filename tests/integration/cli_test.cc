@@ -64,9 +64,17 @@ TEST_F(CliTest, SubmitWaitGetListLogs) {
 
   ASSERT_EQ(cluster_->RunCli({"logs", id}, &out), 0) << out;
   EXPECT_NE(out.find("final loss"), std::string::npos) << out;
+  // Two nodes' output: each line says its node and global rank; torchrun's chatter is left out.
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "[node-a") || absl::StartsWith(line, "[node-b")) << line;
+  }
+  EXPECT_EQ(out.find("WARNING:torch.distributed"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[default"), std::string::npos) << out;
   ASSERT_EQ(cluster_->RunCli({"logs", id, "--rank", "1"}, &out), 0) << out;
-  EXPECT_NE(out.find("rank 1: WORLD_SIZE=2"), std::string::npos) << out;
+  EXPECT_NE(out.find(" r1] rank 1: WORLD_SIZE=2"), std::string::npos) << out;
   EXPECT_EQ(out.find("rank 0:"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"logs", id, "--raw"}, &out), 0) << out;
+  EXPECT_NE(out.find("[default0]:"), std::string::npos) << out;  // as torchrun wrote it
 
   EXPECT_EQ(cluster_->RunCli({"cancel", id}, &out), 1);
   EXPECT_NE(out.find("FAILED_PRECONDITION"), std::string::npos) << out;

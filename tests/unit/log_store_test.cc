@@ -206,3 +206,54 @@ TEST(LogStreamsFor, RankZeroIsARankAndNoRankIsEveryRank) {
 
 }  // namespace
 }  // namespace hetpool::daemon
+
+namespace hetpool::daemon {
+namespace {
+
+// Labelled (the default for readers): where each line came from, torchrun's chatter left out,
+// decided the same however the bytes are cut into chunks.
+TEST(LogFilter, LabelsLinesWithNodeAndGlobalRankAndLeavesOutTorchrunsChatter) {
+  const std::string log =
+      "WARNING:torch.distributed.run:\n"
+      "*****************************************\n"
+      "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...\n"
+      "*****************************************\n"
+      "[default0]:step 1 loss 0.5\n"
+      "Traceback (most recent call last):\n"
+      "[default1]:step 1 loss 0.6\n"
+      "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'x' has failed to shutdown the "
+      "rendezvous 'job-1' due to an error of type RendezvousConnectionError.\n"
+      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n"
+      "no newline at the end";
+  const std::string expected =
+      "[node-b r2] step 1 loss 0.5\n"
+      "[node-b] Traceback (most recent call last):\n"
+      "[node-b r3] step 1 loss 0.6\n"
+      "[node-b] ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n"
+      "[node-b] no newline at the end";
+  for (size_t cut : {size_t{1}, size_t{7}, size_t{64}, log.size()}) {
+    LogFilter filter(std::nullopt, kMaxLogLine, LogLabels{"node-b", {2, 3}});
+    std::string out;
+    for (size_t i = 0; i < log.size(); i += cut) out += filter.Feed(absl::string_view(log).substr(i, cut));
+    out += filter.Finish();
+    EXPECT_EQ(out, expected) << "chunks of " << cut;
+  }
+  // One rank: only its tagged lines; ranks not known yet: the local rank.
+  LogFilter one(1, kMaxLogLine, LogLabels{"node-b", {}});
+  EXPECT_EQ(one.Feed(log) + one.Finish(), "[node-b l1] step 1 loss 0.6\n");
+}
+
+TEST(LogFilter, ALabelledLongLineIsSplitUnderItsLabel) {
+  LogFilter filter(std::nullopt, /*max_line=*/200, LogLabels{"n", {5}});
+  const std::string out = filter.Feed("[default0]:" + std::string(500, 'x') + "\n") + filter.Finish();
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 3u) << out;
+  EXPECT_TRUE(absl::StartsWith(lines[0], "[n r5] xxx")) << lines[0];
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_TRUE(absl::StartsWith(lines[i], absl::StrCat("[n r5] ", LogFilter::kContinued))) << lines[i];
+  }
+  for (const auto& line : lines) EXPECT_LE(line.size(), 200u + 1) << line;
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

@@ -2,20 +2,95 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace hetpool::daemon {
 
-LogFilter::LogFilter(std::optional<int> local_rank, size_t max_line)
-    : prefix_(local_rank ? absl::StrCat("[default", *local_rank, "]:") : ""),
-      // A continuation starts with the tag and the mark: the cap must leave room after them.
-      max_line_(std::max(max_line, prefix_.size() + kContinued.size() + 1)) {}
+namespace {
+
+// A label is at most "[" + a 63-byte node name + " r" + a rank + "] ".
+constexpr size_t kMaxLabel = 96;
+// Enough of a line's start to see torchrun's tag or its own log lines.
+constexpr size_t kLabelledHead = 64;
+
+// torchrun's own lines that tell a job's reader nothing: its INFO and WARNING log lines (the
+// harmless RendezvousConnectionError at the end of every successful multi-node job among them)
+// and the OMP_NUM_THREADS banner. Its ERROR lines and its failure report stay.
+bool IsLauncherChatter(absl::string_view head) {
+  for (absl::string_view start : {"INFO:torch.distributed", "WARNING:torch.distributed", "*****************",
+                                  "Setting OMP_NUM_THREADS environment variable"}) {
+    if (absl::StartsWith(head, start)) return true;
+  }
+  return false;
+}
+
+// The local rank of a "[default3]:" tag (any role name), and the tag's length.
+std::optional<std::pair<int, size_t>> RankTag(absl::string_view head) {
+  if (head.empty() || head[0] != '[') return std::nullopt;
+  size_t i = 1;
+  while (i < head.size() && (absl::ascii_isalpha(head[i]) || head[i] == '_')) ++i;
+  const size_t digits = i;
+  while (i < head.size() && absl::ascii_isdigit(head[i])) ++i;
+  if (i == digits || i - digits > 6 || i + 1 >= head.size() || head[i] != ']' || head[i + 1] != ':') return std::nullopt;
+  int rank = 0;
+  if (!absl::SimpleAtoi(head.substr(digits, i - digits), &rank)) return std::nullopt;
+  return std::make_pair(rank, i + 2);
+}
+
+}  // namespace
+
+LogFilter::LogFilter(std::optional<int> local_rank, size_t max_line, std::optional<LogLabels> labels)
+    : local_rank_(local_rank),
+      prefix_(local_rank ? absl::StrCat("[default", *local_rank, "]:") : ""),
+      labels_(std::move(labels)),
+      // A continuation starts with the tag (or label) and the mark: the cap must leave room.
+      max_line_(std::max(max_line, (labels_ ? kMaxLabel : prefix_.size()) + kContinued.size() + 1)) {}
+
+void LogFilter::SetGlobalRanks(std::vector<int> global_ranks) {
+  if (labels_) labels_->global_ranks = std::move(global_ranks);
+}
+
+size_t LogFilter::HeadBytes() const { return labels_ ? kLabelledHead : std::max<size_t>(prefix_.size(), 1); }
 
 void LogFilter::Decide(std::string& out) {
+  if (labels_) {
+    DecideLabelled(out);
+    return;
+  }
   line_ = prefix_.empty() || head_.rfind(prefix_, 0) == 0 ? Line::kKeep : Line::kDrop;
+  label_ = prefix_;
   if (line_ == Line::kKeep) out += head_;
   line_bytes_ = head_.size();
   head_.clear();
+}
+
+void LogFilter::DecideLabelled(std::string& out) {
+  const auto tag = RankTag(head_);
+  bool keep = local_rank_ ? tag && tag->first == *local_rank_ : !(!tag && IsLauncherChatter(head_));
+  std::string rest = tag ? head_.substr(tag->second) : head_;
+  if (tag) {
+    const int local = tag->first;
+    const std::vector<int>& ranks = labels_->global_ranks;
+    label_ = local < static_cast<int>(ranks.size()) ? absl::StrCat("[", labels_->node, " r", ranks[static_cast<size_t>(local)], "] ")
+                                                    : absl::StrCat("[", labels_->node, " l", local, "] ");
+  } else {
+    label_ = absl::StrCat("[", labels_->node, "] ");
+  }
+  if (label_.size() > kMaxLabel) label_ = label_.substr(0, kMaxLabel - 2) + "] ";
+  line_ = keep ? Line::kKeep : Line::kDrop;
+  if (keep) absl::StrAppend(&out, label_, rest);
+  line_bytes_ = label_.size() + rest.size();
+  head_.clear();
+}
+
+std::string LogFilter::Finish() {
+  std::string out;
+  if (line_ == Line::kUndecided && !head_.empty()) Decide(out);
+  line_ = Line::kUndecided;
+  return out;
 }
 
 std::string LogFilter::Feed(absl::string_view data) {
@@ -23,7 +98,7 @@ std::string LogFilter::Feed(absl::string_view data) {
   while (!data.empty()) {
     if (line_ == Line::kUndecided) {
       // Take bytes until the tag can be judged: its length, or the end of a shorter line.
-      const size_t want = std::max<size_t>(prefix_.size(), 1) - std::min(head_.size(), prefix_.size());
+      const size_t want = HeadBytes() - std::min(head_.size(), HeadBytes());
       const size_t newline = data.substr(0, want).find('\n');
       const size_t take = newline == absl::string_view::npos ? std::min(want, data.size()) : newline + 1;
       head_.append(data.data(), take);
@@ -33,7 +108,7 @@ std::string LogFilter::Feed(absl::string_view data) {
         line_ = Line::kUndecided;
         continue;
       }
-      if (head_.size() < prefix_.size()) continue;
+      if (head_.size() < HeadBytes()) continue;
       Decide(out);
       continue;
     }
@@ -45,10 +120,10 @@ std::string LogFilter::Feed(absl::string_view data) {
     if (text > room) {
       if (line_ == Line::kKeep) {
         out.append(data.data(), room);
-        absl::StrAppend(&out, "\n", prefix_, kContinued);
+        absl::StrAppend(&out, "\n", label_, kContinued);
       }
       data.remove_prefix(room);
-      line_bytes_ = prefix_.size() + kContinued.size();
+      line_bytes_ = label_.size() + kContinued.size();
       continue;
     }
     if (line_ == Line::kKeep) out.append(data.data(), rest);

@@ -2,11 +2,16 @@
 // ones torchrun's --tee tagged "[default<r>]:"), and splits lines longer than a cap, marking the
 // continuation, so that a job printing hundreds of megabytes without a newline costs the daemon
 // one cap of memory per reader, never the line.
+// With labels (the default for readers; GetJobLogsRequest.raw turns them off) each line says
+// where it came from: "[node-a r2] " for global rank 2's tagged output, "[node-a] " for the rest
+// (workers' stderr, which torchrun does not tag), and torchrun's own chatter (its INFO and
+// WARNING log lines, the OMP_NUM_THREADS banner) is left out.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -14,14 +19,26 @@ namespace hetpool::daemon {
 
 inline constexpr size_t kMaxLogLine = 64 * 1024;
 
+// Where a node's lines came from: the node, and the global rank of each local rank once the
+// workers are up (empty before, or for an older generation: lines then say "l<local rank>").
+struct LogLabels {
+  std::string node;
+  std::vector<int> global_ranks;
+};
+
 class LogFilter {
  public:
-  // `local_rank` empty: every line passes.
-  explicit LogFilter(std::optional<int> local_rank, size_t max_line = kMaxLogLine);
+  // `local_rank` empty: every line passes. `labels` empty: lines pass as torchrun wrote them.
+  explicit LogFilter(std::optional<int> local_rank, size_t max_line = kMaxLogLine,
+                     std::optional<LogLabels> labels = std::nullopt);
+  // The ranks became known (the filter lives as long as a followed stream).
+  void SetGlobalRanks(std::vector<int> global_ranks);
 
   // The output for the next bytes of the log. Holds back at most the start of a line whose rank
   // tag is not complete yet (shorter than the tag, so it cannot match at the end of the log).
   std::string Feed(absl::string_view data);
+  // The end of the log: what is held back of an unfinished last line.
+  std::string Finish();
 
   // The mark that starts the rest of a split line (after the rank tag, when filtering).
   static constexpr absl::string_view kContinued = "[hetpool: line continues] ";
@@ -29,8 +46,14 @@ class LogFilter {
  private:
   enum class Line { kUndecided, kKeep, kDrop };
   void Decide(std::string& out);
+  // Labelled output: keeps or drops the line whose start is head_, relabelled.
+  void DecideLabelled(std::string& out);
+  size_t HeadBytes() const;  // how much of a line's start decides it
 
+  std::optional<int> local_rank_;
   std::string prefix_;        // the rank tag; empty: every line passes
+  std::optional<LogLabels> labels_;
+  std::string label_;         // what starts the current kept line (and its continuations)
   size_t max_line_;
   Line line_ = Line::kUndecided;
   std::string head_;          // the start of the current line, until it is decided

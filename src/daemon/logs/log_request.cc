@@ -48,4 +48,12 @@ bool NodeExited(const hetpool::v1::Job& job, uint64_t generation, const std::str
   return false;
 }
 
+std::vector<int> GlobalRanksOn(const hetpool::v1::Job& job, uint64_t generation, const std::string& node) {
+  if (generation != job.generation()) return {};
+  for (const auto& p : job.placement()) {
+    if (p.node() == node) return {p.global_ranks().begin(), p.global_ranks().end()};
+  }
+  return {};
+}
+
 }  // namespace hetpool::daemon

@@ -22,6 +22,10 @@ struct LogStream {
 absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job,
                                                      const hetpool::v1::GetJobLogsRequest& req, uint64_t generation);
 
+// The global rank of each local rank on `node` in `generation`, when the job's current
+// placement says (older generations' placements are not kept: empty).
+std::vector<int> GlobalRanksOn(const hetpool::v1::Job& job, uint64_t generation, const std::string& node);
+
 // Whether `node` ran `generation` of the job and has exited, so its whole log was pushed.
 bool NodeExited(const hetpool::v1::Job& job, uint64_t generation, const std::string& node);
 

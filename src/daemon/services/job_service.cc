@@ -185,7 +185,10 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
     if (!streams.ok()) return ToGrpcStatus(streams.status());
     if (generation > 0) {
       for (const auto& [node, local_rank] : *streams) {
-        auto filter = filters.try_emplace(node, local_rank).first;
+        std::optional<LogLabels> labels;
+        if (!req->raw()) labels = LogLabels{node, GlobalRanksOn(job, generation, node)};
+        auto filter = filters.try_emplace(node, local_rank, kMaxLogLine, labels).first;
+        if (labels) filter->second.SetGlobalRanks(labels->global_ranks);  // known once the workers are up
         while (true) {
           auto slice = logs_->Read(job.id(), generation, node, offsets[node], kLogChunk);
           if (!slice.ok()) return ToGrpcStatus(slice.status());
@@ -213,6 +216,13 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
     if (!req->follow() || final_pass) break;
     if (ended) final_pass = true;
     if (state_->stopping()) break;
+  }
+  // A last line without a newline is still held back for its label: it ends here.
+  for (auto& [node, filter] : filters) {
+    pb::LogChunk chunk;
+    chunk.set_node(node);
+    chunk.set_data(filter.Finish());
+    if (!chunk.data().empty() && !writer->Write(chunk)) return grpc::Status::CANCELLED;
   }
   return ctx->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK;
 }
