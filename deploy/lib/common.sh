@@ -7,6 +7,7 @@ HETPOOL_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev libze-dev libssl-dev openssl prometheus-cpp-dev libcpp-httplib-dev pciutils
   python3-torch etcd-server golang-etcd-server-dev chromium
+  python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel
 )
 
 # Installs the packages that are missing (apt-get update only when something is).

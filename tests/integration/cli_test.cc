@@ -1,4 +1,5 @@
 // hetpoolctl as researchers and CI use it: job files, tables and JSON, exit codes, one-line errors.
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -205,6 +206,51 @@ TEST_F(CliTest, ReadmePlanExamplesRunOnTheQuickstartPool) {
     ++ran;
   }
   EXPECT_EQ(ran, 3);
+}
+
+// The README's CI lines, run by bash as a pipeline step would: the step fails with the job's own
+// exit code and leaves a JUnit report.
+TEST_F(CliTest, ReadmeCiExampleFailsWithTheJobsOwnExitCode) {
+  std::ifstream readme(HETPOOL_SOURCE_DIR "/README.md");
+  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  const size_t section = text.find("CI pipelines submit, stream the logs");
+  ASSERT_NE(section, std::string::npos);
+  const size_t begin = text.find("```sh\n", section) + 6, end = text.find("```", begin);
+  const std::string step = text.substr(begin, end - begin);
+  const std::string dir = cluster_->dir() + "/ci";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/job.json") << R"({"python": {"script": "tests/integration/scripts/exit_on_rank.py", "args": ["1", "7"]},
+      "working_dir": ")" HETPOOL_SOURCE_DIR R"(", "nnodes": 1, "devices_per_node": 0, "procs_per_node": 2,
+      "requirements": {"vendors": ["cpu"]}})";
+  std::ofstream(dir + "/step.sh") << "set -e\ncd " << dir << "\n" << step;
+  const std::string bin = std::filesystem::path(HETPOOLCTL_BIN).parent_path().string();
+  auto child = ChildProcess::Spawn({"/bin/bash", dir + "/step.sh"}, dir + "/step.log",
+                                   {{"PATH", bin + ":/usr/bin:/bin"}, {"HETPOOL_SERVER", cluster_->address()},
+                                    {"HETPOOL_INSECURE", "1"}, {"CI_PIPELINE_ID", "4711"}});
+  ASSERT_TRUE(child.ok()) << child.status();
+  const auto status = (*child)->Wait(absl::Seconds(180));
+  ASSERT_TRUE(status.has_value());
+  std::ifstream log(dir + "/step.log");
+  const std::string output((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 7) << *status << "\n" << output;
+  EXPECT_NE(output.find("giving up: out of data on this shard"), std::string::npos) << output;  // the streamed logs
+  std::ifstream report(dir + "/report.xml");
+  const std::string xml((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<failure type=\"NonZeroExit\""), std::string::npos) << xml;
+
+  // deploy/ci/'s step script, which the GitHub Actions and GitLab CI jobs there run, does the same.
+  auto script = ChildProcess::Spawn({"/bin/bash", HETPOOL_SOURCE_DIR "/deploy/ci/submit-and-wait.sh", dir + "/job.json", "120s"},
+                                    dir + "/script.log",
+                                    {{"PATH", bin + ":/usr/bin:/bin"}, {"HETPOOL_SERVER", cluster_->address()},
+                                     {"HETPOOL_INSECURE", "1"}, {"HETPOOL_REQUEST_ID", "ci-script"},
+                                     {"HETPOOL_JUNIT", dir + "/script-report.xml"}});
+  ASSERT_TRUE(script.ok()) << script.status();
+  const auto script_status = (*script)->Wait(absl::Seconds(180));
+  ASSERT_TRUE(script_status.has_value());
+  std::ifstream script_log(dir + "/script.log");
+  const std::string script_output((std::istreambuf_iterator<char>(script_log)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(*script_status) && WEXITSTATUS(*script_status) == 7) << *script_status << "\n" << script_output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/script-report.xml")) << script_output;
 }
 
 TEST_F(CliTest, AgentPrintsItsInventory) {
