@@ -9,9 +9,11 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -205,7 +207,9 @@ int List(Client& client, const std::vector<std::string>& args) {
   std::string user;
   FlagSet flags("hetpoolctl list [--state S] [--user U] [--label k=v]\n"
                 "Example: hetpoolctl list --state running --label team=nlp");
-  flags.List("state", &states, "only jobs in these states");
+  flags.List("state", &states,
+             "only jobs in these states: pending, scheduled, running, succeeded, failed, cancelled (or as -o json "
+             "prints them: JOB_STATE_FAILED)");
   flags.String("user", &user, "only this user's jobs");
   flags.List("label", &labels, "only jobs with this label (k=v); repeatable");
   std::vector<std::string> rest_args;
@@ -542,6 +546,25 @@ constexpr const char* kUsage =
     "  admin revoke         hetpoolctl admin revoke --file /etc/hetpool/tokens.json --user alice\n"
     "Run 'hetpoolctl COMMAND --help' for a command's flags.\n";
 
+// A command's lines of the overview (its synopsis and example), for `COMMAND --help` of commands
+// without flags of their own; nullopt for the others (their FlagSet answers --help).
+std::optional<std::string> CommandHelp(const std::string& command) {
+  static const std::set<std::string> kWithoutFlags = {"get", "nodes", "fingerprints", "drain", "undrain"};
+  if (!kWithoutFlags.contains(command)) return std::nullopt;
+  std::string out;
+  bool in_command = false;
+  for (absl::string_view line : absl::StrSplit(kUsage, '\n')) {
+    if (absl::StartsWith(line, "  ") && !absl::StartsWith(line, "   ")) {
+      in_command = absl::StartsWith(line, absl::StrCat("  ", command, " "));
+    } else if (!absl::StartsWith(line, "   ")) {
+      in_command = false;
+    }
+    if (in_command) absl::StrAppend(&out, absl::StripLeadingAsciiWhitespace(line), "\n");
+  }
+  absl::StrAppend(&out, "Global flags (--server, --tls-ca, --token, --insecure, -o, --timeout) may come before or after it.\n");
+  return "hetpoolctl " + out;
+}
+
 // gRPC core prints its own lines on stderr ("E1130 ... Handshake failed"); the CLI says what went
 // wrong itself (Client::Failed), so they only confuse.
 void SilenceGrpcLogs(gpr_log_func_args*) {}
@@ -554,70 +577,89 @@ int Main(int argc, char** argv) {
   if (const char* env = getenv("HETPOOL_TLS_CA"); env && *env) globals.tls.ca = env;
   if (const char* env = getenv("HETPOOL_INSECURE"); env && std::string(env) == "1") globals.insecure = true;
   std::vector<std::string> args(argv + 1, argv + argc);
-  // Global flags come before the command.
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
+  // A global flag at args[i]: how many words it takes (0: not one), or an error.
+  std::string error;
+  auto global = [&](size_t i) -> size_t {
     const std::string& a = args[i];
-    auto value = [&](const std::string& name) -> std::optional<std::string> {
-      if (a == name && i + 1 < args.size()) return args[++i];
-      if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
+    auto value = [&](const std::string& name, size_t* used) -> std::optional<std::string> {
+      if (a == name && i + 1 < args.size()) {
+        *used = 2;
+        return args[i + 1];
+      }
+      if (a.rfind(name + "=", 0) == 0) {
+        *used = 1;
+        return a.substr(name.size() + 1);
+      }
       return std::nullopt;
     };
-    if (a == "-h" || a == "--help") {
+    size_t used = 0;
+    if (a == "--insecure") {
+      globals.insecure = true;
+      return 1;
+    } else if (auto server = value("--server", &used)) {
+      globals.server = *server;
+    } else if (auto token = value("--token", &used)) {
+      globals.token = *token;
+    } else if (auto token_file = value("--token-file", &used)) {
+      auto text = ReadTextFile(*token_file);
+      if (!text.ok()) error = std::string(text.status().message());
+      else globals.token = std::string(absl::StripAsciiWhitespace(*text));
+    } else if (auto ca = value("--tls-ca", &used)) {
+      globals.tls.ca = *ca;
+    } else if (auto cert = value("--tls-cert", &used)) {
+      globals.tls.cert = *cert;
+    } else if (auto key = value("--tls-key", &used)) {
+      globals.tls.key = *key;
+    } else if (auto output = value("-o", &used)) {
+      globals.output = *output;
+    } else if (auto long_output = value("--output", &used)) {
+      globals.output = *long_output;
+    } else if (auto timeout = value("--timeout", &used)) {
+      auto d = ParseDurationFlag(*timeout);
+      if (!d.ok()) error = std::string(d.status().message());
+      else globals.timeout = *d;
+    }
+    return used;
+  };
+  // Global flags come before the command, and may follow it too ("get job-1 --insecure").
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    if (args[i] == "-h" || args[i] == "--help") {
       std::cout << kUsage;
       return 0;
-    } else if (auto server = value("--server")) {
-      globals.server = *server;
-    } else if (auto token = value("--token")) {
-      globals.token = *token;
-    } else if (auto token_file = value("--token-file")) {
-      auto text = ReadTextFile(*token_file);
-      if (!text.ok()) return Usage(std::string(text.status().message()));
-      globals.token = std::string(absl::StripAsciiWhitespace(*text));
-    } else if (auto ca = value("--tls-ca")) {
-      globals.tls.ca = *ca;
-    } else if (auto cert = value("--tls-cert")) {
-      globals.tls.cert = *cert;
-    } else if (auto key = value("--tls-key")) {
-      globals.tls.key = *key;
-    } else if (a == "--insecure") {
-      globals.insecure = true;
-    } else if (auto output = value("-o")) {
-      globals.output = *output;
-    } else if (auto long_output = value("--output")) {
-      globals.output = *long_output;
-    } else if (auto timeout = value("--timeout")) {
-      auto d = ParseDurationFlag(*timeout);
-      if (!d.ok()) return Usage(std::string(d.status().message()));
-      globals.timeout = *d;
-    } else {
-      break;
     }
+    const size_t used = global(i);
+    if (!error.empty()) return Usage(error);
+    if (used == 0) break;
+    i += used - 1;
   }
   if (i >= args.size()) {
     std::cerr << kUsage;
     return kExitUsage;
   }
   const std::string command = args[i];
-  std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
-  // "-o json" may also follow the command.
-  for (size_t j = 0; j < rest.size(); ++j) {
-    if ((rest[j] == "-o" || rest[j] == "--output") && j + 1 < rest.size()) {
-      globals.output = rest[j + 1];
-      rest.erase(rest.begin() + static_cast<long>(j), rest.begin() + static_cast<long>(j) + 2);
-      --j;
+  std::vector<std::string> rest;
+  // After the command, its own flags win: wait's --timeout is how long to wait, not the RPC's.
+  static const std::set<std::string> kOwnTimeout = {"wait"};
+  for (size_t j = i + 1; j < args.size(); ++j) {
+    const bool own = (args[j] == "--timeout" || args[j].rfind("--timeout=", 0) == 0) && kOwnTimeout.contains(command);
+    const size_t used = own ? 0 : global(j);
+    if (!error.empty()) return Usage(error);
+    if (used == 0) {
+      rest.push_back(args[j]);
+      continue;
     }
+    j += used - 1;
   }
   if (globals.output != "table" && globals.output != "json" && globals.output != "csv") {
     return Usage("-o takes table, json or csv");
   }
   if (globals.output == "csv" && command != "usage") return Usage("-o csv is for usage; use -o json");
-  // Commands without flags of their own answer --help with the overview.
+  // Commands without flags of their own answer --help with their line of the overview.
   for (const auto& r : rest) {
-    if ((r == "-h" || r == "--help") &&
-        (command == "get" || command == "watch" || command == "nodes" || command == "fingerprints" || command == "drain" ||
-         command == "undrain")) {
-      std::cout << kUsage;
+    if (r != "-h" && r != "--help") continue;
+    if (auto help = CommandHelp(command)) {
+      std::cout << *help;
       return 0;
     }
   }

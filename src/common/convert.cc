@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "drivers/fingerprint/spec_table.h"
 
@@ -220,7 +221,9 @@ absl::string_view JobStateName(pb::JobState state) {
 }
 
 absl::StatusOr<pb::JobState> ParseJobState(absl::string_view name) {
-  const std::string upper = absl::AsciiStrToUpper(name);
+  std::string upper = absl::AsciiStrToUpper(name);
+  // Also the enum's own name, as -o json prints it (JOB_STATE_FAILED).
+  if (absl::StartsWith(upper, "JOB_STATE_")) upper.erase(0, 10);
   for (const auto& [s, n] : kStateNames) {
     if (n == upper) return s;
   }

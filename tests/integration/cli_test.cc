@@ -62,6 +62,15 @@ TEST_F(CliTest, SubmitWaitGetListLogs) {
   ASSERT_EQ(cluster_->RunCli({"list", "--label", "suite=cli", "--state", "succeeded"}, &out), 0) << out;
   EXPECT_NE(out.find(id), std::string::npos) << out;
   EXPECT_NE(out.find("cli-cpu"), std::string::npos) << out;
+  // The state as -o json prints it is accepted too; global flags may follow the command.
+  ASSERT_EQ(cluster_->RunCli({"list", "--label", "suite=cli", "--state", "JOB_STATE_SUCCEEDED", "--insecure"}, &out), 0)
+      << out;
+  EXPECT_NE(out.find(id), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id, "--server", cluster_->address()}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", "--help"}, &out), 0) << out;
+  EXPECT_EQ(out.rfind("hetpoolctl get ID", 0), 0u) << out;
+  ASSERT_EQ(cluster_->RunCli({"list", "--help"}, &out), 0) << out;
+  EXPECT_NE(out.find("pending, scheduled, running, succeeded, failed, cancelled"), std::string::npos) << out;
 
   ASSERT_EQ(cluster_->RunCli({"logs", id}, &out), 0) << out;
   EXPECT_NE(out.find("final loss"), std::string::npos) << out;

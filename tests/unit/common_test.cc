@@ -2,6 +2,7 @@
 // a message (issue 14, item 4), duplicate keys in job files and requests that are not UTF-8
 // (item 9).
 #include "gtest/gtest.h"
+#include "src/common/convert.h"
 #include "src/common/json_keys.h"
 #include "src/common/orders_parts.h"
 #include "request_parsing.h"
@@ -60,6 +61,17 @@ TEST(OrdersParts, SmallOrEmptySetsAreOneMessageAndANewVersionDropsAnUnfinishedOn
   ASSERT_TRUE(whole.has_value());
   EXPECT_EQ(whole->version(), 78u);
   EXPECT_EQ(whole->launches_size(), 1);  // nothing of version 77's first part leaked in
+}
+
+// `--state` takes the short names and the enum's own, as `-o json` prints it.
+TEST(ParseJobState, ShortAndEnumNamesAnyCase) {
+  EXPECT_EQ(*ParseJobState("failed"), hetpool::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(*ParseJobState("JOB_STATE_FAILED"), hetpool::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(*ParseJobState("job_state_running"), hetpool::v1::JOB_STATE_RUNNING);
+  const auto bad = ParseJobState("JOB_STATE_DONE");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED"), std::string::npos)
+      << bad.status();
 }
 
 TEST(JsonKeys, DuplicateKeysAreNamedWithTheirPath) {
