@@ -59,6 +59,16 @@ inline pb::JobSpec TrainingSpec(int nnodes, int devices, int max_restarts = 0) {
   return spec;
 }
 
+// Counts the jobs offered to the scheduler: a pass over the queue offers every waiting job.
+class CountingObserver : public daemon::StateObserver {
+ public:
+  void Decision(absl::Duration, bool) override { ++decisions; }
+  void StoreWrite(absl::Duration, bool) override {}
+  void JobEnded(const pb::Job&) override {}
+  void JobRestarted(const std::string&) override {}
+  int decisions = 0;
+};
+
 // The job table and node registry over one in-memory store, with a clock the test moves. Jobs
 // keep 3 events at most and nodes hand out rendezvous ports 29500-29502, so tests reach the ends.
 struct StateParts {

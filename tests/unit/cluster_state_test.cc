@@ -7,6 +7,7 @@
 #include "scheduler/framework/profile.h"
 #include "src/common/convert.h"
 #include "src/daemon/store/sqlite_store.h"
+#include "tests/testing/state_parts.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::daemon {
@@ -33,15 +34,7 @@ class RefusableStore : public Store {
   Store* inner_;
 };
 
-// Counts the jobs offered to the scheduler: a pass over the queue offers every waiting job.
-class CountingObserver : public StateObserver {
- public:
-  void Decision(absl::Duration, bool) override { ++decisions; }
-  void StoreWrite(absl::Duration, bool) override {}
-  void JobEnded(const pb::Job&) override {}
-  void JobRestarted(const std::string&) override {}
-  int decisions = 0;
-};
+using testing::CountingObserver;
 
 class ClusterStateTest : public ::testing::Test {
  protected:
@@ -138,14 +131,7 @@ class ClusterStateTest : public ::testing::Test {
   }
 
   pb::JobSpec Spec(int nnodes, int devices, int max_restarts = 0) {
-    pb::JobSpec spec;
-    spec.set_user("alice");
-    spec.add_command("true");
-    spec.set_working_dir("/tmp");
-    spec.set_nnodes(nnodes);
-    spec.set_devices_per_node(devices);
-    spec.set_max_restarts(max_restarts);
-    return spec;
+    return testing::TrainingSpec(nnodes, devices, max_restarts);
   }
 
   pb::Job Job(const std::string& id) {

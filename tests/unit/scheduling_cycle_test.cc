@@ -9,18 +9,9 @@
 namespace hetpool::daemon {
 namespace {
 
+using testing::CountingObserver;
 using testing::StateParts;
 using testing::TrainingSpec;
-
-// Counts the jobs offered to the policy.
-class DecisionCounter : public StateObserver {
- public:
-  void Decision(absl::Duration, bool) override { ++offered; }
-  void StoreWrite(absl::Duration, bool) override {}
-  void JobEnded(const pb::Job&) override {}
-  void JobRestarted(const std::string&) override {}
-  int offered = 0;
-};
 
 class SchedulingCycleTest : public ::testing::Test {
  protected:
@@ -38,7 +29,7 @@ class SchedulingCycleTest : public ::testing::Test {
   }
 
   StateParts parts_;
-  DecisionCounter counter_;
+  CountingObserver counter_;
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   SchedulingCycle cycle_;
 };
@@ -67,20 +58,20 @@ TEST_F(SchedulingCycleTest, WithoutFreedCapacityOnlyNewSubmissionsAreOffered) {
   Submit(TrainingSpec(1, 2));  // waits: the first takes both cards
   Submit(TrainingSpec(1, 2));
   cycle_.Run(parts_.now);  // the first pass takes the whole queue
-  EXPECT_EQ(counter_.offered, 3);
+  EXPECT_EQ(counter_.decisions, 3);
   EXPECT_FALSE(parts_.wakeups.capacity_changed());
 
   cycle_.Run(parts_.now + absl::Seconds(1));  // nothing new, nothing freed: nobody is offered
-  EXPECT_EQ(counter_.offered, 3);
+  EXPECT_EQ(counter_.decisions, 3);
   Submit(TrainingSpec(1, 1));
   cycle_.Run(parts_.now + absl::Seconds(2));
-  EXPECT_EQ(counter_.offered, 4);
+  EXPECT_EQ(counter_.decisions, 4);
 
   parts_.wakeups.CapacityChanged();  // e.g. a job ended
   cycle_.Run(parts_.now + absl::Seconds(3));
-  EXPECT_EQ(counter_.offered, 7);
+  EXPECT_EQ(counter_.decisions, 7);
   cycle_.Run(parts_.now + absl::Minutes(2));  // the once-a-minute safety net
-  EXPECT_EQ(counter_.offered, 10);
+  EXPECT_EQ(counter_.decisions, 10);
 }
 
 TEST_F(SchedulingCycleTest, TheHeadOfTheQueueHoldsNodesAndItsReasonIsRecordedOnce) {
