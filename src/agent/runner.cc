@@ -31,7 +31,6 @@ constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open 
 constexpr const char* kStageFailures[] = {"WorkingDirNotFound", "LaunchFailed", "LaunchFailed", "LaunchFailed",
                                           "ScriptNotFound"};
 
-
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
 std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
