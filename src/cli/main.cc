@@ -551,18 +551,24 @@ constexpr const char* kUsage =
 std::optional<std::string> CommandHelp(const std::string& command) {
   static const std::set<std::string> kWithoutFlags = {"get", "nodes", "fingerprints", "drain", "undrain"};
   if (!kWithoutFlags.contains(command)) return std::nullopt;
-  std::string out;
+  std::string synopsis, example, more;
   bool in_command = false;
   for (absl::string_view line : absl::StrSplit(kUsage, '\n')) {
     if (absl::StartsWith(line, "  ") && !absl::StartsWith(line, "   ")) {
       in_command = absl::StartsWith(line, absl::StrCat("  ", command, " "));
-    } else if (!absl::StartsWith(line, "   ")) {
+      if (!in_command) continue;
+      // "  get ID               hetpoolctl get job-000001   (what it shows)"
+      const size_t at = line.find("hetpoolctl ");
+      synopsis = std::string(absl::StripAsciiWhitespace(line.substr(0, at)));
+      example = at == absl::string_view::npos ? "" : std::string(absl::StripAsciiWhitespace(line.substr(at)));
+    } else if (in_command && absl::StartsWith(line, "   ")) {
+      absl::StrAppend(&more, absl::StripAsciiWhitespace(line), "\n");
+    } else {
       in_command = false;
     }
-    if (in_command) absl::StrAppend(&out, absl::StripLeadingAsciiWhitespace(line), "\n");
   }
-  absl::StrAppend(&out, "Global flags (--server, --tls-ca, --token, --insecure, -o, --timeout) may come before or after it.\n");
-  return "hetpoolctl " + out;
+  return absl::StrCat("hetpoolctl ", synopsis, "\n", more, "Example: ", example, "\n",
+                      "Global flags (--server, --tls-ca, --token, --insecure, -o, --timeout) may come before or after it.\n");
 }
 
 // gRPC core prints its own lines on stderr ("E1130 ... Handshake failed"); the CLI says what went

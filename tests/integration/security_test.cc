@@ -601,7 +601,7 @@ TEST_F(SecurityTest, SubmissionsAreRateLimitedPerUser) {
 
 // An agent running as root starts job processes as the owner's mapped account, and as nobody
 // for owners the map does not name; never as root unless told to.
-// Runs `/usr/bin/id FLAG` as `user` and returns what it printed (after torchrun's rank tag).
+// Runs `/usr/bin/id FLAG` as `user` and returns what it printed (after the log's node and rank label).
 void RunIdAs(TestCluster& cluster, const std::string& user, const std::string& flag, std::string* printed,
              std::string* job_id = nullptr) {
   pb::JobSpec spec = SleepSpec("0");
@@ -617,7 +617,7 @@ void RunIdAs(TestCluster& cluster, const std::string& user, const std::string& f
   ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString() << cluster.AgentLog(0);
   auto logs = cluster.Logs(job->id());
   ASSERT_TRUE(logs.ok());
-  *printed = std::string(absl::StripAsciiWhitespace(logs->substr(logs->rfind("]:") + 2)));
+  *printed = std::string(absl::StripAsciiWhitespace(logs->substr(logs->rfind("] ") + 2)));
   if (job_id != nullptr) *job_id = job->id();
 }
 
