@@ -6,21 +6,13 @@
 #include <algorithm>
 #include <regex>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/common/torchrun_lines.h"
 
 namespace hetpool::agent {
 namespace {
-
-// torchrun's own lines: its logging ("ERROR:torch.distributed..."), its OMP_NUM_THREADS banner.
-bool IsTorchrunsOwn(absl::string_view line) {
-  for (absl::string_view level : {"DEBUG:", "INFO:", "WARNING:", "ERROR:", "CRITICAL:"}) {
-    if (absl::StartsWith(line, level) && absl::StrContains(line, "torch.")) return true;
-  }
-  return absl::StartsWith(line, "*****") || absl::StartsWith(line, "Setting OMP_NUM_THREADS");
-}
 
 std::string SignalName(int number) {
   const char* abbrev = sigabbrev_np(number);
@@ -62,23 +54,17 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
   if (end == absl::string_view::npos || end > root) end = root;
   end = log.rfind('\n', end);
   const absl::string_view before = end == absl::string_view::npos ? absl::string_view() : log.substr(0, end);
-  const std::string own_prefix = "[default" + std::to_string(out.local_rank) + "]:";
-  static const std::regex kRankPrefix(R"(^\[[A-Za-z_]*\d+\]:)");
   // With --tee 1 torchrun prefixes the workers' stdout ("[default1]:") and passes their stderr
   // through as it is, flushed at other times: the rank's last stdout lines come first, the
   // node's last stderr lines (where errors go) last.
   std::vector<std::string> stdout_lines, stderr_lines;
   for (absl::string_view line : absl::StrSplit(before, '\n')) {
     line = absl::StripTrailingAsciiWhitespace(line);
-    if (line.empty() || IsTorchrunsOwn(line)) continue;
-    std::string text(line);
-    std::vector<std::string>* into = &stderr_lines;
-    if (absl::StartsWith(text, own_prefix)) {
-      text.erase(0, own_prefix.size());
-      into = &stdout_lines;
-    } else if (std::regex_search(text, kRankPrefix)) {
-      continue;  // another local rank's output
-    }
+    if (line.empty() || IsTorchrunOwn(line)) continue;
+    const auto tag = RankTagOf(line);
+    if (tag && tag->local_rank != out.local_rank) continue;  // another local rank's output
+    std::string text(tag ? line.substr(tag->length) : line);
+    std::vector<std::string>* into = tag ? &stdout_lines : &stderr_lines;
     if (text.size() > kMaxLineBytes) text.resize(kMaxLineBytes);
     into->push_back(std::move(text));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "src/common/torchrun_lines.h"
 
 namespace hetpool::agent {
 
@@ -24,9 +25,6 @@ struct TorchrunFailure {
   // the node's last stderr lines (workers' stderr is not prefixed), so an error comes last.
   std::vector<std::string> last_lines;
 };
-
-inline constexpr size_t kMaxLastLines = 10;
-inline constexpr size_t kMaxLineBytes = 300;
 
 // nullopt when the text holds no torchrun failure report (torchrun killed, or not torchrun).
 std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log);

@@ -315,7 +315,38 @@ grpc::Status Watch(Client& client, const std::string& id, absl::Duration timeout
   return reader->Finish();
 }
 
-int WaitExitCode(const pb::Job& job, bool job_exit_code);
+// "SIGSEGV" -> 11; 0 when unknown.
+int SignalNumber(const std::string& name) {
+  for (int n = 1; n < 65; ++n) {
+    const char* abbrev = sigabbrev_np(n);
+    if (abbrev != nullptr && name == absl::StrCat("SIG", abbrev)) return n;
+  }
+  return 0;
+}
+
+// What `wait` exits with for a job that ended (docs/cli.md has the table).
+int WaitExitCode(const pb::Job& job, bool job_exit_code) {
+  switch (job.state()) {
+    case pb::JOB_STATE_SUCCEEDED:
+      return 0;
+    case pb::JOB_STATE_CANCELLED:
+      return kExitJobCancelled;
+    default:
+      break;
+  }
+  if (job.failure_origin() == pb::FAILURE_ORIGIN_INFRASTRUCTURE) return kExitInfrastructure;
+  const pb::RankFailure& f = job.failure();
+  if (job_exit_code && f.launch_failure().empty() && f.global_rank() >= 0) {
+    // The script's own status, as a shell reports it: 128 + N for a signal.
+    if (!f.signal().empty()) {
+      const int number = SignalNumber(f.signal());
+      if (number > 0) return 128 + number;
+    } else if (f.exit_code() > 0 && f.exit_code() < 256) {
+      return f.exit_code();
+    }
+  }
+  return kExitJobFailed;
+}
 
 int WatchCmd(Client& client, const std::vector<std::string>& args) {
   bool job_exit_code = false;
@@ -349,39 +380,6 @@ int WatchCmd(Client& client, const std::vector<std::string>& args) {
   }, &last);
   if (!status.ok()) return client.Failed(status);
   return WaitExitCode(last, job_exit_code);
-}
-
-// "SIGSEGV" -> 11; 0 when unknown.
-int SignalNumber(const std::string& name) {
-  for (int n = 1; n < 65; ++n) {
-    const char* abbrev = sigabbrev_np(n);
-    if (abbrev != nullptr && name == absl::StrCat("SIG", abbrev)) return n;
-  }
-  return 0;
-}
-
-// What `wait` exits with for a job that ended (docs/cli.md has the table).
-int WaitExitCode(const pb::Job& job, bool job_exit_code) {
-  switch (job.state()) {
-    case pb::JOB_STATE_SUCCEEDED:
-      return 0;
-    case pb::JOB_STATE_CANCELLED:
-      return kExitJobCancelled;
-    default:
-      break;
-  }
-  if (job.failure_origin() == pb::FAILURE_ORIGIN_INFRASTRUCTURE) return kExitInfrastructure;
-  const pb::RankFailure& f = job.failure();
-  if (job_exit_code && f.launch_failure().empty() && f.global_rank() >= 0) {
-    // The script's own status, as a shell reports it: 128 + N for a signal.
-    if (!f.signal().empty()) {
-      const int number = SignalNumber(f.signal());
-      if (number > 0) return 128 + number;
-    } else if (f.exit_code() > 0 && f.exit_code() < 256) {
-      return f.exit_code();
-    }
-  }
-  return kExitJobFailed;
 }
 
 int Wait(Client& client, const std::vector<std::string>& args) {

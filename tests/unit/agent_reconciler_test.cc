@@ -111,6 +111,24 @@ TEST_F(AgentReconcilerTest, TheFailingRankIsRecordedAndAMissingScriptSpendsNoRes
   EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_JOB);
 }
 
+// A report carrying more than an agent keeps is cut, newest lines kept.
+TEST_F(AgentReconcilerTest, AnOversizedFailureReportIsCutToTheAgentsBounds) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
+  Bind(job, {"a"}, 1);
+  pb::ProcessStatus failed = Process(job, false, 1);
+  failed.mutable_rank_failure()->set_global_rank(0);
+  for (int i = 0; i < 30; ++i) failed.mutable_rank_failure()->add_last_lines(std::to_string(i) + std::string(1000, 'x'));
+  failed.mutable_rank_failure()->set_signal(std::string(10000, 'S'));
+  Report("a", {failed});
+  const pb::RankFailure& kept = job.job.failure();
+  ASSERT_EQ(kept.last_lines_size(), 10);
+  EXPECT_EQ(kept.last_lines(0).substr(0, 3), "20x");
+  EXPECT_EQ(kept.last_lines(9).substr(0, 3), "29x");
+  for (const auto& line : kept.last_lines()) EXPECT_EQ(line.size(), 300u);
+  EXPECT_EQ(kept.signal().size(), 64u);
+}
+
 TEST_F(AgentReconcilerTest, ALostNodeIsTheInfrastructuresFailure) {
   parts_.Register("a", 1);
   JobEntry& job = parts_.Submit(TrainingSpec(1, 1));

@@ -5,6 +5,7 @@
 #include "src/common/convert.h"
 #include "src/common/json_keys.h"
 #include "src/common/orders_parts.h"
+#include "src/common/torchrun_lines.h"
 #include "request_parsing.h"
 
 namespace hetpool {
@@ -72,6 +73,23 @@ TEST(ParseJobState, ShortAndEnumNamesAnyCase) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED"), std::string::npos)
       << bad.status();
+}
+
+// torchrun's line grammar, shared by the agent's failure report and the daemon's log labels.
+TEST(TorchrunLines, RankTagsAndTorchrunsOwnLines) {
+  ASSERT_TRUE(RankTagOf("[default3]:loss 0.5").has_value());
+  EXPECT_EQ(RankTagOf("[default3]:loss 0.5")->local_rank, 3);
+  EXPECT_EQ(RankTagOf("[default3]:loss 0.5")->length, 11u);
+  EXPECT_EQ(RankTagOf("[trainer_12]:x")->local_rank, 12);  // any role name
+  EXPECT_FALSE(RankTagOf("[default]:x").has_value());
+  EXPECT_FALSE(RankTagOf("[default3] x").has_value());
+  EXPECT_FALSE(RankTagOf("[default1234567]:x").has_value());
+  EXPECT_FALSE(RankTagOf("default3]:x").has_value());
+  EXPECT_TRUE(IsTorchrunChatter("WARNING:torch.distributed.run:"));
+  EXPECT_TRUE(IsTorchrunChatter("*****************************************"));
+  EXPECT_FALSE(IsTorchrunChatter("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)"));
+  EXPECT_TRUE(IsTorchrunOwn("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)"));
+  EXPECT_FALSE(IsTorchrunOwn("ValueError: bad batch size 0"));
 }
 
 TEST(JsonKeys, DuplicateKeysAreNamedWithTheirPath) {

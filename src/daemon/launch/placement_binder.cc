@@ -81,20 +81,25 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   jobs.AddEvent(job, "Scheduled", job.message());
   const uint64_t generation = job.generation();
   if (auto s = jobs.Commit(entry, std::move(job)); !s.ok()) return s;
-  for (size_t i = 0; i < placed.size(); ++i) {
-    const auto& assignment = placement.nodes[i];
+  for (size_t i = 0; i < placed.size(); ++i) {  // the stored placement is in the same (rank) order
     NodeEntry& node = *placed[i];
     nodes.BumpOrders(node);
-    Claim& claim = node.claims[{entry.job.id(), generation}];
-    claim.device_ids = assignment.device_ids;
-    claim.device_milli = assignment.device_milli;
-    claim.device_memory_mib = assignment.device_memory_mib;
-    claim.cpu_milli = HostCpuMilliPerNode(entry.job.spec());
-    claim.host_memory_mib = HostMemoryMibPerNode(entry.job.spec());
-    claim.created_at_version = node.orders_version;
-    claim.rendezvous_endpoint = entry.job.rendezvous_endpoint();
+    node.claims[{entry.job.id(), generation}] =
+        PlacedClaim(entry.job, entry.job.placement(static_cast<int>(i)), node.orders_version);
   }
   return absl::OkStatus();
+}
+
+Claim PlacedClaim(const pb::Job& job, const pb::NodePlacement& placement, uint64_t created_at_version) {
+  Claim claim;
+  claim.device_ids.assign(placement.device_ids().begin(), placement.device_ids().end());
+  claim.device_milli = placement.device_milli() > 0 ? placement.device_milli() : 1000;
+  claim.device_memory_mib = placement.device_memory_mib();
+  claim.cpu_milli = HostCpuMilliPerNode(job.spec());
+  claim.host_memory_mib = HostMemoryMibPerNode(job.spec());
+  claim.created_at_version = created_at_version;
+  claim.rendezvous_endpoint = job.rendezvous_endpoint();
+  return claim;
 }
 
 }  // namespace hetpool::daemon

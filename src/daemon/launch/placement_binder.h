@@ -12,4 +12,8 @@ namespace hetpool::daemon {
 
 absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement);
 
+// What the job's placement on one node holds there: the claim a bind makes, and the one a
+// restarted daemon rebuilds from the stored job.
+Claim PlacedClaim(const pb::Job& job, const pb::NodePlacement& placement, uint64_t created_at_version);
+
 }  // namespace hetpool::daemon

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/common/torchrun_lines.h"
 
 namespace hetpool::daemon {
 
@@ -15,30 +13,6 @@ namespace {
 constexpr size_t kMaxLabel = 96;
 // Enough of a line's start to see torchrun's tag or its own log lines.
 constexpr size_t kLabelledHead = 64;
-
-// torchrun's own lines that tell a job's reader nothing: its INFO and WARNING log lines (the
-// harmless RendezvousConnectionError at the end of every successful multi-node job among them)
-// and the OMP_NUM_THREADS banner. Its ERROR lines and its failure report stay.
-bool IsLauncherChatter(absl::string_view head) {
-  for (absl::string_view start : {"INFO:torch.distributed", "WARNING:torch.distributed", "*****************",
-                                  "Setting OMP_NUM_THREADS environment variable"}) {
-    if (absl::StartsWith(head, start)) return true;
-  }
-  return false;
-}
-
-// The local rank of a "[default3]:" tag (any role name), and the tag's length.
-std::optional<std::pair<int, size_t>> RankTag(absl::string_view head) {
-  if (head.empty() || head[0] != '[') return std::nullopt;
-  size_t i = 1;
-  while (i < head.size() && (absl::ascii_isalpha(head[i]) || head[i] == '_')) ++i;
-  const size_t digits = i;
-  while (i < head.size() && absl::ascii_isdigit(head[i])) ++i;
-  if (i == digits || i - digits > 6 || i + 1 >= head.size() || head[i] != ']' || head[i + 1] != ':') return std::nullopt;
-  int rank = 0;
-  if (!absl::SimpleAtoi(head.substr(digits, i - digits), &rank)) return std::nullopt;
-  return std::make_pair(rank, i + 2);
-}
 
 }  // namespace
 
@@ -68,11 +42,11 @@ void LogFilter::Decide(std::string& out) {
 }
 
 void LogFilter::DecideLabelled(std::string& out) {
-  const auto tag = RankTag(head_);
-  bool keep = local_rank_ ? tag && tag->first == *local_rank_ : !(!tag && IsLauncherChatter(head_));
-  std::string rest = tag ? head_.substr(tag->second) : head_;
+  const auto tag = RankTagOf(head_);
+  const bool keep = local_rank_ ? tag && tag->local_rank == *local_rank_ : tag || !IsTorchrunChatter(head_);
+  std::string rest = tag ? head_.substr(tag->length) : head_;
   if (tag) {
-    const int local = tag->first;
+    const int local = tag->local_rank;
     const std::vector<int>& ranks = labels_->global_ranks;
     label_ = local < static_cast<int>(ranks.size()) ? absl::StrCat("[", labels_->node, " r", ranks[static_cast<size_t>(local)], "] ")
                                                     : absl::StrCat("[", labels_->node, " l", local, "] ");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
+#include "src/common/torchrun_lines.h"
 #include "src/daemon/state/job_validation.h"
 #include "src/daemon/state/state_observer.h"
 
@@ -53,6 +54,18 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
 
 namespace {
 
+// An agent's report is cut to what an agent keeps (torchrun_lines.h), so a faulty one cannot
+// make every job it ran carry megabytes into the store and every watcher.
+void CutToBounds(pb::RankFailure& f) {
+  while (static_cast<size_t>(f.last_lines_size()) > kMaxLastLines) f.mutable_last_lines()->erase(f.mutable_last_lines()->begin());
+  for (std::string& line : *f.mutable_last_lines()) {
+    if (line.size() > kMaxLineBytes) line.resize(kMaxLineBytes);
+  }
+  for (std::string* word : {f.mutable_signal(), f.mutable_launch_failure()}) {
+    if (word->size() > 64) word->resize(64);
+  }
+}
+
 // Launch failures the job made (its script or working dir): another try fails the same way.
 bool JobsOwnLaunchFailure(const std::string& kind) { return kind == "ScriptNotFound" || kind == "WorkingDirNotFound"; }
 
@@ -88,6 +101,7 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
       failure.set_exit_code(report.exit_code());
     }
     failure.set_node(node);
+    CutToBounds(failure);
     const std::string& launch = failure.launch_failure();
     *job.mutable_failure() = failure;
     if (JobsOwnLaunchFailure(launch)) {

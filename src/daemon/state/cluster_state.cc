@@ -6,6 +6,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
+#include "src/daemon/launch/placement_binder.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/job_validation.h"
 #include "src/daemon/state/pool_queries.h"
@@ -52,14 +53,7 @@ absl::Status ClusterState::Load() {
     for (const auto& p : job.placement()) {
       NodeEntry* node = p.exited() ? nullptr : nodes_.Find(p.node());
       if (node == nullptr) continue;
-      Claim& claim = node->claims[{job.id(), job.generation()}];
-      claim.device_ids.assign(p.device_ids().begin(), p.device_ids().end());
-      claim.device_milli = p.device_milli() > 0 ? p.device_milli() : 1000;
-      claim.device_memory_mib = p.device_memory_mib();
-      claim.cpu_milli = HostCpuMilliPerNode(job.spec());
-      claim.host_memory_mib = HostMemoryMibPerNode(job.spec());
-      claim.created_at_version = node->orders_version;
-      claim.rendezvous_endpoint = job.rendezvous_endpoint();
+      node->claims[{job.id(), job.generation()}] = PlacedClaim(job, p, node->orders_version);
     }
   }
   jobs_.Load(*std::move(jobs), *highest_seq);
