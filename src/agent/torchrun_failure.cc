@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/common/torchrun_lines.h"
+#include "src/common/utf8.h"
 
 namespace hetpool::agent {
 namespace {
@@ -63,10 +64,9 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
     if (line.empty() || IsTorchrunOwn(line)) continue;
     const auto tag = RankTagOf(line);
     if (tag && tag->local_rank != out.local_rank) continue;  // another local rank's output
-    std::string text(tag ? line.substr(tag->length) : line);
+    // A string field of the report: valid UTF-8, cut at a character (utf8.h).
     std::vector<std::string>* into = tag ? &stdout_lines : &stderr_lines;
-    if (text.size() > kMaxLineBytes) text.resize(kMaxLineBytes);
-    into->push_back(std::move(text));
+    into->push_back(ValidUtf8(tag ? line.substr(tag->length) : line, kMaxLineBytes));
   }
   const size_t from_stderr = std::min(stderr_lines.size(), kMaxLastLines);
   const size_t from_stdout = std::min(stdout_lines.size(), kMaxLastLines - from_stderr);

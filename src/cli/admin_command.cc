@@ -1,5 +1,6 @@
-#include "src/cli/admin_command.h"
-
+// `hetpoolctl admin`: local administration that needs no daemon. `token` makes a bearer token
+// and appends its hash to a token file; `revoke` removes a user's tokens. hetpoold re-reads the
+// file when it changes.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "src/cli/command.h"
 #include "src/daemon/security/token_file.h"
 
 namespace hetpool::cli {
@@ -52,20 +54,26 @@ absl::StatusOr<std::string> NewToken() {
   return token;
 }
 
-int Token(const std::vector<std::string>& args) {
+struct TokenOptions {
   std::string file, user, group, role = "user", comment;
-  FlagSet flags(
-      "hetpoolctl admin token --file FILE --user NAME [--group G] [--role viewer|user|operator|admin]\n"
-      "Prints a new bearer token and appends its SHA-256 to FILE (created 0600).\n"
-      "Example: hetpoolctl admin token --file /etc/hetpool/tokens.json --user ci-bot --group infra --role user");
-  flags.String("file", &file, "the token file hetpoold --tokens reads");
-  flags.String("user", &user, "who the token identifies");
-  flags.String("group", &group, "the user's group (group quotas)");
-  flags.String("role", &role, "viewer, user, operator or admin");
-  flags.String("comment", &comment, "a note kept with the entry");
-  std::vector<std::string> rest;
-  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
-  if (!rest.empty()) return Usage("admin token takes no positional arguments");
+};
+
+void DeclareToken(FlagSet& flags, TokenOptions* o) {
+  flags.String("file", &o->file, "the token file hetpoold --tokens reads");
+  flags.CompleteAs("file", ValueCompletion::kFile);
+  flags.String("user", &o->user, "who the token identifies");
+  flags.String("group", &o->group, "the user's group (group quotas)");
+  flags.String("role", &o->role, "what the token may do (default: user)");
+  flags.Values("role", {"viewer", "user", "operator", "admin"});
+  flags.String("comment", &o->comment, "a note kept with the entry");
+}
+
+int Token(Client&, const Invocation&, const TokenOptions& o) {
+  const std::string& file = o.file;
+  const std::string& user = o.user;
+  const std::string& group = o.group;
+  const std::string& role = o.role;
+  const std::string& comment = o.comment;
   if (file.empty() || user.empty()) return Usage("admin token needs --file and --user");
   auto doc = ReadTokenFile(file);
   if (!doc.ok()) return Error(doc.status());
@@ -82,17 +90,20 @@ int Token(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Revoke(const std::vector<std::string>& args) {
+struct RevokeOptions {
   std::string file, user;
-  FlagSet flags(
-      "hetpoolctl admin revoke --file FILE --user NAME\n"
-      "Removes every token of a user; hetpoold stops accepting them within a second or two.\n"
-      "Example: hetpoolctl admin revoke --file /etc/hetpool/tokens.json --user alice");
-  flags.String("file", &file, "the token file hetpoold --tokens reads");
-  flags.String("user", &user, "whose tokens to remove");
-  std::vector<std::string> rest;
-  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
-  if (file.empty() || user.empty() || !rest.empty()) return Usage("admin revoke needs --file and --user");
+};
+
+void DeclareRevoke(FlagSet& flags, RevokeOptions* o) {
+  flags.String("file", &o->file, "the token file hetpoold --tokens reads");
+  flags.CompleteAs("file", ValueCompletion::kFile);
+  flags.String("user", &o->user, "whose tokens to remove");
+}
+
+int Revoke(Client&, const Invocation&, const RevokeOptions& o) {
+  const std::string& file = o.file;
+  const std::string& user = o.user;
+  if (file.empty() || user.empty()) return Usage("admin revoke needs --file and --user");
   auto doc = ReadTokenFile(file);
   if (!doc.ok()) return Error(doc.status());
   nlohmann::json kept = nlohmann::json::array();
@@ -113,12 +124,19 @@ int Revoke(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int AdminCommand(Client&, const std::vector<std::string>& args) {
-  if (args.empty()) return Usage("admin takes a subcommand: token or revoke");
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "token") return Token(rest);
-  if (args[0] == "revoke") return Revoke(rest);
-  return Usage("unknown admin subcommand '" + args[0] + "' (token, revoke)");
+std::vector<CommandEntry> AdminCommands() {
+  return {
+      {.name = "admin token",
+       .synopsis = "--file FILE --user NAME",
+       .summary = "print a new bearer token; its SHA-256 goes into the daemon's --tokens file (created 0600)",
+       .examples = {"hetpoolctl admin token --file /etc/hetpool/tokens.json --user ci-bot --group infra --role user"},
+       .make = Make<TokenOptions>(DeclareToken, Token)},
+      {.name = "admin revoke",
+       .synopsis = "--file FILE --user NAME",
+       .summary = "remove every token of a user; hetpoold stops accepting them within a second or two",
+       .examples = {"hetpoolctl admin revoke --file /etc/hetpool/tokens.json --user alice"},
+       .make = Make<RevokeOptions>(DeclareRevoke, Revoke)},
+  };
 }
 
 }  // namespace hetpool::cli

@@ -1,4 +1,6 @@
-#include "src/cli/plan_command.h"
+// `hetpoolctl plan`: ranked ways to train or serve a model on the pool's cards, from hetpoold's
+// PlannerService or offline against inventory files (--pool) with no daemon running.
+#include "src/cli/command.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -116,56 +118,64 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
   return ToProto(*result, *req, prices);
 }
 
-}  // namespace
 
-int PlanCommand(Client& client, const std::vector<std::string>& args) {
+struct PlanOptions {
   std::string model, config, mode, precision, optimizer, mixed, recompute, attention, kv_precision, objective, prices;
   std::vector<std::string> pool;
   int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0;
   double tokens = 0;
   bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false;
-  FlagSet flags(
-      "hetpoolctl plan --model NAME|--config config.json [flags]\n"
-      "Ranked plans per class of cards: count and layout, memory per card, time, cost, cost-performance.\n"
-      "Examples:\n"
-      "  hetpoolctl plan --model llama-2-13b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3\n"
-      "  hetpoolctl plan --model llama-2-70b --mode infer --precision int4 --batch 8 --objective now\n"
-      "  hetpoolctl plan --model qwen2-7b --pool node-a.json node-b.json --prices prices.json   (offline)");
-  flags.String("model", &model, "preset name (--list-models shows them)");
-  flags.String("config", &config, "a Hugging Face config.json instead of a preset");
-  flags.Bool("list-models", &list_models, "print the presets and exit");
-  flags.String("mode", &mode, "train (default) or infer");
-  flags.String("precision", &precision, "fp32, bf16 (default), fp16, fp8; int8/int4 weights for infer or QLoRA");
-  flags.String("optimizer", &optimizer, "adamw (default), adam, sgd-momentum, sgd");
-  flags.String("mixed", &mixed, "16-bit training: master (16-bit weights + fp32 master, default) or autocast");
-  flags.Int("seq", &seq, "training sequence length (default 4096)");
-  flags.Int("micro-batch", &micro_batch, "sequences per micro-batch per data-parallel rank (default 1)");
-  flags.Int("grad-accum", &grad_accum, "micro-batches per optimizer step (default 1)");
-  flags.Int("zero", &zero, "ZeRO stage 0-3 over the data-parallel ranks (default 0)");
-  flags.String("recompute", &recompute, "activation recomputation: none, selective (default), full");
-  flags.String("attention", &attention, "flash (default) or eager (materialises s x s scores)");
-  flags.Bool("dropout", &dropout, "the model trains with dropout (adds masks)");
-  flags.Bool("no-sequence-parallel", &no_sequence_parallel, "tensor parallel without sequence parallelism");
-  flags.Int("lora-rank", &lora_rank, "train LoRA adapters of this rank on a frozen base");
-  flags.Bool("lora-all-linear", &lora_all_linear, "adapters on every linear layer (default: Q and V)");
-  flags.Int("batch", &batch, "inference: concurrent sequences (default 1)");
-  flags.Int("context", &context, "inference: prompt + generated tokens per sequence (default 4096)");
-  flags.String("kv-precision", &kv_precision, "inference: KV cache precision (default: the serving precision)");
-  flags.Double("tokens", &tokens, "token budget (trained, or generated), e.g. 2e9");
-  flags.Int("cards", &cards, "use exactly this many cards (default: the fewest that fit)");
-  flags.String("objective", &objective, "rank by cost (default), time, or now (what can start at once first)");
-  flags.List("pool", &pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
-  flags.String("prices", &prices, "offline: price table JSON (docs/planner.md)");
-  flags.Bool("wide", &wide, "every column (fingerprint, headroom, cost-performance, notes); default: 100 columns");
-  std::vector<std::string> rest;
-  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
+};
+
+void DeclarePlan(FlagSet& flags, PlanOptions* o) {
+  flags.String("model", &o->model, "preset name (--list-models shows them)");
+  flags.String("config", &o->config, "a Hugging Face config.json instead of a preset");
+  flags.CompleteAs("config", ValueCompletion::kFile);
+  flags.Bool("list-models", &o->list_models, "print the presets and exit");
+  flags.String("mode", &o->mode, "train (default) or infer");
+  flags.Values("mode", {"train", "infer"});
+  flags.String("precision", &o->precision, "bf16 by default; int8/int4 weights for infer or QLoRA");
+  flags.Values("precision", {"fp32", "bf16", "fp16", "fp8", "int8", "int4"});
+  flags.String("optimizer", &o->optimizer, "adamw by default");
+  flags.Values("optimizer", {"adamw", "adam", "sgd-momentum", "sgd"});
+  flags.String("mixed", &o->mixed, "16-bit training: 16-bit weights + fp32 master (default) or autocast");
+  flags.Values("mixed", {"master", "autocast"});
+  flags.Int("seq", &o->seq, "training sequence length (default 4096)");
+  flags.Int("micro-batch", &o->micro_batch, "sequences per micro-batch per data-parallel rank (default 1)");
+  flags.Int("grad-accum", &o->grad_accum, "micro-batches per optimizer step (default 1)");
+  flags.Int("zero", &o->zero, "ZeRO stage over the data-parallel ranks (default 0)");
+  flags.Values("zero", {"0", "1", "2", "3"});
+  flags.String("recompute", &o->recompute, "activation recomputation (default selective)");
+  flags.Values("recompute", {"none", "selective", "full"});
+  flags.String("attention", &o->attention, "flash (default) or eager (materialises s x s scores)");
+  flags.Values("attention", {"flash", "eager"});
+  flags.Bool("dropout", &o->dropout, "the model trains with dropout (adds masks)");
+  flags.Bool("no-sequence-parallel", &o->no_sequence_parallel, "tensor parallel without sequence parallelism");
+  flags.Int("lora-rank", &o->lora_rank, "train LoRA adapters of this rank on a frozen base");
+  flags.Bool("lora-all-linear", &o->lora_all_linear, "adapters on every linear layer (default: Q and V)");
+  flags.Int("batch", &o->batch, "inference: concurrent sequences (default 1)");
+  flags.Int("context", &o->context, "inference: prompt + generated tokens per sequence (default 4096)");
+  flags.String("kv-precision", &o->kv_precision, "inference: KV cache precision (default: the serving precision)");
+  flags.Values("kv-precision", {"fp32", "bf16", "fp16", "fp8", "int8", "int4"});
+  flags.Double("tokens", &o->tokens, "token budget (trained, or generated), e.g. 2e9");
+  flags.Int("cards", &o->cards, "use exactly this many cards (default: the fewest that fit)");
+  flags.String("objective", &o->objective, "rank by cost (default), time, or now (what can start at once first)");
+  flags.Values("objective", {"cost", "time", "now"});
+  flags.List("pool", &o->pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
+  flags.CompleteAs("pool", ValueCompletion::kFile);
+  flags.String("prices", &o->prices, "offline: price table JSON (docs/planner.md)");
+  flags.CompleteAs("prices", ValueCompletion::kFile);
+  flags.Bool("wide", &o->wide, "every column (fingerprint, headroom, cost-performance, notes); default: 100 columns");
+}
+
+int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
+  PlanOptions o = options;
   // Inventory files may follow --pool as separate words: --pool a.json b.json.
-  if (!pool.empty()) {
-    pool.insert(pool.end(), rest.begin(), rest.end());
-    rest.clear();
+  if (!in.operands.empty()) {
+    if (o.pool.empty()) return Usage("plan takes no positional arguments (files follow --pool)");
+    o.pool.insert(o.pool.end(), in.operands.begin(), in.operands.end());
   }
-  if (!rest.empty()) return Usage("plan takes no positional arguments (files follow --pool)");
-  if (list_models) {
+  if (o.list_models) {
     Table table({"PRESET", "PARAMS", "ACTIVE", "LAYERS", "HIDDEN", "HEADS", "KV HEADS", "VOCAB", "CONTEXT"});
     for (const planner::ModelSpec& m : planner::Presets()) {
       table.Add({m.name, Params(m.TotalParams()), Params(m.ActiveParams()), absl::StrCat(m.layers), absl::StrCat(m.hidden),
@@ -174,42 +184,42 @@ int PlanCommand(Client& client, const std::vector<std::string>& args) {
     std::cout << table.Render();
     return 0;
   }
-  if (!prices.empty() && pool.empty()) return Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
+  if (!o.prices.empty() && o.pool.empty()) return Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
 
   pb::PlanRequest req;
-  req.mutable_model()->set_preset(model);
-  if (!config.empty()) {
-    auto text = ReadTextFile(config);
+  req.mutable_model()->set_preset(o.model);
+  if (!o.config.empty()) {
+    auto text = ReadTextFile(o.config);
     if (!text.ok()) return Error(text.status());
     req.mutable_model()->set_config_json(*text);
-    req.mutable_model()->set_name(config);
+    req.mutable_model()->set_name(o.config);
   }
   pb::Workload& w = *req.mutable_workload();
-  w.set_mode(mode);
-  w.set_precision(precision);
-  w.set_optimizer(optimizer);
-  w.set_mixed_precision(mixed);
-  w.set_recompute(recompute);
-  w.set_attention(attention);
-  w.set_kv_precision(kv_precision);
-  w.set_dropout(dropout);
-  w.set_no_sequence_parallel(no_sequence_parallel);
-  w.set_lora_all_linear(lora_all_linear);
+  w.set_mode(o.mode);
+  w.set_precision(o.precision);
+  w.set_optimizer(o.optimizer);
+  w.set_mixed_precision(o.mixed);
+  w.set_recompute(o.recompute);
+  w.set_attention(o.attention);
+  w.set_kv_precision(o.kv_precision);
+  w.set_dropout(o.dropout);
+  w.set_no_sequence_parallel(o.no_sequence_parallel);
+  w.set_lora_all_linear(o.lora_all_linear);
   // Only what was given is sent, so the planner's defaults apply and a given 0 is an error.
-  if (flags.WasSet("seq")) w.set_seq(seq);
-  if (flags.WasSet("micro-batch")) w.set_micro_batch(micro_batch);
-  if (flags.WasSet("grad-accum")) w.set_grad_accum(grad_accum);
-  if (flags.WasSet("zero")) w.set_zero_stage(zero);
-  if (flags.WasSet("lora-rank")) w.set_lora_rank(lora_rank);
-  if (flags.WasSet("batch")) w.set_batch(batch);
-  if (flags.WasSet("context")) w.set_context(context);
-  if (flags.WasSet("tokens")) w.set_tokens(tokens);
-  req.set_objective(objective);
-  req.set_cards(cards);
+  if (in.flags.WasSet("seq")) w.set_seq(o.seq);
+  if (in.flags.WasSet("micro-batch")) w.set_micro_batch(o.micro_batch);
+  if (in.flags.WasSet("grad-accum")) w.set_grad_accum(o.grad_accum);
+  if (in.flags.WasSet("zero")) w.set_zero_stage(o.zero);
+  if (in.flags.WasSet("lora-rank")) w.set_lora_rank(o.lora_rank);
+  if (in.flags.WasSet("batch")) w.set_batch(o.batch);
+  if (in.flags.WasSet("context")) w.set_context(o.context);
+  if (in.flags.WasSet("tokens")) w.set_tokens(o.tokens);
+  req.set_objective(o.objective);
+  req.set_cards(o.cards);
 
   absl::StatusOr<pb::PlanResponse> resp;
-  if (!pool.empty()) {
-    resp = PlanOffline(req, pool, prices);
+  if (!o.pool.empty()) {
+    resp = PlanOffline(req, o.pool, o.prices);
   } else {
     pb::PlanResponse answer;
     auto status = client.planner().Plan(client.Context().get(), req, &answer);
@@ -220,9 +230,23 @@ int PlanCommand(Client& client, const std::vector<std::string>& args) {
   if (client.json()) {
     std::cout << ToJson(*resp);
   } else {
-    PrintPlans(*resp, wide);
+    PrintPlans(*resp, o.wide);
   }
   return resp->infeasible_summary().empty() ? 0 : kExitError;
+}
+
+}  // namespace
+
+std::vector<CommandEntry> PlanCommands() {
+  return {{.name = "plan",
+           .synopsis = "--model NAME|--config FILE",
+           .summary = "ranked plans per class of cards: count, layout, memory per card, time, cost",
+           .details = "Against hetpoold's live pool, or offline against inventory files (--pool FILE...).",
+           .examples = {"hetpoolctl plan --model llama-2-13b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3",
+                        "hetpoolctl plan --model llama-2-70b --mode infer --precision int4 --batch 8 --objective now",
+                        "hetpoolctl plan --model qwen2-7b --pool node-a.json node-b.json --prices prices.json"},
+           .operands = Operands::kFiles,
+           .make = Make<PlanOptions>(DeclarePlan, Plan)}};
 }
 
 }  // namespace hetpool::cli

@@ -1,11 +1,12 @@
-#include "src/cli/usage_command.h"
-
+// `hetpoolctl usage`: card-hours and cost per job, user, group or card class over a window
+// (GetUsage), as a table, JSON or CSV.
 #include <iostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/cli/command.h"
 #include "src/cli/output.h"
 #include "src/common/convert.h"
 #include "src/common/flags.h"
@@ -21,8 +22,7 @@ std::string CsvField(const std::string& value) {
   return out + "\"";
 }
 
-}  // namespace
-
+// "7d", "36h", "90m" back from `now`, or a date "2026-11-01" / time "2026-11-01T08:00:00Z".
 absl::StatusOr<absl::Time> ParseWhen(const std::string& text, absl::Time now) {
   if (text.size() > 1 && text.back() == 'd') {
     double days = 0;
@@ -37,18 +37,21 @@ absl::StatusOr<absl::Time> ParseWhen(const std::string& text, absl::Time now) {
       absl::StrCat("'", text, "' is neither a span back from now (7d, 36h) nor a date (2026-11-01, 2026-11-01T08:00:00Z)"));
 }
 
-int UsageCommand(Client& client, const std::vector<std::string>& args) {
+struct UsageOptions {
   std::string since = "7d", until, by = "job";
-  FlagSet flags(
-      "hetpoolctl usage [--since 7d] [--until WHEN] [--by job|user|group|class] [-o table|json|csv]\n"
-      "Card-hours (fractional shares by their fraction) and cost from hetpoold's price table.\n"
-      "Example: hetpoolctl usage --since 30d --by group -o csv > usage.csv");
-  flags.String("since", &since, "start of the window: a span back from now (7d, 12h) or a date (2026-11-01)");
-  flags.String("until", &until, "end of the window (default: now)");
-  flags.String("by", &by, "rows per job, user, group or class");
-  std::vector<std::string> rest;
-  if (int code = ParseFlags(flags, args, &rest); code >= 0) return code;
-  if (!rest.empty()) return Usage("usage takes no positional arguments");
+};
+
+void DeclareUsage(FlagSet& flags, UsageOptions* o) {
+  flags.String("since", &o->since, "start of the window: a span back from now (7d, 12h) or a date (2026-11-01)");
+  flags.String("until", &o->until, "end of the window (default: now)");
+  flags.String("by", &o->by, "one row per job (default), user, group or card class");
+  flags.Values("by", {"job", "user", "group", "class"});
+}
+
+int ShowUsage(Client& client, const Invocation&, const UsageOptions& o) {
+  const std::string& since = o.since;
+  const std::string& until = o.until;
+  const std::string& by = o.by;
   const absl::Time now = absl::Now();
   auto from = ParseWhen(since, now);
   if (!from.ok()) return Usage(absl::StrCat("--since: ", from.status().message()));
@@ -89,6 +92,17 @@ int UsageCommand(Client& client, const std::vector<std::string>& args) {
                                                  absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.since()), absl::LocalTimeZone()),
                                                  absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.until()), absl::LocalTimeZone()));
   return 0;
+}
+
+}  // namespace
+
+std::vector<CommandEntry> UsageCommands() {
+  return {{.name = "usage",
+           .summary = "card-hours and cost per job, user, group or card class",
+           .details = "Card-hours (fractional shares by their fraction) and cost from hetpoold's price table.",
+           .examples = {"hetpoolctl usage --since 30d --by group -o csv > usage.csv"},
+           .csv_output = true,
+           .make = Make<UsageOptions>(DeclareUsage, ShowUsage)}};
 }
 
 }  // namespace hetpool::cli

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -70,7 +71,39 @@ void FlagSet::List(const std::string& name, std::vector<std::string>* target,
   });
 }
 
+void FlagSet::Values(const std::string& name, std::vector<std::string> words) {
+  auto it = flags_.find(name);
+  if (it == flags_.end()) return;
+  it->second.completion = ValueCompletion::kWords;
+  it->second.words = std::move(words);
+}
+
+void FlagSet::CompleteAs(const std::string& name, ValueCompletion completion) {
+  if (auto it = flags_.find(name); it != flags_.end()) it->second.completion = completion;
+}
+
+std::vector<FlagDescription> FlagSet::Describe() const {
+  std::vector<FlagDescription> out;
+  for (const auto& [name, flag] : flags_) {
+    FlagDescription d{name, flag.help, {}, !flag.is_bool, flag.completion, flag.words};
+    for (const auto& [short_name, target] : aliases_) {
+      if (target == name) d.aliases.push_back(short_name);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::string>& args) {
+  return ParseArgs(args, /*stop_at_positional=*/false);
+}
+
+absl::StatusOr<std::vector<std::string>> FlagSet::ParseLeading(const std::vector<std::string>& args) {
+  return ParseArgs(args, /*stop_at_positional=*/true);
+}
+
+absl::StatusOr<std::vector<std::string>> FlagSet::ParseArgs(const std::vector<std::string>& args,
+                                                            bool stop_at_positional) {
   std::vector<std::string> positional;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto alias = aliases_.find(args[i]);
@@ -81,6 +114,10 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
     }
     if (arg == "-h" || arg == "--help") return absl::CancelledError(Usage());
     if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
+      if (stop_at_positional) {
+        positional.insert(positional.end(), args.begin() + static_cast<long>(i), args.end());
+        break;
+      }
       positional.push_back(arg);
       continue;
     }
@@ -147,13 +184,21 @@ absl::Status FlagSet::ApplyConfig(const nlohmann::json& config) {
 }
 
 std::string FlagSet::Usage() const {
-  std::string out = usage_ + "\n\nFlags:\n";
+  std::string out = usage_ + "\n";
+  if (!flags_.empty()) absl::StrAppend(&out, "\nFlags:\n", FlagHelp());
+  return out;
+}
+
+std::string FlagSet::FlagHelp() const {
+  std::string out;
   for (const auto& [name, flag] : flags_) {
     std::string spellings = "--" + name;
     for (const auto& [short_name, target] : aliases_) {
       if (target == name) spellings = short_name + ", " + spellings;
     }
-    absl::StrAppend(&out, "  ", spellings, flag.is_bool ? "" : " VALUE", "\n      ", flag.help, "\n");
+    absl::StrAppend(&out, "  ", spellings, flag.is_bool ? "" : " VALUE", "\n      ", flag.help);
+    if (!flag.words.empty()) absl::StrAppend(&out, "; values: ", absl::StrJoin(flag.words, ", "));
+    out += "\n";
   }
   return out;
 }

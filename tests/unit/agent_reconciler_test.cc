@@ -129,6 +129,27 @@ TEST_F(AgentReconcilerTest, AnOversizedFailureReportIsCutToTheAgentsBounds) {
   EXPECT_EQ(kept.signal().size(), 64u);
 }
 
+// An agent's words and lines that are not UTF-8, or too long, are made fit to store and send.
+TEST_F(AgentReconcilerTest, AReportThatIsNotUtf8IsMadeValidBeforeItIsStored) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
+  Bind(job, {"a"}, 1);
+  pb::ProcessStatus failed = Process(job, false, 1);
+  failed.set_message("exec failed: \xFF" + std::string(5000, 'm'));
+  failed.mutable_rank_failure()->set_global_rank(0);
+  failed.mutable_rank_failure()->add_last_lines("half a character: \xE6\x8D");
+  Report("a", {failed});
+  pb::Job parsed;
+  ASSERT_TRUE(parsed.ParseFromString(job.job.SerializeAsString())) << "the job must be a valid message";
+  EXPECT_EQ(parsed.failure().last_lines(0), "half a character: \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_LE(parsed.placement(0).exit_message().size(), 1024u);
+  EXPECT_EQ(parsed.placement(0).exit_message().substr(0, 16), "exec failed: \xEF\xBF\xBD");
+  const auto stored = parts_.store.LoadJobs();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].failure().last_lines(0), parsed.failure().last_lines(0));
+}
+
 TEST_F(AgentReconcilerTest, ALostNodeIsTheInfrastructuresFailure) {
   parts_.Register("a", 1);
   JobEntry& job = parts_.Submit(TrainingSpec(1, 1));

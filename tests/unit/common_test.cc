@@ -6,6 +6,7 @@
 #include "src/common/json_keys.h"
 #include "src/common/orders_parts.h"
 #include "src/common/torchrun_lines.h"
+#include "src/common/utf8.h"
 #include "request_parsing.h"
 
 namespace hetpool {
@@ -90,6 +91,26 @@ TEST(TorchrunLines, RankTagsAndTorchrunsOwnLines) {
   EXPECT_FALSE(IsTorchrunChatter("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)"));
   EXPECT_TRUE(IsTorchrunOwn("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)"));
   EXPECT_FALSE(IsTorchrunOwn("ValueError: bad batch size 0"));
+}
+
+TEST(ValidUtf8, BadBytesAreReplacedAndACutNeverSplitsACharacter) {
+  EXPECT_EQ(ValidUtf8("loss 0.5"), "loss 0.5");
+  const std::string han = "\xE6\x8D\x9F\xE5\xA4\xB1";  // two 3-byte characters
+  EXPECT_EQ(ValidUtf8(han, 5), "\xE6\x8D\x9F");
+  EXPECT_EQ(ValidUtf8(han, 6), han);
+  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(ValidUtf8("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong NUL
+  EXPECT_EQ(ValidUtf8("\xED\xA0\x80").substr(0, 3), "\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(ValidUtf8("ok \xE6\x8D"), "ok \xEF\xBF\xBD\xEF\xBF\xBD");  // a character cut short
+  EXPECT_EQ(ValidUtf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
+  // Why: a string field that is not UTF-8 makes the whole message unparseable for its reader.
+  pb::RankFailure raw, cleaned;
+  raw.add_last_lines(han.substr(0, 4));
+  cleaned.add_last_lines(ValidUtf8(han.substr(0, 4)));
+  pb::RankFailure parsed;
+  EXPECT_FALSE(parsed.ParseFromString(raw.SerializeAsString()));
+  ASSERT_TRUE(parsed.ParseFromString(cleaned.SerializeAsString()));
+  EXPECT_EQ(parsed.last_lines(0), "\xE6\x8D\x9F\xEF\xBF\xBD");
 }
 
 TEST(JsonKeys, DuplicateKeysAreNamedWithTheirPath) {

@@ -5,9 +5,12 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "hetpool/v1/job.pb.h"
 
 namespace hetpool::agent {
 namespace {
+
+namespace pb = ::hetpool::v1;
 
 std::string Fixture(const std::string& name) {
   std::ifstream in(std::string(HETPOOL_FIXTURE_DIR) + "/torchrun/" + name);
@@ -58,6 +61,25 @@ TEST(TorchrunFailure, ASignalIsNamedAndLongOutputIsCut) {
   ASSERT_EQ(failure->last_lines.size(), kMaxLastLines);
   EXPECT_EQ(failure->last_lines.back().size(), kMaxLineBytes);
   EXPECT_EQ(failure->last_lines.back().substr(0, 8), "line 29 ");
+}
+
+// A rank's output is the job's: any bytes, any language. The report keeps valid UTF-8, cut
+// between characters.
+TEST(TorchrunFailure, LastLinesAreValidUtf8CutBetweenCharacters) {
+  std::string chinese;
+  while (chinese.size() < 2 * kMaxLineBytes) chinese += "\xE6\x8D\x9F\xE5\xA4\xB1";  // "loss", 3 bytes each
+  const std::string log = "[default0]:" + chinese + "\n[default0]:bad \xFF byte\n"
+      "Root Cause (first observed failure):\n[0]:\n  time      : 2026-12-01_13:08:47\n  host      : node-b\n"
+      "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 7)\n  error_file: <N/A>\n  traceback : To enable traceback\n";
+  const auto failure = ParseTorchrunFailure(log);
+  ASSERT_TRUE(failure.has_value());
+  ASSERT_EQ(failure->last_lines.size(), 2u);
+  EXPECT_EQ(failure->last_lines[0], chinese.substr(0, kMaxLineBytes));  // 300 = 100 whole characters
+  EXPECT_EQ(failure->last_lines[1], "bad \xEF\xBF\xBD byte");
+  pb::RankFailure proto;
+  for (const auto& line : failure->last_lines) proto.add_last_lines(line);
+  pb::RankFailure parsed;
+  EXPECT_TRUE(parsed.ParseFromString(proto.SerializeAsString()));
 }
 
 TEST(TorchrunFailure, WithoutTorchrunsReportNothingIsMadeUp) {

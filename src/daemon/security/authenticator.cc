@@ -1,12 +1,10 @@
 #include "src/daemon/security/authenticator.h"
 
-#include <sys/stat.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
-#include "src/common/flags.h"
+#include "src/common/watched_file.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -14,27 +12,17 @@ namespace {
 constexpr absl::string_view kNodePrefix = "node:";
 constexpr absl::Duration kRecheck = absl::Seconds(1);
 
-absl::StatusOr<absl::Time> ModifiedAt(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  return absl::FromTimeT(st.st_mtim.tv_sec) + absl::Nanoseconds(st.st_mtim.tv_nsec);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Open(std::string token_file) {
-  auto mtime = ModifiedAt(token_file);
-  if (!mtime.ok()) return mtime.status();
-  auto text = ReadTextFile(token_file);
-  if (!text.ok()) return text.status();
-  auto table = TokenTable::Parse(*text);
-  if (!table.ok()) return absl::InvalidArgumentError(absl::StrCat(token_file, ": ", table.status().message()));
+  auto file = WatchedFile::Open(std::move(token_file), kRecheck);
+  if (!file.ok()) return file.status();
+  auto table = TokenTable::Parse(file->text());
+  if (!table.ok()) return absl::InvalidArgumentError(absl::StrCat(file->path(), ": ", table.status().message()));
   std::unique_ptr<Authenticator> a(new Authenticator());
-  a->path_ = std::move(token_file);
   absl::MutexLock lock(&a->mu_);
+  a->file_ = *std::move(file);
   a->table_ = *std::move(table);
-  a->file_mtime_ = *mtime;
-  a->checked_at_ = absl::Now();
   return a;
 }
 
@@ -46,21 +34,16 @@ std::unique_ptr<Authenticator> Authenticator::Unchecked() {
 
 void Authenticator::ReloadIfChanged() const {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
-  if (now - checked_at_ < kRecheck) return;
-  checked_at_ = now;
-  auto mtime = ModifiedAt(path_);
-  if (!mtime.ok() || *mtime == file_mtime_) return;
-  auto text = ReadTextFile(path_);
-  auto table = text.ok() ? TokenTable::Parse(*text) : absl::StatusOr<TokenTable>(text.status());
-  file_mtime_ = *mtime;
+  const auto text = file_->Changed(absl::Now());
+  if (!text) return;
+  auto table = TokenTable::Parse(*text);
   if (!table.ok()) {
-    spdlog::error("token file {} changed but is not valid ({}); keeping the previous {} tokens", path_,
+    spdlog::error("token file {} changed but is not valid ({}); keeping the previous {} tokens", file_->path(),
                   std::string(table.status().message()), table_.size());
     return;
   }
   table_ = *std::move(table);
-  spdlog::info("token file {} reloaded: {} tokens", path_, table_.size());
+  spdlog::info("token file {} reloaded: {} tokens", file_->path(), table_.size());
 }
 
 absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_view> authorization,

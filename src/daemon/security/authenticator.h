@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/common/watched_file.h"
 #include "src/daemon/security/token_file.h"
 
 namespace hetpool::daemon {
@@ -33,11 +34,9 @@ class Authenticator {
   void ReloadIfChanged() const;
 
   bool unchecked_ = false;
-  std::string path_;
   mutable absl::Mutex mu_;
+  mutable std::optional<WatchedFile> file_ ABSL_GUARDED_BY(mu_);
   mutable TokenTable table_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Time file_mtime_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Time checked_at_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hetpool::daemon

@@ -8,6 +8,7 @@
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
 #include "src/common/torchrun_lines.h"
+#include "src/common/utf8.h"
 #include "src/daemon/state/job_validation.h"
 #include "src/daemon/state/state_observer.h"
 
@@ -54,16 +55,16 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
 
 namespace {
 
+// An agent's words on a process ("exec failed: ...") are kept to this many bytes.
+constexpr size_t kMaxAgentMessageBytes = 1024;
+
 // An agent's report is cut to what an agent keeps (torchrun_lines.h), so a faulty one cannot
-// make every job it ran carry megabytes into the store and every watcher.
+// make every job it ran carry megabytes into the store and every watcher; and it is made valid
+// UTF-8, which the store's and watchers' protobuf parsers insist on.
 void CutToBounds(pb::RankFailure& f) {
   while (static_cast<size_t>(f.last_lines_size()) > kMaxLastLines) f.mutable_last_lines()->erase(f.mutable_last_lines()->begin());
-  for (std::string& line : *f.mutable_last_lines()) {
-    if (line.size() > kMaxLineBytes) line.resize(kMaxLineBytes);
-  }
-  for (std::string* word : {f.mutable_signal(), f.mutable_launch_failure()}) {
-    if (word->size() > 64) word->resize(64);
-  }
+  for (std::string& line : *f.mutable_last_lines()) line = ValidUtf8(line, kMaxLineBytes);
+  for (std::string* word : {f.mutable_signal(), f.mutable_launch_failure()}) *word = ValidUtf8(*word, 64);
 }
 
 // Launch failures the job made (its script or working dir): another try fails the same way.
@@ -92,7 +93,8 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
   p->set_started(true);
   p->set_exited(true);
   p->set_exit_code(report.exit_code());
-  p->set_exit_message(report.message());
+  const std::string message = ValidUtf8(report.message(), kMaxAgentMessageBytes);
+  p->set_exit_message(message);
   if (report.exit_code() != 0) {
     pb::RankFailure failure = report.rank_failure();
     if (!report.has_rank_failure()) {  // torchrun killed, or an agent that does not read its report
@@ -106,15 +108,15 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
     *job.mutable_failure() = failure;
     if (JobsOwnLaunchFailure(launch)) {
       // The script or working dir is missing for the job's account: fail now, spend no restart.
-      return FailOrRestart(entry, std::move(job), launch, absl::StrCat("node ", node, ": ", report.message()),
+      return FailOrRestart(entry, std::move(job), launch, absl::StrCat("node ", node, ": ", message),
                            pb::FAILURE_ORIGIN_JOB, /*restartable=*/false);
     }
     if (!launch.empty()) {  // the node's doing (no torchrun, no account): another node may do
       return FailOrRestart(entry, std::move(job), kRestartLaunchFailed,
-                           absl::StrCat("node ", node, ": ", report.message()), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+                           absl::StrCat("node ", node, ": ", message), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
     }
     return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
-                         DescribeFailure(node, report.exit_code(), report.message(), failure), pb::FAILURE_ORIGIN_JOB);
+                         DescribeFailure(node, report.exit_code(), message, failure), pb::FAILURE_ORIGIN_JOB);
   }
   jobs_.AddEvent(job, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
   const bool all_done = std::all_of(job.placement().begin(), job.placement().end(),

@@ -1,0 +1,142 @@
+// hetpoolctl's pool commands: nodes, devices, fingerprints, drain and undrain.
+#include <iostream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/cli/command.h"
+#include "src/cli/output.h"
+
+namespace hetpool::cli {
+namespace {
+
+struct NoOptions {};
+
+int Nodes(Client& client, const Invocation&, const NoOptions&) {
+  pb::ListNodesResponse resp;
+  auto status = client.cluster().ListNodes(client.Context().get(), pb::ListNodesRequest(), &resp);
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"NAME", "STATE", "ADDRESS", "DEVICES", "CPUS", "BACKEND", "LABELS", "JOBS", "HEARTBEAT"});
+  for (const auto& n : resp.nodes()) {
+    std::map<std::string, int> by_model;
+    for (const auto& d : n.inventory().devices()) ++by_model[d.vendor() + "/" + d.model()];
+    std::vector<std::string> devices;
+    for (const auto& [model, count] : by_model) devices.push_back(absl::StrCat(count, "x", model));
+    std::string state = n.state() == pb::NODE_STATE_READY ? "Ready" : "NotReady";
+    if (n.drained()) state += ",Drained";
+    std::map<std::string, std::string> labels(n.labels().begin(), n.labels().end());
+    table.Add({n.name(), state, n.address(), devices.empty() ? "cpu-only" : absl::StrJoin(devices, " "),
+               absl::StrCat(n.inventory().cpus()), n.inventory().backend(),
+               labels.empty() ? "-" : absl::StrJoin(labels, ",", absl::PairFormatter("=")),
+               absl::StrJoin(n.running_jobs(), ","), Age(n.last_heartbeat().seconds())});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+struct DevicesOptions {
+  std::string node, vendor;
+};
+
+void DeclareDevices(FlagSet& flags, DevicesOptions* o) {
+  flags.String("node", &o->node, "only this node");
+  flags.CompleteAs("node", ValueCompletion::kNodeName);
+  flags.String("vendor", &o->vendor, "only this vendor");
+  flags.Values("vendor", {"nvidia", "metax", "cambricon", "intel", "cpu"});
+}
+
+int Devices(Client& client, const Invocation&, const DevicesOptions& o) {
+  pb::ListDevicesRequest req;
+  req.set_node(o.node);
+  req.set_vendor(o.vendor);
+  pb::ListDevicesResponse resp;
+  auto status = client.cluster().ListDevices(client.Context().get(), req, &resp);
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"NODE", "DEVICE", "VENDOR", "MODEL", "ARCH", "MEMORY", "NUMA", "PCI", "FINGERPRINT", "HEALTH", "JOB"});
+  for (const auto& v : resp.devices()) {
+    const auto& d = v.device();
+    table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(),
+               absl::StrCat(d.memory_mib() / 1024, " GiB"), absl::StrCat(d.numa_node()), d.pci_bus_id(),
+               d.fingerprint(), d.healthy() ? "ok" : "unhealthy: " + d.health_message(),
+               v.allocated_to().empty()
+                   ? "-"
+                   : absl::StrCat(v.allocated_to(), " (", v.allocated_milli(), "/1000)")});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+int Fingerprints(Client& client, const Invocation&, const NoOptions&) {
+  pb::ListFingerprintsResponse resp;
+  auto status = client.cluster().ListFingerprints(client.Context().get(), pb::ListFingerprintsRequest(), &resp);
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"FINGERPRINT", "CLASS", "PRECISIONS", "BW GB/s", "FREE/TOTAL", "UNHEALTHY", "NODES"});
+  for (const auto& c : resp.classes()) {
+    const auto& cap = c.example().capability();
+    table.Add({c.fingerprint(), c.label(), absl::StrJoin(cap.precisions(), ","),
+               cap.bandwidth_gbps() > 0 ? absl::StrCat(cap.bandwidth_gbps()) : "?",
+               absl::StrCat(c.free(), "/", c.total()), absl::StrCat(c.unhealthy()), absl::StrJoin(c.nodes(), ",")});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+int SetDrained(Client& client, const std::string& name, bool drain) {
+  pb::DrainNodeRequest req;
+  req.set_name(name);
+  pb::Node node;
+  auto ctx = client.Context();
+  auto status = drain ? client.cluster().DrainNode(ctx.get(), req, &node)
+                      : client.cluster().UndrainNode(ctx.get(), req, &node);
+  if (!status.ok()) return client.Failed(status);
+  std::cout << node.name() << (node.drained() ? " drained" : " undrained") << "\n";
+  return 0;
+}
+
+int Drain(Client& client, const Invocation& in, const NoOptions&) { return SetDrained(client, in.operands[0], true); }
+int Undrain(Client& client, const Invocation& in, const NoOptions&) { return SetDrained(client, in.operands[0], false); }
+
+}  // namespace
+
+std::vector<CommandEntry> ClusterCommands() {
+  return {
+      {.name = "nodes",
+       .summary = "the nodes: state, devices, labels, running jobs, last heartbeat",
+       .examples = {"hetpoolctl nodes"},
+       .make = Make<NoOptions>(nullptr, Nodes)},
+      {.name = "devices",
+       .summary = "every card: model, memory, NUMA node, fingerprint, health, the job holding it",
+       .examples = {"hetpoolctl devices --vendor nvidia"},
+       .make = Make<DevicesOptions>(DeclareDevices, Devices)},
+      {.name = "fingerprints",
+       .summary = "classes of identical cards: free/total, unhealthy, nodes",
+       .examples = {"hetpoolctl fingerprints"},
+       .make = Make<NoOptions>(nullptr, Fingerprints)},
+      {.name = "drain",
+       .synopsis = "NODE",
+       .summary = "stop placing jobs on a node (running jobs stay)",
+       .examples = {"hetpoolctl drain node-a"},
+       .operands = Operands::kNodeName,
+       .make = Make<NoOptions>(nullptr, Drain)},
+      {.name = "undrain",
+       .synopsis = "NODE",
+       .summary = "place jobs on a drained node again",
+       .examples = {"hetpoolctl undrain node-a"},
+       .operands = Operands::kNodeName,
+       .make = Make<NoOptions>(nullptr, Undrain)},
+  };
+}
+
+}  // namespace hetpool::cli

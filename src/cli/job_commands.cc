@@ -1,0 +1,463 @@
+// hetpoolctl's job commands: submit, get, list, cancel, logs, watch and wait.
+#include <pwd.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "src/cli/command.h"
+#include "src/cli/junit_report.h"
+#include "src/cli/output.h"
+#include "src/common/convert.h"
+#include "src/common/plan_convert.h"
+#include "src/common/json_keys.h"
+
+namespace hetpool::cli {
+namespace {
+
+std::string Placement(const pb::Job& job) {
+  std::vector<std::string> parts;
+  for (const auto& p : job.placement()) {
+    parts.push_back(p.device_ids_size() ? absl::StrCat(p.node(), "[", absl::StrJoin(p.device_ids(), ","), "]",
+                                                       p.device_ids_size() > 1 ? absl::StrCat("(link ", p.link_score(), ")") : "")
+                                        : p.node());
+  }
+  return parts.empty() ? "-" : absl::StrJoin(parts, " ");
+}
+
+void PrintJobDetail(const pb::Job& job) {
+  const auto& spec = job.spec();
+  std::cout << "id:          " << job.id() << "\n"
+            << "name:        " << spec.name() << "\n"
+            << "user:        " << spec.user() << "\n"
+            << "state:       " << JobStateName(job.state()) << "\n"
+            << "reason:      " << job.reason() << (job.message().empty() ? "" : ": ") << job.message() << "\n"
+            << "shape:       " << spec.nnodes() << " node(s) x " << spec.devices_per_node()
+            << " device(s), " << spec.procs_per_node() << " process(es) per node\n"
+            << "generation:  " << job.generation() << " (restarts " << job.restart_count() << "/"
+            << spec.max_restarts() << ")\n"
+            << "vendor:      " << (job.vendor().empty() ? "-" : job.vendor()) << "\n"
+            << "rendezvous:  " << (job.rendezvous_endpoint().empty() ? "-" : job.rendezvous_endpoint()) << "\n"
+            << "placement:   " << Placement(job) << "\n";
+  if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING) {
+    const pb::PendingReason& w = job.pending();
+    std::cout << "waiting:     " << (w.never_fits() ? "can never run in this pool as it is" : "for capacity") << "\n"
+              << "  needs:     " << w.needs() << "\n";
+    if (!w.closest().empty()) std::cout << "  closest:   " << w.closest() << "\n";
+    if (!w.nodes_rejected().empty()) {
+      std::map<std::string, int> sorted(w.nodes_rejected().begin(), w.nodes_rejected().end());
+      std::vector<std::string> parts;
+      for (const auto& [plugin, n] : sorted) parts.push_back(absl::StrCat(plugin, " ", n));
+      std::cout << "  turned away by: " << absl::StrJoin(parts, ", ") << " (nodes)\n";
+    }
+    for (const auto& reason : w.device_reasons()) std::cout << "  device:    " << reason << "\n";
+    if (!w.held_for_it().empty()) std::cout << "  holding:   " << w.held_for_it() << " (first in line)\n";
+    if (!w.quota().empty()) std::cout << "  quota:     " << w.quota() << "\n";
+  }
+  if (job.has_failure()) {
+    const pb::RankFailure& f = job.failure();
+    std::cout << "failure:     ";
+    if (!f.launch_failure().empty()) {
+      std::cout << f.launch_failure() << " on " << f.node();
+    } else if (f.global_rank() >= 0) {
+      std::cout << "rank " << f.global_rank() << " (local rank " << f.local_rank() << " on " << f.node() << ") "
+                << (f.signal().empty() ? absl::StrCat("exited with code ", f.exit_code()) : "killed by " + f.signal());
+    } else {
+      std::cout << "node " << f.node();
+    }
+    if (job.failure_origin() != pb::FAILURE_ORIGIN_UNSPECIFIED) {
+      std::cout << (job.failure_origin() == pb::FAILURE_ORIGIN_JOB ? " (the job's own)" : " (infrastructure)");
+    }
+    std::cout << "\n";
+    for (const auto& line : f.last_lines()) std::cout << "  | " << line << "\n";
+  }
+  if (job.has_plan()) {
+    const pb::PlanRow& p = job.plan();
+    std::cout << "plan:        " << p.label() << ": " << LayoutName(p) << ", micro-batch " << p.micro_batch() << "\n";
+  }
+  for (const auto& plan : job.launch_plan()) {
+    std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank() << ", "
+              << plan.dist_backend() << "/" << plan.torch_device() << "):\n  argv: "
+              << absl::StrJoin(plan.argv(), " ") << "\n  env:";
+    std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
+    for (const auto& [k, v] : env) std::cout << " " << k << "=" << v;
+    std::cout << "\n";
+  }
+  std::cout << "events:\n";
+  for (const auto& e : job.events()) {
+    std::cout << "  " << absl::FormatTime("%H:%M:%S", FromProtoTime(e.time()), absl::LocalTimeZone())
+              << "  " << e.reason() << (e.message().empty() ? "" : ": ") << e.message() << "\n";
+  }
+}
+
+// A python.script that is missing where this machine can see the working dir: refused before it
+// takes cards. A working dir this machine does not have is left to the agent (which checks it
+// as the job's account before torchrun starts).
+absl::Status CheckScriptVisibleHere(const pb::JobSpec& spec) {
+  if (!spec.has_python() || spec.python().script().empty()) return absl::OkStatus();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(spec.working_dir(), ec)) return absl::OkStatus();
+  const std::filesystem::path script = std::filesystem::path(spec.working_dir()) / spec.python().script();
+  if (std::filesystem::is_regular_file(script, ec)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat("python.script: ", spec.python().script(), " not found in ",
+                                          spec.working_dir(),
+                                          " (checked on this machine; --skip-script-check if the nodes see "
+                                          "another filesystem)"));
+}
+
+// --- submit ------------------------------------------------------------------------------------
+
+struct SubmitOptions {
+  std::string file, request_id;
+  bool skip_script_check = false;
+};
+
+void DeclareSubmit(FlagSet& flags, SubmitOptions* o) {
+  flags.String("file", &o->file, "job file: protobuf JSON of hetpool.v1.JobSpec ('-' for stdin)");
+  flags.Alias("-f", "file");
+  flags.CompleteAs("file", ValueCompletion::kFile);
+  flags.String("request-id", &o->request_id, "idempotency token: a retry with it returns the first job");
+  flags.Bool("skip-script-check", &o->skip_script_check,
+             "do not check here that python.script exists under working_dir (the agent still does)");
+}
+
+int Submit(Client& client, const Invocation&, const SubmitOptions& o) {
+  if (o.file.empty()) return Usage("submit needs -f FILE");
+  std::stringstream text;
+  if (o.file == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(o.file);
+    if (!in) return Error(absl::NotFoundError(absl::StrCat(o.file, ": cannot be read")));
+    text << in.rdbuf();
+  }
+  pb::SubmitJobRequest req;
+  if (auto s = CheckNoDuplicateKeys(text.str()); !s.ok()) {
+    return Error(absl::InvalidArgumentError(absl::StrCat(o.file, ": ", s.message())));
+  }
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // a misspelt field is an error, not silently dropped
+  auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), req.mutable_spec(), options);
+  if (!parsed.ok()) {
+    return Error(absl::InvalidArgumentError(absl::StrCat(o.file, ": ", parsed.message().as_string())));
+  }
+  pb::JobSpec& spec = *req.mutable_spec();
+  if (spec.user().empty() && !client.has_token()) {
+    // With a token hetpoold records the token's user; without one (--insecure) the user says.
+    // $USER, else the account this command runs as (USER is unset under cron, CI and systemd).
+    const char* user = getenv("USER");
+    const passwd* account = getpwuid(getuid());
+    spec.set_user(user && *user ? user : account ? account->pw_name : "unknown");
+  }
+  // Relative paths in a job file are relative to where it is submitted from (like sbatch).
+  if (spec.working_dir().empty()) spec.set_working_dir(std::filesystem::current_path().string());
+  if (!o.skip_script_check) {
+    if (auto s = CheckScriptVisibleHere(spec); !s.ok()) return Error(s);
+  }
+  req.set_request_id(o.request_id);
+  pb::SubmitJobResponse resp;
+  auto status = client.jobs().SubmitJob(client.Context().get(), req, &resp);
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(resp.job());
+  } else {
+    std::cout << resp.job().id() << "\n";
+  }
+  return 0;
+}
+
+// --- get, list, cancel ---------------------------------------------------------------------------
+
+struct NoOptions {};
+
+int Get(Client& client, const Invocation& in, const NoOptions&) {
+  pb::GetJobRequest req;
+  req.set_job_id(in.operands[0]);
+  pb::Job job;
+  auto status = client.jobs().GetJob(client.Context().get(), req, &job);
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(job);
+  } else {
+    PrintJobDetail(job);
+  }
+  return 0;
+}
+
+struct ListOptions {
+  std::vector<std::string> states, labels;
+  std::string user;
+};
+
+void DeclareList(FlagSet& flags, ListOptions* o) {
+  flags.List("state", &o->states, "only jobs in these states, lower case or as -o json prints them (JOB_STATE_FAILED)");
+  flags.Values("state", {"pending", "scheduled", "running", "succeeded", "failed", "cancelled"});
+  flags.String("user", &o->user, "only this user's jobs");
+  flags.List("label", &o->labels, "only jobs with this label (k=v); repeatable");
+}
+
+int List(Client& client, const Invocation&, const ListOptions& o) {
+  pb::ListJobsRequest req;
+  req.set_user(o.user);
+  for (const auto& s : o.states) {
+    auto state = ParseJobState(s);
+    if (!state.ok()) return Error(state.status());
+    req.add_states(*state);
+  }
+  for (const auto& l : o.labels) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
+    (*req.mutable_labels())[kv.first] = kv.second;
+  }
+  pb::ListJobsResponse all;
+  do {
+    pb::ListJobsResponse page;
+    auto status = client.jobs().ListJobs(client.Context().get(), req, &page);
+    if (!status.ok()) return client.Failed(status);
+    for (auto& j : *page.mutable_jobs()) *all.add_jobs() = std::move(j);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
+  if (client.json()) {
+    std::cout << ToJson(all);
+    return 0;
+  }
+  Table table({"ID", "NAME", "USER", "STATE", "SHAPE", "PLACEMENT", "AGE", "REASON"});
+  for (const auto& j : all.jobs()) {
+    table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())),
+               absl::StrCat(j.spec().nnodes(), "x", j.spec().devices_per_node()), Placement(j),
+               Age(j.created_at().seconds()), j.reason()});
+  }
+  std::cout << table.Render();
+  return 0;
+}
+
+struct CancelOptions {
+  std::string reason;
+};
+
+void DeclareCancel(FlagSet& flags, CancelOptions* o) { flags.String("reason", &o->reason, "recorded in the job's events"); }
+
+int Cancel(Client& client, const Invocation& in, const CancelOptions& o) {
+  pb::CancelJobRequest req;
+  req.set_job_id(in.operands[0]);
+  req.set_reason(o.reason);
+  pb::Job job;
+  auto status = client.jobs().CancelJob(client.Context().get(), req, &job);
+  if (!status.ok()) return client.Failed(status);
+  std::cout << job.id() << " " << JobStateName(job.state()) << "\n";
+  return 0;
+}
+
+// --- logs ----------------------------------------------------------------------------------------
+
+struct LogsOptions {
+  bool follow = false;
+  std::string node;
+  int rank = -1;
+  bool raw = false;
+};
+
+void DeclareLogs(FlagSet& flags, LogsOptions* o) {
+  flags.Bool("follow", &o->follow, "keep streaming until the job ends");
+  flags.Alias("-f", "follow");
+  flags.String("node", &o->node, "only this node's output");
+  flags.CompleteAs("node", ValueCompletion::kNodeName);
+  flags.Int("rank", &o->rank, "only this global rank's stdout (torchrun-tagged lines)");
+  flags.Bool("raw", &o->raw, "the output as torchrun wrote it: [default<local rank>]: tags, its own log lines");
+}
+
+int Logs(Client& client, const Invocation& in, const LogsOptions& o) {
+  pb::GetJobLogsRequest req;
+  req.set_job_id(in.operands[0]);
+  req.set_node(o.node);
+  req.set_follow(o.follow);
+  req.set_raw(o.raw);
+  if (in.flags.WasSet("rank")) req.set_rank(o.rank);
+  auto ctx = client.Context(o.follow ? absl::InfiniteDuration() : absl::ZeroDuration());
+  auto reader = client.jobs().GetJobLogs(ctx.get(), req);
+  pb::LogChunk chunk;
+  while (reader->Read(&chunk)) std::cout << chunk.data() << std::flush;
+  auto status = reader->Finish();
+  return status.ok() ? 0 : client.Failed(status);
+}
+
+// --- watch and wait ------------------------------------------------------------------------------
+
+// Streams the job's changes to `on_update`; `last` is the job as last seen.
+grpc::Status Watch(Client& client, const std::string& id, absl::Duration timeout,
+                   const std::function<void(const pb::WatchJobResponse&)>& on_update, pb::Job* last) {
+  pb::WatchJobRequest req;
+  req.set_job_id(id);
+  auto ctx = client.Context(timeout);
+  auto reader = client.jobs().WatchJob(ctx.get(), req);
+  pb::WatchJobResponse update;
+  while (reader->Read(&update)) {
+    *last = update.job();
+    on_update(update);
+  }
+  return reader->Finish();
+}
+
+// "SIGSEGV" -> 11; 0 when unknown.
+int SignalNumber(const std::string& name) {
+  for (int n = 1; n < 65; ++n) {
+    const char* abbrev = sigabbrev_np(n);
+    if (abbrev != nullptr && name == absl::StrCat("SIG", abbrev)) return n;
+  }
+  return 0;
+}
+
+// What `wait` exits with for a job that ended (the README's table of exit codes).
+int WaitExitCode(const pb::Job& job, bool job_exit_code) {
+  switch (job.state()) {
+    case pb::JOB_STATE_SUCCEEDED:
+      return 0;
+    case pb::JOB_STATE_CANCELLED:
+      return kExitJobCancelled;
+    default:
+      break;
+  }
+  if (job.failure_origin() == pb::FAILURE_ORIGIN_INFRASTRUCTURE) return kExitInfrastructure;
+  const pb::RankFailure& f = job.failure();
+  if (job_exit_code && f.launch_failure().empty() && f.global_rank() >= 0) {
+    // The script's own status, as a shell reports it: 128 + N for a signal.
+    if (!f.signal().empty()) {
+      const int number = SignalNumber(f.signal());
+      if (number > 0) return 128 + number;
+    } else if (f.exit_code() > 0 && f.exit_code() < 256) {
+      return f.exit_code();
+    }
+  }
+  return kExitJobFailed;
+}
+
+struct WatchOptions {
+  bool job_exit_code = false;
+};
+
+void DeclareWatch(FlagSet& flags, WatchOptions* o) {
+  flags.Bool("job-exit-code", &o->job_exit_code, "as wait --job-exit-code");
+}
+
+int WatchJob(Client& client, const Invocation& in, const WatchOptions& o) {
+  int printed = 0;
+  pb::Job last;
+  // Every event not yet shown, from the first (the stream starts with the job as it is now).
+  auto status = Watch(client, in.operands[0], absl::InfiniteDuration(), [&](const pb::WatchJobResponse& u) {
+    const auto& events = u.job().events();
+    for (int i = printed; i < events.size(); ++i) {
+      if (client.json()) {
+        pb::WatchEvent line;
+        line.set_job_id(u.job().id());
+        line.set_generation(u.job().generation());
+        *line.mutable_event() = events[i];
+        std::cout << ToJsonLine(line) << std::flush;
+        continue;
+      }
+      std::cout << absl::FormatTime("%H:%M:%S", FromProtoTime(events[i].time()), absl::LocalTimeZone())
+                << "  " << JobStateName(events[i].state()) << "  " << events[i].reason()
+                << (events[i].message().empty() ? "" : ": ") << events[i].message() << "\n" << std::flush;
+    }
+    printed = events.size();
+  }, &last);
+  if (!status.ok()) return client.Failed(status);
+  return WaitExitCode(last, o.job_exit_code);
+}
+
+struct WaitOptions {
+  absl::Duration timeout = absl::Seconds(300);
+  bool job_exit_code = false;
+  std::string junit;
+};
+
+void DeclareWait(FlagSet& flags, WaitOptions* o) {
+  flags.Duration("timeout", &o->timeout, "give up after this long (default 300s)");
+  flags.String("junit", &o->junit, "also write the outcome as a JUnit XML report to FILE (CI test results)");
+  flags.CompleteAs("junit", ValueCompletion::kFile);
+  flags.Bool("job-exit-code", &o->job_exit_code,
+             "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3");
+}
+
+int Wait(Client& client, const Invocation& in, const WaitOptions& o) {
+  pb::Job last;
+  auto status = Watch(client, in.operands[0], o.timeout, [](const pb::WatchJobResponse&) {}, &last);
+  const bool timed_out = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  if (!o.junit.empty() && (status.ok() || (timed_out && !last.id().empty()))) {
+    if (auto s = WriteJunitReport(o.junit, last, timed_out); !s.ok()) return Error(s);
+  }
+  if (timed_out) {
+    std::cerr << "hetpoolctl: timed out after " << absl::FormatDuration(o.timeout) << "; job is "
+              << JobStateName(last.state()) << "\n";
+    return kExitTimeout;
+  }
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(last);
+  } else {
+    std::cout << last.id() << " " << JobStateName(last.state()) << " (" << last.reason()
+              << (last.message().empty() ? "" : ": ") << last.message() << ")\n";
+  }
+  return WaitExitCode(last, o.job_exit_code);
+}
+
+}  // namespace
+
+std::vector<CommandEntry> JobCommands() {
+  return {
+      {.name = "submit",
+       .synopsis = "-f FILE",
+       .summary = "submit a job from a job file (JSON of hetpool.v1.JobSpec); prints its id",
+       .examples = {"hetpoolctl submit -f deploy/examples/ddp-job.json"},
+       .make = Make<SubmitOptions>(DeclareSubmit, Submit)},
+      {.name = "get",
+       .synopsis = "ID",
+       .summary = "one job: state, why it waits or failed, placement, launch plan, events",
+       .examples = {"hetpoolctl get job-000001"},
+       .operands = Operands::kJobId,
+       .make = Make<NoOptions>(nullptr, Get)},
+      {.name = "list",
+       .summary = "jobs, newest last, by state, user and label",
+       .examples = {"hetpoolctl list --state running --label team=nlp"},
+       .make = Make<ListOptions>(DeclareList, List)},
+      {.name = "cancel",
+       .synopsis = "ID",
+       .summary = "cancel a job (its processes get SIGTERM, then SIGKILL)",
+       .examples = {"hetpoolctl cancel job-000001 --reason 'wrong data'"},
+       .operands = Operands::kJobId,
+       .make = Make<CancelOptions>(DeclareCancel, Cancel)},
+      {.name = "logs",
+       .synopsis = "ID",
+       .summary = "a job's output, each line labelled with its node and global rank",
+       .details = "Each line starts with where it came from: [node rGLOBAL] for a rank's stdout, [node] for\n"
+                  "the rest (stderr, which torchrun does not tag); torchrun's INFO/WARNING lines are left out.",
+       .examples = {"hetpoolctl logs job-000001 -f --rank 0"},
+       .operands = Operands::kJobId,
+       .make = Make<LogsOptions>(DeclareLogs, Logs)},
+      {.name = "watch",
+       .synopsis = "ID",
+       .summary = "each event of a job until it ends, then exit like wait",
+       .details = "With -o json: JSON Lines, one hetpool.v1.WatchEvent per line (the job's id, generation, event).",
+       .examples = {"hetpoolctl watch job-000001", "hetpoolctl watch job-000001 -o json | jq -r .event.reason"},
+       .operands = Operands::kJobId,
+       .make = Make<WatchOptions>(DeclareWatch, WatchJob)},
+      {.name = "wait",
+       .synopsis = "ID",
+       .summary = "wait for a job to end; the exit status says how it ended",
+       .details = "Exit status: 0 SUCCEEDED, 3 FAILED by the job itself (its program failed, its script or\n"
+                  "working dir is missing), 4 FAILED by the infrastructure (nodes or processes lost, a node\n"
+                  "could not launch it), 5 CANCELLED, 124 timeout, 1 hetpoolctl error, 2 usage.",
+       .examples = {"hetpoolctl wait job-000001 --timeout 10m --job-exit-code --junit report.xml"},
+       .operands = Operands::kJobId,
+       .make = Make<WaitOptions>(DeclareWait, Wait)},
+  };
+}
+
+}  // namespace hetpool::cli
