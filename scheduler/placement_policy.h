@@ -96,6 +96,7 @@ class Binder {
 struct QueuedJob {
   int priority = 0;         // higher first, by default
   uint64_t submit_seq = 0;  // submission order
+  double share = 0;         // its group's fair share (lower first, FairShare); 0 without --queues
 };
 
 // The default queue order: higher priority first, then submission order.

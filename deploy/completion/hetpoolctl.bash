@@ -149,6 +149,13 @@ _hetpoolctl() {
         return
       fi
       return ;;
+    "queues")
+      _hetpoolctl_global_value && return
+      if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "--help" -- "$cur"))
+        return
+      fi
+      return ;;
     "drain")
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
@@ -235,7 +242,7 @@ _hetpoolctl() {
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "--insecure -o --output --server --timeout --tls-ca --tls-cert --tls-key --token --token-file --help" -- "$cur"))
   else
-    COMPREPLY=($(compgen -W "submit get list cancel logs watch wait nodes devices fingerprints drain undrain plan usage admin completion" -- "$cur"))
+    COMPREPLY=($(compgen -W "submit get list cancel logs watch wait nodes devices fingerprints queues drain undrain plan usage admin completion" -- "$cur"))
   fi
 }
 complete -F _hetpoolctl hetpoolctl

@@ -12,7 +12,7 @@ namespace hetpool::scheduler {
 namespace {
 
 constexpr char kDefaultProfile[] = R"({
-  "queueSort": ["PrioritySort"],
+  "queueSort": ["FairShare"],
   "preFilter": ["RequestShape"],
   "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"],
   "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500, "size_damping": 2.5}},

@@ -22,6 +22,7 @@ Factory NoArgs(const std::string& name, std::shared_ptr<Plugin> (*make)()) {
 const std::map<std::string, Factory>& Registry() {
   static const auto* registry = new std::map<std::string, Factory>{
       {"PrioritySort", NoArgs("PrioritySort", plugins::NewPrioritySort)},
+      {"FairShare", NoArgs("FairShare", plugins::NewFairShareSort)},
       {"RequestShape", NoArgs("RequestShape", plugins::NewRequestShape)},
       {"Fingerprint", NoArgs("Fingerprint", plugins::NewFingerprint)},
       {"NodeSchedulable", NoArgs("NodeSchedulable", plugins::NewNodeSchedulable)},

@@ -12,6 +12,7 @@
 namespace hetpool::scheduler::plugins {
 
 std::shared_ptr<Plugin> NewPrioritySort();     // priority_sort.cc
+std::shared_ptr<Plugin> NewFairShareSort();    // fair_share_sort.cc
 std::shared_ptr<Plugin> NewRequestShape();     // request_shape.cc
 std::shared_ptr<Plugin> NewFingerprint();      // fingerprint.cc
 std::shared_ptr<Plugin> NewNodeSchedulable();  // node_schedulable.cc

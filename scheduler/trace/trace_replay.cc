@@ -224,7 +224,9 @@ absl::StatusOr<std::vector<TracePod>> LoadPods(const std::string& path) {
   auto rows = ReadCsv(path, &header);
   if (!rows.ok()) return rows.status();
   const int name = Column(header, "name"), cpu = Column(header, "cpu_milli"), mem = Column(header, "memory_mib"),
-            num = Column(header, "num_gpu"), milli = Column(header, "gpu_milli"), spec = Column(header, "gpu_spec");
+            num = Column(header, "num_gpu"), milli = Column(header, "gpu_milli"), spec = Column(header, "gpu_spec"),
+            qos = Column(header, "qos"), created = Column(header, "creation_time"),
+            scheduled = Column(header, "scheduled_time"), deleted = Column(header, "deletion_time");
   if (name < 0 || cpu < 0 || mem < 0 || num < 0 || milli < 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": expected columns name,cpu_milli,memory_mib,num_gpu,gpu_milli"));
   }
@@ -240,6 +242,12 @@ absl::StatusOr<std::vector<TracePod>> LoadPods(const std::string& path) {
     if (auto s = ParseField(r, milli, &p.gpu_milli, where); !s.ok()) return s;
     if (p.num_gpu == 0) p.gpu_milli = 0;
     if (spec >= 0 && spec < static_cast<int>(r.size()) && !r[spec].empty()) p.gpu_spec = absl::StrSplit(r[spec], '|');
+    if (qos >= 0 && qos < static_cast<int>(r.size())) p.qos = r[qos];
+    for (auto [column, field] : {std::pair{created, &p.creation_time}, std::pair{scheduled, &p.scheduled_time},
+                                 std::pair{deleted, &p.deletion_time}}) {
+      if (column < 0 || column >= static_cast<int>(r.size()) || r[column].empty()) continue;
+      if (auto s = ParseField(r, column, field, where); !s.ok()) return s;
+    }
     pods.push_back(std::move(p));
   }
   return pods;

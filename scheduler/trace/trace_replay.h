@@ -35,6 +35,10 @@ struct TracePod {
   int num_gpu = 0;
   int32_t gpu_milli = 0;             // per GPU
   std::vector<std::string> gpu_spec; // allowed models; empty = any
+  std::string qos;                   // LS, BE, Burstable, Guaranteed ("" in the 5-column files)
+  // Seconds from the trace's start; -1 where the file has none (5-column files, pods that never
+  // ran or never ended).
+  int64_t creation_time = -1, scheduled_time = -1, deletion_time = -1;
   int64_t GpuDemand() const { return static_cast<int64_t>(num_gpu) * gpu_milli; }
 };
 

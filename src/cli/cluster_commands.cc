@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/cli/command.h"
 #include "src/cli/output.h"
@@ -93,6 +94,36 @@ int Fingerprints(Client& client, const Invocation&, const NoOptions&) {
   return 0;
 }
 
+// "1.5" for 1.5 cards, "2" for 2.
+std::string Cards(double cards) { return absl::StrFormat("%.4g", cards); }
+
+int Queues(Client& client, const Invocation&, const NoOptions&) {
+  pb::ListQueuesResponse resp;
+  auto status = client.cluster().ListQueues(client.Context().get(), pb::ListQueuesRequest(), &resp);
+  if (!status.ok()) return client.Failed(status);
+  if (client.json()) {
+    std::cout << ToJson(resp);
+    return 0;
+  }
+  Table table({"GROUP", "WEIGHT", "NOMINAL", "ENTITLED", "USED", "BORROWED", "WAITING", "RUNNING", "PENDING", "SHARE"});
+  for (const auto& q : resp.queues()) {
+    std::map<std::string, double> nominal(q.nominal().begin(), q.nominal().end());
+    std::vector<std::string> parts;
+    for (const auto& [selector, cards] : nominal) parts.push_back(absl::StrCat(selector, ":", Cards(cards)));
+    table.Add({q.group().empty() ? "(none)" : q.group(), Cards(q.weight()), parts.empty() ? "-" : absl::StrJoin(parts, ","),
+               Cards(q.entitled()), Cards(q.used()), Cards(q.borrowed()), Cards(q.waiting()),
+               absl::StrCat(q.running_jobs()), absl::StrCat(q.pending_jobs()), absl::StrFormat("%.3f", q.share())});
+  }
+  std::cout << table.Render();
+  if (resp.fair_share()) {
+    std::cout << "fair share on: lowest SHARE first among equal priorities; usage half-life " << resp.usage_half_life()
+              << "\n";
+  } else {
+    std::cout << "fair share off (hetpoold without --queues): jobs wait in priority order; figures for equal weights\n";
+  }
+  return 0;
+}
+
 int SetDrained(Client& client, const std::string& name, bool drain) {
   pb::DrainNodeRequest req;
   req.set_name(name);
@@ -124,6 +155,12 @@ std::vector<CommandEntry> ClusterCommands() {
        .summary = "classes of identical cards: free/total, unhealthy, nodes",
        .examples = {"hetpoolctl fingerprints"},
        .make = Make<NoOptions>(nullptr, Fingerprints)},
+      {.name = "queues",
+       .summary = "each group's fair-share queue: entitled, used, borrowed and waiting cards, share",
+       .details = "SHARE is the group's dominant share of what it is entitled to (held now or its decayed\n"
+                  "average, whichever is larger); pending jobs of equal priority go lowest SHARE first.",
+       .examples = {"hetpoolctl queues"},
+       .make = Make<NoOptions>(nullptr, Queues)},
       {.name = "drain",
        .synopsis = "NODE",
        .summary = "stop placing jobs on a node (running jobs stay)",

@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   flags.Double("submit-rate", &options.submit_rate, "SubmitJob calls per second per user (0 = unlimited)");
   flags.Double("submit-burst", &options.submit_burst, "SubmitJob burst per user");
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
+  flags.String("queues", &options.cluster.queues_file,
+               "fair-share queues: each group's weight and nominal cards (JSON, re-read when it changes; docs/sharing.md)");
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
   flags.String("http-listen", &options.http_listen,
@@ -117,6 +119,16 @@ int main(int argc, char** argv) {
     auto quotas = hetpool::daemon::QuotaTable::Parse(*text);
     if (!quotas.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--quotas ", quotas_file, ": ", quotas.status().message())));
     options.cluster.quotas = std::make_shared<const hetpool::daemon::QuotaTable>(*std::move(quotas));
+  }
+  if (!options.cluster.queues_file.empty()) {
+    auto text = hetpool::ReadTextFile(options.cluster.queues_file);
+    if (!text.ok()) return Fail(text.status());
+    auto queues = hetpool::daemon::QueueConfig::Parse(*text);
+    if (!queues.ok()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--queues ", options.cluster.queues_file, ": ", queues.status().message())));
+    }
+    options.cluster.queues = *std::move(queues);
   }
   if (!profile_file.empty()) {
     auto text = hetpool::ReadTextFile(profile_file);

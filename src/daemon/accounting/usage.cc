@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/convert.h"
@@ -23,14 +24,11 @@ double Price(const pb::Job& job, const planner::PriceTable& prices) {
 
 }  // namespace
 
-double RunningHours(const pb::Job& job, const UsageWindow& window) {
-  double hours = 0;
+std::vector<UsageWindow> RunningSpans(const pb::Job& job, absl::Time now) {
+  std::vector<UsageWindow> spans;
   std::optional<absl::Time> running_since;
   auto close = [&](absl::Time end) {
-    if (!running_since) return;
-    const absl::Time from = std::max(*running_since, window.since);
-    const absl::Time to = std::min(end, window.until);
-    if (to > from) hours += absl::ToDoubleHours(to - from);
+    if (running_since && end > *running_since) spans.push_back({*running_since, end});
     running_since.reset();
   };
   for (const auto& event : job.events()) {
@@ -41,7 +39,17 @@ double RunningHours(const pb::Job& job, const UsageWindow& window) {
       close(at);
     }
   }
-  close(window.until);  // still running
+  close(now);  // still running
+  return spans;
+}
+
+double RunningHours(const pb::Job& job, const UsageWindow& window) {
+  double hours = 0;
+  for (const UsageWindow& span : RunningSpans(job, window.until)) {
+    const absl::Time from = std::max(span.since, window.since);
+    const absl::Time to = std::min(span.until, window.until);
+    if (to > from) hours += absl::ToDoubleHours(to - from);
+  }
   return hours;
 }
 

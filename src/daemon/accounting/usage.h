@@ -26,4 +26,7 @@ absl::StatusOr<hetpool::v1::UsageResponse> ComputeUsage(const std::vector<hetpoo
 // The hours a job ran inside the window.
 double RunningHours(const hetpool::v1::Job& job, const UsageWindow& window);
 
+// The spans a job ran (from its events), the last one ending at `now` while it still runs.
+std::vector<UsageWindow> RunningSpans(const hetpool::v1::Job& job, absl::Time now);
+
 }  // namespace hetpool::daemon

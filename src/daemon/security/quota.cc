@@ -50,15 +50,11 @@ absl::Status ParseOwners(const nlohmann::json& doc, const char* key, std::map<st
   return absl::OkStatus();
 }
 
-bool Matches(const std::string& selector, const std::string& vendor, const std::string& fingerprint) {
-  return selector == "*" || selector == vendor || selector == fingerprint;
-}
-
 // The held milli-cards matching a selector.
 int64_t Held(const CardHoldings& holds, const std::string& selector) {
   int64_t sum = 0;
   for (const auto& [key, milli] : holds) {
-    if (Matches(selector, key.first, key.second)) sum += milli;
+    if (SelectorMatches(selector, key.first, key.second)) sum += milli;
   }
   return sum;
 }
@@ -67,7 +63,7 @@ std::optional<std::string> Check(const std::string& scope, const QuotaLimits* li
                                  const std::string& vendor, const std::string& fingerprint, int64_t need) {
   if (limits == nullptr) return std::nullopt;
   for (const auto& [selector, limit] : limits->cards_milli) {
-    if (!Matches(selector, vendor, fingerprint)) continue;
+    if (!SelectorMatches(selector, vendor, fingerprint)) continue;
     const int64_t held = Held(holds, selector);
     if (held + need > limit) {
       return absl::StrCat("quota: ", scope, " holds ", MilliCards(held), " of ", MilliCards(limit), " cards (",
@@ -78,6 +74,10 @@ std::optional<std::string> Check(const std::string& scope, const QuotaLimits* li
 }
 
 }  // namespace
+
+bool SelectorMatches(const std::string& selector, const std::string& vendor, const std::string& fingerprint) {
+  return selector == "*" || selector == vendor || selector == fingerprint;
+}
 
 std::string MilliCards(int64_t milli) {
   if (milli % 1000 == 0) return absl::StrCat(milli / 1000);

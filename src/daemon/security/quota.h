@@ -58,6 +58,9 @@ class QuotaTable {
   std::optional<QuotaLimits> default_user_;
 };
 
+// Whether a card selector ("*", a vendor, a fingerprint class id) takes cards of this class.
+bool SelectorMatches(const std::string& selector, const std::string& vendor, const std::string& fingerprint);
+
 // "6.5" for 6500 milli-cards.
 std::string MilliCards(int64_t milli);
 

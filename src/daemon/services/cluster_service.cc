@@ -67,4 +67,13 @@ grpc::Status ClusterServiceImpl::ListFingerprints(grpc::ServerContext* ctx, cons
   });
 }
 
+grpc::Status ClusterServiceImpl::ListQueues(grpc::ServerContext* ctx, const pb::ListQueuesRequest* req,
+                                            pb::ListQueuesResponse* resp) {
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ListQueues, ctx, req, resp);
+  return Guarded(*guard_, ctx, "ListQueues", Action::kReadCluster, "", [&](const Caller&) {
+    *resp = state_->ListQueues();
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace hetpool::daemon

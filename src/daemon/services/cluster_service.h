@@ -24,6 +24,8 @@ class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
                            pb::Node* resp) override;
   grpc::Status ListFingerprints(grpc::ServerContext* ctx, const pb::ListFingerprintsRequest* req,
                                 pb::ListFingerprintsResponse* resp) override;
+  grpc::Status ListQueues(grpc::ServerContext* ctx, const pb::ListQueuesRequest* req,
+                          pb::ListQueuesResponse* resp) override;
 
  private:
   grpc::Status SetDrained(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp, bool drained);

@@ -9,6 +9,7 @@
 #include "src/daemon/launch/placement_binder.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/job_validation.h"
+#include "src/daemon/accounting/usage.h"
 #include "src/daemon/state/pool_queries.h"
 
 namespace hetpool::daemon {
@@ -21,8 +22,19 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
       jobs_(store, wakeups_, JobTableOptions{options_.max_events_per_job, options_.clock, options_.observer}),
       nodes_(store, wakeups_, PortRange{options_.rendezvous_port_min, options_.rendezvous_port_max}),
       reconciler_(jobs_, nodes_, wakeups_, LeaseOptions{options_.lease_ttl, options_.orphan_grace}),
+      fair_share_(options_.queues ? std::optional<FairShareLedger>(std::in_place, *options_.queues) : std::nullopt),
       cycle_(jobs_, nodes_, policy, wakeups_,
-             CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer}) {}
+             CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer,
+                          fair_share_ ? &*fair_share_ : nullptr}) {
+  if (fair_share_ && !options_.queues_file.empty()) {
+    auto file = WatchedFile::Open(options_.queues_file);
+    if (file.ok()) {
+      queues_file_ = *std::move(file);
+    } else {
+      spdlog::error("--queues {}: {}; it will not be re-read", options_.queues_file, std::string(file.status().message()));
+    }
+  }
+}
 
 ClusterState::~ClusterState() { Stop(); }
 
@@ -57,6 +69,19 @@ absl::Status ClusterState::Load() {
     }
   }
   jobs_.Load(*std::move(jobs), *highest_seq);
+  if (fair_share_) {
+    // What groups used before this daemon started counts in their shares, decayed.
+    GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);
+    fair_share_->Observe(now, std::move(holdings.capacity), std::move(holdings.held));
+    for (const auto& [id, entry] : jobs_.entries()) {
+      const pb::Job& job = entry.job;
+      if (job.placement_size() == 0) continue;
+      for (const UsageWindow& span : RunningSpans(job, now)) {
+        fair_share_->AddPastUsage(job.spec().group(), {job.vendor(), job.placement(0).fingerprint()},
+                                  CardsNeeded(job.spec()), span.since, span.until);
+      }
+    }
+  }
   wakeups_.CapacityChanged();
   spdlog::info("loaded {} jobs and {} nodes from the store", jobs_.entries().size(), nodes_.entries().size());
   return absl::OkStatus();
@@ -87,8 +112,68 @@ void ClusterState::Stop() {
 
 void ClusterState::Tick() {
   absl::MutexLock lock(&mu_);
+  ReloadQueues();
   reconciler_.ExpireLeases(Now());
   cycle_.Run(Now());
+}
+
+void ClusterState::ReloadQueues() {
+  if (!queues_file_ || !fair_share_) return;
+  const auto text = queues_file_->Changed(absl::Now());
+  if (!text) return;
+  auto config = QueueConfig::Parse(*text);
+  if (!config.ok()) {
+    spdlog::error("--queues {} changed but is not valid ({}); keeping the previous queues", queues_file_->path(),
+                  std::string(config.status().message()));
+    return;
+  }
+  fair_share_->Reconfigure(*std::move(config));
+  wakeups_.CapacityChanged();  // the queue order may differ: a full pass
+  spdlog::info("--queues {} reloaded: {} groups", queues_file_->path(), fair_share_->config().groups.size());
+}
+
+pb::ListQueuesResponse ClusterState::ListQueues() const {
+  absl::MutexLock lock(&mu_);
+  pb::ListQueuesResponse out;
+  out.set_fair_share(fair_share_.has_value());
+  // Without --queues: the same figures for equal weights, though the queue order ignores them.
+  FairShareLedger unconfigured{QueueConfig{}};
+  const FairShareLedger* ledger = fair_share_ ? &*fair_share_ : &unconfigured;
+  if (!fair_share_) {
+    GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);
+    unconfigured.Observe(Now(), std::move(holdings.capacity), std::move(holdings.held));
+  }
+  out.set_usage_half_life(absl::FormatDuration(ledger->config().usage_half_life));
+  std::map<std::string, pb::QueueStatus> rows;
+  for (const GroupShare& g : ledger->Groups()) {
+    pb::QueueStatus& row = rows[g.group];
+    row.set_group(g.group);
+    row.set_weight(g.weight);
+    for (const auto& [selector, cards] : g.nominal) (*row.mutable_nominal())[selector] = cards;
+    row.set_entitled(g.entitled);
+    row.set_used(g.used);
+    row.set_borrowed(g.borrowed);
+    row.set_decayed_usage(g.decayed);
+    row.set_share(g.share);
+  }
+  for (const auto& [id, entry] : jobs_.entries()) {
+    const pb::Job& job = entry.job;
+    const bool pending = job.state() == pb::JOB_STATE_PENDING;
+    if (!pending && !IsActive(job.state())) continue;
+    pb::QueueStatus& row = rows[job.spec().group()];
+    if (row.group().empty() && row.weight() == 0) {  // a group the ledger does not know yet
+      row.set_group(job.spec().group());
+      row.set_weight(ledger->config().For(job.spec().group()).weight);
+    }
+    if (pending) {
+      row.set_pending_jobs(row.pending_jobs() + 1);
+      row.set_waiting(row.waiting() + static_cast<double>(CardsNeeded(job.spec())) / 1000);
+    } else {
+      row.set_running_jobs(row.running_jobs() + 1);
+    }
+  }
+  for (auto& [group, row] : rows) *out.add_queues() = std::move(row);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -37,6 +37,8 @@
 #include "src/daemon/state/claim_ledger.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
+#include "src/common/watched_file.h"
+#include "src/daemon/sharing/fair_share.h"
 #include "src/daemon/state/pool_snapshot.h"
 #include "src/daemon/state/scheduling_cycle.h"
 #include "src/daemon/state/state_observer.h"
@@ -61,6 +63,10 @@ struct ClusterOptions {
   bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
+  // Fair-share queues (docs/sharing.md): the config, and the file it is re-read from when it
+  // changes ("" : never re-read). nullopt: jobs wait in the policy's order alone.
+  std::optional<QueueConfig> queues;
+  std::string queues_file;
   StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 
@@ -117,6 +123,8 @@ class ClusterState {
   std::vector<pb::Job> JobsRunningSince(absl::Time since, const std::string& user) const;
   // Cards, nodes and the queue as they are now (metrics, dashboard).
   PoolSnapshot Snapshot() const;
+  // Each group's fair-share queue: entitlement, use, borrowing, waiting cards, share.
+  pb::ListQueuesResponse ListQueues() const;
 
   bool stopping() const;
   // False while the store refuses writes (disk full, etcd without quorum): changes fail with
@@ -125,6 +133,8 @@ class ClusterState {
 
  private:
   absl::Time Now() const { return options_.clock(); }
+  // A changed --queues file: new weights and entitlements (an invalid one keeps the last good).
+  void ReloadQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClusterOptions options_;
   Store* const store_;
@@ -138,6 +148,8 @@ class ClusterState {
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   NodeRegistry nodes_ ABSL_GUARDED_BY(mu_);
   AgentReconciler reconciler_ ABSL_GUARDED_BY(mu_);
+  std::optional<FairShareLedger> fair_share_ ABSL_GUARDED_BY(mu_);  // before cycle_, which reads it
+  std::optional<WatchedFile> queues_file_ ABSL_GUARDED_BY(mu_);
   SchedulingCycle cycle_ ABSL_GUARDED_BY(mu_);
 
   std::thread loop_;  // last member: joined before the state it uses goes away

@@ -98,6 +98,26 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
   return snap;
 }
 
+GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
+  GroupHoldings out;
+  for (const auto& [name, node] : nodes.entries()) {
+    for (const auto& device : node.inventory.devices) {
+      if (device.healthy) out.capacity[{std::string(VendorName(device.vendor)), device.fingerprint}] += 1000;
+    }
+    for (const auto& [job_gen, claim] : node.claims) {
+      const JobEntry* entry = jobs.Find(job_gen.first);
+      if (entry == nullptr) continue;
+      CardHoldings& held = out.held[entry->job.spec().group()];
+      for (const auto& device : node.inventory.devices) {
+        for (const auto& id : claim.device_ids) {
+          if (device.id == id) held[{std::string(VendorName(device.vendor)), device.fingerprint}] += claim.device_milli;
+        }
+      }
+    }
+  }
+  return out;
+}
+
 QuotaLedger HoldingsLedger(const QuotaTable& quotas, const NodeRegistry& nodes, const JobTable& jobs) {
   QuotaLedger ledger(quotas);
   for (const auto& [name, node] : nodes.entries()) {

@@ -4,6 +4,7 @@
 // Every "free" here is claim_ledger.h's.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ std::vector<planner::PoolClass> PlannerPool(const NodeRegistry& nodes);
 PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::Time now);
 
 // What every user and group holds now (all claims, including those being stopped).
+// What fair share weighs (sharing/fair_share.h): the healthy cards of registered nodes per class,
+// and what each group's jobs hold now.
+struct GroupHoldings {
+  CardHoldings capacity;
+  std::map<std::string, CardHoldings> held;  // group -> cards
+};
+GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs);
+
 QuotaLedger HoldingsLedger(const QuotaTable& quotas, const NodeRegistry& nodes, const JobTable& jobs);
 // Quotas at submission: the queue limit, a job the quota alone rules out, and (on_exceed
 // "reject") a job over quota now.

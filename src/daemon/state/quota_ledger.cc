@@ -24,18 +24,25 @@ void QuotaLedger::Hold(const std::string& user, const std::string& group, const 
   if (!group.empty()) groups_[group][key] += milli;
 }
 
-void QuotaLedger::HoldPlacement(const hetpool::v1::JobSpec& spec, const scheduler::Placement& placement,
-                                const std::vector<scheduler::NodeView>& views) {
+void ForEachPlacedCard(const scheduler::Placement& placement, const std::vector<scheduler::NodeView>& views,
+                       const std::function<void(const DeviceRecord&, int64_t)>& card) {
   for (const auto& assignment : placement.nodes) {
     for (const auto& view : views) {
       if (view.name != assignment.node) continue;
       for (const auto& dv : view.devices) {
         for (const auto& id : assignment.device_ids) {
-          if (dv.device->id == id) Hold(spec.user(), spec.group(), *dv.device, assignment.device_milli);
+          if (dv.device->id == id) card(*dv.device, assignment.device_milli);
         }
       }
     }
   }
+}
+
+void QuotaLedger::HoldPlacement(const hetpool::v1::JobSpec& spec, const scheduler::Placement& placement,
+                                const std::vector<scheduler::NodeView>& views) {
+  ForEachPlacedCard(placement, views, [&](const DeviceRecord& device, int64_t milli) {
+    Hold(spec.user(), spec.group(), device, milli);
+  });
 }
 
 std::optional<std::string> QuotaLedger::Blocked(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const {

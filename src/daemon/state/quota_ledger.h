@@ -4,6 +4,8 @@
 // what could never run under the owner's quota (or, with on_exceed "reject", what is over it now).
 #pragma once
 
+#include <functional>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +20,11 @@ namespace hetpool::daemon {
 
 // Milli-cards a job holds in all: nodes x devices x share (0 for CPU jobs).
 int64_t CardsNeeded(const hetpool::v1::JobSpec& spec);
+
+// Calls `card` with each device of a placement just made (looked up in the views it was made on)
+// and the milli-cards it holds there.
+void ForEachPlacedCard(const scheduler::Placement& placement, const std::vector<scheduler::NodeView>& views,
+                       const std::function<void(const DeviceRecord&, int64_t)>& card);
 
 class QuotaLedger {
  public:

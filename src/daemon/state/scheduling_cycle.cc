@@ -11,6 +11,7 @@
 #include "src/daemon/launch/placement_binder.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/pool_queries.h"
+#include "src/daemon/sharing/queue_order.h"
 #include "src/daemon/state/quota_ledger.h"
 
 namespace hetpool::daemon {
@@ -49,13 +50,13 @@ void SchedulingCycle::Run(absl::Time now) {
   if (!wakeups_.capacity_changed() && now - last_full_pass_ < options_.full_pass_every) {
     std::vector<std::string> fresh;
     fresh.swap(new_jobs_);
-    Pass(&fresh);
+    Pass(&fresh, now);
     return;
   }
   wakeups_.TakeCapacityChanged();
   new_jobs_.clear();
   last_full_pass_ = now;
-  Pass(nullptr);
+  Pass(nullptr, now);
 }
 
 std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const {
@@ -99,13 +100,15 @@ void SchedulingCycle::Refresh(std::vector<scheduler::NodeView>& views, const std
   MarkHeld(reserved, *it);
 }
 
-void SchedulingCycle::Pass(const std::vector<std::string>* only) {
-  std::vector<JobEntry*> pending = jobs_.Pending(only);
+void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now) {
+  FairShareLedger* const fair_share = options_.fair_share;
+  if (fair_share != nullptr) {
+    GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);
+    fair_share->Observe(now, std::move(holdings.capacity), std::move(holdings.held));
+  }
   // The policy's queue order (the profile's QueueSort plugin: by default higher priority first,
-  // then submission order).
-  auto queued = [](const JobEntry* e) { return scheduler::QueuedJob{e->job.spec().priority(), e->job.submit_seq()}; };
-  std::sort(pending.begin(), pending.end(),
-            [this, &queued](const JobEntry* a, const JobEntry* b) { return policy_->QueueLess(queued(a), queued(b)); });
+  // then the group furthest below its fair share, then submission order).
+  QueueOrder queue(jobs_.Pending(only), *policy_, fair_share);
   // The first job that waits for capacity (the head of the queue) reserves the nodes closest to
   // holding it; jobs behind it may use other devices (backfill) but not the ones it could use
   // there, so they never delay it. Only one reservation: more would let a long queue of big
@@ -118,7 +121,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only) {
   // policy re-reads only those (NodeView.generation).
   std::vector<scheduler::NodeView> views = NodeViews(false);
   for (auto& view : views) MarkHeld(reserved, view);
-  for (JobEntry* entry : pending) {
+  while (JobEntry* entry = queue.Next()) {
     scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
     // The Quota filter asks the ledger whether the owner may take more cards of a class.
     const pb::JobSpec& spec = entry->job.spec();
@@ -132,6 +135,12 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only) {
     if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
     if (placement.ok()) {
       if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
+      if (fair_share != nullptr) {
+        ForEachPlacedCard(*placement, views, [&](const DeviceRecord& device, int64_t milli) {
+          fair_share->Hold(entry->job.spec().group(), {std::string(VendorName(device.vendor)), device.fingerprint}, milli);
+        });
+        queue.SharesChanged();
+      }
       for (const auto& assignment : placement->nodes) Refresh(views, assignment.node, reserved);
       continue;
     }

@@ -2,7 +2,8 @@
 // the policy decides on (claim_ledger.h's one definition of free), offers the pending jobs in
 // the policy's queue order, binds each placement (launch/placement_binder.h), keeps the head of
 // the queue's reservation (the Reservation filter keeps backfill off it), asks the quota ledger
-// for the Quota filter, and records why each job still waits. Thread-free: ClusterState runs it
+// for the Quota filter, keeps the fair-share ledger's view of what groups hold (its queue order,
+// sharing/queue_order.h), and records why each job still waits. Thread-free: ClusterState runs it
 // under its lock.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "absl/time/time.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
+#include "src/daemon/sharing/fair_share.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
 #include "src/daemon/state/state_observer.h"
@@ -26,6 +28,8 @@ struct CycleOptions {
   bool metax_cuda_translation = false;       // a CUDA translation layer is installed on MetaX nodes
   std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
   StateObserver* observer = nullptr;         // decision times
+  // Fair-share queues (--queues): the ledger the queue order reads; null: the policy's order alone.
+  FairShareLedger* fair_share = nullptr;
   // A full pass over the queue runs at least this often, a safety net for a missed wake-up.
   absl::Duration full_pass_every = absl::Minutes(1);
 };
@@ -50,7 +54,7 @@ class SchedulingCycle {
  private:
   using Reservation = std::map<std::string, std::set<std::string>>;  // node -> device ids
 
-  void Pass(const std::vector<std::string>* only);
+  void Pass(const std::vector<std::string>* only, absl::Time now);
   scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free) const;
   // Rebuilds the view of `name` in `views` after its claims changed.
   void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& reserved) const;

@@ -1,0 +1,76 @@
+// FairShareLedger: the key of the fair-share queue order. For each group it knows what it holds
+// now and what it used before (an average that halves its memory every usage_half_life, like
+// Slurm's decayed usage), and what it is entitled to (queue_config.h). A group's share is its
+// dominant one, as in dominant-resource fairness: the largest, over the card classes it is
+// entitled to, of max(held now, decayed average) / entitlement. Pending jobs of the group with
+// the lowest share are offered cards first (the FairShare QueueSort plugin), so a group below
+// its entitlement gets freed cards before one that borrows. Thread-free; the scheduling cycle
+// feeds it the pool's holdings every pass and the placements it makes within one.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "src/daemon/security/quota.h"
+#include "src/daemon/sharing/queue_config.h"
+
+namespace hetpool::daemon {
+
+// (vendor, fingerprint): a class of identical cards, as CardHoldings keys it.
+using CardClass = std::pair<std::string, std::string>;
+
+// One group as `hetpoolctl queues` shows it. Cards, fractional shares by their fraction.
+struct GroupShare {
+  std::string group;
+  double weight = 1;
+  std::map<std::string, double> nominal;  // selector -> cards, as configured
+  double entitled = 0;  // cards: nominal "*", the sum of the nominal selectors, or the weight's part
+  double used = 0;      // held now
+  double borrowed = 0;  // held above the entitlement (idle cards of others)
+  double decayed = 0;   // the decayed average of cards held
+  double share = 0;     // the queue order's key
+};
+
+class FairShareLedger {
+ public:
+  explicit FairShareLedger(QueueConfig config) : config_(std::move(config)) {}
+
+  // A changed --queues file: new weights and nominal cards; the usage so far is kept.
+  void Reconfigure(QueueConfig config) { config_ = std::move(config); }
+  const QueueConfig& config() const { return config_; }
+
+  // The pool's cards per class and what each group holds now. Ages the decayed usage to `now`
+  // under what was held since the last call.
+  void Observe(absl::Time now, CardHoldings capacity, std::map<std::string, CardHoldings> held);
+  // Cards held before this ledger existed (a daemon restart): `milli` of a class over
+  // [start, end], decayed to the time of the last Observe.
+  void AddPastUsage(const std::string& group, const CardClass& card_class, int64_t milli, absl::Time start,
+                    absl::Time end);
+  // A placement made since the last Observe: it counts at once in the group's share.
+  void Hold(const std::string& group, const CardClass& card_class, int64_t milli);
+
+  // The group's dominant share (0 when it is entitled to nothing and uses nothing).
+  double Share(const std::string& group) const;
+  // Every configured group and every group that holds or used cards, by name.
+  std::vector<GroupShare> Groups() const;
+
+ private:
+  // What `group` is entitled to, milli-cards per selector: its nominal cards, or its weight's part
+  // of each class (by fingerprint) after the nominal cards of others.
+  std::vector<std::pair<std::string, double>> Entitlements(const std::string& group) const;  // selector, milli
+  std::set<std::string> KnownGroups() const;  // configured, holding or remembered
+  double HeldMatching(const std::string& group, const std::string& selector) const;  // milli, now
+  double Usage(const std::string& group, const std::string& selector) const;  // milli, held or decayed
+
+  QueueConfig config_;
+  absl::Time observed_at_ = absl::InfinitePast();
+  CardHoldings capacity_;
+  std::map<std::string, CardHoldings> held_;                        // group -> now
+  std::map<std::string, std::map<CardClass, double>> decayed_;      // group -> average milli
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,445 @@
+// sharing_replay: the Alibaba GPU trace replayed over time through hetpoold's own ClusterState
+// (submission, the scheduling cycle with its policy and fair-share queues, agents' process
+// reports) on a simulated clock, to compare queue policies as issue 16 asks: GPU allocation over
+// time, queueing delay per class of request, and Jain's fairness index of the groups' shares
+// while every group has jobs waiting.
+//
+// The trace's pods carry creation, scheduled and deletion times; a pod runs for its own
+// (deletion - scheduled) seconds once hetpool places it. Over its 150 days the trace keeps ~14 of
+// its 6,212 GPUs busy on average, so arrivals are compressed (--compress, or --load: offered
+// card-seconds per card of the sampled pool) on a sample of the GPU nodes (--nodes, every k-th,
+// which keeps the mix of models) to make the queue contended. Each pod belongs to one of
+// --groups equally weighted groups by a stable hash of its name. The simulated agents report
+// every process on their node, as real ones do; the bench only stands in for time and torchrun.
+//
+//   build/tests/sharing_replay --trace ../shared/traces/alibaba-gpu-v2023/csv --nodes 120 --load 1.3
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "drivers/fingerprint/fingerprint.h"
+#include "drivers/fingerprint/spec_table.h"
+#include "hetpool/vendor.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/framework/profile.h"
+#include "spdlog/spdlog.h"
+#include "scheduler/trace/trace_replay.h"
+#include "src/common/convert.h"
+#include "src/daemon/state/cluster_state.h"
+#include "tests/testing/memory_store.h"
+
+namespace {
+
+namespace pb = ::hetpool::v1;
+namespace trace = ::hetpool::scheduler::trace;
+
+struct Options {
+  std::string trace_dir;
+  std::string workload = "default";
+  size_t nodes = 120;
+  double load = 1.3;       // offered card-seconds / (cards x window); ignored when compress > 0
+  double compress = 0;     // arrival times divided by this
+  int groups = 4;
+  double heavy = 0;  // > 0: this share of the pods goes to g0, the rest equally to the others
+  absl::Duration half_life = absl::Hours(1);
+  // Pods that ran longer are services, not jobs: with arrivals compressed they would never leave.
+  absl::Duration max_runtime = absl::Hours(24);
+  std::string output = "table";
+};
+
+uint64_t StableHash(const std::string& text) {  // FNV-1a: the same group on every run and machine
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Equal groups by a stable hash of the pod's name; with --heavy, g0 submits that share of them.
+std::string GroupOf(const std::string& pod, const Options& o) {
+  const uint64_t h = StableHash(pod);
+  if (o.heavy <= 0) return "g" + std::to_string(h % static_cast<uint64_t>(o.groups));
+  const double u = static_cast<double>(h >> 11) / static_cast<double>(1ull << 53);
+  if (u < o.heavy || o.groups == 1) return "g0";
+  return "g" + std::to_string(1 + (h % static_cast<uint64_t>(o.groups - 1)));
+}
+
+// The class a pod's queueing delay is reported under.
+std::string ClassOf(const trace::TracePod& p) {
+  if (p.num_gpu == 1 && p.gpu_milli < 1000) return "share";
+  if (p.num_gpu == 1) return "1-card";
+  if (p.num_gpu < 4) return "2-3-cards";
+  return "4+-cards";
+}
+
+struct Pod {
+  trace::TracePod trace;
+  absl::Time arrival;
+  absl::Duration runtime;
+  std::string group;
+  std::string job_id;
+  std::optional<absl::Time> scheduled;
+  std::string node;
+};
+
+hetpool::NodeInventory InventoryOf(const trace::TraceNode& n) {
+  hetpool::NodeInventory inventory;
+  inventory.cpus = static_cast<int>(n.cpu_milli / 1000);
+  inventory.memory_mib = static_cast<uint64_t>(n.memory_mib);
+  static const auto specs = hetpool::drivers::SpecTable::Defaults();
+  for (int i = 0; i < n.gpus; ++i) {
+    hetpool::DeviceRecord d;
+    d.vendor = hetpool::Vendor::kNvidia;
+    d.index = i;
+    d.id = "nvidia" + std::to_string(i);
+    d.model = n.model;
+    d.memory_mib = 16384;
+    hetpool::drivers::ApplyFingerprint(specs, d);
+    inventory.devices.push_back(d);
+  }
+  return inventory;
+}
+
+pb::JobSpec SpecOf(const Pod& pod) {
+  pb::JobSpec spec;
+  spec.set_name(pod.trace.name);
+  spec.set_user("u-" + pod.group);
+  spec.set_group(pod.group);
+  spec.set_working_dir("/tmp");
+  spec.add_command("/bin/true");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(pod.trace.num_gpu);
+  spec.set_procs_per_node(pod.trace.num_gpu);
+  if (pod.trace.gpu_milli < 1000) spec.set_device_milli(pod.trace.gpu_milli);
+  spec.mutable_requirements()->add_vendors("nvidia");
+  for (const auto& model : pod.trace.gpu_spec) spec.mutable_requirements()->add_models(model);
+  spec.mutable_host()->set_cpu_milli_per_process(std::max<int64_t>(1, pod.trace.cpu_milli / pod.trace.num_gpu));
+  spec.mutable_host()->set_memory_mib_per_node(pod.trace.memory_mib);
+  return spec;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(std::min<double>(static_cast<double>(v.size()) - 1, std::floor(q * static_cast<double>(v.size()))))];
+}
+
+// One policy's run over the same pods and nodes.
+nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode>& nodes, std::vector<Pod> pods,
+                   const Options& o) {
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  hetpool::testing::MemoryStore store;  // the store's cost is not what this measures
+  auto framework = hetpool::scheduler::DefaultFramework();
+  hetpool::daemon::ClusterOptions options;
+  options.clock = [&now] { return now; };
+  options.lease_ttl = absl::Hours(100000);  // simulated agents report only when something changes
+  options.max_events_per_job = 20;
+  if (policy == "fair-share") {
+    hetpool::daemon::QueueConfig queues;
+    queues.usage_half_life = o.half_life;
+    for (int g = 0; g < o.groups; ++g) queues.groups["g" + std::to_string(g)] = hetpool::daemon::GroupQueue{1, {}};
+    options.queues = queues;
+  }
+  hetpool::daemon::ClusterState state(options, &store, framework.get());
+  if (auto s = state.Load(); !s.ok()) {
+    std::cerr << "sharing_replay: " << s << "\n";
+    std::exit(1);
+  }
+  std::map<std::string, std::string> sessions;  // node -> session
+  int64_t capacity = 0;
+  for (const auto& n : nodes) {
+    pb::RegisterRequest req;
+    req.set_node_name(n.name);
+    req.set_address("10.0.0.1");
+    req.set_torchrun_path("/usr/bin/torchrun");
+    req.set_work_dir("/var/lib/hetpool");
+    *req.mutable_inventory() = hetpool::ToProto(InventoryOf(n));
+    auto r = state.Register(req);
+    if (!r.ok()) {
+      std::cerr << "sharing_replay: register " << n.name << ": " << r.status() << "\n";
+      std::exit(1);
+    }
+    sessions[n.name] = r->session_id();
+    capacity += 1000L * n.gpus;
+  }
+
+  std::map<std::string, Pod*> by_job;
+  std::map<std::string, std::set<std::string>> running_on;  // node -> job ids
+  std::multimap<absl::Time, Pod*> departures;
+  std::map<std::string, int> pending_by_group;
+  std::map<std::string, int64_t> held_by_group;
+  // Dominant shares, as fair share weighs them: per group and model, held over an equal part of
+  // the model's cards.
+  std::map<std::string, std::string> model_of;  // node -> model
+  std::map<std::string, int64_t> model_capacity;
+  for (const auto& n : nodes) {
+    model_of[n.name] = n.model;
+    model_capacity[n.model] += 1000L * n.gpus;
+  }
+  std::map<std::string, std::map<std::string, int64_t>> held_by_group_model;
+  double jain_dominant_integral = 0;
+  size_t next_arrival = 0, refused = 0;
+  const absl::Time start = pods.front().arrival, end = pods.back().arrival;
+  double allocation_integral = 0, jain_integral = 0, backlogged_seconds = 0;
+  int64_t allocated = 0;
+  const auto wall_start = std::chrono::steady_clock::now();
+
+  // The node's agent reports every process it has: the running ones, and `exited` as ended.
+  auto report = [&](const std::string& node, const std::string& exited) {
+    pb::HeartbeatRequest hb;
+    hb.set_node_name(node);
+    hb.set_session_id(sessions[node]);
+    hb.set_applied_orders_version(UINT64_MAX);
+    for (const auto& id : running_on[node]) {
+      pb::ProcessStatus* p = hb.add_processes();
+      p->set_job_id(id);
+      p->set_generation(1);
+      p->set_running(id != exited);
+      p->set_exited(id == exited);
+    }
+    if (auto s = state.Heartbeat(hb); !s.ok()) std::cerr << "sharing_replay: heartbeat: " << s << "\n";
+  };
+
+  while (next_arrival < pods.size() || (!departures.empty() && departures.begin()->first <= end)) {
+    absl::Time t = end;
+    if (next_arrival < pods.size()) t = std::min(t, pods[next_arrival].arrival);
+    if (!departures.empty()) t = std::min(t, departures.begin()->first);
+    // Time-weighted figures over the interval that just passed.
+    const double dt = absl::ToDoubleSeconds(t - now);
+    if (dt > 0 && now >= start) {
+      allocation_integral += dt * static_cast<double>(allocated) / static_cast<double>(capacity);
+      const bool all_backlogged = static_cast<int>(pending_by_group.size()) == o.groups &&
+                                  std::all_of(pending_by_group.begin(), pending_by_group.end(),
+                                              [](const auto& g) { return g.second > 0; });
+      if (all_backlogged) {
+        double sum = 0, squares = 0;
+        for (int g = 0; g < o.groups; ++g) {
+          const double x = static_cast<double>(held_by_group["g" + std::to_string(g)]);
+          sum += x;
+          squares += x * x;
+        }
+        jain_integral += dt * (squares > 0 ? sum * sum / (o.groups * squares) : 1.0);
+        double dsum = 0, dsquares = 0;
+        for (int g = 0; g < o.groups; ++g) {
+          double dominant = 0;
+          for (const auto& [model, held] : held_by_group_model["g" + std::to_string(g)]) {
+            dominant = std::max(dominant, static_cast<double>(held) * o.groups / static_cast<double>(model_capacity[model]));
+          }
+          dsum += dominant;
+          dsquares += dominant * dominant;
+        }
+        jain_dominant_integral += dt * (dsquares > 0 ? dsum * dsum / (o.groups * dsquares) : 1.0);
+        backlogged_seconds += dt;
+      }
+    }
+    now = std::max(now, t);
+    while (!departures.empty() && departures.begin()->first <= now) {
+      Pod* pod = departures.begin()->second;
+      departures.erase(departures.begin());
+      report(pod->node, pod->job_id);
+      running_on[pod->node].erase(pod->job_id);
+      allocated -= pod->trace.GpuDemand();
+      held_by_group[pod->group] -= pod->trace.GpuDemand();
+      held_by_group_model[pod->group][model_of[pod->node]] -= pod->trace.GpuDemand();
+    }
+    while (next_arrival < pods.size() && pods[next_arrival].arrival <= now) {
+      Pod& pod = pods[next_arrival++];
+      auto job = state.Submit(SpecOf(pod), "");
+      if (!job.ok()) {
+        ++refused;  // never fits the sampled pool (a model it lacks, more cards than a node has)
+        continue;
+      }
+      pod.job_id = job->id();
+      by_job[pod.job_id] = &pod;
+      ++pending_by_group[pod.group];
+    }
+    state.Tick();
+    // What the cycle placed: the agents start it (a report that it runs), and it ends after its
+    // own runtime.
+    pb::ListJobsRequest scheduled;
+    scheduled.add_states(pb::JOB_STATE_SCHEDULED);
+    std::set<std::string> nodes_to_report;
+    do {
+      auto page = state.ListJobs(scheduled);
+      if (!page.ok()) break;
+      for (const pb::Job& job : page->jobs()) {
+        Pod* pod = by_job[job.id()];
+        if (pod == nullptr || pod->scheduled) continue;
+        pod->scheduled = now;
+        pod->node = job.placement(0).node();
+        running_on[pod->node].insert(job.id());
+        nodes_to_report.insert(pod->node);
+        departures.emplace(now + pod->runtime, pod);
+        allocated += pod->trace.GpuDemand();
+        held_by_group[pod->group] += pod->trace.GpuDemand();
+        held_by_group_model[pod->group][model_of[pod->node]] += pod->trace.GpuDemand();
+        --pending_by_group[pod->group];
+      }
+      scheduled.set_page_token(page->next_page_token());
+    } while (!scheduled.page_token().empty());
+    for (const auto& node : nodes_to_report) report(node, "");
+  }
+
+  // Why jobs still wait at the end, by the first words of the reason.
+  std::map<std::string, int> waiting_reasons;
+  for (const Pod& pod : pods) {
+    if (pod.job_id.empty() || pod.scheduled) continue;
+    auto job = state.GetJob(pod.job_id);
+    if (job.ok()) ++waiting_reasons[job->message().substr(0, 90)];
+  }
+  std::map<std::string, std::vector<double>> delays;  // class -> minutes
+  size_t never = 0;
+  for (const Pod& pod : pods) {
+    if (pod.job_id.empty()) continue;
+    const absl::Time placed = pod.scheduled.value_or(end);
+    if (!pod.scheduled) ++never;
+    delays[ClassOf(pod.trace)].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
+    delays["all"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
+  }
+  const double window = absl::ToDoubleSeconds(end - start);
+  nlohmann::json out = {
+      {"policy", policy},
+      {"allocation", window > 0 ? allocation_integral / window : 0},
+      {"jain_backlogged", backlogged_seconds > 0 ? jain_integral / backlogged_seconds : 0},
+      {"jain_dominant_backlogged", backlogged_seconds > 0 ? jain_dominant_integral / backlogged_seconds : 0},
+      {"backlogged_share_of_time", window > 0 ? backlogged_seconds / window : 0},
+      {"pods", pods.size()},
+      {"refused_at_submit", refused},
+      {"never_placed", never},
+      {"waiting_at_end", waiting_reasons},
+      {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
+  };
+  for (const auto& [cls, v] : delays) {
+    out["delay_minutes"][cls] = {{"n", v.size()}, {"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}};
+  }
+  return out;
+}
+
+int Usage(const std::string& message) {
+  std::cerr << "sharing_replay: " << message
+            << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
+               " [--groups 4] [--heavy 0.55] [--half-life 1h] [--max-runtime 24h] [-o table|json]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // every job's events are the daemon's info lines
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--trace") {
+      o.trace_dir = value;
+    } else if (flag == "--workload") {
+      o.workload = value;
+    } else if (flag == "--nodes") {
+      o.nodes = std::stoul(value);
+    } else if (flag == "--load") {
+      o.load = std::stod(value);
+    } else if (flag == "--compress") {
+      o.compress = std::stod(value);
+    } else if (flag == "--heavy") {
+      o.heavy = std::stod(value);
+    } else if (flag == "--groups") {
+      o.groups = std::stoi(value);
+    } else if (flag == "--half-life") {
+      if (!absl::ParseDuration(value, &o.half_life)) return Usage("--half-life: not a duration");
+    } else if (flag == "--max-runtime") {
+      if (!absl::ParseDuration(value, &o.max_runtime)) return Usage("--max-runtime: not a duration");
+    } else if (flag == "-o") {
+      o.output = value;
+    } else {
+      return Usage("unknown flag " + flag);
+    }
+  }
+  if (o.trace_dir.empty()) return Usage("--trace DIR is needed (../shared/traces/alibaba-gpu-v2023/csv)");
+  auto all_nodes = trace::LoadNodes(o.trace_dir + "/openb_node_list_gpu_node.csv");
+  auto all_pods = trace::LoadPods(o.trace_dir + "/openb_pod_list_" + o.workload + ".csv");
+  if (!all_nodes.ok() || !all_pods.ok()) {
+    std::cerr << "sharing_replay: " << (all_nodes.ok() ? all_pods.status() : all_nodes.status()) << "\n";
+    return 1;
+  }
+  // Every k-th GPU node: the sample keeps the pool's mix of models.
+  std::vector<trace::TraceNode> nodes;
+  const size_t stride = std::max<size_t>(1, all_nodes->size() / std::max<size_t>(1, o.nodes));
+  for (size_t i = 0; i < all_nodes->size() && nodes.size() < o.nodes; i += stride) nodes.push_back((*all_nodes)[i]);
+  int64_t capacity = 0;
+  for (const auto& n : nodes) capacity += 1000L * n.gpus;
+  // Pods that ran (they have all three times) and ask for GPUs.
+  std::vector<Pod> pods;
+  size_t services = 0;
+  int64_t first = INT64_MAX, last = 0;
+  for (const auto& p : *all_pods) {
+    if (p.num_gpu == 0 || p.creation_time < 0 || p.scheduled_time < 0 || p.deletion_time <= p.scheduled_time) continue;
+    if (absl::Seconds(p.deletion_time - p.scheduled_time) > o.max_runtime) {
+      ++services;
+      continue;
+    }
+    Pod pod;
+    pod.trace = p;
+    pod.runtime = absl::Seconds(p.deletion_time - p.scheduled_time);
+    pod.group = GroupOf(p.name, o);
+    first = std::min(first, p.creation_time);
+    last = std::max(last, p.creation_time);
+    pods.push_back(std::move(pod));
+  }
+  if (pods.empty()) return Usage("no pod in the workload has creation, scheduled and deletion times");
+  // The compression that offers `load` card-seconds per card over the arrival window, counting
+  // each pod only while it can run inside the window (some ran for the trace's whole 150 days).
+  const double span = static_cast<double>(last - first);
+  auto offered = [&](double k) {
+    double sum = 0;
+    for (const Pod& pod : pods) {
+      sum += static_cast<double>(pod.trace.GpuDemand()) / 1000 * std::min(absl::ToDoubleSeconds(pod.runtime), span / k);
+    }
+    return sum / (static_cast<double>(capacity) / 1000 * span / k);
+  };
+  double compress = o.compress;
+  if (compress <= 0) {
+    double low = 1, high = 1e6;  // offered load grows with k
+    for (int i = 0; i < 60; ++i) {
+      const double mid = std::sqrt(low * high);
+      (offered(mid) < o.load ? low : high) = mid;
+    }
+    compress = high;
+  }
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  for (Pod& pod : pods) pod.arrival = t0 + absl::Seconds(static_cast<double>(pod.trace.creation_time - first) / compress);
+  std::stable_sort(pods.begin(), pods.end(), [](const Pod& a, const Pod& b) { return a.arrival < b.arrival; });
+
+  nlohmann::json report = {{"nodes", nodes.size()},
+                           {"offered_load", offered(compress)},
+                           {"left_out_longer_than_max_runtime", services},
+                           {"cards", capacity / 1000},
+                           {"compress", compress},
+                           {"window_hours", absl::ToDoubleHours(pods.back().arrival - pods.front().arrival)},
+                           {"groups", o.groups},
+                           {"heavy_group_share", o.heavy},
+                           {"half_life", absl::FormatDuration(o.half_life)},
+                           {"policies", nlohmann::json::array()}};
+  for (const std::string policy : {"fifo+backfill", "fair-share"}) report["policies"].push_back(Run(policy, nodes, pods, o));
+  if (o.output == "json") {
+    std::cout << report.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%d nodes, %d cards; offered load %.2f; arrivals compressed %.0fx into %.1f h; %d groups; half-life %s\n",
+                               report["nodes"].get<int>(), report["cards"].get<int>(), report["offered_load"].get<double>(), compress,
+                               report["window_hours"].get<double>(), o.groups, report["half_life"].get<std::string>());
+  std::cout << absl::StrFormat("%-14s %10s %10s %10s %12s %12s %12s %12s %8s\n", "POLICY", "ALLOC", "JAIN", "BACKLOG%",
+                               "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99", "NEVER");
+  for (const auto& r : report["policies"]) {
+    auto p = [&](const char* cls, const char* q) {
+      return r["delay_minutes"].contains(cls) ? absl::StrFormat("%.1f m", r["delay_minutes"][cls][q].get<double>()) : "-";
+    };
+    std::cout << absl::StrFormat("%-14s %9.1f%% %10.3f %9.0f%% %12s %12s %12s %12s %8d\n", r["policy"].get<std::string>(),
+                                 100 * r["allocation"].get<double>(), r["jain_backlogged"].get<double>(),
+                                 100 * r["backlogged_share_of_time"].get<double>(), p("1-card", "p50"),
+                                 p("1-card", "p99"), p("4+-cards", "p99"), p("share", "p99"),
+                                 r["never_placed"].get<int>());
+  }
+  return 0;
+}
