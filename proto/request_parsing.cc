@@ -7,53 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "src/common/utf8.h"
 
 namespace hetpool::rpc {
 namespace {
 
 namespace gp = ::google::protobuf;
-
-// RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF (what proto3 enforces).
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t extra = 0;
-    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      if (c == 0xE0) low = 0xA0;
-      if (c == 0xED) high = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      if (c == 0xF0) low = 0x90;
-      if (c == 0xF4) high = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + extra >= s.size()) return false;  // truncated sequence
-    for (size_t k = 1; k <= extra; ++k) {
-      const auto next = static_cast<unsigned char>(s[i + k]);
-      const unsigned char lo = k == 1 ? low : 0x80, hi = k == 1 ? high : 0xBF;
-      if (next < lo || next > hi) return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
-// At most `limit` bytes of `s`, not ending inside a UTF-8 sequence.
-std::string_view Prefix(std::string_view s, size_t limit) {
-  if (s.size() <= limit) return s;
-  while (limit > 0 && (static_cast<unsigned char>(s[limit]) & 0xC0) == 0x80) --limit;
-  return s.substr(0, limit);
-}
 
 std::string Walk(const gp::Descriptor& descriptor, std::string_view bytes, const std::string& prefix,
                  int depth) {
@@ -82,7 +41,7 @@ std::string Walk(const gp::Descriptor& descriptor, std::string_view bytes, const
         return absl::StrCat(path, " (a key)");
       std::string inner = Walk(entry, value, "", depth + 1);
       // The key is valid UTF-8 here; a long one is cut so the error stays short.
-      if (!inner.empty()) return absl::StrCat(path, "[", std::string(Prefix(key, 64)), "]");
+      if (!inner.empty()) return absl::StrCat(path, "[", ValidUtf8(key, 64), "]");
       continue;
     }
     if (fd->is_repeated()) absl::StrAppend(&path, "[", index, "]");

@@ -35,6 +35,15 @@ size_t SequenceLength(absl::string_view s) {
 
 }  // namespace
 
+bool IsValidUtf8(absl::string_view text) {
+  while (!text.empty()) {
+    const size_t length = SequenceLength(text);
+    if (length == 0) return false;
+    text.remove_prefix(length);
+  }
+  return true;
+}
+
 std::string ValidUtf8(absl::string_view text, size_t max_bytes) {
   static constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";
   std::string out;

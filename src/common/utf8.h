@@ -11,6 +11,9 @@
 
 namespace hetpool {
 
+// RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF (what proto3 enforces).
+bool IsValidUtf8(absl::string_view text);
+
 // `text` with each byte that does not start a valid UTF-8 sequence replaced by U+FFFD, cut at a
 // character boundary to at most `max_bytes`.
 std::string ValidUtf8(absl::string_view text, size_t max_bytes = std::numeric_limits<size_t>::max());

@@ -103,6 +103,10 @@ TEST(ValidUtf8, BadBytesAreReplacedAndACutNeverSplitsACharacter) {
   EXPECT_EQ(ValidUtf8("\xED\xA0\x80").substr(0, 3), "\xEF\xBF\xBD");  // a surrogate
   EXPECT_EQ(ValidUtf8("ok \xE6\x8D"), "ok \xEF\xBF\xBD\xEF\xBF\xBD");  // a character cut short
   EXPECT_EQ(ValidUtf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
+  EXPECT_TRUE(IsValidUtf8(han));
+  EXPECT_TRUE(IsValidUtf8(ValidUtf8("a\xFF\xE6\x8D")));
+  EXPECT_FALSE(IsValidUtf8(han.substr(0, 4)));
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
   // Why: a string field that is not UTF-8 makes the whole message unparseable for its reader.
   pb::RankFailure raw, cleaned;
   raw.add_last_lines(han.substr(0, 4));

@@ -6,10 +6,10 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
+#include "src/daemon/accounting/usage.h"
 #include "src/daemon/launch/placement_binder.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/job_validation.h"
-#include "src/daemon/accounting/usage.h"
 #include "src/daemon/state/pool_queries.h"
 
 namespace hetpool::daemon {

@@ -9,9 +9,9 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/framework/pending_reason.h"
 #include "src/daemon/launch/placement_binder.h"
+#include "src/daemon/sharing/queue_order.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/pool_queries.h"
-#include "src/daemon/sharing/queue_order.h"
 #include "src/daemon/state/quota_ledger.h"
 
 namespace hetpool::daemon {
