@@ -11,8 +11,6 @@
 namespace hetpool::cli {
 namespace {
 
-struct NoOptions {};
-
 int Nodes(Client& client, const Invocation&, const NoOptions&) {
   pb::ListNodesResponse resp;
   auto status = client.cluster().ListNodes(client.Context().get(), pb::ListNodesRequest(), &resp);

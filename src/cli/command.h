@@ -75,6 +75,9 @@ class FunctionCommand : public Command {
   Options options_;
 };
 
+// The options of a command without flags of its own (its Declare is nullptr).
+struct NoOptions {};
+
 // make() for an entry: `Make<Options>(DeclareFn, RunFn)`.
 template <typename Options>
 std::function<std::unique_ptr<Command>()> Make(typename FunctionCommand<Options>::Declare declare,

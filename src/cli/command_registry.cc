@@ -14,8 +14,6 @@
 namespace hetpool::cli {
 namespace {
 
-struct NoOptions {};
-
 int PrintCompletion(Client&, const Invocation&, const NoOptions&) {
   std::cout << BashCompletion();
   return 0;

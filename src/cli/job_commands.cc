@@ -177,8 +177,6 @@ int Submit(Client& client, const Invocation&, const SubmitOptions& o) {
 
 // --- get, list, cancel ---------------------------------------------------------------------------
 
-struct NoOptions {};
-
 int Get(Client& client, const Invocation& in, const NoOptions&) {
   pb::GetJobRequest req;
   req.set_job_id(in.operands[0]);
