@@ -68,13 +68,13 @@ void DeclareToken(FlagSet& flags, TokenOptions* o) {
   flags.String("comment", &o->comment, "a note kept with the entry");
 }
 
-int Token(Client&, const Invocation&, const TokenOptions& o) {
+int Token(Client&, const Invocation& in, const TokenOptions& o) {
   const std::string& file = o.file;
   const std::string& user = o.user;
   const std::string& group = o.group;
   const std::string& role = o.role;
   const std::string& comment = o.comment;
-  if (file.empty() || user.empty()) return Usage("admin token needs --file and --user");
+  if (file.empty() || user.empty()) return in.Usage("admin token needs --file and --user");
   auto doc = ReadTokenFile(file);
   if (!doc.ok()) return Error(doc.status());
   auto token = NewToken();
@@ -100,10 +100,10 @@ void DeclareRevoke(FlagSet& flags, RevokeOptions* o) {
   flags.String("user", &o->user, "whose tokens to remove");
 }
 
-int Revoke(Client&, const Invocation&, const RevokeOptions& o) {
+int Revoke(Client&, const Invocation& in, const RevokeOptions& o) {
   const std::string& file = o.file;
   const std::string& user = o.user;
-  if (file.empty() || user.empty()) return Usage("admin revoke needs --file and --user");
+  if (file.empty() || user.empty()) return in.Usage("admin revoke needs --file and --user");
   auto doc = ReadTokenFile(file);
   if (!doc.ok()) return Error(doc.status());
   nlohmann::json kept = nlohmann::json::array();

@@ -81,17 +81,9 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-int ParseFlags(FlagSet& flags, const std::vector<std::string>& args, std::vector<std::string>* rest) {
-  auto parsed = flags.Parse(args);
-  if (parsed.ok()) {
-    *rest = *std::move(parsed);
-    return -1;
-  }
-  if (absl::IsCancelled(parsed.status())) {
-    std::cout << parsed.status().message();
-    return 0;
-  }
-  return Usage(std::string(parsed.status().message()));
+int CommandUsage(const std::string& command, const std::string& message) {
+  std::cerr << "hetpoolctl: " << message << " (see hetpoolctl " << command << " --help)\n";
+  return kExitUsage;
 }
 
 }  // namespace hetpool::cli

@@ -13,7 +13,6 @@
 #include "hetpool/v1/cluster.grpc.pb.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "hetpool/v1/planner.grpc.pb.h"
-#include "src/common/flags.h"
 #include "src/common/tls.h"
 
 namespace hetpool::cli {
@@ -66,8 +65,7 @@ class Client {
 // Print one line on stderr and return the exit code.
 int Error(const absl::Status& s);
 int Usage(const std::string& message);
-
-// Parses a command's flags. Returns -1 to go on, or the exit code (0 after printing --help).
-int ParseFlags(FlagSet& flags, const std::vector<std::string>& args, std::vector<std::string>* rest);
+// A usage mistake in one command's line: points at that command's help.
+int CommandUsage(const std::string& command, const std::string& message);
 
 }  // namespace hetpool::cli

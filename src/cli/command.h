@@ -28,6 +28,9 @@ enum class Operands {
 struct Invocation {
   std::vector<std::string> operands;
   const FlagSet& flags;  // WasSet() tells a flag given as its default from one not given
+  std::string command;   // its name, "admin token"
+  // A usage mistake: one line pointing at the command's --help, and the usage exit code.
+  int Usage(const std::string& message) const { return CommandUsage(command, message); }
 };
 
 class Command {

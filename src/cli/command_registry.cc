@@ -225,8 +225,8 @@ int RunCommandLine(const std::vector<std::string>& args) {
   command->DeclareFlags(flags);
   DeclareGlobalFlags(flags, &options);
   auto operands = flags.Parse(rest);
-  if (!operands.ok()) return Usage(std::string(operands.status().message()));
-  if (auto wrong = CheckOperands(*entry, *operands)) return Usage(*wrong);
+  if (!operands.ok()) return CommandUsage(entry->name, std::string(operands.status().message()));
+  if (auto wrong = CheckOperands(*entry, *operands)) return CommandUsage(entry->name, *wrong);
   Globals& globals = options.globals;
   if (!options.token_file.empty()) {
     auto text = ReadTextFile(options.token_file);
@@ -234,11 +234,11 @@ int RunCommandLine(const std::vector<std::string>& args) {
     globals.token = std::string(absl::StripAsciiWhitespace(*text));
   }
   if (globals.output != "table" && globals.output != "json" && globals.output != "csv") {
-    return Usage("-o takes table, json or csv");
+    return CommandUsage(entry->name, "-o takes table, json or csv");
   }
-  if (globals.output == "csv" && !entry->csv_output) return Usage("-o csv is for usage; use -o json");
+  if (globals.output == "csv" && !entry->csv_output) return CommandUsage(entry->name, "-o csv is for usage; use -o json");
   Client client(globals);
-  return command->Run(client, Invocation{*operands, flags});
+  return command->Run(client, Invocation{*operands, flags, entry->name});
 }
 
 }  // namespace hetpool::cli

@@ -130,15 +130,15 @@ void DeclareSubmit(FlagSet& flags, SubmitOptions* o) {
              "do not check here that python.script exists under working_dir (the agent still does)");
 }
 
-int Submit(Client& client, const Invocation&, const SubmitOptions& o) {
-  if (o.file.empty()) return Usage("submit needs -f FILE");
+int Submit(Client& client, const Invocation& in, const SubmitOptions& o) {
+  if (o.file.empty()) return in.Usage("submit needs -f FILE");
   std::stringstream text;
   if (o.file == "-") {
     text << std::cin.rdbuf();
   } else {
-    std::ifstream in(o.file);
-    if (!in) return Error(absl::NotFoundError(absl::StrCat(o.file, ": cannot be read")));
-    text << in.rdbuf();
+    std::ifstream file_in(o.file);
+    if (!file_in) return Error(absl::NotFoundError(absl::StrCat(o.file, ": cannot be read")));
+    text << file_in.rdbuf();
   }
   pb::SubmitJobRequest req;
   if (auto s = CheckNoDuplicateKeys(text.str()); !s.ok()) {

@@ -172,7 +172,7 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
   PlanOptions o = options;
   // Inventory files may follow --pool as separate words: --pool a.json b.json.
   if (!in.operands.empty()) {
-    if (o.pool.empty()) return Usage("plan takes no positional arguments (files follow --pool)");
+    if (o.pool.empty()) return in.Usage("plan takes no positional arguments (files follow --pool)");
     o.pool.insert(o.pool.end(), in.operands.begin(), in.operands.end());
   }
   if (o.list_models) {
@@ -184,7 +184,7 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
     std::cout << table.Render();
     return 0;
   }
-  if (!o.prices.empty() && o.pool.empty()) return Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
+  if (!o.prices.empty() && o.pool.empty()) return in.Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
 
   pb::PlanRequest req;
   req.mutable_model()->set_preset(o.model);

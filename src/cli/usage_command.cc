@@ -48,18 +48,18 @@ void DeclareUsage(FlagSet& flags, UsageOptions* o) {
   flags.Values("by", {"job", "user", "group", "class"});
 }
 
-int ShowUsage(Client& client, const Invocation&, const UsageOptions& o) {
+int ShowUsage(Client& client, const Invocation& in, const UsageOptions& o) {
   const std::string& since = o.since;
   const std::string& until = o.until;
   const std::string& by = o.by;
   const absl::Time now = absl::Now();
   auto from = ParseWhen(since, now);
-  if (!from.ok()) return Usage(absl::StrCat("--since: ", from.status().message()));
+  if (!from.ok()) return in.Usage(absl::StrCat("--since: ", from.status().message()));
   pb::UsageRequest req;
   *req.mutable_since() = ToProtoTime(*from);
   if (!until.empty()) {
     auto to = ParseWhen(until, now);
-    if (!to.ok()) return Usage(absl::StrCat("--until: ", to.status().message()));
+    if (!to.ok()) return in.Usage(absl::StrCat("--until: ", to.status().message()));
     *req.mutable_until() = ToProtoTime(*to);
   }
   req.set_by(by);

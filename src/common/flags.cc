@@ -131,7 +131,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::ParseArgs(const std::vector<st
     }
     auto it = flags_.find(name);
     if (it == flags_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     }
     if (!has_value) {
       if (it->second.is_bool) {

@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
+
 namespace hetpool {
 
 std::optional<int> ParseProgramFlags(FlagSet& flags, int argc, char** argv, const std::string& program,
@@ -18,9 +20,9 @@ std::optional<int> ParseProgramFlags(FlagSet& flags, int argc, char** argv, cons
       std::cout << positional.status().message();
       return 0;
     }
-    return fail(positional.status().message());
+    return fail(absl::StrCat(positional.status().message(), " (see ", program, " --help)"));
   }
-  if (!positional->empty()) return fail("unexpected argument " + (*positional)[0]);
+  if (!positional->empty()) return fail(absl::StrCat("unexpected argument ", (*positional)[0], " (see ", program, " --help)"));
   if (config_path != nullptr && !config_path->empty()) {
     auto json = ReadJsonFile(*config_path);
     if (!json.ok()) return fail(json.status().message());

@@ -84,7 +84,7 @@ int RunCli(const std::vector<std::string>& args, std::string* out) {
 TEST(CliRegistry, OperandsAndSubcommandsAreCheckedBeforeAnythingIsSent) {
   std::string out;
   EXPECT_EQ(RunCli({"get"}, &out), kExitUsage);
-  EXPECT_TRUE(absl::StrContains(out, "get takes one job id")) << out;
+  EXPECT_EQ(out, "hetpoolctl: get takes one job id (see hetpoolctl get --help)\n");
   EXPECT_EQ(RunCli({"drain", "a", "b"}, &out), kExitUsage);
   EXPECT_TRUE(absl::StrContains(out, "drain takes one node name")) << out;
   EXPECT_EQ(RunCli({"nodes", "extra"}, &out), kExitUsage);
