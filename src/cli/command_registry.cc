@@ -127,6 +127,16 @@ void DeclareGlobalFlags(FlagSet& flags, GlobalOptions* o) {
   if (free("timeout")) flags.Duration("timeout", &g.timeout, "how long one call may take (default 30s)");
 }
 
+const FlagSet& GlobalFlagsForHelp() {
+  static const FlagSet* flags = [] {
+    static GlobalOptions unused;
+    auto* set = new FlagSet("");
+    DeclareGlobalFlags(*set, &unused);
+    return set;
+  }();
+  return *flags;
+}
+
 const std::vector<CommandEntry>& Commands() {
   static const std::vector<CommandEntry>* commands = [] {
     auto* all = new std::vector<CommandEntry>();
@@ -161,10 +171,7 @@ std::string Overview() {
     head += head.size() + 2 <= kColumn ? std::string(kColumn - head.size(), ' ') : "\n" + std::string(kColumn, ' ');
     absl::StrAppend(&out, head, entry.summary, "\n", std::string(kColumn, ' '), entry.examples.front(), "\n");
   }
-  GlobalOptions unused;
-  FlagSet globals("");
-  DeclareGlobalFlags(globals, &unused);
-  absl::StrAppend(&out, "\nGlobal flags (before or after the command):\n", globals.FlagHelp(),
+  absl::StrAppend(&out, "\nGlobal flags (before or after the command):\n", GlobalFlagsForHelp().FlagHelp(),
                   "\nRun 'hetpoolctl COMMAND --help' for a command's flags.\n");
   return out;
 }
@@ -184,11 +191,8 @@ std::string CommandHelp(const CommandEntry& entry) {
     for (const std::string& example : entry.examples) absl::StrAppend(&usage, "  ", example, "\n");
   }
   if (!own.Describe().empty()) absl::StrAppend(&usage, "\nFlags:\n", own.FlagHelp());
-  GlobalOptions unused;
-  FlagSet globals("");
-  DeclareGlobalFlags(globals, &unused);
   std::vector<std::string> names;
-  for (const FlagDescription& flag : globals.Describe()) {
+  for (const FlagDescription& flag : GlobalFlagsForHelp().Describe()) {
     if (!own.Has(flag.name)) names.push_back(flag.aliases.empty() ? "--" + flag.name : flag.aliases[0]);
   }
   absl::StrAppend(&usage, "\nGlobal flags (", absl::StrJoin(names, ", "),

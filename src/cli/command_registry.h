@@ -20,6 +20,8 @@ GlobalOptions GlobalOptionsFromEnvironment();
 // Declares the global flags a FlagSet does not already have: after the command its own flags win
 // (wait's --timeout is how long to wait, not how long one call may take).
 void DeclareGlobalFlags(FlagSet& flags, GlobalOptions* options);
+// The global flags alone, to describe them (help, completion); parsing with it changes nothing.
+const FlagSet& GlobalFlagsForHelp();
 
 // Every command, in overview order.
 const std::vector<CommandEntry>& Commands();

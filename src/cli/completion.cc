@@ -83,10 +83,7 @@ std::string OperandReply(const CommandEntry& entry) {
 }  // namespace
 
 std::string BashCompletion() {
-  GlobalOptions unused;
-  FlagSet global_set("");
-  DeclareGlobalFlags(global_set, &unused);
-  const std::vector<FlagDescription> globals = global_set.Describe();
+  const std::vector<FlagDescription> globals = GlobalFlagsForHelp().Describe();
   std::vector<std::string> global_with_value;
   for (const FlagDescription& flag : globals) {
     if (flag.takes_value) global_with_value.push_back(Pattern(flag));

@@ -85,7 +85,7 @@ void FlagSet::CompleteAs(const std::string& name, ValueCompletion completion) {
 std::vector<FlagDescription> FlagSet::Describe() const {
   std::vector<FlagDescription> out;
   for (const auto& [name, flag] : flags_) {
-    FlagDescription d{name, flag.help, {}, !flag.is_bool, flag.completion, flag.words};
+    FlagDescription d{name, {}, !flag.is_bool, flag.completion, flag.words};
     for (const auto& [short_name, target] : aliases_) {
       if (target == name) d.aliases.push_back(short_name);
     }

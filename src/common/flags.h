@@ -21,7 +21,6 @@ enum class ValueCompletion { kNone, kWords, kFile, kNodeName, kJobId };
 // What a flag set says about one flag, for help and completion generators.
 struct FlagDescription {
   std::string name;                  // without "--"
-  std::string help;
   std::vector<std::string> aliases;  // short spellings, "-f"
   bool takes_value = true;           // false for booleans
   ValueCompletion completion = ValueCompletion::kNone;

@@ -15,6 +15,7 @@
 #include "src/common/plan_convert.h"
 #include "src/common/program.h"
 #include "src/common/tls.h"
+#include "src/common/watched_file.h"
 #include "src/daemon/daemon_server.h"
 
 namespace {
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   // this host reads none of it, whatever umask the daemon was started with.
   umask(077);
   hetpool::daemon::DaemonOptions options;
-  std::string config, port_file, prices_file, profile_file, quotas_file, log_level = "info";
+  std::string config, port_file, prices_file, profile_file, quotas_file, queues_file, log_level = "info";
   std::string port_range = "29500-30499";
   hetpool::FlagSet flags(
       "hetpoold: the hetpool control-plane daemon.\n"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   flags.Double("submit-rate", &options.submit_rate, "SubmitJob calls per second per user (0 = unlimited)");
   flags.Double("submit-burst", &options.submit_burst, "SubmitJob burst per user");
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
-  flags.String("queues", &options.cluster.queues_file,
+  flags.String("queues", &queues_file,
                "fair-share queues: each group's weight and nominal cards (JSON, re-read when it changes; docs/sharing.md)");
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
@@ -120,15 +121,15 @@ int main(int argc, char** argv) {
     if (!quotas.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--quotas ", quotas_file, ": ", quotas.status().message())));
     options.cluster.quotas = std::make_shared<const hetpool::daemon::QuotaTable>(*std::move(quotas));
   }
-  if (!options.cluster.queues_file.empty()) {
-    auto text = hetpool::ReadTextFile(options.cluster.queues_file);
-    if (!text.ok()) return Fail(text.status());
-    auto queues = hetpool::daemon::QueueConfig::Parse(*text);
+  if (!queues_file.empty()) {
+    auto file = hetpool::WatchedFile::Open(queues_file);
+    if (!file.ok()) return Fail(file.status());
+    auto queues = hetpool::daemon::QueueConfig::Parse(file->text());
     if (!queues.ok()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--queues ", options.cluster.queues_file, ": ", queues.status().message())));
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--queues ", queues_file, ": ", queues.status().message())));
     }
     options.cluster.queues = *std::move(queues);
+    options.cluster.queues_file = *std::move(file);  // re-read from here when it changes
   }
   if (!profile_file.empty()) {
     auto text = hetpool::ReadTextFile(profile_file);

@@ -27,8 +27,10 @@ struct QuotaLimits {
   std::optional<int64_t> queued_jobs;
 };
 
-// What one owner (a user, or a group) holds, by (vendor, fingerprint), in milli-cards.
-using CardHoldings = std::map<std::pair<std::string, std::string>, int64_t>;
+// (vendor, fingerprint): a class of identical cards.
+using CardClass = std::pair<std::string, std::string>;
+// What one owner (a user, or a group) holds, by card class, in milli-cards.
+using CardHoldings = std::map<CardClass, int64_t>;
 
 class QuotaTable {
  public:

@@ -84,14 +84,16 @@ std::vector<std::pair<std::string, double>> FairShareLedger::Entitlements(const 
     if (other.nominal_milli.empty()) total_weight += other.weight;
     for (const auto& [selector, milli] : other.nominal_milli) owned[selector] += milli;
   }
+  std::map<std::string, int64_t> covered;  // selector -> milli-cards of the classes it covers
+  for (const auto& [selector, owned_milli] : owned) {
+    for (const auto& [c, m] : capacity_) covered[selector] += SelectorMatches(selector, c.first, c.second) ? m : 0;
+  }
   const double part = total_weight > 0 ? queue.weight / total_weight : 1.0;
   for (const auto& [card_class, milli] : capacity_) {
     double left = static_cast<double>(milli);
     for (const auto& [selector, owned_milli] : owned) {
       if (!SelectorMatches(selector, card_class.first, card_class.second)) continue;
-      int64_t covered = 0;
-      for (const auto& [c, m] : capacity_) covered += SelectorMatches(selector, c.first, c.second) ? m : 0;
-      left -= static_cast<double>(owned_milli) * static_cast<double>(milli) / static_cast<double>(covered);
+      left -= static_cast<double>(owned_milli) * static_cast<double>(milli) / static_cast<double>(covered[selector]);
     }
     out.emplace_back(card_class.second, std::max(0.0, left) * part);
   }
@@ -119,9 +121,12 @@ double FairShareLedger::Usage(const std::string& group, const std::string& selec
   return std::max(HeldMatching(group, selector), decayed);
 }
 
-double FairShareLedger::Share(const std::string& group) const {
+double FairShareLedger::Share(const std::string& group) const { return DominantShare(group, Entitlements(group)); }
+
+double FairShareLedger::DominantShare(const std::string& group,
+                                      const std::vector<std::pair<std::string, double>>& entitlements) const {
   double share = 0;
-  for (const auto& [selector, entitled] : Entitlements(group)) {
+  for (const auto& [selector, entitled] : entitlements) {
     const double used = Usage(group, selector);
     if (used <= 0) continue;
     share = std::max(share, entitled > 0 ? used / entitled : kNoEntitlement);
@@ -155,7 +160,7 @@ std::vector<GroupShare> FairShareLedger::Groups() const {
     if (auto it = decayed_.find(name); it != decayed_.end()) {
       for (const auto& [card_class, milli] : it->second) g.decayed += milli / 1000;
     }
-    g.share = Share(name);
+    g.share = DominantShare(name, entitlements);
     out.push_back(std::move(g));
   }
   return out;

@@ -20,9 +20,6 @@
 
 namespace hetpool::daemon {
 
-// (vendor, fingerprint): a class of identical cards, as CardHoldings keys it.
-using CardClass = std::pair<std::string, std::string>;
-
 // One group as `hetpoolctl queues` shows it. Cards, fractional shares by their fraction.
 struct GroupShare {
   std::string group;
@@ -65,6 +62,7 @@ class FairShareLedger {
   std::set<std::string> KnownGroups() const;  // configured, holding or remembered
   double HeldMatching(const std::string& group, const std::string& selector) const;  // milli, now
   double Usage(const std::string& group, const std::string& selector) const;  // milli, held or decayed
+  double DominantShare(const std::string& group, const std::vector<std::pair<std::string, double>>& entitlements) const;
 
   QueueConfig config_;
   absl::Time observed_at_ = absl::InfinitePast();

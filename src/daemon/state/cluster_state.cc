@@ -26,14 +26,7 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
       cycle_(jobs_, nodes_, policy, wakeups_,
              CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer,
                           fair_share_ ? &*fair_share_ : nullptr}) {
-  if (fair_share_ && !options_.queues_file.empty()) {
-    auto file = WatchedFile::Open(options_.queues_file);
-    if (file.ok()) {
-      queues_file_ = *std::move(file);
-    } else {
-      spdlog::error("--queues {}: {}; it will not be re-read", options_.queues_file, std::string(file.status().message()));
-    }
-  }
+  if (fair_share_) queues_file_ = options_.queues_file;
 }
 
 ClusterState::~ClusterState() { Stop(); }
@@ -145,10 +138,17 @@ pb::ListQueuesResponse ClusterState::ListQueues() const {
   }
   out.set_usage_half_life(absl::FormatDuration(ledger->config().usage_half_life));
   std::map<std::string, pb::QueueStatus> rows;
+  // A row per group, named and weighted when first seen.
+  auto row_of = [&](const std::string& group) -> pb::QueueStatus& {
+    auto [it, added] = rows.try_emplace(group);
+    if (added) {
+      it->second.set_group(group);
+      it->second.set_weight(ledger->config().For(group).weight);
+    }
+    return it->second;
+  };
   for (const GroupShare& g : ledger->Groups()) {
-    pb::QueueStatus& row = rows[g.group];
-    row.set_group(g.group);
-    row.set_weight(g.weight);
+    pb::QueueStatus& row = row_of(g.group);
     for (const auto& [selector, cards] : g.nominal) (*row.mutable_nominal())[selector] = cards;
     row.set_entitled(g.entitled);
     row.set_used(g.used);
@@ -160,11 +160,7 @@ pb::ListQueuesResponse ClusterState::ListQueues() const {
     const pb::Job& job = entry.job;
     const bool pending = job.state() == pb::JOB_STATE_PENDING;
     if (!pending && !IsActive(job.state())) continue;
-    pb::QueueStatus& row = rows[job.spec().group()];
-    if (row.group().empty() && row.weight() == 0) {  // a group the ledger does not know yet
-      row.set_group(job.spec().group());
-      row.set_weight(ledger->config().For(job.spec().group()).weight);
-    }
+    pb::QueueStatus& row = row_of(job.spec().group());
     if (pending) {
       row.set_pending_jobs(row.pending_jobs() + 1);
       row.set_waiting(row.waiting() + static_cast<double>(CardsNeeded(job.spec())) / 1000);

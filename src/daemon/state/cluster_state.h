@@ -63,10 +63,10 @@ struct ClusterOptions {
   bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
-  // Fair-share queues (docs/sharing.md): the config, and the file it is re-read from when it
-  // changes ("" : never re-read). nullopt: jobs wait in the policy's order alone.
+  // Fair-share queues (docs/sharing.md): the config, and the file it was read from and is read
+  // again from when it changes (nullopt: never re-read). No config: the policy's order alone.
   std::optional<QueueConfig> queues;
-  std::string queues_file;
+  std::optional<WatchedFile> queues_file;
   StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 

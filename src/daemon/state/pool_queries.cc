@@ -1,5 +1,6 @@
 #include "src/daemon/state/pool_queries.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -98,40 +99,44 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
   return snap;
 }
 
-GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
-  GroupHoldings out;
+namespace {
+
+// Calls `card` with each card a job's claim holds, the job's spec and the milli-cards held.
+void ForEachClaimedCard(const NodeRegistry& nodes, const JobTable& jobs,
+                        const std::function<void(const pb::JobSpec&, const DeviceRecord&, int64_t)>& card) {
   for (const auto& [name, node] : nodes.entries()) {
-    for (const auto& device : node.inventory.devices) {
-      if (device.healthy) out.capacity[{std::string(VendorName(device.vendor)), device.fingerprint}] += 1000;
-    }
     for (const auto& [job_gen, claim] : node.claims) {
       const JobEntry* entry = jobs.Find(job_gen.first);
       if (entry == nullptr) continue;
-      CardHoldings& held = out.held[entry->job.spec().group()];
       for (const auto& device : node.inventory.devices) {
         for (const auto& id : claim.device_ids) {
-          if (device.id == id) held[{std::string(VendorName(device.vendor)), device.fingerprint}] += claim.device_milli;
+          if (device.id == id) card(entry->job.spec(), device, claim.device_milli);
         }
       }
     }
   }
+}
+
+}  // namespace
+
+GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
+  GroupHoldings out;
+  for (const auto& [name, node] : nodes.entries()) {
+    for (const auto& device : node.inventory.devices) {
+      if (device.healthy) out.capacity[CardClassOf(device)] += 1000;
+    }
+  }
+  ForEachClaimedCard(nodes, jobs, [&](const pb::JobSpec& spec, const DeviceRecord& device, int64_t milli) {
+    out.held[spec.group()][CardClassOf(device)] += milli;
+  });
   return out;
 }
 
 QuotaLedger HoldingsLedger(const QuotaTable& quotas, const NodeRegistry& nodes, const JobTable& jobs) {
   QuotaLedger ledger(quotas);
-  for (const auto& [name, node] : nodes.entries()) {
-    for (const auto& [job_gen, claim] : node.claims) {
-      const JobEntry* entry = jobs.Find(job_gen.first);
-      if (entry == nullptr) continue;
-      const pb::JobSpec& spec = entry->job.spec();
-      for (const auto& device : node.inventory.devices) {
-        for (const auto& id : claim.device_ids) {
-          if (device.id == id) ledger.Hold(spec.user(), spec.group(), device, claim.device_milli);
-        }
-      }
-    }
-  }
+  ForEachClaimedCard(nodes, jobs, [&](const pb::JobSpec& spec, const DeviceRecord& device, int64_t milli) {
+    ledger.Hold(spec.user(), spec.group(), device, milli);
+  });
   return ledger;
 }
 

@@ -18,8 +18,10 @@ int64_t CardsNeeded(const hetpool::v1::JobSpec& spec) {
   return static_cast<int64_t>(spec.nnodes()) * spec.devices_per_node() * share;
 }
 
+CardClass CardClassOf(const DeviceRecord& device) { return {std::string(VendorName(device.vendor)), device.fingerprint}; }
+
 void QuotaLedger::Hold(const std::string& user, const std::string& group, const DeviceRecord& device, int64_t milli) {
-  const std::pair<std::string, std::string> key{std::string(VendorName(device.vendor)), device.fingerprint};
+  const CardClass key = CardClassOf(device);
   users_[user][key] += milli;
   if (!group.empty()) groups_[group][key] += milli;
 }

@@ -21,6 +21,9 @@ namespace hetpool::daemon {
 // Milli-cards a job holds in all: nodes x devices x share (0 for CPU jobs).
 int64_t CardsNeeded(const hetpool::v1::JobSpec& spec);
 
+// The class a card counts in (quotas, fair share).
+CardClass CardClassOf(const DeviceRecord& device);
+
 // Calls `card` with each device of a placement just made (looked up in the views it was made on)
 // and the milli-cards it holds there.
 void ForEachPlacedCard(const scheduler::Placement& placement, const std::vector<scheduler::NodeView>& views,

@@ -137,7 +137,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
       if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
       if (fair_share != nullptr) {
         ForEachPlacedCard(*placement, views, [&](const DeviceRecord& device, int64_t milli) {
-          fair_share->Hold(entry->job.spec().group(), {std::string(VendorName(device.vendor)), device.fingerprint}, milli);
+          fair_share->Hold(entry->job.spec().group(), CardClassOf(device), milli);
         });
         queue.SharesChanged();
       }
