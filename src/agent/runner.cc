@@ -190,14 +190,16 @@ void Runner::Start(const LaunchSpec& spec) {
   spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
 }
 
-void Runner::Kill(const Key& key, const std::string& reason) {
+void Runner::Kill(const Key& key, const std::string& reason, absl::Duration grace) {
   auto it = records_.find(key);
   if (it == records_.end() || it->second.exited || it->second.kill_sent) return;
   ProcessRecord& r = it->second;
   r.kill_sent = true;
   r.kill_sent_at = absl::Now();
   r.kill_reason = reason;
-  spdlog::info("job {} g{}: stopping pid {} ({})", key.first, key.second, r.pid, reason);
+  r.kill_grace = grace > absl::ZeroDuration() ? grace : options_.kill_grace;
+  spdlog::info("job {} g{}: stopping pid {} ({}; SIGKILL after {})", key.first, key.second, r.pid, reason,
+               absl::FormatDuration(r.kill_grace));
   killpg(r.pid, SIGTERM);
 }
 
@@ -232,7 +234,7 @@ bool Runner::Poll() {
       r.global_ranks = DiscoverRanks(r.pid, r.spec.procs);
       any = any || !r.global_ranks.empty();
     }
-    if (r.kill_sent && absl::Now() - r.kill_sent_at > options_.kill_grace) {
+    if (r.kill_sent && absl::Now() - r.kill_sent_at > r.kill_grace) {
       killpg(r.pid, SIGKILL);
     }
   }

@@ -48,6 +48,7 @@ struct ProcessRecord {
   bool kill_sent = false;
   absl::Time kill_sent_at;
   std::string kill_reason;
+  absl::Duration kill_grace;  // SIGTERM to SIGKILL for this kill
   uint64_t log_pushed = 0;  // bytes of log_path the daemon holds
   // The last kLogTailBytes pushed: the file's pushed bytes are punched out, and torchrun's
   // failure report is read from here once the whole log is pushed.
@@ -78,8 +79,9 @@ class Runner {
   // call: the record is created already exited with code 127 and the reason, so the daemon hears
   // of it like any other exit.
   void Start(const LaunchSpec& spec);
-  // Asks the process group to stop; escalates to SIGKILL in Poll() after the grace period.
-  void Kill(const Key& key, const std::string& reason);
+  // Asks the process group to stop; escalates to SIGKILL in Poll() after `grace` (zero: the
+  // agent's --kill-grace; a preempted job's own preemption_grace otherwise).
+  void Kill(const Key& key, const std::string& reason, absl::Duration grace = absl::ZeroDuration());
   void KillAll(const std::string& reason);
   // Reaps exits and escalates kills. Returns true if any process exited or revealed its ranks.
   bool Poll();

@@ -221,15 +221,19 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
 void Session::Reconcile(const pb::Orders& orders) {
   std::map<Runner::Key, const pb::LaunchOrder*> wanted;
   for (const auto& launch : orders.launches()) wanted[{launch.job_id(), launch.generation()}] = &launch;
-  std::map<Runner::Key, std::string> kills;
-  for (const auto& kill : orders.kills()) kills[{kill.job_id(), kill.generation()}] = kill.reason();
+  std::map<Runner::Key, const pb::KillOrder*> kills;
+  for (const auto& kill : orders.kills()) kills[{kill.job_id(), kill.generation()}] = &kill;
 
   std::vector<Runner::Key> forget;
   for (auto& [key, record] : runner_.records()) {
     if (wanted.contains(key)) continue;
     if (!record.exited) {
-      auto reason = kills.find(key);
-      runner_.Kill(key, reason == kills.end() ? "no longer assigned to this node" : reason->second);
+      auto kill = kills.find(key);
+      if (kill == kills.end()) {
+        runner_.Kill(key, "no longer assigned to this node");
+      } else {
+        runner_.Kill(key, kill->second->reason(), absl::Milliseconds(kill->second->grace_ms()));
+      }
     } else if (record.logs_flushed && !kills.contains(key)) {
       forget.push_back(key);  // the daemon has taken the exit into account
     }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
@@ -48,7 +49,15 @@ void PrintJobDetail(const pb::Job& job) {
             << "vendor:      " << (job.vendor().empty() ? "-" : job.vendor()) << "\n"
             << "rendezvous:  " << (job.rendezvous_endpoint().empty() ? "-" : job.rendezvous_endpoint()) << "\n"
             << "placement:   " << Placement(job) << "\n";
-  if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING) {
+  if (job.preemption_count() > 0) {
+    const pb::Preemption& p = job.last_preemption();
+    std::cout << "preempted:   " << job.preemption_count() << " time(s); last: generation " << p.generation() << " by job "
+              << p.by_job() << " (" << p.reason() << "), " << absl::StrFormat("%.2f", p.card_hours_lost())
+              << " card-hours lost\n";
+  }
+  if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING && !job.pending().preempting().empty()) {
+    std::cout << "waiting:     for the jobs it preempted to stop: " << job.pending().preempting() << "\n";
+  } else if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING) {
     const pb::PendingReason& w = job.pending();
     std::cout << "waiting:     " << (w.never_fits() ? "can never run in this pool as it is" : "for capacity") << "\n"
               << "  needs:     " << w.needs() << "\n";

@@ -213,6 +213,10 @@ absl::Time FromProtoTime(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
 absl::string_view JobStateName(pb::JobState state) {
   for (const auto& [s, name] : kStateNames) {
     if (s == state) return name;

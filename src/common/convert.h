@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "hetpool/device.h"
 #include "hetpool/v1/common.pb.h"
@@ -22,6 +23,7 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& inventory);
 
 google::protobuf::Timestamp ToProtoTime(absl::Time t);
 absl::Time FromProtoTime(const google::protobuf::Timestamp& t);
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d);
 
 // "PENDING", "RUNNING", ... (the enum name without its prefix).
 absl::string_view JobStateName(pb::JobState state);

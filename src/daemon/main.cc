@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   umask(077);
   hetpool::daemon::DaemonOptions options;
   std::string config, port_file, prices_file, profile_file, quotas_file, queues_file, log_level = "info";
+  std::string preemption = "off";
   std::string port_range = "29500-30499";
   hetpool::FlagSet flags(
       "hetpoold: the hetpool control-plane daemon.\n"
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
   flags.String("queues", &queues_file,
                "fair-share queues: each group's weight and nominal cards (JSON, re-read when it changes; docs/sharing.md)");
+  flags.String("preemption", &preemption,
+               "whether a waiting job may stop others: off; priority (lower-priority jobs); fair-share (also jobs "
+               "of groups above their share, for a group below its own; needs --queues) (docs/sharing.md)");
+  flags.Values("preemption", {"off", "priority", "fair-share"});
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
   flags.String("http-listen", &options.http_listen,
@@ -131,6 +136,14 @@ int main(int argc, char** argv) {
     options.cluster.queues = *std::move(queues);
     options.cluster.queues_file = *std::move(file);  // re-read from here when it changes
   }
+  auto preemption_mode = hetpool::daemon::ParsePreemptionMode(preemption);
+  if (!preemption_mode.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--preemption: ", preemption_mode.status().message())));
+  }
+  if (*preemption_mode == hetpool::daemon::PreemptionMode::kFairShare && queues_file.empty()) {
+    return Fail(absl::InvalidArgumentError("--preemption fair-share needs --queues (the groups' shares it reclaims by)"));
+  }
+  options.cluster.preemption = *preemption_mode;
   if (!profile_file.empty()) {
     auto text = hetpool::ReadTextFile(profile_file);
     if (!text.ok()) return Fail(text.status());

@@ -193,7 +193,7 @@ class DecisionRecorder final : public hetpool::daemon::StateObserver {
   }
   void StoreWrite(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
-  void JobRestarted(const std::string&) override {}
+  void JobRestarted(const hetpool::v1::Job&, const std::string&) override {}
   Decisions decisions;
 };
 

@@ -4,6 +4,11 @@
 // time, queueing delay per class of request, and Jain's fairness index of the groups' shares
 // while every group has jobs waiting.
 //
+// With --high F a share F of the pods (by another stable hash) asks for priority 10, the rest 0;
+// every pod saves a checkpoint every --checkpoint (its checkpoint_interval), so a preempted pod
+// keeps the work up to its last one and runs the rest when placed again; its processes take
+// --stop to exit after the kill order (the SIGTERM a real job checkpoints on).
+//
 // The trace's pods carry creation, scheduled and deletion times; a pod runs for its own
 // (deletion - scheduled) seconds once hetpool places it. Over its 150 days the trace keeps ~14 of
 // its 6,212 GPUs busy on average, so arrivals are compressed (--compress, or --load: offered
@@ -12,7 +17,7 @@
 // --groups equally weighted groups by a stable hash of its name. The simulated agents report
 // every process on their node, as real ones do; the bench only stands in for time and torchrun.
 //
-//   build/tests/sharing_replay --trace ../shared/traces/alibaba-gpu-v2023/csv --nodes 120 --load 1.3
+//   build/tests/sharing_replay --trace ../shared/traces/alibaba-gpu-v2023/csv --nodes 120 --load 1.3 --high 0.1
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "hetpool/vendor.h"
@@ -49,6 +55,10 @@ struct Options {
   absl::Duration half_life = absl::Hours(1);
   // Pods that ran longer are services, not jobs: with arrivals compressed they would never leave.
   absl::Duration max_runtime = absl::Hours(24);
+  double high = 0;  // share of the pods at priority 10
+  absl::Duration checkpoint = absl::Minutes(30);  // every pod's checkpoint_interval
+  absl::Duration stop = absl::Seconds(30);        // kill order to exit
+  std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption"};
   std::string output = "table";
 };
 
@@ -67,6 +77,12 @@ std::string GroupOf(const std::string& pod, const Options& o) {
   return "g" + std::to_string(1 + (h % static_cast<uint64_t>(o.groups - 1)));
 }
 
+// Priority 10 for a share `high` of the pods (a hash other than the group's), else 0.
+int PriorityOf(const std::string& pod, const Options& o) {
+  const uint64_t h = StableHash("priority/" + pod);
+  return static_cast<double>(h >> 11) / static_cast<double>(1ull << 53) < o.high ? 10 : 0;
+}
+
 // The class a pod's queueing delay is reported under.
 std::string ClassOf(const trace::TracePod& p) {
   if (p.num_gpu == 1 && p.gpu_milli < 1000) return "share";
@@ -80,9 +96,29 @@ struct Pod {
   absl::Time arrival;
   absl::Duration runtime;
   std::string group;
+  int priority = 0;
   std::string job_id;
-  std::optional<absl::Time> scheduled;
+  std::optional<absl::Time> scheduled;  // first placed
+  std::optional<absl::Time> decided;    // first placed, or first preempted for
+  // The current run: where, which generation, since when, until when; and the work kept from
+  // runs before it (up to their last checkpoints).
+  bool running = false;
   std::string node;
+  uint64_t generation = 0;
+  absl::Time started, ends_at;
+  absl::Duration done;
+};
+
+// Hears the daemon preempt a job (hetpoold's StateObserver seam, which its metrics use).
+class PreemptionLog final : public hetpool::daemon::StateObserver {
+ public:
+  void Decision(absl::Duration, bool) override {}
+  void StoreWrite(absl::Duration, bool) override {}
+  void JobEnded(const pb::Job&) override {}
+  void JobRestarted(const pb::Job& job, const std::string& reason) override {
+    if (reason == hetpool::daemon::kRestartPreempted) victims.emplace_back(job.id(), job.last_preemption().by_job());
+  }
+  std::vector<std::pair<std::string, std::string>> victims;  // victim, preemptor
 };
 
 hetpool::NodeInventory InventoryOf(const trace::TraceNode& n) {
@@ -103,11 +139,12 @@ hetpool::NodeInventory InventoryOf(const trace::TraceNode& n) {
   return inventory;
 }
 
-pb::JobSpec SpecOf(const Pod& pod) {
+pb::JobSpec SpecOf(const Pod& pod, const Options& o) {
   pb::JobSpec spec;
   spec.set_name(pod.trace.name);
   spec.set_user("u-" + pod.group);
   spec.set_group(pod.group);
+  spec.set_priority(pod.priority);
   spec.set_working_dir("/tmp");
   spec.add_command("/bin/true");
   spec.set_nnodes(1);
@@ -118,6 +155,7 @@ pb::JobSpec SpecOf(const Pod& pod) {
   for (const auto& model : pod.trace.gpu_spec) spec.mutable_requirements()->add_models(model);
   spec.mutable_host()->set_cpu_milli_per_process(std::max<int64_t>(1, pod.trace.cpu_milli / pod.trace.num_gpu));
   spec.mutable_host()->set_memory_mib_per_node(pod.trace.memory_mib);
+  spec.mutable_checkpoint_interval()->set_seconds(absl::ToInt64Seconds(o.checkpoint));
   return spec;
 }
 
@@ -137,12 +175,15 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   options.clock = [&now] { return now; };
   options.lease_ttl = absl::Hours(100000);  // simulated agents report only when something changes
   options.max_events_per_job = 20;
-  if (policy == "fair-share") {
+  PreemptionLog preemptions;
+  options.observer = &preemptions;
+  if (policy != "fifo+backfill") {
     hetpool::daemon::QueueConfig queues;
     queues.usage_half_life = o.half_life;
     for (int g = 0; g < o.groups; ++g) queues.groups["g" + std::to_string(g)] = hetpool::daemon::GroupQueue{1, {}};
     options.queues = queues;
   }
+  if (policy == "fair-share+preemption") options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
   hetpool::daemon::ClusterState state(options, &store, framework.get());
   if (auto s = state.Load(); !s.ok()) {
     std::cerr << "sharing_replay: " << s << "\n";
@@ -167,8 +208,15 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   }
 
   std::map<std::string, Pod*> by_job;
-  std::map<std::string, std::set<std::string>> running_on;  // node -> job ids
+  std::map<std::string, std::map<std::string, uint64_t>> running_on;  // node -> job id -> generation
   std::multimap<absl::Time, Pod*> departures;
+  struct Stop {
+    Pod* pod;
+    std::string node;
+  };
+  std::multimap<absl::Time, Stop> stops;  // preempted runs, exiting
+  size_t preempted = 0;
+  double card_hours_lost = 0;
   std::map<std::string, int> pending_by_group;
   std::map<std::string, int64_t> held_by_group;
   // Dominant shares, as fair share weighs them: per group and model, held over an equal part of
@@ -193,20 +241,31 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     hb.set_node_name(node);
     hb.set_session_id(sessions[node]);
     hb.set_applied_orders_version(UINT64_MAX);
-    for (const auto& id : running_on[node]) {
+    for (const auto& [id, generation] : running_on[node]) {
       pb::ProcessStatus* p = hb.add_processes();
       p->set_job_id(id);
-      p->set_generation(1);
+      p->set_generation(generation);
       p->set_running(id != exited);
       p->set_exited(id == exited);
     }
     if (auto s = state.Heartbeat(hb); !s.ok()) std::cerr << "sharing_replay: heartbeat: " << s << "\n";
   };
 
-  while (next_arrival < pods.size() || (!departures.empty() && departures.begin()->first <= end)) {
+  // A run ends (it finished, or its preempted processes exited): its node reports it, and its
+  // cards are free.
+  auto run_ended = [&](Pod* pod, const std::string& node) {
+    report(node, pod->job_id);
+    running_on[node].erase(pod->job_id);
+    allocated -= pod->trace.GpuDemand();
+    held_by_group[pod->group] -= pod->trace.GpuDemand();
+    held_by_group_model[pod->group][model_of[node]] -= pod->trace.GpuDemand();
+  };
+  while (next_arrival < pods.size() || (!departures.empty() && departures.begin()->first <= end) ||
+         (!stops.empty() && stops.begin()->first <= end)) {
     absl::Time t = end;
     if (next_arrival < pods.size()) t = std::min(t, pods[next_arrival].arrival);
     if (!departures.empty()) t = std::min(t, departures.begin()->first);
+    if (!stops.empty()) t = std::min(t, stops.begin()->first);
     // Time-weighted figures over the interval that just passed.
     const double dt = absl::ToDoubleSeconds(t - now);
     if (dt > 0 && now >= start) {
@@ -239,15 +298,17 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     while (!departures.empty() && departures.begin()->first <= now) {
       Pod* pod = departures.begin()->second;
       departures.erase(departures.begin());
-      report(pod->node, pod->job_id);
-      running_on[pod->node].erase(pod->job_id);
-      allocated -= pod->trace.GpuDemand();
-      held_by_group[pod->group] -= pod->trace.GpuDemand();
-      held_by_group_model[pod->group][model_of[pod->node]] -= pod->trace.GpuDemand();
+      pod->running = false;
+      run_ended(pod, pod->node);
+    }
+    while (!stops.empty() && stops.begin()->first <= now) {
+      const Stop stop = stops.begin()->second;
+      stops.erase(stops.begin());
+      run_ended(stop.pod, stop.node);
     }
     while (next_arrival < pods.size() && pods[next_arrival].arrival <= now) {
       Pod& pod = pods[next_arrival++];
-      auto job = state.Submit(SpecOf(pod), "");
+      auto job = state.Submit(SpecOf(pod, o), "");
       if (!job.ok()) {
         ++refused;  // never fits the sampled pool (a model it lacks, more cards than a node has)
         continue;
@@ -267,12 +328,17 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       if (!page.ok()) break;
       for (const pb::Job& job : page->jobs()) {
         Pod* pod = by_job[job.id()];
-        if (pod == nullptr || pod->scheduled) continue;
-        pod->scheduled = now;
+        if (pod == nullptr || pod->running) continue;
+        if (!pod->scheduled) pod->scheduled = now;
+        if (!pod->decided) pod->decided = now;
+        pod->running = true;
         pod->node = job.placement(0).node();
-        running_on[pod->node].insert(job.id());
+        pod->generation = job.generation();
+        pod->started = now;
+        pod->ends_at = now + pod->runtime - pod->done;
+        running_on[pod->node][job.id()] = pod->generation;
         nodes_to_report.insert(pod->node);
-        departures.emplace(now + pod->runtime, pod);
+        departures.emplace(pod->ends_at, pod);
         allocated += pod->trace.GpuDemand();
         held_by_group[pod->group] += pod->trace.GpuDemand();
         held_by_group_model[pod->group][model_of[pod->node]] += pod->trace.GpuDemand();
@@ -281,6 +347,28 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       scheduled.set_page_token(page->next_page_token());
     } while (!scheduled.page_token().empty());
     for (const auto& node : nodes_to_report) report(node, "");
+    // Runs the daemon preempted: they keep the work up to their last checkpoint, and their
+    // processes exit after --stop (their cards stay held until then).
+    for (const auto& [victim_id, by] : preemptions.victims) {
+      Pod* victim = by_job[victim_id];
+      if (Pod* preemptor = by_job[by]; preemptor != nullptr && !preemptor->decided) preemptor->decided = now;
+      if (victim == nullptr || !victim->running) continue;
+      ++preempted;
+      const absl::Duration ran = now - victim->started;
+      const absl::Duration kept = o.checkpoint > absl::ZeroDuration() ? ran - ran % o.checkpoint : absl::ZeroDuration();
+      card_hours_lost += static_cast<double>(victim->trace.GpuDemand()) / 1000 * absl::ToDoubleHours(ran - kept);
+      victim->done += kept;
+      victim->running = false;
+      for (auto [it, last] = departures.equal_range(victim->ends_at); it != last; ++it) {
+        if (it->second == victim) {
+          departures.erase(it);
+          break;
+        }
+      }
+      stops.emplace(now + o.stop, Stop{victim, victim->node});
+      ++pending_by_group[victim->group];
+    }
+    preemptions.victims.clear();
   }
 
   // Why jobs still wait at the end, by the first words of the reason.
@@ -290,6 +378,14 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     auto job = state.GetJob(pod.job_id);
     if (job.ok()) ++waiting_reasons[job->message().substr(0, 90)];
   }
+  if (getenv("SHARING_REPLAY_DEBUG")) {
+    for (const Pod& pod : pods) {
+      if (pod.priority == 0 || pod.job_id.empty() || pod.decided.value_or(end) - pod.arrival < absl::Minutes(2)) continue;
+      auto job = state.GetJob(pod.job_id);
+      std::cerr << pod.job_id << " " << pod.trace.num_gpu << "x" << pod.trace.gpu_milli << " cpu " << pod.trace.cpu_milli << " mem " << pod.trace.memory_mib << " models " << pod.trace.gpu_spec.size() << " wait " << absl::ToDoubleMinutes(pod.decided.value_or(end) - pod.arrival) << "\n";
+      if (job.ok()) for (const auto& e : job->events()) std::cerr << "   " << e.reason() << ": " << e.message().substr(0, 300) << "\n";
+    }
+  }
   std::map<std::string, std::vector<double>> delays;  // class -> minutes
   size_t never = 0;
   for (const Pod& pod : pods) {
@@ -298,6 +394,10 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (!pod.scheduled) ++never;
     delays[ClassOf(pod.trace)].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
     delays["all"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
+    if (pod.priority > 0) {
+      delays["high"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
+      delays["high-decided"].push_back(absl::ToDoubleMinutes(pod.decided.value_or(end) - pod.arrival));
+    }
   }
   const double window = absl::ToDoubleSeconds(end - start);
   nlohmann::json out = {
@@ -309,6 +409,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       {"pods", pods.size()},
       {"refused_at_submit", refused},
       {"never_placed", never},
+      {"preemptions", preempted},
+      {"card_hours_lost", card_hours_lost},
       {"waiting_at_end", waiting_reasons},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
   };
@@ -321,7 +423,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
 int Usage(const std::string& message) {
   std::cerr << "sharing_replay: " << message
             << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
-               " [--groups 4] [--heavy 0.55] [--half-life 1h] [--max-runtime 24h] [-o table|json]\n";
+               " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
+               " [--max-runtime 24h] [-o table|json]\n";
   return 2;
 }
 
@@ -344,6 +447,19 @@ int main(int argc, char** argv) {
       o.compress = std::stod(value);
     } else if (flag == "--heavy") {
       o.heavy = std::stod(value);
+    } else if (flag == "--policies") {
+      o.policies = absl::StrSplit(value, ',');
+      for (const auto& policy : o.policies) {
+        if (policy != "fifo+backfill" && policy != "fair-share" && policy != "fair-share+preemption") {
+          return Usage("--policies: " + policy + " is not fifo+backfill, fair-share or fair-share+preemption");
+        }
+      }
+    } else if (flag == "--high") {
+      o.high = std::stod(value);
+    } else if (flag == "--checkpoint") {
+      if (!absl::ParseDuration(value, &o.checkpoint)) return Usage("--checkpoint: not a duration");
+    } else if (flag == "--stop") {
+      if (!absl::ParseDuration(value, &o.stop)) return Usage("--stop: not a duration");
     } else if (flag == "--groups") {
       o.groups = std::stoi(value);
     } else if (flag == "--half-life") {
@@ -383,6 +499,7 @@ int main(int argc, char** argv) {
     pod.trace = p;
     pod.runtime = absl::Seconds(p.deletion_time - p.scheduled_time);
     pod.group = GroupOf(p.name, o);
+    pod.priority = PriorityOf(p.name, o);
     first = std::min(first, p.creation_time);
     last = std::max(last, p.creation_time);
     pods.push_back(std::move(pod));
@@ -420,8 +537,11 @@ int main(int argc, char** argv) {
                            {"groups", o.groups},
                            {"heavy_group_share", o.heavy},
                            {"half_life", absl::FormatDuration(o.half_life)},
+                           {"high_priority_share", o.high},
+                           {"checkpoint", absl::FormatDuration(o.checkpoint)},
+                           {"stop", absl::FormatDuration(o.stop)},
                            {"policies", nlohmann::json::array()}};
-  for (const std::string policy : {"fifo+backfill", "fair-share"}) report["policies"].push_back(Run(policy, nodes, pods, o));
+  for (const std::string& policy : o.policies) report["policies"].push_back(Run(policy, nodes, pods, o));
   if (o.output == "json") {
     std::cout << report.dump(2) << "\n";
     return 0;
@@ -429,16 +549,19 @@ int main(int argc, char** argv) {
   std::cout << absl::StrFormat("%d nodes, %d cards; offered load %.2f; arrivals compressed %.0fx into %.1f h; %d groups; half-life %s\n",
                                report["nodes"].get<int>(), report["cards"].get<int>(), report["offered_load"].get<double>(), compress,
                                report["window_hours"].get<double>(), o.groups, report["half_life"].get<std::string>());
-  std::cout << absl::StrFormat("%-14s %10s %10s %10s %12s %12s %12s %12s %8s\n", "POLICY", "ALLOC", "JAIN", "BACKLOG%",
-                               "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99", "NEVER");
+  std::cout << absl::StrFormat("%-22s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %9s %6s\n", "POLICY", "ALLOC", "JAIN",
+                               "JAIN-D", "BACKLOG", "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99", "HIGH p99",
+                               "PREEMPT", "LOST c-h", "NEVER");
   for (const auto& r : report["policies"]) {
     auto p = [&](const char* cls, const char* q) {
       return r["delay_minutes"].contains(cls) ? absl::StrFormat("%.1f m", r["delay_minutes"][cls][q].get<double>()) : "-";
     };
-    std::cout << absl::StrFormat("%-14s %9.1f%% %10.3f %9.0f%% %12s %12s %12s %12s %8d\n", r["policy"].get<std::string>(),
-                                 100 * r["allocation"].get<double>(), r["jain_backlogged"].get<double>(),
+    std::cout << absl::StrFormat("%-22s %6.1f%% %6.3f %6.3f %7.0f%% %10s %10s %10s %10s %10s %8d %9.1f %6d\n",
+                                 r["policy"].get<std::string>(), 100 * r["allocation"].get<double>(),
+                                 r["jain_backlogged"].get<double>(), r["jain_dominant_backlogged"].get<double>(),
                                  100 * r["backlogged_share_of_time"].get<double>(), p("1-card", "p50"),
-                                 p("1-card", "p99"), p("4+-cards", "p99"), p("share", "p99"),
+                                 p("1-card", "p99"), p("4+-cards", "p99"), p("share", "p99"), p("high", "p99"),
+                                 r["preemptions"].get<int>(), r["card_hours_lost"].get<double>(),
                                  r["never_placed"].get<int>());
   }
   return 0;

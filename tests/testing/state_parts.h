@@ -65,7 +65,7 @@ class CountingObserver : public daemon::StateObserver {
   void Decision(absl::Duration, bool) override { ++decisions; }
   void StoreWrite(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
-  void JobRestarted(const std::string&) override {}
+  void JobRestarted(const pb::Job&, const std::string&) override {}
   int decisions = 0;
 };
 
@@ -74,7 +74,8 @@ class CountingObserver : public daemon::StateObserver {
 struct StateParts {
   StateParts()
       : jobs(&store, wakeups, daemon::JobTableOptions{3, [this] { return now; }, nullptr}),
-        nodes(&store, wakeups, daemon::PortRange{29500, 29502}) {}
+        nodes(&store, wakeups, daemon::PortRange{29500, 29502}),
+        reconciler(jobs, nodes, wakeups, daemon::LeaseOptions{}) {}
 
   // A job admitted as a submission would be (stored, PENDING).
   daemon::JobEntry& Submit(pb::JobSpec spec) {
@@ -91,6 +92,7 @@ struct StateParts {
   daemon::Wakeups wakeups;
   daemon::JobTable jobs;
   daemon::NodeRegistry nodes;
+  daemon::AgentReconciler reconciler;
 };
 
 }  // namespace hetpool::testing

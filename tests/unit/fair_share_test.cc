@@ -71,6 +71,24 @@ QueueConfig HalfLife(absl::Duration half_life) {
   return config;
 }
 
+TEST(FairShareLedger, ClassSharesSayWhoBorrowsWhichCards) {
+  QueueConfig config = HalfLife(absl::Hours(1));
+  config.groups["a"] = GroupQueue{};
+  config.groups["b"] = GroupQueue{};
+  config.groups["infra"] = GroupQueue{1, {{"nvidia", 2000}}};
+  FairShareLedger ledger(config);
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  // 10 H100s (2 infra's, 4 each for a and b), 8 MLUs (4 each for a and b).
+  ledger.Observe(t0, {{kH100, 10000}, {kMlu, 8000}}, {{"a", {{kH100, 8000}}}, {"b", {{kMlu, 2000}}}});
+  EXPECT_DOUBLE_EQ(ledger.ClassShare("a", kH100), 2.0);  // borrows H100s
+  EXPECT_DOUBLE_EQ(ledger.ClassShare("a", kMlu), 0.0);
+  EXPECT_DOUBLE_EQ(ledger.ClassShare("b", kH100, 1000), 0.25);  // may reclaim one: stays below
+  EXPECT_DOUBLE_EQ(ledger.ClassShare("b", kMlu), 0.5);
+  EXPECT_DOUBLE_EQ(ledger.ClassShare("infra", kH100, 2000), 1.0);
+  EXPECT_GT(ledger.ClassShare("infra", kMlu, 1000), 1e6) << "entitled to no MLU at all";
+  EXPECT_DOUBLE_EQ(ledger.ClassShare("infra", kMlu), 0.0);
+}
+
 TEST(FairShareLedger, UsageDecaysWithTheHalfLifeAndHoldingsCountAtOnce) {
   FairShareLedger ledger(HalfLife(absl::Hours(1)));
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
@@ -151,8 +169,8 @@ class FairShareCycleTest : public ::testing::Test {
  protected:
   FairShareCycleTest()
       : ledger_(QueueConfig{}),
-        cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.wakeups, Options(&ledger_)),
-        fifo_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.wakeups, Options(nullptr)) {}
+        cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Options(&ledger_)),
+        fifo_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Options(nullptr)) {}
   static CycleOptions Options(FairShareLedger* ledger) {
     CycleOptions options;
     options.fair_share = ledger;

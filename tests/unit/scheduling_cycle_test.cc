@@ -15,7 +15,7 @@ using testing::TrainingSpec;
 
 class SchedulingCycleTest : public ::testing::Test {
  protected:
-  SchedulingCycleTest() : cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.wakeups, Options()) {}
+  SchedulingCycleTest() : cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Options()) {}
   CycleOptions Options() {
     CycleOptions options;
     options.observer = &counter_;

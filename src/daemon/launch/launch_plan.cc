@@ -77,6 +77,9 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     env["HETPOOL_JOB_ID"] = input.job_id;
     env["HETPOOL_GENERATION"] = absl::StrCat(input.generation);
     env["HETPOOL_RESTART_COUNT"] = absl::StrCat(input.restart_count);
+    // A job that checkpoints resumes instead of starting over (it may also just look for its
+    // checkpoint); the variable tells it why it runs again.
+    if (input.preempted) env["HETPOOL_PREEMPTED"] = "1";
     env["HETPOOL_NODE_NAME"] = node.name;
     env["HETPOOL_VENDOR"] = std::string(runtime.name);
     env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);

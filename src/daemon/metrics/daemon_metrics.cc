@@ -171,6 +171,6 @@ void DaemonMetrics::JobEnded(const hetpool::v1::Job& job) {
   }
 }
 
-void DaemonMetrics::JobRestarted(const std::string& reason) { job_restarts_.Add({{"reason", reason}}).Increment(); }
+void DaemonMetrics::JobRestarted(const hetpool::v1::Job&, const std::string& reason) { job_restarts_.Add({{"reason", reason}}).Increment(); }
 
 }  // namespace hetpool::daemon

@@ -28,7 +28,7 @@ class DaemonMetrics final : public StateObserver {
   void Decision(absl::Duration took, bool placed) override;
   void StoreWrite(absl::Duration took, bool ok) override;
   void JobEnded(const hetpool::v1::Job& job) override;
-  void JobRestarted(const std::string& reason) override;
+  void JobRestarted(const hetpool::v1::Job& job, const std::string& reason) override;
 
  private:
   class PoolCollector;

@@ -123,6 +123,33 @@ double FairShareLedger::Usage(const std::string& group, const std::string& selec
 
 double FairShareLedger::Share(const std::string& group) const { return DominantShare(group, Entitlements(group)); }
 
+double FairShareLedger::ClassShare(const std::string& group, const CardClass& card_class, int64_t plus_milli) const {
+  double share = -1;  // no selector covers the class yet
+  for (const auto& [selector, entitled] : Entitlements(group)) {
+    if (!SelectorMatches(selector, card_class.first, card_class.second)) continue;
+    const double used = HeldMatching(group, selector) + static_cast<double>(plus_milli);
+    share = std::max(share, used <= 0 ? 0.0 : entitled > 0 ? used / entitled : kNoEntitlement);
+  }
+  if (share >= 0) return share;
+  double held = static_cast<double>(plus_milli);
+  if (auto it = held_.find(group); it != held_.end()) {
+    if (auto c = it->second.find(card_class); c != it->second.end()) held += static_cast<double>(c->second);
+  }
+  return held > 0 ? kNoEntitlement : 0;
+}
+
+double FairShareLedger::HeldShare(const std::string& group, const CardHoldings& plus) const {
+  double share = 0;
+  for (const auto& [selector, entitled] : Entitlements(group)) {
+    double used = HeldMatching(group, selector);
+    for (const auto& [card_class, milli] : plus) {
+      if (SelectorMatches(selector, card_class.first, card_class.second)) used += static_cast<double>(milli);
+    }
+    if (used > 0) share = std::max(share, entitled > 0 ? used / entitled : kNoEntitlement);
+  }
+  return share;
+}
+
 double FairShareLedger::DominantShare(const std::string& group,
                                       const std::vector<std::pair<std::string, double>>& entitlements) const {
   double share = 0;

@@ -52,6 +52,15 @@ class FairShareLedger {
 
   // The group's dominant share (0 when it is entitled to nothing and uses nothing).
   double Share(const std::string& group) const;
+  // What the group holds now of one class of cards, `plus_milli` added, over what it is entitled
+  // to of it (past usage left out; the largest ratio over its selectors that cover the class).
+  // Above 1 it borrows others' idle entitlement there, which a group below its own may reclaim
+  // by preemption (preemption_stage.h). Entitled to none of the class: 0 if it holds none, else
+  // above any entitlement.
+  double ClassShare(const std::string& group, const CardClass& card_class, int64_t plus_milli = 0) const;
+  // The dominant one of them: the largest over the classes it holds or is entitled to, `plus`
+  // added.
+  double HeldShare(const std::string& group, const CardHoldings& plus = {}) const;
   // Every configured group and every group that holds or used cards, by name.
   std::vector<GroupShare> Groups() const;
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
 #include "src/common/torchrun_lines.h"
@@ -17,7 +18,7 @@ namespace hetpool::daemon {
 AgentReconciler::AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases)
     : jobs_(jobs), nodes_(nodes), wakeups_(wakeups), leases_(leases) {}
 
-void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason) {
+void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace) {
   const JobGen key{entry.job.id(), entry.job.generation()};
   for (const auto& p : entry.job.placement()) {
     NodeEntry* node = nodes_.Find(p.node());
@@ -27,6 +28,7 @@ void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason) 
     nodes_.BumpOrders(*node);
     claim->second.desired = false;
     claim->second.kill_reason = reason;
+    claim->second.kill_grace = grace;
     claim->second.undesired_at_version = node->orders_version;
   }
   wakeups_.CapacityChanged();
@@ -50,6 +52,25 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
   }
   if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
   ReleaseClaims(entry, absl::StrCat("gang stopped: ", message));
+  return absl::OkStatus();
+}
+
+absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption) {
+  pb::Job job = entry.job;
+  preemption.set_generation(job.generation());
+  *preemption.mutable_at() = ToProtoTime(jobs_.Now());
+  const std::string message = absl::StrCat("preempted by job ", preemption.by_job(), " (", preemption.reason(), "); ",
+                                           absl::StrFormat("%.2f", preemption.card_hours_lost()),
+                                           " card-hours since its last checkpoint lost");
+  job.set_state(pb::JOB_STATE_PENDING);
+  job.set_reason(kRestartPreempted);
+  job.set_message(message);
+  job.set_preemption_count(job.preemption_count() + 1);
+  *job.mutable_last_preemption() = preemption;
+  jobs_.AddEvent(job, kRestartPreempted, message);
+  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
+  ReleaseClaims(entry, absl::StrCat("preempted by job ", preemption.by_job()),
+                FromProtoDuration(entry.job.spec().preemption_grace()));
   return absl::OkStatus();
 }
 
@@ -292,6 +313,7 @@ pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {
       kill->set_job_id(key.first);
       kill->set_generation(key.second);
       kill->set_reason(claim.kill_reason);
+      kill->set_grace_ms(absl::ToInt64Milliseconds(claim.kill_grace));
       continue;
     }
     const JobEntry* entry = jobs_.Find(key.first);

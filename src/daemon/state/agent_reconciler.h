@@ -36,8 +36,14 @@ class AgentReconciler {
   // Nodes silent past the lease become NotReady; past the orphan grace too, their jobs are
   // restarted elsewhere or fail.
   void ExpireLeases(absl::Time now);
-  // Orders every node running a claim of the job's current generation to stop it, with `reason`.
-  void ReleaseClaims(JobEntry& entry, const std::string& reason);
+  // Orders every node running a claim of the job's current generation to stop it, with `reason`,
+  // SIGKILL following SIGTERM after `grace` (zero: the agent's --kill-grace).
+  void ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace = absl::ZeroDuration());
+  // Stops the job's running generation to make room for another job: back to PENDING without
+  // spending a restart, `preemption` recorded (the next generation sees HETPOOL_PREEMPTED=1), its
+  // processes given the job's preemption_grace. The claims stay, holding the cards, until the
+  // agents report the processes gone. Nothing changes when the store refuses the change.
+  absl::Status Preempt(JobEntry& entry, pb::Preemption preemption);
   // The node's orders: launches of its desired claims, kills of the others.
   pb::Orders OrdersFor(const NodeEntry& node) const;
   // Whether `node` may push logs of (job, generation): only a node the generation ran on.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "hetpool/device.h"
 
 namespace hetpool::daemon {
@@ -25,6 +26,7 @@ struct Claim {
   uint64_t host_memory_mib = 0;    // host memory held on the node
   bool desired = true;
   std::string kill_reason;
+  absl::Duration kill_grace;          // SIGTERM to SIGKILL (a preemption's); zero: the agent's own
   uint64_t created_at_version = 0;    // orders version that first carried the launch
   uint64_t undesired_at_version = 0;  // orders version that first carried the kill
   // The generation's rendezvous host:port ("" for one-node jobs): busy until the claim goes,

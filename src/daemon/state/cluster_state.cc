@@ -23,9 +23,9 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
       nodes_(store, wakeups_, PortRange{options_.rendezvous_port_min, options_.rendezvous_port_max}),
       reconciler_(jobs_, nodes_, wakeups_, LeaseOptions{options_.lease_ttl, options_.orphan_grace}),
       fair_share_(options_.queues ? std::optional<FairShareLedger>(std::in_place, *options_.queues) : std::nullopt),
-      cycle_(jobs_, nodes_, policy, wakeups_,
+      cycle_(jobs_, nodes_, policy, reconciler_, wakeups_,
              CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer,
-                          fair_share_ ? &*fair_share_ : nullptr}) {
+                          fair_share_ ? &*fair_share_ : nullptr, options_.preemption}) {
   if (fair_share_) queues_file_ = options_.queues_file;
 }
 

@@ -67,6 +67,8 @@ struct ClusterOptions {
   // again from when it changes (nullopt: never re-read). No config: the policy's order alone.
   std::optional<QueueConfig> queues;
   std::optional<WatchedFile> queues_file;
+  // hetpoold --preemption (docs/sharing.md): off, priority, or fair-share (needs `queues`).
+  PreemptionMode preemption = PreemptionMode::kOff;
   StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 

@@ -89,8 +89,9 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     const pb::Job& job = entry.job;
     if (IsTerminal(job.state()) && !IsTerminal(before.state())) options_.observer->JobEnded(job);
     if (job.restart_count() > before.restart_count() && job.events_size() > 0) {
-      options_.observer->JobRestarted(job.events(job.events_size() - 1).reason());
+      options_.observer->JobRestarted(job, job.events(job.events_size() - 1).reason());
     }
+    if (job.preemption_count() > before.preemption_count()) options_.observer->JobRestarted(job, kRestartPreempted);
   }
   wakeups_.Changed();
   return absl::OkStatus();

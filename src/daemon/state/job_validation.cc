@@ -149,6 +149,13 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     return s;
   }
 
+  // Preemption: a grace past an hour holds the preemptor's cards idle that long, so it is a typo.
+  for (const auto& [field, d] : {std::pair{"preemption_grace", &spec.preemption_grace()},
+                                 std::pair{"checkpoint_interval", &spec.checkpoint_interval()}}) {
+    if (d->seconds() < 0 || d->nanos() < 0) return Invalid(field, "must not be negative");
+  }
+  if (spec.preemption_grace().seconds() > 3600) return Invalid("preemption_grace", "at most 3600s");
+
   if (auto s = CheckRange("device_milli", spec.device_milli(), 0, 1000); !s.ok()) return s;
   const bool fractional = spec.device_milli() > 0 && spec.device_milli() < 1000;
   if (fractional && spec.devices_per_node() != 1) {

@@ -17,14 +17,28 @@
 namespace hetpool::daemon {
 namespace {
 
-// Marks the devices held for the head of the queue; the Reservation filter keeps the jobs behind
-// it off them.
-void MarkHeld(const std::map<std::string, std::set<std::string>>& reserved, scheduler::NodeView& view) {
-  auto it = reserved.find(view.name);
-  if (it == reserved.end()) return;
-  for (auto& dv : view.devices) dv.held = it->second.contains(dv.device->id);
-  view.generation = scheduler::ContentGeneration(view);
+// Marks the devices held for the head of the queue and for preemptors (and only those): the
+// Reservation filter keeps the other jobs off them.
+void MarkHeld(const std::map<std::string, std::set<std::string>>& held, scheduler::NodeView& view) {
+  auto it = held.find(view.name);
+  bool changed = false;
+  for (auto& dv : view.devices) {
+    const bool now_held = it != held.end() && it->second.contains(dv.device->id);
+    changed = changed || dv.held != now_held;
+    dv.held = now_held;
+  }
+  if (changed) view.generation = scheduler::ContentGeneration(view);
 }
+
+// `a` and `b` together.
+HeldCards Merged(HeldCards a, const HeldCards& b) {
+  for (const auto& [node, devices] : b) a[node].insert(devices.begin(), devices.end());
+  return a;
+}
+
+// Preemption attempts per pass: each asks the policy a few times, so a long queue of jobs that
+// could preempt costs a bounded time; the rest try again in the next pass.
+constexpr int kMaxPreemptionAttemptsPerPass = 16;
 
 // Binding is BindPlacement: claims, launch plans and the store, under the caller's lock.
 class JobBinder final : public scheduler::Binder {
@@ -43,8 +57,26 @@ class JobBinder final : public scheduler::Binder {
 }  // namespace
 
 SchedulingCycle::SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler::PlacementPolicy* policy,
-                                 Wakeups& wakeups, CycleOptions options)
-    : jobs_(jobs), nodes_(nodes), policy_(policy), wakeups_(wakeups), options_(std::move(options)) {}
+                                 AgentReconciler& reconciler, Wakeups& wakeups, CycleOptions options)
+    : jobs_(jobs),
+      nodes_(nodes),
+      policy_(policy),
+      wakeups_(wakeups),
+      options_(std::move(options)),
+      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share) {}
+
+struct SchedulingCycle::PassState {
+  std::vector<scheduler::NodeView> views;
+  Reservation reserved;  // the head of the queue's
+  Reservation held;      // `reserved` and every preemptor's cards: what the views mark held
+  std::optional<QuotaLedger> quota;
+  QueueOrder* queue = nullptr;  // its shares are read again after a placement
+
+  void Hold(Reservation next) {
+    held = std::move(next);
+    for (auto& view : views) MarkHeld(held, view);
+  }
+};
 
 void SchedulingCycle::Run(absl::Time now) {
   if (!wakeups_.capacity_changed() && now - last_full_pass_ < options_.full_pass_every) {
@@ -66,18 +98,26 @@ std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const
   return views;
 }
 
-scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free) const {
+scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
   scheduler::NodeView view;
   view.name = node.record.name();
   view.schedulable = all_free || node.schedulable();
+  static const Claims kNoClaims;
+  const Claims* claims = all_free ? &kNoClaims : &node.claims;
+  Claims kept;
+  if (without != nullptr && !all_free) {
+    for (const auto& [key, claim] : node.claims) {
+      if (!without->contains(key)) kept.emplace(key, claim);
+    }
+    claims = &kept;
+  }
   // Shares held per device: whole claims take all of it, fractional ones their slice.
-  const Holds holds = all_free ? Holds{} : HoldsByDevice(node.claims);
+  const Holds holds = HoldsByDevice(*claims);
   view.context.torch_devices = node.inventory.torch_devices.empty() ? drivers::DefaultTorchDevices(node.inventory.devices)
                                                                     : node.inventory.torch_devices;
   view.context.metax_cuda_translation = options_.metax_cuda_translation;
   if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
-  static const Claims kNoClaims;
-  const HostFree host = HostFreeOf(node.inventory, all_free ? kNoClaims : node.claims);
+  const HostFree host = HostFreeOf(node.inventory, *claims);
   view.cpu_milli_total = host.cpu_milli_total;
   view.cpu_milli_free = host.cpu_milli;
   view.host_memory_total_mib = host.memory_total_mib;
@@ -91,13 +131,72 @@ scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free
 }
 
 void SchedulingCycle::Refresh(std::vector<scheduler::NodeView>& views, const std::string& name,
-                              const Reservation& reserved) const {
+                              const Reservation& held) const {
   auto it = std::lower_bound(views.begin(), views.end(), name,
                              [](const scheduler::NodeView& v, const std::string& n) { return v.name < n; });
   const NodeEntry* node = nodes_.Find(name);
   if (it == views.end() || it->name != name || node == nullptr) return;
   *it = ViewOf(*node, false);
-  MarkHeld(reserved, *it);
+  MarkHeld(held, *it);
+}
+
+absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, const scheduler::PlacementRequest& request,
+                                                            PassState& pass) {
+  JobBinder binder(jobs_, nodes_, entry);
+  const absl::Time decision_start = absl::Now();
+  auto placement = policy_->Schedule(request, pass.views, binder);
+  if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
+  if (!placement.ok()) return placement;
+  if (pass.quota) pass.quota->HoldPlacement(entry.job.spec(), *placement, pass.views);
+  if (FairShareLedger* const fair_share = options_.fair_share; fair_share != nullptr) {
+    ForEachPlacedCard(*placement, pass.views, [&](const DeviceRecord& device, int64_t milli) {
+      fair_share->Hold(entry.job.spec().group(), CardClassOf(device), milli);
+    });
+    if (pass.queue != nullptr) pass.queue->SharesChanged();
+  }
+  for (const auto& assignment : placement->nodes) Refresh(pass.views, assignment.node, pass.held);
+  return placement;
+}
+
+namespace {
+
+// The job's placement request, with the Quota filter asking the ledger whether the owner may
+// take more cards of a class.
+scheduler::PlacementRequest RequestFor(const JobEntry& entry, const std::optional<QuotaLedger>& quota) {
+  scheduler::PlacementRequest request = ToPlacementRequest(entry.job.spec());
+  const pb::JobSpec& spec = entry.job.spec();
+  if (quota && CardsNeeded(spec) > 0) {
+    request.quota_blocked = [&quota, &spec](const DeviceRecord& device) { return quota->Blocked(spec, device); };
+    request.quota_owner = absl::StrCat(spec.user(), "/", spec.group());
+  }
+  return request;
+}
+
+// Waiting on its owner's quota, not on the pool.
+bool WaitsOnQuota(const absl::Status& status) {
+  const auto reason = scheduler::PendingReasonOf(status);
+  return reason.has_value() && reason->waiting_reasons.contains("Quota");
+}
+
+}  // namespace
+
+void SchedulingCycle::OfferPreemptors(PassState& pass) {
+  for (const std::string& id : preemption_.Preemptors()) {
+    JobEntry* entry = jobs_.Find(id);
+    if (entry == nullptr || entry->job.state() != pb::JOB_STATE_PENDING) {
+      preemption_.Release(id);
+      continue;
+    }
+    if (!preemption_.VictimsGone(id)) continue;
+    // Its own cards are not held against it; every other preemptor's still are.
+    pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors(id)));
+    const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
+    // Placed or not, the hold has done its work: a job that still does not fit (the pool
+    // changed meanwhile) joins the queue again, and may preempt again.
+    Offer(*entry, request, pass).IgnoreError();
+    preemption_.Release(id);
+  }
+  pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
 }
 
 void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now) {
@@ -106,51 +205,59 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);
     fair_share->Observe(now, std::move(holdings.capacity), std::move(holdings.held));
   }
-  // The policy's queue order (the profile's QueueSort plugin: by default higher priority first,
-  // then the group furthest below its fair share, then submission order).
-  QueueOrder queue(jobs_.Pending(only), *policy_, fair_share);
+  PassState pass;
   // The first job that waits for capacity (the head of the queue) reserves the nodes closest to
   // holding it; jobs behind it may use other devices (backfill) but not the ones it could use
   // there, so they never delay it. Only one reservation: more would let a long queue of big
   // jobs idle the whole pool. A pass for new submissions only keeps the last full pass's.
-  Reservation reserved;
-  if (only != nullptr) reserved = reserved_;
-  std::optional<QuotaLedger> ledger;
-  if (options_.quotas != nullptr) ledger.emplace(HoldingsLedger(*options_.quotas, nodes_, jobs_));
+  if (only != nullptr) pass.reserved = reserved_;
+  if (options_.quotas != nullptr) pass.quota.emplace(HoldingsLedger(*options_.quotas, nodes_, jobs_));
   // The views are built once per pass; a placement refreshes only the nodes it changed, so the
   // policy re-reads only those (NodeView.generation).
-  std::vector<scheduler::NodeView> views = NodeViews(false);
-  for (auto& view : views) MarkHeld(reserved, view);
+  pass.views = NodeViews(false);
+  preemption_.NewPass();
+  OfferPreemptors(pass);
+  // The policy's queue order (the profile's QueueSort plugin: by default higher priority first,
+  // then the group furthest below its fair share, then submission order).
+  QueueOrder queue(jobs_.Pending(only), *policy_, fair_share);
+  pass.queue = &queue;
+  // The pool as it would be without some jobs' claims: what preemption asks the policy about.
+  auto views_without = [&](const std::vector<std::pair<std::string, JobGen>>& claims) {
+    std::map<std::string, std::set<JobGen>> by_node;
+    for (const auto& [node, key] : claims) by_node[node].insert(key);
+    std::vector<scheduler::NodeView> trial = pass.views;
+    for (auto& view : trial) {
+      auto it = by_node.find(view.name);
+      const NodeEntry* node = nodes_.Find(view.name);
+      if (it == by_node.end() || node == nullptr) continue;
+      view = ViewOf(*node, false, &it->second);
+      MarkHeld(pass.held, view);
+    }
+    return trial;
+  };
+  int preemption_attempts = 0;
   while (JobEntry* entry = queue.Next()) {
-    scheduler::PlacementRequest request = ToPlacementRequest(entry->job.spec());
-    // The Quota filter asks the ledger whether the owner may take more cards of a class.
-    const pb::JobSpec& spec = entry->job.spec();
-    if (ledger && CardsNeeded(spec) > 0) {
-      request.quota_blocked = [&ledger, &spec](const DeviceRecord& device) { return ledger->Blocked(spec, device); };
-      request.quota_owner = absl::StrCat(spec.user(), "/", spec.group());
-    }
-    JobBinder binder(jobs_, nodes_, *entry);
-    const absl::Time decision_start = absl::Now();
-    auto placement = policy_->Schedule(request, views, binder);
-    if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
-    if (placement.ok()) {
-      if (ledger) ledger->HoldPlacement(entry->job.spec(), *placement, views);
-      if (fair_share != nullptr) {
-        ForEachPlacedCard(*placement, views, [&](const DeviceRecord& device, int64_t milli) {
-          fair_share->Hold(entry->job.spec().group(), CardClassOf(device), milli);
-        });
-        queue.SharesChanged();
-      }
-      for (const auto& assignment : placement->nodes) Refresh(views, assignment.node, reserved);
-      continue;
-    }
+    if (preemption_.Waiting(entry->job.id())) continue;  // its victims are still stopping
+    const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
+    auto placement = Offer(*entry, request, pass);
+    if (placement.ok()) continue;
     if (!scheduler::PendingReasonOf(placement.status()).has_value()) {  // placed but not bound: read the state again
-      views = NodeViews(false);
-      for (auto& view : views) MarkHeld(reserved, view);
+      pass.views = NodeViews(false);
+      pass.Hold(pass.held);
     }
-    NoteWaiting(*entry, request, placement.status(), views, reserved);
+    if (preemption_.enabled() && absl::IsUnavailable(placement.status()) && !WaitsOnQuota(placement.status()) &&
+        preemption_attempts < kMaxPreemptionAttemptsPerPass) {
+      ++preemption_attempts;
+      if (preemption_.TryPreempt(*entry, request, pass.views, views_without, now)) {
+        pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
+        continue;
+      }
+    }
+    const bool had_head = !pass.reserved.empty();
+    NoteWaiting(*entry, request, placement.status(), pass.views, pass.reserved);
+    if (!had_head && !pass.reserved.empty()) pass.Hold(Merged(pass.reserved, pass.held));
   }
-  if (only == nullptr) reserved_ = std::move(reserved);
+  if (only == nullptr) reserved_ = std::move(pass.reserved);
 }
 
 void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
@@ -162,9 +269,8 @@ void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementReq
     // Waiting on its owner's quota, not on the pool: it holds no nodes for itself either.
     why.set_quota(quota->second);
   } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
-    reserved = ReservationFor(request, views);  // nothing is reserved yet: these are the plain views
-    if (!reserved.empty()) {
-      for (auto& view : views) MarkHeld(reserved, view);
+    reserved = ReservationFor(request, views);  // nothing is reserved for a head yet (it reads no held marks)
+    if (!reserved.empty()) {  // the caller marks the views
       std::vector<std::string> names;
       for (const auto& [node, devices] : reserved) names.push_back(node);
       why.set_held_for_it(absl::StrJoin(names, ","));

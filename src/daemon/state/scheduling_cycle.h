@@ -17,8 +17,10 @@
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
 #include "src/daemon/sharing/fair_share.h"
+#include "src/daemon/state/agent_reconciler.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
+#include "src/daemon/state/preemption_stage.h"
 #include "src/daemon/state/state_observer.h"
 #include "src/daemon/state/wakeups.h"
 
@@ -30,14 +32,18 @@ struct CycleOptions {
   StateObserver* observer = nullptr;         // decision times
   // Fair-share queues (--queues): the ledger the queue order reads; null: the policy's order alone.
   FairShareLedger* fair_share = nullptr;
+  // hetpoold --preemption: whether a job that waits for capacity may stop others (the
+  // preemption stage, preemption_stage.h); kFairShare needs `fair_share`.
+  PreemptionMode preemption = PreemptionMode::kOff;
   // A full pass over the queue runs at least this often, a safety net for a missed wake-up.
   absl::Duration full_pass_every = absl::Minutes(1);
 };
 
 class SchedulingCycle {
  public:
-  SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler::PlacementPolicy* policy, Wakeups& wakeups,
-                  CycleOptions options);
+  // `reconciler` stops the jobs the preemption stage preempts.
+  SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler::PlacementPolicy* policy, AgentReconciler& reconciler,
+                  Wakeups& wakeups, CycleOptions options);
 
   // A job entered the queue: the next Run offers it even when nothing freed capacity.
   void Submitted(const std::string& job_id) { new_jobs_.push_back(job_id); }
@@ -52,12 +58,22 @@ class SchedulingCycle {
   std::vector<scheduler::NodeView> NodeViews(bool all_free) const;
 
  private:
-  using Reservation = std::map<std::string, std::set<std::string>>;  // node -> device ids
+  using Reservation = HeldCards;  // node -> device ids
+
+  // What one pass places with: the views, the cards held (for the head of the queue and for
+  // preemptors) and the ledgers its placements count in.
+  struct PassState;
 
   void Pass(const std::vector<std::string>* only, absl::Time now);
-  scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free) const;
+  // `without`: claims left out (as if those jobs had stopped).
+  scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without = nullptr) const;
   // Rebuilds the view of `name` in `views` after its claims changed.
-  void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& reserved) const;
+  void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& held) const;
+  // Offers the job to the policy and binds it; on a placement, counts it in the ledgers and
+  // refreshes the views it changed.
+  absl::StatusOr<scheduler::Placement> Offer(JobEntry& entry, const scheduler::PlacementRequest& request, PassState& pass);
+  // Jobs whose victims have stopped are offered first, onto the cards held for them.
+  void OfferPreemptors(PassState& pass);
   // Why a job still waits, recorded (and shown to watchers) when it changed.
   void NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
                    std::vector<scheduler::NodeView>& views, Reservation& reserved);
@@ -71,6 +87,7 @@ class SchedulingCycle {
   scheduler::PlacementPolicy* const policy_;
   Wakeups& wakeups_;
   const CycleOptions options_;
+  PreemptionStage preemption_;
   std::vector<std::string> new_jobs_;  // submitted since the last pass
   absl::Time last_full_pass_ = absl::InfinitePast();
   Reservation reserved_;  // the head of the queue's hold, from the last full pass

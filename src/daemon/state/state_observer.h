@@ -15,8 +15,10 @@ inline constexpr char kRestartNonZeroExit[] = "NonZeroExit";  // a rank exited w
 inline constexpr char kRestartProcessLost[] = "ProcessLost";  // the agent no longer runs a rank
 inline constexpr char kRestartNodeLost[] = "NodeLost";        // a node's lease ran out
 inline constexpr char kRestartLaunchFailed[] = "LaunchFailed";  // a node could not start torchrun
+// Stopped to make room for another job (hetpoold --preemption); restarts are not spent.
+inline constexpr char kRestartPreempted[] = "Preempted";
 inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost,
-                                                  kRestartLaunchFailed};
+                                                  kRestartLaunchFailed, kRestartPreempted};
 
 class StateObserver {
  public:
@@ -26,8 +28,9 @@ class StateObserver {
   virtual void StoreWrite(absl::Duration took, bool ok) = 0;
   // The job reached SUCCEEDED, FAILED or CANCELLED.
   virtual void JobEnded(const hetpool::v1::Job& job) = 0;
-  // A gang was stopped and goes back to the queue (`reason`: one of kRestartReasons).
-  virtual void JobRestarted(const std::string& reason) = 0;
+  // A gang was stopped and goes back to the queue (`reason`: one of kRestartReasons); `job` as
+  // it is now (PENDING; a preempted one names its preemptor in last_preemption).
+  virtual void JobRestarted(const hetpool::v1::Job& job, const std::string& reason) = 0;
 };
 
 }  // namespace hetpool::daemon

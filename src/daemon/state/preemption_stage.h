@@ -1,0 +1,108 @@
+// PreemptionStage: the scheduling cycle's stage for a job that waits for capacity (hetpoold
+// --preemption). It finds the running jobs that may be stopped for it (lower priority; with
+// fair-share queues also equal or lower priority of a group above its share when the waiting
+// job's group stays within its own), lets sharing/preemption.h choose the victims that lose the
+// least work while the policy itself confirms the job then fits, stops them through the
+// reconciler (requeued, restarts not spent, their preemption_grace between SIGTERM and
+// SIGKILL), and holds the cards the job will get until the victims' processes are gone: the
+// cycle marks them held for everyone else and offers them to the job first. Thread-free:
+// SchedulingCycle runs it under ClusterState's lock.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "scheduler/placement_policy.h"
+#include "src/daemon/sharing/fair_share.h"
+#include "src/daemon/sharing/preemption.h"
+#include "src/daemon/state/agent_reconciler.h"
+#include "src/daemon/state/job_table.h"
+#include "src/daemon/state/node_registry.h"
+
+namespace hetpool::daemon {
+
+enum class PreemptionMode {
+  kOff,
+  kPriority,   // a waiting job may stop lower-priority jobs
+  kFairShare,  // also reclaim: jobs of groups above their fair share, for a group below its own
+};
+// "off", "priority", "fair-share"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& text);
+
+// Cards per node: node -> device ids.
+using HeldCards = std::map<std::string, std::set<std::string>>;
+
+class PreemptionStage {
+ public:
+  // `fair_share`: the fair-share ledger (kFairShare reclaims by it; null: priority only).
+  // `policy` confirms that a job fits once its victims are gone (Place, nothing bound).
+  PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentReconciler& reconciler, scheduler::PlacementPolicy& policy,
+                  PreemptionMode mode, const FairShareLedger* fair_share);
+
+  bool enabled() const { return mode_ != PreemptionMode::kOff; }
+  // A new pass: the running jobs are gathered again on the first attempt.
+  void NewPass() { candidates_.reset(); }
+
+  // The pool without some claims (node, generation), as the cycle's views show it (cards held
+  // for others marked).
+  using ViewsWithout =
+      std::function<std::vector<scheduler::NodeView>(const std::vector<std::pair<std::string, JobGen>>& claims)>;
+  // `entry` waits for capacity (`request` found no room on `views`): stops the cheapest victims
+  // that make it fit and holds their cards for it. False when none would, or none may be stopped.
+  bool TryPreempt(JobEntry& entry, const scheduler::PlacementRequest& request,
+                  const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without, absl::Time now);
+
+  // The jobs waiting for their victims to stop, in the order they preempted.
+  std::vector<std::string> Preemptors() const;
+  bool Waiting(const std::string& job_id) const { return holds_.contains(job_id); }
+  // Whether every claim of the job's victims is gone (their cards are free for it now).
+  bool VictimsGone(const std::string& job_id) const;
+  // The job was placed, ended, or must look again: its hold goes.
+  void Release(const std::string& job_id) { holds_.erase(job_id); }
+  // Every card held for a preemptor, and those held for everyone but `except` (a job id).
+  HeldCards HeldForPreemptors(const std::string& except = "") const;
+
+ private:
+  struct Candidate {
+    PreemptibleJob job;
+    JobEntry* entry = nullptr;
+    int priority = 0;
+    std::string group;
+    std::vector<std::pair<std::string, JobGen>> claims;  // node, generation: all desired
+    std::set<CardClass> classes;                          // of the cards it holds
+  };
+  // Groups' class shares (FairShareLedger::ClassShare), asked once per attempt.
+  using ShareMemo = std::map<std::pair<std::string, CardClass>, double>;
+  struct Hold {
+    uint64_t seq = 0;                                    // preemption order
+    HeldCards cards;                                     // where the preemptor goes
+    std::vector<std::pair<std::string, JobGen>> claims;  // the victims' claims to wait for
+  };
+
+  void GatherCandidates(absl::Time now);
+  // Why `c` may be stopped for `entry`, or nullopt.
+  std::optional<std::string> MayStop(const JobEntry& entry, const Candidate& c, ShareMemo& shares) const;
+  std::vector<NodeOffer> Offers(const scheduler::PlacementRequest& request,
+                                const std::vector<scheduler::NodeView>& views,
+                                const std::map<std::string, const PreemptibleJob*>& stoppable) const;
+  // Reclaim keeps the preemptor's group within its entitlement of every class it is placed on.
+  bool StaysWithinShare(const JobEntry& entry, const scheduler::Placement& placement,
+                        const std::vector<scheduler::NodeView>& views) const;
+
+  JobTable& jobs_;
+  NodeRegistry& nodes_;
+  AgentReconciler& reconciler_;
+  scheduler::PlacementPolicy& policy_;
+  const PreemptionMode mode_;
+  const FairShareLedger* const fair_share_;
+  std::optional<std::map<std::string, Candidate>> candidates_;  // running jobs by id, this pass
+  std::map<std::string, Hold> holds_;                            // preemptor id -> its hold
+  uint64_t next_seq_ = 0;
+};
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,392 @@
+// Preemption (issue 16, item 2): the victim choice on its own (sharing/preemption.h), and the
+// scheduling cycle's preemption stage over the in-memory parts with the daemon's default policy:
+// who is stopped, how (requeued, restarts not spent, the job's grace on the kill order), that the
+// cards go to the job that preempted, and when nothing is stopped.
+#include "src/daemon/sharing/preemption.h"
+
+#include "gtest/gtest.h"
+#include "scheduler/framework/profile.h"
+#include "src/daemon/state/scheduling_cycle.h"
+#include "tests/testing/state_parts.h"
+
+namespace hetpool::daemon {
+namespace {
+
+using testing::StateParts;
+using testing::TrainingSpec;
+
+// --- The victim choice
+
+CardOffer Card(const std::string& id, std::vector<std::pair<const PreemptibleJob*, int32_t>> holders,
+               int32_t milli_free = 0) {
+  CardOffer card;
+  card.device_id = id;
+  card.vendor = Vendor::kNvidia;
+  card.free = holders.empty();
+  card.milli_free = holders.empty() ? 1000 : milli_free;
+  card.holders = std::move(holders);
+  return card;
+}
+
+// A pool model for `fits`: the job fits when at least `need` cards of one node are free or held
+// only by victims.
+FitsWithout CountingFits(const std::vector<NodeOffer>& offers, int need) {
+  return [&offers, need](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+    for (const auto& node : offers) {
+      int freed = 0;
+      for (const auto& card : node.cards) {
+        bool all = true;
+        for (const auto& [job, milli] : card.holders) all = all && job != nullptr && victims.contains(job->id);
+        freed += all ? 1 : 0;
+      }
+      if (freed >= need) {
+        scheduler::Placement p;
+        p.nodes.push_back({node.node, {}, 0, 1000, 0});
+        return p;
+      }
+    }
+    return absl::UnavailableError("does not fit");
+  };
+}
+
+TEST(ChooseVictims, StopsTheJobsThatLoseTheLeastWork) {
+  PreemptibleJob old_job{"old", 100, {}, ""}, young{"young", 10, {}, ""}, middle{"middle", 50, {}, ""};
+  std::vector<NodeOffer> offers = {
+      {"a", {Card("c0", {{&old_job, 1000}}), Card("c1", {{&young, 1000}}), Card("c2", {{&middle, 1000}}), Card("c3", {})}}};
+  auto choice = ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2));
+  ASSERT_TRUE(choice.has_value());
+  ASSERT_EQ(choice->victims.size(), 1u);
+  EXPECT_EQ(choice->victims[0]->id, "young");
+  EXPECT_EQ(choice->placement.nodes.at(0).node, "a");
+}
+
+TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
+  // Freeing c0 takes both its holders; the policy (here: any set with "big") needs only one.
+  PreemptibleJob small{"small", 5, {}, ""}, big{"big", 15, {}, ""}, costly{"costly", 1000, {}, ""};
+  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&small, 500}, {&big, 500}}), Card("c1", {{&costly, 1000}})}}};
+  int calls = 0;
+  auto choice = ChooseVictims({1, 1, 1000}, offers, [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+    ++calls;
+    if (!victims.contains("big")) return absl::UnavailableError("no");
+    return scheduler::Placement{};
+  });
+  ASSERT_TRUE(choice.has_value());
+  ASSERT_EQ(choice->victims.size(), 1u);
+  EXPECT_EQ(choice->victims[0]->id, "big");
+  EXPECT_EQ(calls, 3);  // the pair, then without big (no), then without small (yes)
+}
+
+TEST(ChooseVictims, NothingIsStoppedWhenTheJobWouldStillNotFit) {
+  PreemptibleJob low{"low", 1, {}, ""};
+  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&low, 1000}}), Card("c1", {{nullptr, 1000}})}}};
+  // A card held by a job that may not be stopped cannot be freed: 2 cards are out of reach.
+  EXPECT_FALSE(ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2)).has_value());
+  // The policy has the last word: with it saying no, nothing is chosen.
+  EXPECT_FALSE(ChooseVictims({1, 1, 1000}, offers, [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> {
+                 return absl::UnavailableError("rack");
+               }).has_value());
+  EXPECT_TRUE(ChooseVictims({1, 1, 1000}, offers, CountingFits(offers, 1)).has_value());
+}
+
+TEST(ChooseVictims, AShareOfACardFreesTheCheapestCard) {
+  PreemptibleJob third{"third", 50, {}, ""}, half{"half", 5, {}, ""}, whole{"whole", 1, {}, ""};
+  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&third, 300}, {&half, 500}}, 200), Card("c1", {{&whole, 1000}}, 0)}}};
+  auto choice = ChooseVictims({1, 1, 500}, offers, [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> {
+    return scheduler::Placement{};
+  });
+  ASSERT_TRUE(choice.has_value());
+  ASSERT_EQ(choice->victims.size(), 1u);
+  EXPECT_EQ(choice->victims[0]->id, "whole");
+}
+
+TEST(ChooseVictims, HostCpuTheJobNeedsIsFreedToo) {
+  // A free card, but the host's CPU is taken: jobs holding CPU are stopped, the cheapest that do.
+  PreemptibleJob little{"little", 1, {}, ""}, lots{"lots", 10, {}, ""};
+  NodeOffer node{"a", {Card("c0", {})}, true, 1000, 1 << 20, {{&little, 1000, 0}, {&lots, 4000, 0}}};
+  std::vector<NodeOffer> offers = {node};
+  auto cpu_fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+    int64_t cpu = 1000 + (victims.contains("little") ? 1000 : 0) + (victims.contains("lots") ? 4000 : 0);
+    if (cpu < 4000) return absl::UnavailableError("host CPU");
+    return scheduler::Placement{};
+  };
+  auto choice = ChooseVictims({1, 1, 1000, 4000, 0}, offers, cpu_fits);
+  ASSERT_TRUE(choice.has_value());
+  ASSERT_EQ(choice->victims.size(), 1u);  // both were needed by count; the reprieve spares "little"
+  EXPECT_EQ(choice->victims[0]->id, "lots");
+  // Not enough CPU on the node even with every job stopped: nothing.
+  offers[0].host_holders.pop_back();
+  EXPECT_FALSE(ChooseVictims({1, 1, 1000, 4000, 0}, offers, cpu_fits).has_value());
+}
+
+TEST(ChooseVictims, WorkLostIsWhatRanSinceTheLastCheckpoint) {
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  EXPECT_DOUBLE_EQ(LostCardSeconds(2, start, absl::ZeroDuration(), start + absl::Seconds(100)), 200);
+  EXPECT_DOUBLE_EQ(LostCardSeconds(2, start, absl::Seconds(30), start + absl::Seconds(100)), 20);
+  EXPECT_DOUBLE_EQ(LostCardSeconds(0.5, start, absl::Seconds(30), start + absl::Seconds(100)), 5);
+  EXPECT_DOUBLE_EQ(LostCardSeconds(2, start, absl::Seconds(30), start), 0);
+}
+
+// --- The cycle's stage
+
+class PreemptionCycleTest : public ::testing::Test {
+ protected:
+  PreemptionCycleTest()
+      : ledger_(EqualGroups()),
+        cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups,
+               Options(PreemptionMode::kPriority, nullptr)),
+        reclaiming_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups,
+                          Options(PreemptionMode::kFairShare, &ledger_)) {}
+  static QueueConfig EqualGroups() {
+    QueueConfig config;
+    config.groups["ml"] = GroupQueue{};
+    config.groups["vision"] = GroupQueue{};
+    return config;
+  }
+  static CycleOptions Options(PreemptionMode mode, FairShareLedger* ledger) {
+    CycleOptions options;
+    options.preemption = mode;
+    options.fair_share = ledger;
+    return options;
+  }
+  static pb::JobSpec Spec(int nnodes, int cards, int priority, const std::string& group = "") {
+    pb::JobSpec spec = TrainingSpec(nnodes, cards);
+    spec.set_priority(priority);
+    spec.set_group(group);
+    return spec;
+  }
+  // Submitted and placed now, its processes reported running (so it started now).
+  JobEntry& Running(pb::JobSpec spec, SchedulingCycle& cycle) {
+    JobEntry& entry = parts_.Submit(std::move(spec));
+    cycle.Submitted(entry.job.id());
+    cycle.Run(parts_.now);
+    EXPECT_EQ(entry.job.state(), pb::JOB_STATE_SCHEDULED) << entry.job.message();
+    ReportAll();
+    EXPECT_EQ(entry.job.state(), pb::JOB_STATE_RUNNING);
+    return entry;
+  }
+  // Every agent acted on its orders: the processes of desired claims run, the rest exited
+  // (`exit_codes`: a job's own code, else 0).
+  void ReportAll(const std::map<std::string, int>& exit_codes = {}) {
+    for (auto& [name, node] : parts_.nodes.entries()) {
+      node.applied_version = node.orders_version;
+      google::protobuf::RepeatedPtrField<pb::ProcessStatus> reports;
+      for (const auto& [key, claim] : node.claims) {
+        pb::ProcessStatus& p = *reports.Add();
+        p.set_job_id(key.first);
+        p.set_generation(key.second);
+        const auto code = exit_codes.find(key.first);
+        const bool running = claim.desired && code == exit_codes.end();
+        p.set_running(running);
+        p.set_exited(!running);
+        p.set_exit_code(code == exit_codes.end() ? 143 : code->second);
+      }
+      parts_.reconciler.ApplyProcessReports(node, reports, /*registering=*/false);
+    }
+  }
+  void Later(absl::Duration d) { parts_.now += d; }
+
+  StateParts parts_;
+  std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
+  FairShareLedger ledger_;
+  SchedulingCycle cycle_;
+  SchedulingCycle reclaiming_cycle_;
+};
+
+TEST_F(PreemptionCycleTest, ALowerPriorityJobIsRequeuedAndItsCardsGoToTheJobThatPreemptedIt) {
+  parts_.Register("a", 4);
+  pb::JobSpec low_spec = Spec(1, 4, 0);
+  low_spec.mutable_preemption_grace()->set_seconds(45);
+  JobEntry& low = Running(low_spec, cycle_);
+  const uint64_t low_generation = low.job.generation();
+  Later(absl::Minutes(30));
+  JobEntry& high = parts_.Submit(Spec(1, 4, 10));
+  cycle_.Submitted(high.job.id());
+  cycle_.Run(parts_.now);
+
+  // The victim: back in the queue, no restart spent, the preemption recorded and stored.
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job.reason(), "Preempted");
+  EXPECT_EQ(low.job.restart_count(), 0);
+  EXPECT_EQ(low.job.preemption_count(), 1);
+  EXPECT_EQ(low.job.last_preemption().by_job(), high.job.id());
+  EXPECT_EQ(low.job.last_preemption().reason(), "priority 0 < 10");
+  EXPECT_EQ(low.job.last_preemption().generation(), low_generation);
+  EXPECT_NEAR(low.job.last_preemption().card_hours_lost(), 2.0, 1e-9);  // 4 cards x 30 min
+  EXPECT_EQ(parts_.store.StoredJob(low.job.id()).reason(), "Preempted");
+  EXPECT_NE(low.job.message().find("preempted by job " + high.job.id()), std::string::npos) << low.job.message();
+  // Its processes get its own grace; the cards stay held until they are gone.
+  const NodeEntry& node = *parts_.nodes.Find("a");
+  const pb::Orders orders = parts_.reconciler.OrdersFor(node);
+  ASSERT_EQ(orders.kills_size(), 1);
+  EXPECT_EQ(orders.kills(0).grace_ms(), 45000);
+  EXPECT_EQ(orders.kills(0).reason(), "preempted by job " + high.job.id());
+  // The preemptor waits for them and says so.
+  EXPECT_EQ(high.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(high.job.pending().preempting(), low.job.id());
+  EXPECT_EQ(high.job.events(high.job.events_size() - 1).reason(), "Preempting");
+
+  // Another pass while the victim stops: nothing more is stopped, nobody else gets the cards.
+  parts_.wakeups.CapacityChanged();
+  cycle_.Run(parts_.now + absl::Seconds(1));
+  EXPECT_EQ(high.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job.preemption_count(), 1);
+
+  // The victim's processes are gone: the preemptor is placed on its cards, the victim waits.
+  ReportAll();
+  EXPECT_TRUE(parts_.nodes.Find("a")->claims.empty());
+  cycle_.Run(parts_.now + absl::Seconds(2));
+  EXPECT_EQ(high.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
+
+  // Once the preemptor is done, the victim's next generation knows it was preempted.
+  ReportAll();
+  ReportAll({{high.job.id(), 0}});
+  ASSERT_EQ(high.job.state(), pb::JOB_STATE_SUCCEEDED);
+  cycle_.Run(parts_.now + absl::Seconds(3));
+  ASSERT_EQ(low.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(low.job.generation(), low_generation + 1);
+  ASSERT_EQ(low.job.launch_plan_size(), 1);
+  EXPECT_EQ(low.job.launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
+  EXPECT_EQ(high.job.launch_plan(0).env().count("HETPOOL_PREEMPTED"), 0u);
+}
+
+TEST_F(PreemptionCycleTest, EqualPriorityIsNotPreemptedWithoutFairShare) {
+  parts_.Register("a", 2);
+  JobEntry& first = Running(Spec(1, 2, 5), cycle_);
+  Later(absl::Minutes(1));
+  JobEntry& second = parts_.Submit(Spec(1, 2, 5));
+  cycle_.Submitted(second.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(first.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(second.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(second.job.pending().preempting(), "");
+}
+
+TEST_F(PreemptionCycleTest, NothingIsStoppedForAJobThatWouldStillNotFit) {
+  parts_.Register("a", 4);
+  JobEntry& low = Running(Spec(1, 2, 0), cycle_);
+  JobEntry& higher = Running(Spec(1, 2, 20), cycle_);
+  Later(absl::Minutes(1));
+  JobEntry& waiting = parts_.Submit(Spec(1, 4, 10));  // only by stopping `higher` too
+  cycle_.Submitted(waiting.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(higher.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job.preemption_count(), 0);
+}
+
+TEST_F(PreemptionCycleTest, AJobPlacedByTheSamePassIsNotUndone) {
+  parts_.Register("a", 2);
+  JobEntry& low = Running(Spec(1, 2, 0), cycle_);  // placed at `now`, which has not moved
+  JobEntry& high = parts_.Submit(Spec(1, 2, 10));
+  cycle_.Submitted(high.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
+  Later(absl::Seconds(1));  // a later pass may
+  parts_.wakeups.CapacityChanged();
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(high.job.pending().preempting(), low.job.id());
+}
+
+TEST_F(PreemptionCycleTest, AGangIsStoppedWholeOnEveryNode) {
+  parts_.Register("a", 2);
+  parts_.Register("b", 2);
+  JobEntry& gang = Running(Spec(2, 2, 0), cycle_);
+  Later(absl::Minutes(1));
+  JobEntry& high = parts_.Submit(Spec(1, 2, 10));
+  cycle_.Submitted(high.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
+  for (const char* name : {"a", "b"}) {
+    const NodeEntry& node = *parts_.nodes.Find(name);
+    ASSERT_EQ(node.claims.size(), 1u) << name;
+    EXPECT_FALSE(node.claims.begin()->second.desired) << name;
+  }
+  ReportAll();
+  cycle_.Run(parts_.now + absl::Seconds(1));
+  EXPECT_EQ(high.job.state(), pb::JOB_STATE_SCHEDULED);
+}
+
+TEST_F(PreemptionCycleTest, AGangTakesAFreeNodeBesideOneItPreemptsOn) {
+  parts_.Register("a", 2);
+  parts_.Register("b", 2);
+  JobEntry& low = Running(Spec(1, 2, 0), cycle_);
+  Later(absl::Minutes(1));
+  JobEntry& high = parts_.Submit(Spec(2, 2, 10));
+  cycle_.Submitted(high.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
+  ReportAll();
+  cycle_.Run(parts_.now + absl::Seconds(1));
+  ASSERT_EQ(high.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(high.job.placement_size(), 2);
+}
+
+TEST_F(PreemptionCycleTest, TheVictimIsTheJobThatLosesTheLeastWorkSinceItsCheckpoint) {
+  parts_.Register("a", 2);
+  JobEntry& older = Running(Spec(1, 1, 0), cycle_);
+  Later(absl::Minutes(55));
+  JobEntry& younger = Running(Spec(1, 1, 0), cycle_);
+  Later(absl::Minutes(5));
+  // No checkpoints: the younger has run 5 minutes, the older an hour.
+  JobEntry& high = parts_.Submit(Spec(1, 1, 10));
+  cycle_.Submitted(high.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(younger.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(older.job.state(), pb::JOB_STATE_RUNNING);
+}
+
+TEST_F(PreemptionCycleTest, ACheckpointingJobLosesLessAndGoesFirst) {
+  parts_.Register("a", 2);
+  pb::JobSpec checkpointing = Spec(1, 1, 0);
+  checkpointing.mutable_checkpoint_interval()->set_seconds(29 * 60);  // its last: 2 minutes ago
+  JobEntry& older = Running(checkpointing, cycle_);
+  Later(absl::Minutes(55));
+  JobEntry& younger = Running(Spec(1, 1, 0), cycle_);
+  Later(absl::Minutes(5));
+  JobEntry& high = parts_.Submit(Spec(1, 1, 10));
+  cycle_.Submitted(high.job.id());
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(older.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(younger.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_NEAR(older.job.last_preemption().card_hours_lost(), 2.0 / 60, 1e-9);
+}
+
+TEST_F(PreemptionCycleTest, AGroupBelowItsShareReclaimsFromOneAboveIt) {
+  parts_.Register("a", 4);
+  std::vector<JobEntry*> vision;
+  for (int i = 0; i < 4; ++i) {
+    vision.push_back(&Running(Spec(1, 1, 0, "vision"), reclaiming_cycle_));
+    Later(absl::Minutes(1));
+  }
+  // vision holds the whole pool, twice its share; ml holds nothing.
+  JobEntry& ml = parts_.Submit(Spec(1, 1, 0, "ml"));
+  reclaiming_cycle_.Submitted(ml.job.id());
+  reclaiming_cycle_.Run(parts_.now);
+  EXPECT_EQ(vision[3]->job.state(), pb::JOB_STATE_PENDING);  // the youngest
+  EXPECT_NE(vision[3]->job.last_preemption().reason().find("group vision above its fair share"), std::string::npos)
+      << vision[3]->job.last_preemption().reason();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(vision[static_cast<size_t>(i)]->job.state(), pb::JOB_STATE_RUNNING);
+  ReportAll();
+  reclaiming_cycle_.Run(parts_.now + absl::Seconds(1));
+  EXPECT_EQ(ml.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(vision[3]->job.preemption_count(), 1);
+}
+
+TEST_F(PreemptionCycleTest, AGroupAtItsShareReclaimsNothing) {
+  parts_.Register("a", 4);
+  for (int i = 0; i < 2; ++i) Running(Spec(1, 1, 0, "ml"), reclaiming_cycle_);
+  std::vector<JobEntry*> vision;
+  for (int i = 0; i < 2; ++i) vision.push_back(&Running(Spec(1, 1, 0, "vision"), reclaiming_cycle_));
+  Later(absl::Minutes(1));
+  JobEntry& ml = parts_.Submit(Spec(1, 1, 0, "ml"));
+  reclaiming_cycle_.Submitted(ml.job.id());
+  reclaiming_cycle_.Run(parts_.now);
+  EXPECT_EQ(ml.job.state(), pb::JOB_STATE_PENDING);
+  for (JobEntry* v : vision) EXPECT_EQ(v->job.state(), pb::JOB_STATE_RUNNING);
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
