@@ -62,6 +62,19 @@ uint64_t MemoryHeld(const PlacementRequest& request, const DeviceRecord& device)
   return device.memory_mib * static_cast<uint64_t>(request.device_milli) / 1000;
 }
 
+void TakeOnView(const PlacementRequest& request, const NodeAssignment& assignment, NodeView& view) {
+  view.cpu_milli_free -= request.cpu_milli;
+  view.host_memory_free_mib -= std::min(view.host_memory_free_mib, request.host_memory_mib);
+  for (const std::string& id : assignment.device_ids) {
+    for (DeviceView& dv : view.devices) {
+      if (dv.device->id != id) continue;
+      dv.free = false;
+      dv.milli_free -= assignment.device_milli;
+      dv.memory_free_mib -= std::min(dv.memory_free_mib, assignment.device_memory_mib);
+    }
+  }
+}
+
 bool Available(const PlacementRequest& request, const DeviceView& view) {
   if (!view.device->healthy) return false;
   if (!request.Fractional()) return view.free;

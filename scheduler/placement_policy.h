@@ -154,4 +154,9 @@ uint64_t MemoryHeld(const PlacementRequest& request, const DeviceRecord& device)
 // ones enough milli and memory left.
 bool Available(const PlacementRequest& request, const DeviceView& view);
 
+// What a placement takes of one node's view (its devices' shares and memory, the host's CPU and
+// memory), for owners of views that play placements forward without rebuilding them. The caller
+// gives the view its new generation.
+void TakeOnView(const PlacementRequest& request, const NodeAssignment& assignment, NodeView& view);
+
 }  // namespace hetpool::scheduler

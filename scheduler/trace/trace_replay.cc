@@ -99,16 +99,7 @@ class TracePool : public Binder {
   absl::Status Bind(const Placement& placement) override {
     for (const NodeAssignment& a : placement.nodes) {
       NodeView& v = views_[index_of_.at(a.node)];
-      v.cpu_milli_free -= request_->cpu_milli;
-      v.host_memory_free_mib -= request_->host_memory_mib;
-      for (const std::string& id : a.device_ids) {
-        for (DeviceView& dv : v.devices) {
-          if (dv.device->id != id) continue;
-          dv.free = false;
-          dv.milli_free -= a.device_milli;
-          dv.memory_free_mib -= a.device_memory_mib;
-        }
-      }
+      TakeOnView(*request_, a, v);
       v.generation = ++generation_;
     }
     return absl::OkStatus();

@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
                "whether a waiting job may stop others: off; priority (lower-priority jobs); fair-share (also jobs "
                "of groups above their share, for a group below its own; needs --queues) (docs/sharing.md)");
   flags.Values("preemption", {"off", "priority", "fair-share"});
+  flags.Duration("defrag-after", &options.cluster.defrag.after,
+                 "move movable jobs for a job that has waited this long on free but scattered cards (0 = never; "
+                 "docs/sharing.md)");
+  flags.Int("defrag-moves-per-hour", &options.cluster.defrag.moves_per_hour, "at most this many moves an hour");
+  flags.Duration("defrag-window", &options.cluster.defrag.window, "a job is moved at most once within this long");
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
   flags.String("http-listen", &options.http_listen,
@@ -144,6 +149,11 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("--preemption fair-share needs --queues (the groups' shares it reclaims by)"));
   }
   options.cluster.preemption = *preemption_mode;
+  if (options.cluster.defrag.after < absl::ZeroDuration() || options.cluster.defrag.moves_per_hour < 1 ||
+      options.cluster.defrag.window < absl::ZeroDuration()) {
+    return Fail(absl::InvalidArgumentError(
+        "--defrag-after and --defrag-window must not be negative, --defrag-moves-per-hour at least 1"));
+  }
   if (!profile_file.empty()) {
     auto text = hetpool::ReadTextFile(profile_file);
     if (!text.ok()) return Fail(text.status());

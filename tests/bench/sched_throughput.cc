@@ -172,12 +172,7 @@ nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, c
     for (const auto& a : placement->nodes) {
       auto& v = views[index_of.at(a.node)];
       v.generation = ++generation;
-      for (auto& dv : v.devices) {
-        if (std::find(a.device_ids.begin(), a.device_ids.end(), dv.device->id) == a.device_ids.end()) continue;
-        dv.free = false;
-        dv.milli_free -= a.device_milli;
-        dv.memory_free_mib -= std::min(dv.memory_free_mib, a.device_memory_mib);
-      }
+      sched::TakeOnView(req, a, v);
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

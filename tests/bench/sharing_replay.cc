@@ -7,7 +7,9 @@
 // With --high F a share F of the pods (by another stable hash) asks for priority 10, the rest 0;
 // every pod saves a checkpoint every --checkpoint (its checkpoint_interval), so a preempted pod
 // keeps the work up to its last one and runs the rest when placed again; its processes take
-// --stop to exit after the kill order (the SIGTERM a real job checkpoints on).
+// --stop to exit after the kill order (the SIGTERM a real job checkpoints on). Under the
+// defragmentation policy every pod is `movable`, and hetpoold's --defrag-after and
+// --defrag-moves-per-hour are the bench's flags of the same names.
 //
 // The trace's pods carry creation, scheduled and deletion times; a pod runs for its own
 // (deletion - scheduled) seconds once hetpool places it. Over its 150 days the trace keeps ~14 of
@@ -58,7 +60,10 @@ struct Options {
   double high = 0;  // share of the pods at priority 10
   absl::Duration checkpoint = absl::Minutes(30);  // every pod's checkpoint_interval
   absl::Duration stop = absl::Seconds(30);        // kill order to exit
-  std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption"};
+  absl::Duration defrag_after = absl::Minutes(10);
+  int defrag_moves_per_hour = 30;
+  std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption",
+                                       "fair-share+preemption+defrag"};
   std::string output = "table";
 };
 
@@ -116,9 +121,16 @@ class PreemptionLog final : public hetpool::daemon::StateObserver {
   void StoreWrite(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const pb::Job& job, const std::string& reason) override {
-    if (reason == hetpool::daemon::kRestartPreempted) victims.emplace_back(job.id(), job.last_preemption().by_job());
+    if (reason == hetpool::daemon::kRestartPreempted || reason == hetpool::daemon::kRestartMoved) {
+      victims.push_back({job.id(), job.last_preemption().by_job(), reason == hetpool::daemon::kRestartMoved});
+    }
   }
-  std::vector<std::pair<std::string, std::string>> victims;  // victim, preemptor
+  struct Victim {
+    std::string id;
+    std::string by;
+    bool moved;  // defragmentation
+  };
+  std::vector<Victim> victims;
 };
 
 hetpool::NodeInventory InventoryOf(const trace::TraceNode& n) {
@@ -139,7 +151,7 @@ hetpool::NodeInventory InventoryOf(const trace::TraceNode& n) {
   return inventory;
 }
 
-pb::JobSpec SpecOf(const Pod& pod, const Options& o) {
+pb::JobSpec SpecOf(const Pod& pod, const Options& o, bool movable) {
   pb::JobSpec spec;
   spec.set_name(pod.trace.name);
   spec.set_user("u-" + pod.group);
@@ -156,6 +168,7 @@ pb::JobSpec SpecOf(const Pod& pod, const Options& o) {
   spec.mutable_host()->set_cpu_milli_per_process(std::max<int64_t>(1, pod.trace.cpu_milli / pod.trace.num_gpu));
   spec.mutable_host()->set_memory_mib_per_node(pod.trace.memory_mib);
   spec.mutable_checkpoint_interval()->set_seconds(absl::ToInt64Seconds(o.checkpoint));
+  spec.set_movable(movable);
   return spec;
 }
 
@@ -183,7 +196,9 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     for (int g = 0; g < o.groups; ++g) queues.groups["g" + std::to_string(g)] = hetpool::daemon::GroupQueue{1, {}};
     options.queues = queues;
   }
-  if (policy == "fair-share+preemption") options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
+  const bool defrag = policy == "fair-share+preemption+defrag";
+  if (policy == "fair-share+preemption" || defrag) options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
+  if (defrag) options.defrag = {o.defrag_after, o.defrag_moves_per_hour, absl::Hours(1)};
   hetpool::daemon::ClusterState state(options, &store, framework.get());
   if (auto s = state.Load(); !s.ok()) {
     std::cerr << "sharing_replay: " << s << "\n";
@@ -215,8 +230,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     std::string node;
   };
   std::multimap<absl::Time, Stop> stops;  // preempted runs, exiting
-  size_t preempted = 0;
-  double card_hours_lost = 0;
+  size_t preempted = 0, moved = 0;
+  double card_hours_lost = 0, move_card_hours_lost = 0;
   std::map<std::string, int> pending_by_group;
   std::map<std::string, int64_t> held_by_group;
   // Dominant shares, as fair share weighs them: per group and model, held over an equal part of
@@ -308,7 +323,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     }
     while (next_arrival < pods.size() && pods[next_arrival].arrival <= now) {
       Pod& pod = pods[next_arrival++];
-      auto job = state.Submit(SpecOf(pod, o), "");
+      auto job = state.Submit(SpecOf(pod, o, defrag), "");
       if (!job.ok()) {
         ++refused;  // never fits the sampled pool (a model it lacks, more cards than a node has)
         continue;
@@ -349,14 +364,15 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     for (const auto& node : nodes_to_report) report(node, "");
     // Runs the daemon preempted: they keep the work up to their last checkpoint, and their
     // processes exit after --stop (their cards stay held until then).
-    for (const auto& [victim_id, by] : preemptions.victims) {
-      Pod* victim = by_job[victim_id];
-      if (Pod* preemptor = by_job[by]; preemptor != nullptr && !preemptor->decided) preemptor->decided = now;
+    for (const auto& stopped : preemptions.victims) {
+      Pod* victim = by_job[stopped.id];
+      if (Pod* preemptor = by_job[stopped.by]; preemptor != nullptr && !preemptor->decided) preemptor->decided = now;
       if (victim == nullptr || !victim->running) continue;
-      ++preempted;
+      ++(stopped.moved ? moved : preempted);
       const absl::Duration ran = now - victim->started;
       const absl::Duration kept = o.checkpoint > absl::ZeroDuration() ? ran - ran % o.checkpoint : absl::ZeroDuration();
-      card_hours_lost += static_cast<double>(victim->trace.GpuDemand()) / 1000 * absl::ToDoubleHours(ran - kept);
+      (stopped.moved ? move_card_hours_lost : card_hours_lost) +=
+          static_cast<double>(victim->trace.GpuDemand()) / 1000 * absl::ToDoubleHours(ran - kept);
       victim->done += kept;
       victim->running = false;
       for (auto [it, last] = departures.equal_range(victim->ends_at); it != last; ++it) {
@@ -377,14 +393,6 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (pod.job_id.empty() || pod.scheduled) continue;
     auto job = state.GetJob(pod.job_id);
     if (job.ok()) ++waiting_reasons[job->message().substr(0, 90)];
-  }
-  if (getenv("SHARING_REPLAY_DEBUG")) {
-    for (const Pod& pod : pods) {
-      if (pod.priority == 0 || pod.job_id.empty() || pod.decided.value_or(end) - pod.arrival < absl::Minutes(2)) continue;
-      auto job = state.GetJob(pod.job_id);
-      std::cerr << pod.job_id << " " << pod.trace.num_gpu << "x" << pod.trace.gpu_milli << " cpu " << pod.trace.cpu_milli << " mem " << pod.trace.memory_mib << " models " << pod.trace.gpu_spec.size() << " wait " << absl::ToDoubleMinutes(pod.decided.value_or(end) - pod.arrival) << "\n";
-      if (job.ok()) for (const auto& e : job->events()) std::cerr << "   " << e.reason() << ": " << e.message().substr(0, 300) << "\n";
-    }
   }
   std::map<std::string, std::vector<double>> delays;  // class -> minutes
   size_t never = 0;
@@ -411,6 +419,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       {"never_placed", never},
       {"preemptions", preempted},
       {"card_hours_lost", card_hours_lost},
+      {"moves", moved},
+      {"move_card_hours_lost", move_card_hours_lost},
       {"waiting_at_end", waiting_reasons},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
   };
@@ -423,7 +433,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
 int Usage(const std::string& message) {
   std::cerr << "sharing_replay: " << message
             << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
-               " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
+               " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
+               "fair-share+preemption+defrag] [--defrag-after 10m] [--defrag-moves-per-hour 30] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
                " [--max-runtime 24h] [-o table|json]\n";
   return 2;
 }
@@ -450,10 +461,16 @@ int main(int argc, char** argv) {
     } else if (flag == "--policies") {
       o.policies = absl::StrSplit(value, ',');
       for (const auto& policy : o.policies) {
-        if (policy != "fifo+backfill" && policy != "fair-share" && policy != "fair-share+preemption") {
-          return Usage("--policies: " + policy + " is not fifo+backfill, fair-share or fair-share+preemption");
+        if (policy != "fifo+backfill" && policy != "fair-share" && policy != "fair-share+preemption" &&
+            policy != "fair-share+preemption+defrag") {
+          return Usage("--policies: " + policy +
+                       " is not fifo+backfill, fair-share, fair-share+preemption or fair-share+preemption+defrag");
         }
       }
+    } else if (flag == "--defrag-after") {
+      if (!absl::ParseDuration(value, &o.defrag_after)) return Usage("--defrag-after: not a duration");
+    } else if (flag == "--defrag-moves-per-hour") {
+      o.defrag_moves_per_hour = std::stoi(value);
     } else if (flag == "--high") {
       o.high = std::stod(value);
     } else if (flag == "--checkpoint") {
@@ -540,6 +557,8 @@ int main(int argc, char** argv) {
                            {"high_priority_share", o.high},
                            {"checkpoint", absl::FormatDuration(o.checkpoint)},
                            {"stop", absl::FormatDuration(o.stop)},
+                           {"defrag_after", absl::FormatDuration(o.defrag_after)},
+                           {"defrag_moves_per_hour", o.defrag_moves_per_hour},
                            {"policies", nlohmann::json::array()}};
   for (const std::string& policy : o.policies) report["policies"].push_back(Run(policy, nodes, pods, o));
   if (o.output == "json") {
@@ -549,19 +568,20 @@ int main(int argc, char** argv) {
   std::cout << absl::StrFormat("%d nodes, %d cards; offered load %.2f; arrivals compressed %.0fx into %.1f h; %d groups; half-life %s\n",
                                report["nodes"].get<int>(), report["cards"].get<int>(), report["offered_load"].get<double>(), compress,
                                report["window_hours"].get<double>(), o.groups, report["half_life"].get<std::string>());
-  std::cout << absl::StrFormat("%-22s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %9s %6s\n", "POLICY", "ALLOC", "JAIN",
-                               "JAIN-D", "BACKLOG", "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99", "HIGH p99",
-                               "PREEMPT", "LOST c-h", "NEVER");
+  std::cout << absl::StrFormat("%-28s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %6s %9s %6s\n", "POLICY", "ALLOC",
+                               "JAIN", "JAIN-D", "BACKLOG", "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99",
+                               "HIGH p99", "PREEMPT", "MOVES", "LOST c-h", "NEVER");
   for (const auto& r : report["policies"]) {
     auto p = [&](const char* cls, const char* q) {
       return r["delay_minutes"].contains(cls) ? absl::StrFormat("%.1f m", r["delay_minutes"][cls][q].get<double>()) : "-";
     };
-    std::cout << absl::StrFormat("%-22s %6.1f%% %6.3f %6.3f %7.0f%% %10s %10s %10s %10s %10s %8d %9.1f %6d\n",
+    std::cout << absl::StrFormat("%-28s %6.1f%% %6.3f %6.3f %7.0f%% %10s %10s %10s %10s %10s %8d %6d %9.1f %6d\n",
                                  r["policy"].get<std::string>(), 100 * r["allocation"].get<double>(),
                                  r["jain_backlogged"].get<double>(), r["jain_dominant_backlogged"].get<double>(),
                                  100 * r["backlogged_share_of_time"].get<double>(), p("1-card", "p50"),
                                  p("1-card", "p99"), p("4+-cards", "p99"), p("share", "p99"), p("high", "p99"),
-                                 r["preemptions"].get<int>(), r["card_hours_lost"].get<double>(),
+                                 r["preemptions"].get<int>(), r["moves"].get<int>(),
+                                 r["card_hours_lost"].get<double>() + r["move_card_hours_lost"].get<double>(),
                                  r["never_placed"].get<int>());
   }
   return 0;

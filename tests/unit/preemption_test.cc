@@ -50,7 +50,7 @@ FitsWithout CountingFits(const std::vector<NodeOffer>& offers, int need) {
 }
 
 TEST(ChooseVictims, StopsTheJobsThatLoseTheLeastWork) {
-  PreemptibleJob old_job{"old", 100, {}, ""}, young{"young", 10, {}, ""}, middle{"middle", 50, {}, ""};
+  PreemptibleJob old_job{"old", 100, {}}, young{"young", 10, {}}, middle{"middle", 50, {}};
   std::vector<NodeOffer> offers = {
       {"a", {Card("c0", {{&old_job, 1000}}), Card("c1", {{&young, 1000}}), Card("c2", {{&middle, 1000}}), Card("c3", {})}}};
   auto choice = ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2));
@@ -60,9 +60,22 @@ TEST(ChooseVictims, StopsTheJobsThatLoseTheLeastWork) {
   EXPECT_EQ(choice->placement.nodes.at(0).node, "a");
 }
 
+TEST(ChooseVictims, AJobLargerThanTheWaitingOneGoesOnlyWhenNothingElseWould) {
+  // The gang lost less work, but freeing its eight cards for one would requeue it for eight.
+  PreemptibleJob gang{"gang", 80, {}, 8}, single{"single", 3600, {}, 1};
+  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&gang, 1000}}), Card("c1", {{&single, 1000}})}}};
+  auto choice = ChooseVictims({1, 1, 1000}, offers, CountingFits(offers, 1));
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->victims.at(0)->id, "single");
+  offers[0].cards.pop_back();  // only the gang's card is left to free
+  choice = ChooseVictims({1, 1, 1000}, offers, CountingFits(offers, 1));
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->victims.at(0)->id, "gang");
+}
+
 TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
   // Freeing c0 takes both its holders; the policy (here: any set with "big") needs only one.
-  PreemptibleJob small{"small", 5, {}, ""}, big{"big", 15, {}, ""}, costly{"costly", 1000, {}, ""};
+  PreemptibleJob small{"small", 5, {}}, big{"big", 15, {}}, costly{"costly", 1000, {}};
   std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&small, 500}, {&big, 500}}), Card("c1", {{&costly, 1000}})}}};
   int calls = 0;
   auto choice = ChooseVictims({1, 1, 1000}, offers, [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
@@ -77,7 +90,7 @@ TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
 }
 
 TEST(ChooseVictims, NothingIsStoppedWhenTheJobWouldStillNotFit) {
-  PreemptibleJob low{"low", 1, {}, ""};
+  PreemptibleJob low{"low", 1, {}};
   std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&low, 1000}}), Card("c1", {{nullptr, 1000}})}}};
   // A card held by a job that may not be stopped cannot be freed: 2 cards are out of reach.
   EXPECT_FALSE(ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2)).has_value());
@@ -89,7 +102,7 @@ TEST(ChooseVictims, NothingIsStoppedWhenTheJobWouldStillNotFit) {
 }
 
 TEST(ChooseVictims, AShareOfACardFreesTheCheapestCard) {
-  PreemptibleJob third{"third", 50, {}, ""}, half{"half", 5, {}, ""}, whole{"whole", 1, {}, ""};
+  PreemptibleJob third{"third", 50, {}}, half{"half", 5, {}}, whole{"whole", 1, {}};
   std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&third, 300}, {&half, 500}}, 200), Card("c1", {{&whole, 1000}}, 0)}}};
   auto choice = ChooseVictims({1, 1, 500}, offers, [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> {
     return scheduler::Placement{};
@@ -101,7 +114,7 @@ TEST(ChooseVictims, AShareOfACardFreesTheCheapestCard) {
 
 TEST(ChooseVictims, HostCpuTheJobNeedsIsFreedToo) {
   // A free card, but the host's CPU is taken: jobs holding CPU are stopped, the cheapest that do.
-  PreemptibleJob little{"little", 1, {}, ""}, lots{"lots", 10, {}, ""};
+  PreemptibleJob little{"little", 1, {}}, lots{"lots", 10, {}};
   NodeOffer node{"a", {Card("c0", {})}, true, 1000, 1 << 20, {{&little, 1000, 0}, {&lots, 4000, 0}}};
   std::vector<NodeOffer> offers = {node};
   auto cpu_fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
@@ -386,6 +399,110 @@ TEST_F(PreemptionCycleTest, AGroupAtItsShareReclaimsNothing) {
   reclaiming_cycle_.Run(parts_.now);
   EXPECT_EQ(ml.job.state(), pb::JOB_STATE_PENDING);
   for (JobEntry* v : vision) EXPECT_EQ(v->job.state(), pb::JOB_STATE_RUNNING);
+}
+
+
+// --- Defragmentation: the same stage, moving movable jobs
+
+class DefragCycleTest : public PreemptionCycleTest {
+ protected:
+  DefragCycleTest()
+      : defrag_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(12)),
+        one_move_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(1)) {
+    parts_.Register("a", 4);
+    parts_.Register("b", 4);
+  }
+  static CycleOptions Defrag(int moves_per_hour) {
+    CycleOptions options;
+    options.defrag = DefragOptions{absl::Minutes(10), moves_per_hour, absl::Hours(1)};
+    return options;
+  }
+  static pb::JobSpec Movable(int cards) {
+    pb::JobSpec spec = Spec(1, cards, 0);
+    spec.set_movable(true);
+    return spec;
+  }
+  // A running job on `node` (the other nodes drained while it is placed).
+  JobEntry& On(const std::string& node, pb::JobSpec spec) {
+    for (auto& [name, entry] : parts_.nodes.entries()) entry.record.set_drained(name != node);
+    JobEntry& job = Running(std::move(spec), defrag_cycle_);
+    for (auto& [name, entry] : parts_.nodes.entries()) entry.record.set_drained(false);
+    EXPECT_EQ(job.job.placement(0).node(), node);
+    return job;
+  }
+  // A gang that has waited past --defrag-after when `cycle` next runs.
+  JobEntry& WaitingGang(int cards, SchedulingCycle& cycle) {
+    JobEntry& gang = parts_.Submit(Spec(1, cards, 0));
+    cycle.Submitted(gang.job.id());
+    cycle.Run(parts_.now);
+    EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
+    Later(absl::Minutes(11));
+    return gang;
+  }
+
+  SchedulingCycle defrag_cycle_;
+  SchedulingCycle one_move_cycle_;
+};
+
+TEST_F(DefragCycleTest, AGangWaitingOnScatteredCardsGetsThemByMovingAMovableJob) {
+  JobEntry& moved = On("a", Movable(1));
+  JobEntry& fixed = On("b", Spec(1, 1, 0));  // 3 + 3 cards free, not 4 on one node
+  JobEntry& gang = parts_.Submit(Spec(1, 4, 0));
+  defrag_cycle_.Submitted(gang.job.id());
+  Later(absl::Minutes(9));
+  defrag_cycle_.Run(parts_.now);
+  EXPECT_EQ(moved.job.state(), pb::JOB_STATE_RUNNING) << "not before it waited --defrag-after";
+
+  Later(absl::Minutes(2));
+  defrag_cycle_.Run(parts_.now);
+  EXPECT_EQ(moved.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(moved.job.reason(), "Moved");
+  EXPECT_TRUE(moved.job.last_preemption().defragmentation());
+  EXPECT_EQ(moved.job.restart_count(), 0);
+  EXPECT_EQ(fixed.job.state(), pb::JOB_STATE_RUNNING) << "not movable";
+  EXPECT_EQ(gang.job.pending().preempting(), moved.job.id());
+  EXPECT_EQ(gang.job.events(gang.job.events_size() - 1).reason(), "Defragmenting");
+
+  ReportAll();
+  Later(absl::Seconds(1));
+  defrag_cycle_.Run(parts_.now);
+  ASSERT_EQ(gang.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(gang.job.placement(0).node(), "a");
+  // The moved job found room beside the other one, and knows it was stopped.
+  ASSERT_EQ(moved.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(moved.job.placement(0).node(), "b");
+  EXPECT_EQ(moved.job.launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
+}
+
+TEST_F(DefragCycleTest, NothingMovesWhenThePoolIsFull) {
+  JobEntry& movable = On("a", Movable(2));
+  On("b", Spec(1, 3, 0));  // 2 + 1 free: a 4-card job waits on capacity, not on scattering
+  WaitingGang(4, defrag_cycle_);
+  defrag_cycle_.Run(parts_.now);
+  EXPECT_EQ(movable.job.state(), pb::JOB_STATE_RUNNING);
+}
+
+TEST_F(DefragCycleTest, AMovedJobMustFitElsewhere) {
+  // 2 + 1 free for a 3-card job: moving the 2-card job frees a, but then it fits nowhere.
+  JobEntry& movable = On("a", Movable(2));
+  On("b", Spec(1, 3, 0));
+  WaitingGang(3, defrag_cycle_);
+  defrag_cycle_.Run(parts_.now);
+  EXPECT_EQ(movable.job.state(), pb::JOB_STATE_RUNNING);
+}
+
+TEST_F(DefragCycleTest, MovesStayWithinTheHourlyBudget) {
+  // 2 + 3 free for a 4-card job: a is freed by moving its two movable jobs to b, two moves.
+  JobEntry& first = On("a", Movable(1));
+  JobEntry& second = On("a", Movable(1));
+  On("b", Spec(1, 1, 0));
+  WaitingGang(4, one_move_cycle_);
+  one_move_cycle_.Run(parts_.now);
+  EXPECT_EQ(first.job.state(), pb::JOB_STATE_RUNNING) << "one move an hour is not enough";
+  EXPECT_EQ(second.job.state(), pb::JOB_STATE_RUNNING);
+  defrag_cycle_.Run(parts_.now);
+  EXPECT_EQ(first.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(second.job.state(), pb::JOB_STATE_PENDING);
 }
 
 }  // namespace

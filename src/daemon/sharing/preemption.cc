@@ -133,17 +133,23 @@ std::set<std::string> Ids(const std::vector<const PreemptibleJob*>& victims) {
   return ids;
 }
 
-}  // namespace
-
-bool CheaperVictim(const PreemptibleJob& a, const PreemptibleJob& b) {
-  if (a.lost_card_seconds != b.lost_card_seconds) return a.lost_card_seconds < b.lost_card_seconds;
-  if (a.started != b.started) return a.started > b.started;
-  return a.id < b.id;
+// The offers with jobs larger than `max_cards` made unstoppable.
+std::vector<NodeOffer> WithoutLarger(std::vector<NodeOffer> offers, double max_cards) {
+  auto larger = [max_cards](const PreemptibleJob* job) { return job != nullptr && job->cards > max_cards; };
+  for (auto& node : offers) {
+    for (auto& card : node.cards) {
+      for (auto& holder : card.holders) {
+        if (larger(holder.first)) holder.first = nullptr;
+      }
+    }
+    std::erase_if(node.host_holders, [&](const HostHolder& h) { return larger(h.job); });
+  }
+  return offers;
 }
 
-std::optional<PreemptionChoice> ChooseVictims(const VictimRequest& request, const std::vector<NodeOffer>& offers,
-                                              const FitsWithout& fits) {
-  if (request.nnodes < 1 || request.devices_per_node < 1) return std::nullopt;
+// The choice among the offers' stoppable jobs (steps 1-4 above).
+std::optional<PreemptionChoice> ChooseAmong(const VictimRequest& request, const std::vector<NodeOffer>& offers,
+                                            const FitsWithout& fits) {
   std::vector<NodeCost> costs;
   for (const auto& node : offers) {
     if (auto cost = CheapestOn(node, request)) costs.push_back(*std::move(cost));
@@ -176,6 +182,21 @@ std::optional<PreemptionChoice> ChooseVictims(const VictimRequest& request, cons
     }
   }
   return choice;
+}
+
+}  // namespace
+
+bool CheaperVictim(const PreemptibleJob& a, const PreemptibleJob& b) {
+  if (a.lost_card_seconds != b.lost_card_seconds) return a.lost_card_seconds < b.lost_card_seconds;
+  if (a.started != b.started) return a.started > b.started;
+  return a.id < b.id;
+}
+
+std::optional<PreemptionChoice> ChooseVictims(const VictimRequest& request, const std::vector<NodeOffer>& offers,
+                                              const FitsWithout& fits) {
+  if (request.nnodes < 1 || request.devices_per_node < 1) return std::nullopt;
+  if (auto choice = ChooseAmong(request, WithoutLarger(offers, request.Cards()), fits)) return choice;
+  return ChooseAmong(request, offers, fits);
 }
 
 double LostCardSeconds(double cards, absl::Time started, absl::Duration checkpoint_interval, absl::Time now) {

@@ -15,7 +15,9 @@
 //     included) or nothing happens;
 //  4. reprieve: each victim, the most work first, is spared when the job still fits without
 //     stopping it.
-// A victim is a whole job: every node of its gang stops.
+// A victim is a whole job: every node of its gang stops. Jobs larger than the waiting one (more
+// cards) are stopped only when no choice among the others exists: a gang that just started
+// loses little work, but freeing eight cards for one would send it back to wait for eight.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +40,7 @@ struct PreemptibleJob {
   std::string id;
   double lost_card_seconds = 0;  // card-seconds run since its last checkpoint
   absl::Time started;            // the younger of two equally cheap victims goes first
-  std::string why;               // "priority 0 < 10"
+  double cards = 0;              // it holds in all (fractional shares by their fraction)
 };
 
 // Cheaper victims first: least work lost, then the youngest, then by id (a stable order).
@@ -74,6 +76,7 @@ struct NodeOffer {
 };
 
 struct VictimRequest {
+  double Cards() const { return nnodes * devices_per_node * (device_milli > 0 && device_milli < 1000 ? device_milli / 1000.0 : 1.0); }
   int nnodes = 1;
   int devices_per_node = 1;
   int32_t device_milli = 1000;  // < 1000: a share of one card per node

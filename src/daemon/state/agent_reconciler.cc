@@ -59,17 +59,19 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
   pb::Job job = entry.job;
   preemption.set_generation(job.generation());
   *preemption.mutable_at() = ToProtoTime(jobs_.Now());
-  const std::string message = absl::StrCat("preempted by job ", preemption.by_job(), " (", preemption.reason(), "); ",
-                                           absl::StrFormat("%.2f", preemption.card_hours_lost()),
+  const bool moved = preemption.defragmentation();
+  const std::string message = absl::StrCat(moved ? "moved for job " : "preempted by job ", preemption.by_job(), " (",
+                                           preemption.reason(), "); ", absl::StrFormat("%.2f", preemption.card_hours_lost()),
                                            " card-hours since its last checkpoint lost");
+  const char* const reason = moved ? kRestartMoved : kRestartPreempted;
   job.set_state(pb::JOB_STATE_PENDING);
-  job.set_reason(kRestartPreempted);
+  job.set_reason(reason);
   job.set_message(message);
   job.set_preemption_count(job.preemption_count() + 1);
   *job.mutable_last_preemption() = preemption;
-  jobs_.AddEvent(job, kRestartPreempted, message);
+  jobs_.AddEvent(job, reason, message);
   if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, absl::StrCat("preempted by job ", preemption.by_job()),
+  ReleaseClaims(entry, absl::StrCat(moved ? "moved for job " : "preempted by job ", preemption.by_job()),
                 FromProtoDuration(entry.job.spec().preemption_grace()));
   return absl::OkStatus();
 }

@@ -39,9 +39,10 @@ class AgentReconciler {
   // Orders every node running a claim of the job's current generation to stop it, with `reason`,
   // SIGKILL following SIGTERM after `grace` (zero: the agent's --kill-grace).
   void ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace = absl::ZeroDuration());
-  // Stops the job's running generation to make room for another job: back to PENDING without
-  // spending a restart, `preemption` recorded (the next generation sees HETPOOL_PREEMPTED=1), its
-  // processes given the job's preemption_grace. The claims stay, holding the cards, until the
+  // Stops the job's running generation to make room for another job (or, with
+  // preemption.defragmentation, to move it): back to PENDING without spending a restart,
+  // `preemption` recorded (the next generation sees HETPOOL_PREEMPTED=1), its processes given
+  // the job's preemption_grace. The claims stay, holding the cards, until the
   // agents report the processes gone. Nothing changes when the store refuses the change.
   absl::Status Preempt(JobEntry& entry, pb::Preemption preemption);
   // The node's orders: launches of its desired claims, kills of the others.

@@ -69,6 +69,7 @@ struct ClusterOptions {
   std::optional<WatchedFile> queues_file;
   // hetpoold --preemption (docs/sharing.md): off, priority, or fair-share (needs `queues`).
   PreemptionMode preemption = PreemptionMode::kOff;
+  DefragOptions defrag;  // hetpoold --defrag-after, --defrag-moves-per-hour, --defrag-window
   StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 

@@ -91,7 +91,9 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     if (job.restart_count() > before.restart_count() && job.events_size() > 0) {
       options_.observer->JobRestarted(job, job.events(job.events_size() - 1).reason());
     }
-    if (job.preemption_count() > before.preemption_count()) options_.observer->JobRestarted(job, kRestartPreempted);
+    if (job.preemption_count() > before.preemption_count()) {
+      options_.observer->JobRestarted(job, job.last_preemption().defragmentation() ? kRestartMoved : kRestartPreempted);
+    }
   }
   wakeups_.Changed();
   return absl::OkStatus();

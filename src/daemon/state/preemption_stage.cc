@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/common/convert.h"
+#include "src/daemon/state/job_request.h"
 #include "src/daemon/state/quota_ledger.h"
 
 namespace hetpool::daemon {
@@ -25,8 +26,14 @@ absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& text) {
 
 PreemptionStage::PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentReconciler& reconciler,
                                  scheduler::PlacementPolicy& policy, PreemptionMode mode,
-                                 const FairShareLedger* fair_share)
-    : jobs_(jobs), nodes_(nodes), reconciler_(reconciler), policy_(policy), mode_(mode), fair_share_(fair_share) {}
+                                 const FairShareLedger* fair_share, DefragOptions defrag)
+    : jobs_(jobs),
+      nodes_(nodes),
+      reconciler_(reconciler),
+      policy_(policy),
+      mode_(mode),
+      fair_share_(fair_share),
+      defrag_(defrag) {}
 
 void PreemptionStage::GatherCandidates(absl::Time now) {
   candidates_.emplace();
@@ -66,6 +73,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
     c.group = job.spec().group();
     // Work since the generation started running (a scheduled one that has not started loses none).
     const double cards = static_cast<double>(CardsNeeded(job.spec())) / 1000;
+    c.job.cards = cards;
     c.job.started = job.state() == pb::JOB_STATE_RUNNING ? FromProtoTime(job.started_at()) : now;
     c.job.lost_card_seconds =
         LostCardSeconds(cards, c.job.started, FromProtoDuration(job.spec().checkpoint_interval()), now);
@@ -152,7 +160,7 @@ bool PreemptionStage::StaysWithinShare(const JobEntry& entry, const scheduler::P
 bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequest& request,
                                  const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without,
                                  absl::Time now) {
-  if (!enabled() || request.devices_per_node < 1 || holds_.contains(entry.job.id())) return false;
+  if (mode_ == PreemptionMode::kOff || request.devices_per_node < 1 || holds_.contains(entry.job.id())) return false;
   if (!candidates_) GatherCandidates(now);
   std::map<std::string, const PreemptibleJob*> stoppable;
   std::map<std::string, std::string> why;
@@ -185,40 +193,115 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
                                     [&](const PreemptibleJob* v) { return candidates_->at(v->id).priority >= entry.job.spec().priority(); });
   if (reclaims && !StaysWithinShare(entry, choice->placement, placed_on)) return false;
 
+  return StopVictims(entry, *choice, why, /*defragmentation=*/false);
+}
+
+bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choice,
+                                  const std::map<std::string, std::string>& why, bool defragmentation) {
   Hold hold;
   hold.seq = next_seq_++;
-  for (const auto& assignment : choice->placement.nodes) {
+  for (const auto& assignment : choice.placement.nodes) {
     hold.cards[assignment.node].insert(assignment.device_ids.begin(), assignment.device_ids.end());
   }
   std::vector<std::string> stopped;
   std::vector<std::string> victim_ids;
-  for (const PreemptibleJob* victim : choice->victims) victim_ids.push_back(victim->id);
+  for (const PreemptibleJob* victim : choice.victims) victim_ids.push_back(victim->id);
   for (const std::string& id : victim_ids) {
     Candidate& c = candidates_->at(id);
     pb::Preemption preemption;
     preemption.set_by_job(entry.job.id());
-    preemption.set_reason(why[id]);
+    preemption.set_reason(why.at(id));
     preemption.set_card_hours_lost(c.job.lost_card_seconds / 3600);
+    preemption.set_defragmentation(defragmentation);
     // A refused store write stops nothing: the job stays a candidate for the next pass.
     if (!reconciler_.Preempt(*c.entry, std::move(preemption)).ok()) continue;
     hold.claims.insert(hold.claims.end(), c.claims.begin(), c.claims.end());
-    stopped.push_back(absl::StrCat(id, " (", why[id], ")"));
+    stopped.push_back(absl::StrCat(id, " (", why.at(id), ")"));
     candidates_->erase(id);
   }
   if (stopped.empty()) return false;
   holds_[entry.job.id()] = std::move(hold);
 
   std::vector<std::string> where;
-  for (const auto& assignment : choice->placement.nodes) where.push_back(assignment.node);
-  const std::string message = absl::StrCat("preempting ", absl::StrJoin(stopped, ", "), " for room on ",
-                                           absl::StrJoin(where, ","), "; waiting for them to stop");
+  for (const auto& assignment : choice.placement.nodes) where.push_back(assignment.node);
+  const std::string message = absl::StrCat(defragmentation ? "moving " : "preempting ", absl::StrJoin(stopped, ", "),
+                                           " for room on ", absl::StrJoin(where, ","), "; waiting for them to stop");
   pb::PendingReason pending;
   pending.set_preempting(absl::StrJoin(victim_ids, ","));
   entry.job.set_reason("Unschedulable");
   entry.job.set_message(message);
   *entry.job.mutable_pending() = std::move(pending);
-  jobs_.AddEvent(entry.job, "Preempting", message);
+  jobs_.AddEvent(entry.job, defragmentation ? "Defragmenting" : "Preempting", message);
   jobs_.Touch(entry);  // like any pending reason: shown now, stored with the next change
+  return true;
+}
+
+bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
+                              const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without,
+                              absl::Time now) {
+  if (defrag_.after <= absl::ZeroDuration() || request.devices_per_node < 1 || holds_.contains(entry.job.id())) {
+    return false;
+  }
+  if (now - FromProtoTime(entry.job.created_at()) < defrag_.after) return false;
+  while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
+  const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
+  if (budget <= 0) return false;
+  if (!candidates_) GatherCandidates(now);
+  std::map<std::string, const PreemptibleJob*> movable;
+  std::map<std::string, std::string> why;
+  for (auto& [id, c] : *candidates_) {
+    const pb::Job& job = c.entry->job;
+    if (!job.spec().movable() || c.priority > entry.job.spec().priority()) continue;
+    const pb::Preemption& last = job.last_preemption();
+    if (last.defragmentation() && FromProtoTime(last.at()) > now - defrag_.window) continue;  // moved lately
+    movable[id] = &c.job;
+    why[id] = absl::StrCat("defragmentation: job ", entry.job.id(), " waited ",
+                           absl::FormatDuration(absl::Trunc(now - FromProtoTime(entry.job.created_at()), absl::Seconds(1))),
+                           " with enough cards free, scattered");
+  }
+  if (movable.empty()) return false;
+  const std::vector<NodeOffer> offers = Offers(request, views, movable);
+  // Fragmentation, not a full pool: the free qualifying cards (or shares) would hold the job.
+  int64_t free_milli = 0;
+  for (const auto& node : offers) {
+    for (const auto& card : node.cards) free_milli += request.Fractional() ? card.milli_free : (card.free ? 1000 : 0);
+  }
+  const int64_t share = request.Fractional() ? request.device_milli : 1000;
+  if (free_milli < share * request.nnodes * request.devices_per_node) return false;
+  const VictimRequest victim_request{request.nnodes, request.devices_per_node, request.device_milli, request.cpu_milli,
+                                     request.host_memory_mib};
+  // The job fits without the moved jobs, and then every moved job fits on what is left.
+  auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+    std::vector<std::pair<std::string, JobGen>> without;
+    for (const auto& id : victims) {
+      const auto& claims = candidates_->at(id).claims;
+      without.insert(without.end(), claims.begin(), claims.end());
+    }
+    std::vector<scheduler::NodeView> trial = views_without(without);
+    auto placement = policy_.Place(request, trial);
+    if (!placement.ok()) return placement;
+    auto take = [&trial](const scheduler::PlacementRequest& r, const scheduler::Placement& p) {
+      for (const auto& assignment : p.nodes) {
+        for (auto& view : trial) {
+          if (view.name != assignment.node) continue;
+          scheduler::TakeOnView(r, assignment, view);
+          view.generation = scheduler::ContentGeneration(view);
+        }
+      }
+    };
+    take(request, *placement);
+    for (const auto& id : victims) {
+      const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job.spec());
+      auto elsewhere = policy_.Place(moved, trial);
+      if (!elsewhere.ok()) return absl::UnavailableError(absl::StrCat("job ", id, " would not fit elsewhere"));
+      take(moved, *elsewhere);
+    }
+    return placement;
+  };
+  std::optional<PreemptionChoice> choice = ChooseVictims(victim_request, offers, fits);
+  if (!choice || static_cast<int>(choice->victims.size()) > budget) return false;
+  if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return false;
+  for (size_t i = 0; i < choice->victims.size(); ++i) moves_.push_back(now);
   return true;
 }
 

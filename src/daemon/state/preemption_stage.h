@@ -5,10 +5,17 @@
 // least work while the policy itself confirms the job then fits, stops them through the
 // reconciler (requeued, restarts not spent, their preemption_grace between SIGTERM and
 // SIGKILL), and holds the cards the job will get until the victims' processes are gone: the
-// cycle marks them held for everyone else and offers them to the job first. Thread-free:
-// SchedulingCycle runs it under ClusterState's lock.
+// cycle marks them held for everyone else and offers them to the job first.
+//
+// Defragmentation (hetpoold --defrag-after) is the same stage with other victims: for a job that
+// has waited that long although the pool has enough free qualifying cards, scattered, it moves
+// jobs that declare themselves `movable` (of at most its priority) when the policy confirms that
+// the job then fits and that every moved job fits elsewhere at once; at most --defrag-moves-per-
+// hour moves, and no job twice within --defrag-window. Thread-free: SchedulingCycle runs it
+// under ClusterState's lock.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -34,6 +41,12 @@ enum class PreemptionMode {
 // "off", "priority", "fair-share"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& text);
 
+struct DefragOptions {
+  absl::Duration after = absl::ZeroDuration();  // how long a job waits before moves; zero: never
+  int moves_per_hour = 12;
+  absl::Duration window = absl::Hours(1);  // a job is moved at most once within this long
+};
+
 // Cards per node: node -> device ids.
 using HeldCards = std::map<std::string, std::set<std::string>>;
 
@@ -42,9 +55,9 @@ class PreemptionStage {
   // `fair_share`: the fair-share ledger (kFairShare reclaims by it; null: priority only).
   // `policy` confirms that a job fits once its victims are gone (Place, nothing bound).
   PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentReconciler& reconciler, scheduler::PlacementPolicy& policy,
-                  PreemptionMode mode, const FairShareLedger* fair_share);
+                  PreemptionMode mode, const FairShareLedger* fair_share, DefragOptions defrag = {});
 
-  bool enabled() const { return mode_ != PreemptionMode::kOff; }
+  bool enabled() const { return mode_ != PreemptionMode::kOff || defrag_.after > absl::ZeroDuration(); }
   // A new pass: the running jobs are gathered again on the first attempt.
   void NewPass() { candidates_.reset(); }
 
@@ -56,6 +69,11 @@ class PreemptionStage {
   // that make it fit and holds their cards for it. False when none would, or none may be stopped.
   bool TryPreempt(JobEntry& entry, const scheduler::PlacementRequest& request,
                   const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without, absl::Time now);
+  // `entry` has waited past --defrag-after with enough free qualifying cards in the pool, but
+  // scattered: moves the movable jobs that lose the least work when the job then fits and each
+  // of them fits elsewhere. False when no such move exists or the hour's moves are spent.
+  bool TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
+               const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without, absl::Time now);
 
   // The jobs waiting for their victims to stop, in the order they preempted.
   std::vector<std::string> Preemptors() const;
@@ -90,7 +108,11 @@ class PreemptionStage {
   std::vector<NodeOffer> Offers(const scheduler::PlacementRequest& request,
                                 const std::vector<scheduler::NodeView>& views,
                                 const std::map<std::string, const PreemptibleJob*>& stoppable) const;
-  // Reclaim keeps the preemptor's group within its entitlement of every class it is placed on.
+  // Stops the chosen victims for `entry` (moves them, with `defragmentation`) and holds the cards
+  // of its placement. False when the store took none of them.
+  bool StopVictims(JobEntry& entry, const PreemptionChoice& choice, const std::map<std::string, std::string>& why,
+                   bool defragmentation);
+  // Reclaim keeps the preemptor's group within its dominant share once placed.
   bool StaysWithinShare(const JobEntry& entry, const scheduler::Placement& placement,
                         const std::vector<scheduler::NodeView>& views) const;
 
@@ -100,6 +122,8 @@ class PreemptionStage {
   scheduler::PlacementPolicy& policy_;
   const PreemptionMode mode_;
   const FairShareLedger* const fair_share_;
+  const DefragOptions defrag_;
+  std::deque<absl::Time> moves_;  // the last hour's moves
   std::optional<std::map<std::string, Candidate>> candidates_;  // running jobs by id, this pass
   std::map<std::string, Hold> holds_;                            // preemptor id -> its hold
   uint64_t next_seq_ = 0;

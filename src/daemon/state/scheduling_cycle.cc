@@ -63,7 +63,7 @@ SchedulingCycle::SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler:
       policy_(policy),
       wakeups_(wakeups),
       options_(std::move(options)),
-      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share) {}
+      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share, options_.defrag) {}
 
 struct SchedulingCycle::PassState {
   std::vector<scheduler::NodeView> views;
@@ -248,7 +248,8 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     if (preemption_.enabled() && absl::IsUnavailable(placement.status()) && !WaitsOnQuota(placement.status()) &&
         preemption_attempts < kMaxPreemptionAttemptsPerPass) {
       ++preemption_attempts;
-      if (preemption_.TryPreempt(*entry, request, pass.views, views_without, now)) {
+      if (preemption_.TryPreempt(*entry, request, pass.views, views_without, now) ||
+          preemption_.TryMove(*entry, request, pass.views, views_without, now)) {
         pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
         continue;
       }

@@ -35,6 +35,9 @@ struct CycleOptions {
   // hetpoold --preemption: whether a job that waits for capacity may stop others (the
   // preemption stage, preemption_stage.h); kFairShare needs `fair_share`.
   PreemptionMode preemption = PreemptionMode::kOff;
+  // hetpoold --defrag-after and its limits: moves of movable jobs for a gang that waits on
+  // scattered cards (the same stage).
+  DefragOptions defrag;
   // A full pass over the queue runs at least this often, a safety net for a missed wake-up.
   absl::Duration full_pass_every = absl::Minutes(1);
 };

@@ -17,8 +17,10 @@ inline constexpr char kRestartNodeLost[] = "NodeLost";        // a node's lease 
 inline constexpr char kRestartLaunchFailed[] = "LaunchFailed";  // a node could not start torchrun
 // Stopped to make room for another job (hetpoold --preemption); restarts are not spent.
 inline constexpr char kRestartPreempted[] = "Preempted";
+// Moved to consolidate cards for a waiting gang (hetpoold --defrag-after; JobSpec.movable).
+inline constexpr char kRestartMoved[] = "Moved";
 inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost,
-                                                  kRestartLaunchFailed, kRestartPreempted};
+                                                  kRestartLaunchFailed, kRestartPreempted, kRestartMoved};
 
 class StateObserver {
  public:
