@@ -474,6 +474,36 @@ TEST_F(DefragCycleTest, AGangWaitingOnScatteredCardsGetsThemByMovingAMovableJob)
   EXPECT_EQ(moved.job.launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
 }
 
+TEST_F(DefragCycleTest, SharesOnTwoCardsAreRepackedOntoOneToFreeAWholeCard) {
+  // Node a only: a half card and a quarter card on two of its cards, the others taken whole.
+  parts_.nodes.Find("b")->record.set_drained(true);
+  JobEntry& fixed = On("a", Spec(1, 2, 0));
+  pb::JobSpec half = Movable(1), quarter = Movable(1);
+  half.set_device_milli(500);
+  quarter.set_device_milli(250);
+  pb::JobSpec filler = Spec(1, 1, 0);
+  filler.set_device_milli(500);
+  JobEntry& halfjob = On("a", half);
+  JobEntry& fill = On("a", filler);  // fills the half's card, so the quarter takes a card of its own
+  JobEntry& quarterjob = On("a", quarter);
+  ASSERT_EQ(fill.job.placement(0).device_ids(0), halfjob.job.placement(0).device_ids(0));
+  ASSERT_NE(halfjob.job.placement(0).device_ids(0), quarterjob.job.placement(0).device_ids(0));
+  ReportAll({{fill.job.id(), 0}});  // the filler ends: 500 + 750 milli free, no whole card
+  ASSERT_EQ(fill.job.state(), pb::JOB_STATE_SUCCEEDED);
+  for (auto& [name, node] : parts_.nodes.entries()) node.record.set_drained(name != "a");
+  JobEntry& whole = WaitingGang(1, defrag_cycle_);
+  defrag_cycle_.Run(parts_.now);
+  ASSERT_EQ(quarterjob.job.state(), pb::JOB_STATE_PENDING) << whole.job.message();  // the cheaper to move
+  EXPECT_EQ(halfjob.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(fixed.job.state(), pb::JOB_STATE_RUNNING);
+  ReportAll();
+  Later(absl::Seconds(1));
+  defrag_cycle_.Run(parts_.now);
+  ASSERT_EQ(whole.job.state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(quarterjob.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(quarterjob.job.placement(0).device_ids(0), halfjob.job.placement(0).device_ids(0));  // repacked
+}
+
 TEST_F(DefragCycleTest, NothingMovesWhenThePoolIsFull) {
   JobEntry& movable = On("a", Movable(2));
   On("b", Spec(1, 3, 0));  // 2 + 1 free: a 4-card job waits on capacity, not on scattering

@@ -261,10 +261,11 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
   }
   if (movable.empty()) return false;
   const std::vector<NodeOffer> offers = Offers(request, views, movable);
-  // Fragmentation, not a full pool: the free qualifying cards (or shares) would hold the job.
+  // Fragmentation, not a full pool: the shares left on the qualifying cards add up to what the
+  // job asks (partly used cards count: repacking their jobs frees whole ones).
   int64_t free_milli = 0;
   for (const auto& node : offers) {
-    for (const auto& card : node.cards) free_milli += request.Fractional() ? card.milli_free : (card.free ? 1000 : 0);
+    for (const auto& card : node.cards) free_milli += card.milli_free;
   }
   const int64_t share = request.Fractional() ? request.device_milli : 1000;
   if (free_milli < share * request.nnodes * request.devices_per_node) return false;
