@@ -196,6 +196,13 @@ class PreemptionCycleTest : public ::testing::Test {
       parts_.reconciler.ApplyProcessReports(node, reports, /*registering=*/false);
     }
   }
+  // Submitted now and offered in a pass of `cycle` (it preempts there, or not).
+  JobEntry& Offered(pb::JobSpec spec, SchedulingCycle& cycle) {
+    JobEntry& entry = parts_.Submit(std::move(spec));
+    cycle.Submitted(entry.job.id());
+    cycle.Run(parts_.now);
+    return entry;
+  }
   void Later(absl::Duration d) { parts_.now += d; }
 
   StateParts parts_;
@@ -212,9 +219,7 @@ TEST_F(PreemptionCycleTest, ALowerPriorityJobIsRequeuedAndItsCardsGoToTheJobThat
   JobEntry& low = Running(low_spec, cycle_);
   const uint64_t low_generation = low.job.generation();
   Later(absl::Minutes(30));
-  JobEntry& high = parts_.Submit(Spec(1, 4, 10));
-  cycle_.Submitted(high.job.id());
-  cycle_.Run(parts_.now);
+  JobEntry& high = Offered(Spec(1, 4, 10), cycle_);
 
   // The victim: back in the queue, no restart spent, the preemption recorded and stored.
   EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
@@ -267,9 +272,7 @@ TEST_F(PreemptionCycleTest, EqualPriorityIsNotPreemptedWithoutFairShare) {
   parts_.Register("a", 2);
   JobEntry& first = Running(Spec(1, 2, 5), cycle_);
   Later(absl::Minutes(1));
-  JobEntry& second = parts_.Submit(Spec(1, 2, 5));
-  cycle_.Submitted(second.job.id());
-  cycle_.Run(parts_.now);
+  JobEntry& second = Offered(Spec(1, 2, 5), cycle_);
   EXPECT_EQ(first.job.state(), pb::JOB_STATE_RUNNING);
   EXPECT_EQ(second.job.state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(second.job.pending().preempting(), "");
@@ -292,9 +295,7 @@ TEST_F(PreemptionCycleTest, NothingIsStoppedForAJobThatWouldStillNotFit) {
 TEST_F(PreemptionCycleTest, AJobPlacedByTheSamePassIsNotUndone) {
   parts_.Register("a", 2);
   JobEntry& low = Running(Spec(1, 2, 0), cycle_);  // placed at `now`, which has not moved
-  JobEntry& high = parts_.Submit(Spec(1, 2, 10));
-  cycle_.Submitted(high.job.id());
-  cycle_.Run(parts_.now);
+  JobEntry& high = Offered(Spec(1, 2, 10), cycle_);
   EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
   Later(absl::Seconds(1));  // a later pass may
   parts_.wakeups.CapacityChanged();
@@ -308,9 +309,7 @@ TEST_F(PreemptionCycleTest, AGangIsStoppedWholeOnEveryNode) {
   parts_.Register("b", 2);
   JobEntry& gang = Running(Spec(2, 2, 0), cycle_);
   Later(absl::Minutes(1));
-  JobEntry& high = parts_.Submit(Spec(1, 2, 10));
-  cycle_.Submitted(high.job.id());
-  cycle_.Run(parts_.now);
+  JobEntry& high = Offered(Spec(1, 2, 10), cycle_);
   EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
   for (const char* name : {"a", "b"}) {
     const NodeEntry& node = *parts_.nodes.Find(name);
@@ -327,9 +326,7 @@ TEST_F(PreemptionCycleTest, AGangTakesAFreeNodeBesideOneItPreemptsOn) {
   parts_.Register("b", 2);
   JobEntry& low = Running(Spec(1, 2, 0), cycle_);
   Later(absl::Minutes(1));
-  JobEntry& high = parts_.Submit(Spec(2, 2, 10));
-  cycle_.Submitted(high.job.id());
-  cycle_.Run(parts_.now);
+  JobEntry& high = Offered(Spec(2, 2, 10), cycle_);
   EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
   ReportAll();
   cycle_.Run(parts_.now + absl::Seconds(1));
@@ -344,9 +341,7 @@ TEST_F(PreemptionCycleTest, TheVictimIsTheJobThatLosesTheLeastWorkSinceItsCheckp
   JobEntry& younger = Running(Spec(1, 1, 0), cycle_);
   Later(absl::Minutes(5));
   // No checkpoints: the younger has run 5 minutes, the older an hour.
-  JobEntry& high = parts_.Submit(Spec(1, 1, 10));
-  cycle_.Submitted(high.job.id());
-  cycle_.Run(parts_.now);
+  Offered(Spec(1, 1, 10), cycle_);
   EXPECT_EQ(younger.job.state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(older.job.state(), pb::JOB_STATE_RUNNING);
 }
@@ -359,9 +354,7 @@ TEST_F(PreemptionCycleTest, ACheckpointingJobLosesLessAndGoesFirst) {
   Later(absl::Minutes(55));
   JobEntry& younger = Running(Spec(1, 1, 0), cycle_);
   Later(absl::Minutes(5));
-  JobEntry& high = parts_.Submit(Spec(1, 1, 10));
-  cycle_.Submitted(high.job.id());
-  cycle_.Run(parts_.now);
+  Offered(Spec(1, 1, 10), cycle_);
   EXPECT_EQ(older.job.state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(younger.job.state(), pb::JOB_STATE_RUNNING);
   EXPECT_NEAR(older.job.last_preemption().card_hours_lost(), 2.0 / 60, 1e-9);
@@ -375,9 +368,7 @@ TEST_F(PreemptionCycleTest, AGroupBelowItsShareReclaimsFromOneAboveIt) {
     Later(absl::Minutes(1));
   }
   // vision holds the whole pool, twice its share; ml holds nothing.
-  JobEntry& ml = parts_.Submit(Spec(1, 1, 0, "ml"));
-  reclaiming_cycle_.Submitted(ml.job.id());
-  reclaiming_cycle_.Run(parts_.now);
+  JobEntry& ml = Offered(Spec(1, 1, 0, "ml"), reclaiming_cycle_);
   EXPECT_EQ(vision[3]->job.state(), pb::JOB_STATE_PENDING);  // the youngest
   EXPECT_NE(vision[3]->job.last_preemption().reason().find("group vision above its fair share"), std::string::npos)
       << vision[3]->job.last_preemption().reason();
@@ -394,9 +385,7 @@ TEST_F(PreemptionCycleTest, AGroupAtItsShareReclaimsNothing) {
   std::vector<JobEntry*> vision;
   for (int i = 0; i < 2; ++i) vision.push_back(&Running(Spec(1, 1, 0, "vision"), reclaiming_cycle_));
   Later(absl::Minutes(1));
-  JobEntry& ml = parts_.Submit(Spec(1, 1, 0, "ml"));
-  reclaiming_cycle_.Submitted(ml.job.id());
-  reclaiming_cycle_.Run(parts_.now);
+  JobEntry& ml = Offered(Spec(1, 1, 0, "ml"), reclaiming_cycle_);
   EXPECT_EQ(ml.job.state(), pb::JOB_STATE_PENDING);
   for (JobEntry* v : vision) EXPECT_EQ(v->job.state(), pb::JOB_STATE_RUNNING);
 }
@@ -432,9 +421,7 @@ class DefragCycleTest : public PreemptionCycleTest {
   }
   // A gang that has waited past --defrag-after when `cycle` next runs.
   JobEntry& WaitingGang(int cards, SchedulingCycle& cycle) {
-    JobEntry& gang = parts_.Submit(Spec(1, cards, 0));
-    cycle.Submitted(gang.job.id());
-    cycle.Run(parts_.now);
+    JobEntry& gang = Offered(Spec(1, cards, 0), cycle);
     EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
     Later(absl::Minutes(11));
     return gang;

@@ -15,6 +15,10 @@ namespace {
 // A group is above its share past this (rounding of fractional cards aside).
 constexpr double kShareSlack = 1e-9;
 
+VictimRequest VictimRequestOf(const scheduler::PlacementRequest& request) {
+  return {request.nnodes, request.devices_per_node, request.device_milli, request.cpu_milli, request.host_memory_mib};
+}
+
 }  // namespace
 
 absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& text) {
@@ -173,21 +177,14 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
   }
   if (stoppable.empty()) return false;
   const std::vector<NodeOffer> offers = Offers(request, views, stoppable);
-  const VictimRequest victim_request{request.nnodes, request.devices_per_node, request.device_milli, request.cpu_milli,
-                                     request.host_memory_mib};
   std::vector<scheduler::NodeView> placed_on;  // the views of the last placement that fitted
   auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
-    std::vector<std::pair<std::string, JobGen>> without;
-    for (const auto& id : victims) {
-      const auto& claims = candidates_->at(id).claims;
-      without.insert(without.end(), claims.begin(), claims.end());
-    }
-    std::vector<scheduler::NodeView> trial = views_without(without);
+    std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
     auto placement = policy_.Place(request, trial);
     if (placement.ok()) placed_on = std::move(trial);  // the last fit is the choice (see ChooseVictims)
     return placement;
   };
-  std::optional<PreemptionChoice> choice = ChooseVictims(victim_request, offers, fits);
+  std::optional<PreemptionChoice> choice = ChooseVictims(VictimRequestOf(request), offers, fits);
   if (!choice) return false;
   const bool reclaims = std::any_of(choice->victims.begin(), choice->victims.end(),
                                     [&](const PreemptibleJob* v) { return candidates_->at(v->id).priority >= entry.job.spec().priority(); });
@@ -269,16 +266,9 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
   }
   const int64_t share = request.Fractional() ? request.device_milli : 1000;
   if (free_milli < share * request.nnodes * request.devices_per_node) return false;
-  const VictimRequest victim_request{request.nnodes, request.devices_per_node, request.device_milli, request.cpu_milli,
-                                     request.host_memory_mib};
   // The job fits without the moved jobs, and then every moved job fits on what is left.
   auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
-    std::vector<std::pair<std::string, JobGen>> without;
-    for (const auto& id : victims) {
-      const auto& claims = candidates_->at(id).claims;
-      without.insert(without.end(), claims.begin(), claims.end());
-    }
-    std::vector<scheduler::NodeView> trial = views_without(without);
+    std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
     auto placement = policy_.Place(request, trial);
     if (!placement.ok()) return placement;
     auto take = [&trial](const scheduler::PlacementRequest& r, const scheduler::Placement& p) {
@@ -299,11 +289,20 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
     }
     return placement;
   };
-  std::optional<PreemptionChoice> choice = ChooseVictims(victim_request, offers, fits);
+  std::optional<PreemptionChoice> choice = ChooseVictims(VictimRequestOf(request), offers, fits);
   if (!choice || static_cast<int>(choice->victims.size()) > budget) return false;
   if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return false;
   for (size_t i = 0; i < choice->victims.size(); ++i) moves_.push_back(now);
   return true;
+}
+
+std::vector<std::pair<std::string, JobGen>> PreemptionStage::ClaimsOf(const std::set<std::string>& victims) const {
+  std::vector<std::pair<std::string, JobGen>> claims;
+  for (const auto& id : victims) {
+    const auto& of = candidates_->at(id).claims;
+    claims.insert(claims.end(), of.begin(), of.end());
+  }
+  return claims;
 }
 
 std::vector<std::string> PreemptionStage::Preemptors() const {

@@ -103,6 +103,8 @@ class PreemptionStage {
   };
 
   void GatherCandidates(absl::Time now);
+  // The claims (node, generation) of these candidates.
+  std::vector<std::pair<std::string, JobGen>> ClaimsOf(const std::set<std::string>& victims) const;
   // Why `c` may be stopped for `entry`, or nullopt.
   std::optional<std::string> MayStop(const JobEntry& entry, const Candidate& c, ShareMemo& shares) const;
   std::vector<NodeOffer> Offers(const scheduler::PlacementRequest& request,
