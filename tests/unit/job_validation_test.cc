@@ -1,8 +1,11 @@
 #include "src/daemon/state/job_validation.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -110,6 +113,20 @@ TEST(JobValidation, NodeNames) {
   EXPECT_FALSE(ValidateNodeName(".hidden").ok());
   EXPECT_FALSE(ValidateNodeName("a/b").ok());
   EXPECT_FALSE(ValidateNodeName(std::string(64, 'n')).ok());
+}
+
+TEST(JobValidation, TheCheckpointingExampleJobIsValid) {
+  std::ifstream in(HETPOOL_SOURCE_DIR_FOR_TESTS "/deploy/examples/checkpointing-job.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  hetpool::v1::JobSpec spec;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &spec).ok()) << text.str();
+  spec.set_user("alice");
+  spec.set_working_dir("/tmp");
+  ASSERT_TRUE(ValidateAndNormalizeSpec(spec).ok());
+  EXPECT_EQ(spec.preemption_grace().seconds(), 60);
+  EXPECT_EQ(spec.checkpoint_interval().seconds(), 10);
+  EXPECT_TRUE(spec.movable());
 }
 
 }  // namespace
