@@ -161,7 +161,9 @@ std::optional<PreemptionChoice> ChooseAmong(const VictimRequest& request, const 
     return a.node->node < b.node->node;
   });
   std::set<const PreemptibleJob*> chosen;
-  for (int i = 0; i < request.nnodes; ++i) chosen.insert(costs[static_cast<size_t>(i)].victims.begin(), costs[static_cast<size_t>(i)].victims.end());
+  for (size_t i = 0; i < static_cast<size_t>(request.nnodes); ++i) {
+    chosen.insert(costs[i].victims.begin(), costs[i].victims.end());
+  }
   if (chosen.empty()) return std::nullopt;  // it would fit as it is: something else holds it back
 
   PreemptionChoice choice;
