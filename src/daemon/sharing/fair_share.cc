@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace hetpool::daemon {
@@ -11,6 +12,19 @@ namespace {
 constexpr double kNoEntitlement = 1e9;
 // Decayed usage below this (milli-cards) is forgotten.
 constexpr double kNegligible = 1e-3;
+
+// The dominant share: the largest used / entitled over the selectors a group is entitled by
+// (0 when it uses nothing; using what it is entitled to none of puts it after everyone).
+double LargestRatio(const std::vector<std::pair<std::string, double>>& entitlements,
+                    const std::function<double(const std::string& selector)>& used_of) {
+  double share = 0;
+  for (const auto& [selector, entitled] : entitlements) {
+    const double used = used_of(selector);
+    if (used <= 0) continue;
+    share = std::max(share, entitled > 0 ? used / entitled : kNoEntitlement);
+  }
+  return share;
+}
 
 double Halving(absl::Duration elapsed, absl::Duration half_life) {
   return std::exp2(-absl::FDivDuration(elapsed, half_life));
@@ -139,26 +153,18 @@ double FairShareLedger::ClassShare(const std::string& group, const CardClass& ca
 }
 
 double FairShareLedger::HeldShare(const std::string& group, const CardHoldings& plus) const {
-  double share = 0;
-  for (const auto& [selector, entitled] : Entitlements(group)) {
+  return LargestRatio(Entitlements(group), [&](const std::string& selector) {
     double used = HeldMatching(group, selector);
     for (const auto& [card_class, milli] : plus) {
       if (SelectorMatches(selector, card_class.first, card_class.second)) used += static_cast<double>(milli);
     }
-    if (used > 0) share = std::max(share, entitled > 0 ? used / entitled : kNoEntitlement);
-  }
-  return share;
+    return used;
+  });
 }
 
 double FairShareLedger::DominantShare(const std::string& group,
                                       const std::vector<std::pair<std::string, double>>& entitlements) const {
-  double share = 0;
-  for (const auto& [selector, entitled] : entitlements) {
-    const double used = Usage(group, selector);
-    if (used <= 0) continue;
-    share = std::max(share, entitled > 0 ? used / entitled : kNoEntitlement);
-  }
-  return share;
+  return LargestRatio(entitlements, [&](const std::string& selector) { return Usage(group, selector); });
 }
 
 std::vector<GroupShare> FairShareLedger::Groups() const {

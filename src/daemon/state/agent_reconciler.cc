@@ -60,8 +60,9 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
   preemption.set_generation(job.generation());
   *preemption.mutable_at() = ToProtoTime(jobs_.Now());
   const bool moved = preemption.defragmentation();
-  const std::string message = absl::StrCat(moved ? "moved for job " : "preempted by job ", preemption.by_job(), " (",
-                                           preemption.reason(), "); ", absl::StrFormat("%.2f", preemption.card_hours_lost()),
+  const std::string stopped_by = absl::StrCat(moved ? "moved for job " : "preempted by job ", preemption.by_job());
+  const std::string message = absl::StrCat(stopped_by, " (", preemption.reason(), "); ",
+                                           absl::StrFormat("%.2f", preemption.card_hours_lost()),
                                            " card-hours since its last checkpoint lost");
   const char* const reason = moved ? kRestartMoved : kRestartPreempted;
   job.set_state(pb::JOB_STATE_PENDING);
@@ -71,7 +72,7 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
   *job.mutable_last_preemption() = preemption;
   jobs_.AddEvent(job, reason, message);
   if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, absl::StrCat(moved ? "moved for job " : "preempted by job ", preemption.by_job()),
+  ReleaseClaims(entry, stopped_by,
                 FromProtoDuration(entry.job.spec().preemption_grace()));
   return absl::OkStatus();
 }

@@ -244,6 +244,10 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
   const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
   if (budget <= 0) return false;
   if (!candidates_) GatherCandidates(now);
+  const std::string reason = absl::StrCat(
+      "defragmentation: job ", entry.job.id(), " waited ",
+      absl::FormatDuration(absl::Trunc(now - FromProtoTime(entry.job.created_at()), absl::Seconds(1))),
+      " with enough cards free, scattered");
   std::map<std::string, const PreemptibleJob*> movable;
   std::map<std::string, std::string> why;
   for (auto& [id, c] : *candidates_) {
@@ -252,9 +256,7 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
     const pb::Preemption& last = job.last_preemption();
     if (last.defragmentation() && FromProtoTime(last.at()) > now - defrag_.window) continue;  // moved lately
     movable[id] = &c.job;
-    why[id] = absl::StrCat("defragmentation: job ", entry.job.id(), " waited ",
-                           absl::FormatDuration(absl::Trunc(now - FromProtoTime(entry.job.created_at()), absl::Seconds(1))),
-                           " with enough cards free, scattered");
+    why[id] = reason;
   }
   if (movable.empty()) return false;
   const std::vector<NodeOffer> offers = Offers(request, views, movable);

@@ -30,6 +30,13 @@ void MarkHeld(const std::map<std::string, std::set<std::string>>& held, schedule
   if (changed) view.generation = scheduler::ContentGeneration(view);
 }
 
+// The view of node `name` in `views` (in name order, as NodeViews builds them), or null.
+scheduler::NodeView* ViewNamed(std::vector<scheduler::NodeView>& views, const std::string& name) {
+  auto it = std::lower_bound(views.begin(), views.end(), name,
+                             [](const scheduler::NodeView& v, const std::string& n) { return v.name < n; });
+  return it == views.end() || it->name != name ? nullptr : &*it;
+}
+
 // `a` and `b` together.
 HeldCards Merged(HeldCards a, const HeldCards& b) {
   for (const auto& [node, devices] : b) a[node].insert(devices.begin(), devices.end());
@@ -72,9 +79,16 @@ struct SchedulingCycle::PassState {
   std::optional<QuotaLedger> quota;
   QueueOrder* queue = nullptr;  // its shares are read again after a placement
 
+  // Marks `next` held on the views. Only the nodes it or the previous hold names can change, so
+  // a pass with nothing held touches no view.
   void Hold(Reservation next) {
+    std::set<std::string> touched;
+    for (const auto& [node, devices] : held) touched.insert(node);
+    for (const auto& [node, devices] : next) touched.insert(node);
     held = std::move(next);
-    for (auto& view : views) MarkHeld(held, view);
+    for (const auto& name : touched) {
+      if (scheduler::NodeView* view = ViewNamed(views, name)) MarkHeld(held, *view);
+    }
   }
 };
 
@@ -132,12 +146,11 @@ scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free
 
 void SchedulingCycle::Refresh(std::vector<scheduler::NodeView>& views, const std::string& name,
                               const Reservation& held) const {
-  auto it = std::lower_bound(views.begin(), views.end(), name,
-                             [](const scheduler::NodeView& v, const std::string& n) { return v.name < n; });
+  scheduler::NodeView* view = ViewNamed(views, name);
   const NodeEntry* node = nodes_.Find(name);
-  if (it == views.end() || it->name != name || node == nullptr) return;
-  *it = ViewOf(*node, false);
-  MarkHeld(held, *it);
+  if (view == nullptr || node == nullptr) return;
+  *view = ViewOf(*node, false);
+  MarkHeld(held, *view);
 }
 
 absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, const scheduler::PlacementRequest& request,
@@ -226,12 +239,12 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     std::map<std::string, std::set<JobGen>> by_node;
     for (const auto& [node, key] : claims) by_node[node].insert(key);
     std::vector<scheduler::NodeView> trial = pass.views;
-    for (auto& view : trial) {
-      auto it = by_node.find(view.name);
-      const NodeEntry* node = nodes_.Find(view.name);
-      if (it == by_node.end() || node == nullptr) continue;
-      view = ViewOf(*node, false, &it->second);
-      MarkHeld(pass.held, view);
+    for (const auto& [name, without] : by_node) {
+      scheduler::NodeView* view = ViewNamed(trial, name);
+      const NodeEntry* node = nodes_.Find(name);
+      if (view == nullptr || node == nullptr) continue;
+      *view = ViewOf(*node, false, &without);
+      MarkHeld(pass.held, *view);
     }
     return trial;
   };
