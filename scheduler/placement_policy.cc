@@ -75,6 +75,16 @@ void TakeOnView(const PlacementRequest& request, const NodeAssignment& assignmen
   }
 }
 
+void TakeOnViews(const PlacementRequest& request, const Placement& placement, std::vector<NodeView>& views) {
+  for (const auto& assignment : placement.nodes) {
+    for (auto& view : views) {
+      if (view.name != assignment.node) continue;
+      TakeOnView(request, assignment, view);
+      view.generation = ContentGeneration(view);
+    }
+  }
+}
+
 bool Available(const PlacementRequest& request, const DeviceView& view) {
   if (!view.device->healthy) return false;
   if (!request.Fractional()) return view.free;

@@ -158,5 +158,7 @@ bool Available(const PlacementRequest& request, const DeviceView& view);
 // memory), for owners of views that play placements forward without rebuilding them. The caller
 // gives the view its new generation.
 void TakeOnView(const PlacementRequest& request, const NodeAssignment& assignment, NodeView& view);
+// The whole placement taken on `views` (found by name), each changed view given its new generation.
+void TakeOnViews(const PlacementRequest& request, const Placement& placement, std::vector<NodeView>& views);
 
 }  // namespace hetpool::scheduler

@@ -72,12 +72,12 @@ _hetpoolctl() {
       return ;;
     "list")
       case "$prev" in
-        --label | --user) return ;;
+        --label | --limit | --page-token | --since | --until | --user) return ;;
         --state) COMPREPLY=($(compgen -W "pending scheduled running succeeded failed cancelled" -- "$cur")); return ;;
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--label --state --user --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--all --label --limit --oldest-first --page-token --since --state --until --user --help" -- "$cur"))
         return
       fi
       return ;;

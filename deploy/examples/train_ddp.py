@@ -10,6 +10,11 @@ and when it is asked to stop (SIGTERM: a cancel, or a preemption within the job'
 preemption_grace), and every rank resumes from it when it exists. Each step's data depends only on
 the rank and the step, so a job preempted and resumed ends with the same weights as one that ran
 straight through (the last line prints a checksum of them).
+
+With --global-batch N each step's N samples depend only on the step and the ranks split them
+evenly, so the averaged gradient, and the weights, do not depend on how many ranks there are: an
+elastic job resized between generations (hetpool's HETPOOL_RESIZED=1, a new WORLD_SIZE) ends where
+a run of any fixed size ends, up to float rounding.
 """
 import argparse
 import os
@@ -28,6 +33,8 @@ def main() -> None:
                         help="seconds to sleep per step (to keep a job running in tests)")
     parser.add_argument("--checkpoint", default="", help="file to save to and resume from")
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints")
+    parser.add_argument("--global-batch", type=int, default=0,
+                        help="samples per step split across the ranks (0: 64 per rank, drawn per rank)")
     args = parser.parse_args()
 
     stop_requested = []
@@ -43,7 +50,10 @@ def main() -> None:
     print(f"rank {rank}: WORLD_SIZE={os.environ.get('WORLD_SIZE')} world={world} backend={backend} "
           f"device={device} job={os.environ.get('HETPOOL_JOB_ID')} "
           f"restart={os.environ.get('HETPOOL_RESTART_COUNT')} "
-          f"preempted={os.environ.get('HETPOOL_PREEMPTED', '0')}", flush=True)
+          f"preempted={os.environ.get('HETPOOL_PREEMPTED', '0')} "
+          f"resized={os.environ.get('HETPOOL_RESIZED', '0')}", flush=True)
+    if args.global_batch and args.global_batch % world:
+        raise SystemExit(f"--global-batch {args.global_batch} does not split evenly over {world} ranks")
     if "HETPOOL_TP" in os.environ:  # submitted by model: the planner's layout for this job
         print(f"rank {rank}: layout tp={os.environ['HETPOOL_TP']} pp={os.environ['HETPOOL_PP']} "
               f"dp={os.environ['HETPOOL_DP']} zero={os.environ['HETPOOL_ZERO_STAGE']} "
@@ -73,8 +83,13 @@ def main() -> None:
 
     first = last = None
     for step in range(start, args.steps):
-        data = torch.Generator().manual_seed(1_000_000 * (rank + 1) + step)
-        x = torch.randn(64, 16, generator=data).to(device)
+        if args.global_batch:  # the step's samples, this rank's even slice of them
+            share = args.global_batch // world
+            x = torch.randn(args.global_batch, 16, generator=torch.Generator().manual_seed(step))
+            x = x[rank * share:(rank + 1) * share].to(device)
+        else:
+            data = torch.Generator().manual_seed(1_000_000 * (rank + 1) + step)
+            x = torch.randn(64, 16, generator=data).to(device)
         y = x @ target
         loss = torch.nn.functional.mse_loss(ddp(x), y)
         optimizer.zero_grad()
@@ -95,9 +110,11 @@ def main() -> None:
             save(step + 1)
         if args.step_sleep:
             time.sleep(args.step_sleep)
-    if rank == 0 and last is not None:
+    if rank == 0:
+        # Also when it resumed with nothing left to do (stopped after its last step was saved).
+        if last is not None:
+            print(f"final loss {last:.6f} (first {first:.6f})", flush=True)
         checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
-        print(f"final loss {last:.6f} (first {first:.6f})", flush=True)
         print(f"weights checksum {checksum:.10f}", flush=True)
     dist.destroy_process_group()
 

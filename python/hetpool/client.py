@@ -25,6 +25,18 @@ def _call(fn, *args, **kwargs):
         raise errors.from_rpc_error(e) from None
 
 
+
+def _expand_elastic_nnodes(spec):
+    """A job file's `"nnodes": {"min": 2, "max": 8}` is JobSpec's nnodes=2 plus elastic_nnodes (as hetpoolctl reads it)."""
+    nnodes = spec.get("nnodes") if isinstance(spec, dict) else None
+    if not isinstance(nnodes, dict):
+        return spec
+    if set(nnodes) != {"min", "max"} or not all(isinstance(v, int) for v in nnodes.values()):
+        raise errors.InvalidArgument('INVALID_ARGUMENT: nnodes: an elastic job writes {"min": N, "max": M} (integers)')
+    if "elastic_nnodes" in spec or "elasticNnodes" in spec:
+        raise errors.InvalidArgument("INVALID_ARGUMENT: nnodes: {min, max} and elastic_nnodes both given; write one")
+    return dict(spec, nnodes=nnodes["min"], elastic_nnodes=dict(nnodes))
+
 class Job:
     """A job on the pool: `id`, `state` ("JOB_STATE_RUNNING", ...) and the whole `proto` (hetpool.v1.Job)."""
 
@@ -140,6 +152,7 @@ class Client:
             if isinstance(spec, (str, os.PathLike)):
                 with open(spec) as f:
                     spec = json.load(f)
+            spec = _expand_elastic_nnodes(spec)
             try:
                 message = json_format.ParseDict(spec, job_pb2.JobSpec())  # unknown fields are errors
             except json_format.ParseError as e:
@@ -162,7 +175,7 @@ class Client:
 
     def list(self, states=(), user="", labels=None):
         """Every matching job (all pages), oldest first. `states`: names like "running" or "JOB_STATE_FAILED"."""
-        request = job_pb2.ListJobsRequest(user=user, labels=labels or {})
+        request = job_pb2.ListJobsRequest(user=user, labels=labels or {}, oldest_first=True)
         for s in states:
             name = s.upper() if s.upper().startswith("JOB_STATE_") else "JOB_STATE_" + s.upper()
             request.states.append(job_pb2.JobState.Value(name))

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,9 +19,11 @@
 #include "src/cli/command.h"
 #include "src/cli/junit_report.h"
 #include "src/cli/output.h"
+#include "src/cli/when.h"
 #include "src/common/convert.h"
-#include "src/common/plan_convert.h"
+#include "src/common/job_file.h"
 #include "src/common/json_keys.h"
+#include "src/common/plan_convert.h"
 
 namespace hetpool::cli {
 namespace {
@@ -35,6 +38,15 @@ std::string Placement(const pb::Job& job) {
   return parts.empty() ? "-" : absl::StrJoin(parts, " ");
 }
 
+// "2 node(s)"; an elastic job's range and, once placed, how many it runs on now.
+std::string NodesShape(const pb::Job& job) {
+  const pb::JobSpec& spec = job.spec();
+  if (!spec.has_elastic_nnodes()) return absl::StrCat(spec.nnodes(), " node(s)");
+  std::string out = absl::StrCat(spec.elastic_nnodes().min(), "-", spec.elastic_nnodes().max(), " node(s), elastic");
+  if (job.placement_size() > 0) absl::StrAppend(&out, " (", job.placement_size(), " in generation ", job.generation(), ")");
+  return out;
+}
+
 void PrintJobDetail(const pb::Job& job) {
   const auto& spec = job.spec();
   std::cout << "id:          " << job.id() << "\n"
@@ -42,7 +54,7 @@ void PrintJobDetail(const pb::Job& job) {
             << "user:        " << spec.user() << "\n"
             << "state:       " << JobStateName(job.state()) << "\n"
             << "reason:      " << job.reason() << (job.message().empty() ? "" : ": ") << job.message() << "\n"
-            << "shape:       " << spec.nnodes() << " node(s) x " << spec.devices_per_node()
+            << "shape:       " << NodesShape(job) << " x " << spec.devices_per_node()
             << " device(s), " << spec.procs_per_node() << " process(es) per node\n"
             << "generation:  " << job.generation() << " (restarts " << job.restart_count() << "/"
             << spec.max_restarts() << ")\n"
@@ -55,8 +67,15 @@ void PrintJobDetail(const pb::Job& job) {
               << p.by_job() << " (" << p.reason() << "), " << absl::StrFormat("%.2f", p.card_hours_lost())
               << " card-hours lost\n";
   }
+  if (job.resize_count() > 0) {
+    const pb::Preemption& r = job.last_resize();
+    std::cout << "resized:     " << job.resize_count() << " time(s); last: generation " << r.generation() << " from "
+              << r.from_nodes() << " to " << r.to_nodes() << " nodes"
+              << (r.by_job().empty() ? "" : absl::StrCat(" for job ", r.by_job())) << " (" << r.reason() << "), "
+              << absl::StrFormat("%.2f", r.card_hours_lost()) << " card-hours lost\n";
+  }
   if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING && !job.pending().preempting().empty()) {
-    std::cout << "waiting:     for the jobs it preempted to stop: " << job.pending().preempting() << "\n";
+    std::cout << "waiting:     for the jobs it preempted or shrinks to stop: " << job.pending().preempting() << "\n";
   } else if (job.has_pending() && job.state() == pb::JOB_STATE_PENDING) {
     const pb::PendingReason& w = job.pending();
     std::cout << "waiting:     " << (w.never_fits() ? "can never run in this pool as it is" : "for capacity") << "\n"
@@ -153,9 +172,11 @@ int Submit(Client& client, const Invocation& in, const SubmitOptions& o) {
   if (auto s = CheckNoDuplicateKeys(text.str()); !s.ok()) {
     return Error(absl::InvalidArgumentError(absl::StrCat(o.file, ": ", s.message())));
   }
+  auto expanded = ExpandJobFileShorthands(text.str());
+  if (!expanded.ok()) return Error(absl::InvalidArgumentError(absl::StrCat(o.file, ": ", expanded.status().message())));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // a misspelt field is an error, not silently dropped
-  auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), req.mutable_spec(), options);
+  auto parsed = google::protobuf::util::JsonStringToMessage(*expanded, req.mutable_spec(), options);
   if (!parsed.ok()) {
     return Error(absl::InvalidArgumentError(absl::StrCat(o.file, ": ", parsed.message().as_string())));
   }
@@ -202,7 +223,9 @@ int Get(Client& client, const Invocation& in, const NoOptions&) {
 
 struct ListOptions {
   std::vector<std::string> states, labels;
-  std::string user;
+  std::string user, since, until, page_token;
+  int limit = 50;
+  bool all = false, oldest_first = false;
 };
 
 void DeclareList(FlagSet& flags, ListOptions* o) {
@@ -210,11 +233,20 @@ void DeclareList(FlagSet& flags, ListOptions* o) {
   flags.Values("state", {"pending", "scheduled", "running", "succeeded", "failed", "cancelled"});
   flags.String("user", &o->user, "only this user's jobs");
   flags.List("label", &o->labels, "only jobs with this label (k=v); repeatable");
+  flags.String("since", &o->since, "only jobs submitted since: a span back from now (2h, 7d) or a date (2026-11-01)");
+  flags.String("until", &o->until, "only jobs submitted before this (same forms as --since)");
+  flags.Int("limit", &o->limit, "at most this many jobs (default 50); the last line says how to see more");
+  flags.Bool("all", &o->all, "every matching job, page after page");
+  flags.String("page-token", &o->page_token, "go on from where an earlier list stopped (its last line names it)");
+  flags.Bool("oldest-first", &o->oldest_first, "oldest first (default: newest first)");
 }
 
-int List(Client& client, const Invocation&, const ListOptions& o) {
+int List(Client& client, const Invocation& in, const ListOptions& o) {
+  if (o.limit < 1) return in.Usage("--limit: must be at least 1");
   pb::ListJobsRequest req;
   req.set_user(o.user);
+  req.set_oldest_first(o.oldest_first);
+  req.set_page_token(o.page_token);
   for (const auto& s : o.states) {
     auto state = ParseJobState(s);
     if (!state.ok()) return Error(state.status());
@@ -224,14 +256,30 @@ int List(Client& client, const Invocation&, const ListOptions& o) {
     std::pair<std::string, std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
     (*req.mutable_labels())[kv.first] = kv.second;
   }
+  // A bound is set only when given (asking for the field creates it: "before 1970").
+  const absl::Time now = absl::Now();
+  using Bound = google::protobuf::Timestamp* (pb::ListJobsRequest::*)();
+  for (auto [flag, text, bound] : {std::tuple<const char*, const std::string*, Bound>{
+                                       "--since", &o.since, &pb::ListJobsRequest::mutable_submitted_after},
+                                   std::tuple<const char*, const std::string*, Bound>{
+                                       "--until", &o.until, &pb::ListJobsRequest::mutable_submitted_before}}) {
+    if (text->empty()) continue;
+    auto when = ParseWhen(*text, now);
+    if (!when.ok()) return in.Usage(absl::StrCat(flag, ": ", when.status().message()));
+    *(req.*bound)() = ToProtoTime(*when);
+  }
+  // Pages until the limit (or, with --all, the end); a filter that matches little may bring
+  // pages with few jobs or none, each with a token to go on.
   pb::ListJobsResponse all;
   do {
+    if (!o.all) req.set_page_size(std::min(1000, o.limit - all.jobs_size()));
     pb::ListJobsResponse page;
     auto status = client.jobs().ListJobs(client.Context().get(), req, &page);
     if (!status.ok()) return client.Failed(status);
     for (auto& j : *page.mutable_jobs()) *all.add_jobs() = std::move(j);
     req.set_page_token(page.next_page_token());
-  } while (!req.page_token().empty());
+  } while (!req.page_token().empty() && (o.all || all.jobs_size() < o.limit));
+  all.set_next_page_token(req.page_token());
   if (client.json()) {
     std::cout << ToJson(all);
     return 0;
@@ -239,10 +287,19 @@ int List(Client& client, const Invocation&, const ListOptions& o) {
   Table table({"ID", "NAME", "USER", "STATE", "SHAPE", "PLACEMENT", "AGE", "REASON"});
   for (const auto& j : all.jobs()) {
     table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())),
-               absl::StrCat(j.spec().nnodes(), "x", j.spec().devices_per_node()), Placement(j),
+               absl::StrCat(j.spec().has_elastic_nnodes() ? absl::StrCat(j.spec().elastic_nnodes().min(), "-",
+                                                                          j.spec().elastic_nnodes().max())
+                                                             : absl::StrCat(j.spec().nnodes()),
+                            "x", j.spec().devices_per_node()),
+               Placement(j),
                Age(j.created_at().seconds()), j.reason()});
   }
   std::cout << table.Render();
+  // On stderr: a script reading the table (or wc -l) sees jobs only.
+  if (!all.next_page_token().empty()) {
+    std::cerr << "more: hetpoolctl list --page-token " << all.next_page_token()
+              << " (the same filters), or --all\n";
+  }
   return 0;
 }
 
@@ -431,8 +488,8 @@ std::vector<CommandEntry> JobCommands() {
        .operands = Operands::kJobId,
        .make = Make<NoOptions>(nullptr, Get)},
       {.name = "list",
-       .summary = "jobs, newest last, by state, user and label",
-       .examples = {"hetpoolctl list --state running --label team=nlp"},
+       .summary = "jobs, newest first, 50 at a time, by state, user, label and submission time",
+       .examples = {"hetpoolctl list --state running --label team=nlp", "hetpoolctl list --user alice --since 2d --all"},
        .make = Make<ListOptions>(DeclareList, List)},
       {.name = "cancel",
        .synopsis = "ID",

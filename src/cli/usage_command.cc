@@ -3,11 +3,11 @@
 #include <iostream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/cli/command.h"
 #include "src/cli/output.h"
+#include "src/cli/when.h"
 #include "src/common/convert.h"
 #include "src/common/flags.h"
 
@@ -20,21 +20,6 @@ std::string CsvField(const std::string& value) {
   std::string out = "\"";
   for (char c : value) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-
-// "7d", "36h", "90m" back from `now`, or a date "2026-11-01" / time "2026-11-01T08:00:00Z".
-absl::StatusOr<absl::Time> ParseWhen(const std::string& text, absl::Time now) {
-  if (text.size() > 1 && text.back() == 'd') {
-    double days = 0;
-    if (absl::SimpleAtod(text.substr(0, text.size() - 1), &days) && days >= 0) return now - absl::Hours(24 * days);
-  }
-  if (auto d = ParseDurationFlag(text); d.ok()) return now - *d;
-  absl::Time t;
-  std::string err;
-  if (absl::ParseTime("%Y-%m-%d", text, absl::UTCTimeZone(), &t, &err)) return t;
-  if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return t;
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", text, "' is neither a span back from now (7d, 36h) nor a date (2026-11-01, 2026-11-01T08:00:00Z)"));
 }
 
 struct UsageOptions {

@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
                  "docs/sharing.md)");
   flags.Int("defrag-moves-per-hour", &options.cluster.defrag.moves_per_hour, "at most this many moves an hour");
   flags.Duration("defrag-window", &options.cluster.defrag.window, "a job is moved at most once within this long");
+  flags.Duration("elastic-grow-after", &options.cluster.elastic_grow_after,
+                 "an elastic job's generation runs this long before it may grow into free cards (each resize "
+                 "restarts it from its checkpoint; docs/sharing.md)");
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
   flags.String("http-listen", &options.http_listen,
@@ -153,6 +156,9 @@ int main(int argc, char** argv) {
       options.cluster.defrag.window < absl::ZeroDuration()) {
     return Fail(absl::InvalidArgumentError(
         "--defrag-after and --defrag-window must not be negative, --defrag-moves-per-hour at least 1"));
+  }
+  if (options.cluster.elastic_grow_after < absl::ZeroDuration()) {
+    return Fail(absl::InvalidArgumentError("--elastic-grow-after must not be negative"));
   }
   if (!profile_file.empty()) {
     auto text = hetpool::ReadTextFile(profile_file);

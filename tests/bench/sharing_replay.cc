@@ -9,7 +9,11 @@
 // keeps the work up to its last one and runs the rest when placed again; its processes take
 // --stop to exit after the kill order (the SIGTERM a real job checkpoints on). Under the
 // defragmentation policy every pod is `movable`, and hetpoold's --defrag-after and
-// --defrag-moves-per-hour are the bench's flags of the same names.
+// --defrag-moves-per-hour are the bench's flags of the same names. Under the elastic policy every
+// pod of two or more whole cards is elastic over one or two nodes of that many cards (an
+// assumption the trace cannot confirm: it says which pods asked for several cards, not whether
+// they scale) and runs twice as fast on two (linear scaling); hetpoold's --elastic-grow-after is
+// the bench's flag of that name.
 //
 // The trace's pods carry creation, scheduled and deletion times; a pod runs for its own
 // (deletion - scheduled) seconds once hetpool places it. Over its 150 days the trace keeps ~14 of
@@ -62,8 +66,9 @@ struct Options {
   absl::Duration stop = absl::Seconds(30);        // kill order to exit
   absl::Duration defrag_after = absl::Minutes(10);
   int defrag_moves_per_hour = 30;
+  absl::Duration elastic_grow_after = absl::Minutes(10);
   std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption",
-                                       "fair-share+preemption+defrag"};
+                                       "fair-share+preemption+elastic", "fair-share+preemption+defrag"};
   std::string output = "table";
 };
 
@@ -105,30 +110,32 @@ struct Pod {
   std::string job_id;
   std::optional<absl::Time> scheduled;  // first placed
   std::optional<absl::Time> decided;    // first placed, or first preempted for
-  // The current run: where, which generation, since when, until when; and the work kept from
-  // runs before it (up to their last checkpoints).
+  // The current run: on which nodes, which generation, since when, until when; and the work kept
+  // from runs before it (up to their last checkpoints), in seconds of the trace's run on one node.
   bool running = false;
-  std::string node;
+  std::vector<std::string> on;
   uint64_t generation = 0;
   absl::Time started, ends_at;
   absl::Duration done;
 };
 
-// Hears the daemon preempt a job (hetpoold's StateObserver seam, which its metrics use).
+// Hears the daemon preempt, move or resize a job (hetpoold's StateObserver seam, which its
+// metrics use).
 class PreemptionLog final : public hetpool::daemon::StateObserver {
  public:
+  enum class Kind { kPreempted, kMoved, kResized };
   void Decision(absl::Duration, bool) override {}
   void StoreWrite(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const pb::Job& job, const std::string& reason) override {
-    if (reason == hetpool::daemon::kRestartPreempted || reason == hetpool::daemon::kRestartMoved) {
-      victims.push_back({job.id(), job.last_preemption().by_job(), reason == hetpool::daemon::kRestartMoved});
-    }
+    if (reason == hetpool::daemon::kRestartPreempted) victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kPreempted});
+    if (reason == hetpool::daemon::kRestartMoved) victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kMoved});
+    if (reason == hetpool::daemon::kRestartResized) victims.push_back({job.id(), job.last_resize().by_job(), Kind::kResized});
   }
   struct Victim {
     std::string id;
-    std::string by;
-    bool moved;  // defragmentation
+    std::string by;  // empty: an elastic job grown into free cards
+    Kind kind;
   };
   std::vector<Victim> victims;
 };
@@ -151,7 +158,7 @@ hetpool::NodeInventory InventoryOf(const trace::TraceNode& n) {
   return inventory;
 }
 
-pb::JobSpec SpecOf(const Pod& pod, const Options& o, bool movable) {
+pb::JobSpec SpecOf(const Pod& pod, const Options& o, bool movable, bool elastic) {
   pb::JobSpec spec;
   spec.set_name(pod.trace.name);
   spec.set_user("u-" + pod.group);
@@ -169,6 +176,10 @@ pb::JobSpec SpecOf(const Pod& pod, const Options& o, bool movable) {
   spec.mutable_host()->set_memory_mib_per_node(pod.trace.memory_mib);
   spec.mutable_checkpoint_interval()->set_seconds(absl::ToInt64Seconds(o.checkpoint));
   spec.set_movable(movable);
+  if (elastic && pod.trace.num_gpu >= 2 && pod.trace.gpu_milli >= 1000) {
+    spec.mutable_elastic_nnodes()->set_min(1);
+    spec.mutable_elastic_nnodes()->set_max(2);
+  }
   return spec;
 }
 
@@ -197,8 +208,12 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     options.queues = queues;
   }
   const bool defrag = policy == "fair-share+preemption+defrag";
-  if (policy == "fair-share+preemption" || defrag) options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
+  const bool elastic = policy == "fair-share+preemption+elastic";
+  if (policy == "fair-share+preemption" || defrag || elastic) {
+    options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
+  }
   if (defrag) options.defrag = {o.defrag_after, o.defrag_moves_per_hour, absl::Hours(1)};
+  options.elastic_grow_after = o.elastic_grow_after;
   hetpool::daemon::ClusterState state(options, &store, framework.get());
   if (auto s = state.Load(); !s.ok()) {
     std::cerr << "sharing_replay: " << s << "\n";
@@ -227,11 +242,11 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   std::multimap<absl::Time, Pod*> departures;
   struct Stop {
     Pod* pod;
-    std::string node;
+    std::vector<std::string> on;
   };
   std::multimap<absl::Time, Stop> stops;  // preempted runs, exiting
-  size_t preempted = 0, moved = 0;
-  double card_hours_lost = 0, move_card_hours_lost = 0;
+  size_t preempted = 0, moved = 0, resized = 0, grown = 0;
+  double card_hours_lost = 0, move_card_hours_lost = 0, resize_card_hours_lost = 0;
   std::map<std::string, int> pending_by_group;
   std::map<std::string, int64_t> held_by_group;
   // Dominant shares, as fair share weighs them: per group and model, held over an equal part of
@@ -266,14 +281,16 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (auto s = state.Heartbeat(hb); !s.ok()) std::cerr << "sharing_replay: heartbeat: " << s << "\n";
   };
 
-  // A run ends (it finished, or its preempted processes exited): its node reports it, and its
+  // A run ends (it finished, or its preempted processes exited): its nodes report it, and its
   // cards are free.
-  auto run_ended = [&](Pod* pod, const std::string& node) {
-    report(node, pod->job_id);
-    running_on[node].erase(pod->job_id);
-    allocated -= pod->trace.GpuDemand();
-    held_by_group[pod->group] -= pod->trace.GpuDemand();
-    held_by_group_model[pod->group][model_of[node]] -= pod->trace.GpuDemand();
+  auto run_ended = [&](Pod* pod, const std::vector<std::string>& on) {
+    for (const std::string& node : on) {
+      report(node, pod->job_id);
+      running_on[node].erase(pod->job_id);
+      allocated -= pod->trace.GpuDemand();
+      held_by_group[pod->group] -= pod->trace.GpuDemand();
+      held_by_group_model[pod->group][model_of[node]] -= pod->trace.GpuDemand();
+    }
   };
   while (next_arrival < pods.size() || (!departures.empty() && departures.begin()->first <= end) ||
          (!stops.empty() && stops.begin()->first <= end)) {
@@ -314,16 +331,16 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       Pod* pod = departures.begin()->second;
       departures.erase(departures.begin());
       pod->running = false;
-      run_ended(pod, pod->node);
+      run_ended(pod, pod->on);
     }
     while (!stops.empty() && stops.begin()->first <= now) {
       const Stop stop = stops.begin()->second;
       stops.erase(stops.begin());
-      run_ended(stop.pod, stop.node);
+      run_ended(stop.pod, stop.on);
     }
     while (next_arrival < pods.size() && pods[next_arrival].arrival <= now) {
       Pod& pod = pods[next_arrival++];
-      auto job = state.Submit(SpecOf(pod, o, defrag), "");
+      auto job = state.Submit(SpecOf(pod, o, defrag, elastic), "");
       if (!job.ok()) {
         ++refused;  // never fits the sampled pool (a model it lacks, more cards than a node has)
         continue;
@@ -347,33 +364,42 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
         if (!pod->scheduled) pod->scheduled = now;
         if (!pod->decided) pod->decided = now;
         pod->running = true;
-        pod->node = job.placement(0).node();
+        pod->on.clear();
+        for (const auto& p : job.placement()) pod->on.push_back(p.node());
         pod->generation = job.generation();
         pod->started = now;
-        pod->ends_at = now + pod->runtime - pod->done;
-        running_on[pod->node][job.id()] = pod->generation;
-        nodes_to_report.insert(pod->node);
+        // On n nodes an elastic pod runs n times as fast (the bench's assumption).
+        pod->ends_at = now + (pod->runtime - pod->done) / static_cast<double>(pod->on.size());
         departures.emplace(pod->ends_at, pod);
-        allocated += pod->trace.GpuDemand();
-        held_by_group[pod->group] += pod->trace.GpuDemand();
-        held_by_group_model[pod->group][model_of[pod->node]] += pod->trace.GpuDemand();
+        for (const std::string& node : pod->on) {
+          running_on[node][job.id()] = pod->generation;
+          nodes_to_report.insert(node);
+          allocated += pod->trace.GpuDemand();
+          held_by_group[pod->group] += pod->trace.GpuDemand();
+          held_by_group_model[pod->group][model_of[node]] += pod->trace.GpuDemand();
+        }
         --pending_by_group[pod->group];
       }
       scheduled.set_page_token(page->next_page_token());
     } while (!scheduled.page_token().empty());
     for (const auto& node : nodes_to_report) report(node, "");
-    // Runs the daemon preempted: they keep the work up to their last checkpoint, and their
-    // processes exit after --stop (their cards stay held until then).
+    // Runs the daemon preempted, moved or resized: they keep the work up to their last
+    // checkpoint, and their processes exit after --stop (their cards stay held until then).
     for (const auto& stopped : preemptions.victims) {
       Pod* victim = by_job[stopped.id];
       if (Pod* preemptor = by_job[stopped.by]; preemptor != nullptr && !preemptor->decided) preemptor->decided = now;
       if (victim == nullptr || !victim->running) continue;
-      ++(stopped.moved ? moved : preempted);
+      using Kind = PreemptionLog::Kind;
+      ++(stopped.kind == Kind::kMoved ? moved : stopped.kind == Kind::kResized ? resized : preempted);
+      if (stopped.kind == Kind::kResized && stopped.by.empty()) ++grown;
       const absl::Duration ran = now - victim->started;
       const absl::Duration kept = o.checkpoint > absl::ZeroDuration() ? ran - ran % o.checkpoint : absl::ZeroDuration();
-      (stopped.moved ? move_card_hours_lost : card_hours_lost) +=
-          static_cast<double>(victim->trace.GpuDemand()) / 1000 * absl::ToDoubleHours(ran - kept);
-      victim->done += kept;
+      const double width = static_cast<double>(victim->on.size());
+      (stopped.kind == Kind::kMoved     ? move_card_hours_lost
+       : stopped.kind == Kind::kResized ? resize_card_hours_lost
+                                        : card_hours_lost) +=
+          static_cast<double>(victim->trace.GpuDemand()) / 1000 * width * absl::ToDoubleHours(ran - kept);
+      victim->done += kept * width;
       victim->running = false;
       for (auto [it, last] = departures.equal_range(victim->ends_at); it != last; ++it) {
         if (it->second == victim) {
@@ -381,7 +407,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
           break;
         }
       }
-      stops.emplace(now + o.stop, Stop{victim, victim->node});
+      stops.emplace(now + o.stop, Stop{victim, victim->on});
       ++pending_by_group[victim->group];
     }
     preemptions.victims.clear();
@@ -407,8 +433,29 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       delays["high-decided"].push_back(absl::ToDoubleMinutes(pod.decided.value_or(end) - pod.arrival));
     }
   }
+  // The gangs of 4+ cards that waited longest, with their shape: what a policy did not place.
+  std::vector<const Pod*> gangs;
+  for (const Pod& pod : pods) {
+    if (!pod.job_id.empty() && ClassOf(pod.trace) == "4+-cards") gangs.push_back(&pod);
+  }
+  auto waited = [&](const Pod* pod) { return pod->scheduled.value_or(end) - pod->arrival; };
+  std::sort(gangs.begin(), gangs.end(), [&](const Pod* a, const Pod* b) { return waited(a) > waited(b); });
+  nlohmann::json slowest = nlohmann::json::array();
+  for (size_t i = 0; i < std::min<size_t>(gangs.size(), 5); ++i) {
+    const Pod& pod = *gangs[i];
+    nlohmann::json row = {{"pod", pod.trace.name},
+                          {"cards", pod.trace.num_gpu},
+                          {"cpu_milli", pod.trace.cpu_milli},
+                          {"memory_mib", pod.trace.memory_mib},
+                          {"models", pod.trace.gpu_spec},
+                          {"waited_minutes", absl::ToDoubleMinutes(waited(&pod))},
+                          {"placed", pod.scheduled.has_value()}};
+    if (auto job = state.GetJob(pod.job_id); job.ok() && !pod.scheduled) row["message"] = job->message();
+    slowest.push_back(std::move(row));
+  }
   const double window = absl::ToDoubleSeconds(end - start);
   nlohmann::json out = {
+      {"slowest_gangs", slowest},
       {"policy", policy},
       {"allocation", window > 0 ? allocation_integral / window : 0},
       {"jain_backlogged", backlogged_seconds > 0 ? jain_integral / backlogged_seconds : 0},
@@ -421,6 +468,9 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       {"card_hours_lost", card_hours_lost},
       {"moves", moved},
       {"move_card_hours_lost", move_card_hours_lost},
+      {"resizes", resized},
+      {"grown", grown},
+      {"resize_card_hours_lost", resize_card_hours_lost},
       {"waiting_at_end", waiting_reasons},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
   };
@@ -434,7 +484,8 @@ int Usage(const std::string& message) {
   std::cerr << "sharing_replay: " << message
             << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
                " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
-               "fair-share+preemption+defrag] [--defrag-after 10m] [--defrag-moves-per-hour 30] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
+               "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
+               " [--defrag-moves-per-hour 30] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
                " [--max-runtime 24h] [-o table|json]\n";
   return 2;
 }
@@ -462,13 +513,16 @@ int main(int argc, char** argv) {
       o.policies = absl::StrSplit(value, ',');
       for (const auto& policy : o.policies) {
         if (policy != "fifo+backfill" && policy != "fair-share" && policy != "fair-share+preemption" &&
-            policy != "fair-share+preemption+defrag") {
+            policy != "fair-share+preemption+elastic" && policy != "fair-share+preemption+defrag") {
           return Usage("--policies: " + policy +
-                       " is not fifo+backfill, fair-share, fair-share+preemption or fair-share+preemption+defrag");
+                       " is not fifo+backfill, fair-share, fair-share+preemption, fair-share+preemption+elastic or "
+                       "fair-share+preemption+defrag");
         }
       }
     } else if (flag == "--defrag-after") {
       if (!absl::ParseDuration(value, &o.defrag_after)) return Usage("--defrag-after: not a duration");
+    } else if (flag == "--elastic-grow-after") {
+      if (!absl::ParseDuration(value, &o.elastic_grow_after)) return Usage("--elastic-grow-after: not a duration");
     } else if (flag == "--defrag-moves-per-hour") {
       o.defrag_moves_per_hour = std::stoi(value);
     } else if (flag == "--high") {
@@ -559,6 +613,7 @@ int main(int argc, char** argv) {
                            {"stop", absl::FormatDuration(o.stop)},
                            {"defrag_after", absl::FormatDuration(o.defrag_after)},
                            {"defrag_moves_per_hour", o.defrag_moves_per_hour},
+                           {"elastic_grow_after", absl::FormatDuration(o.elastic_grow_after)},
                            {"policies", nlohmann::json::array()}};
   for (const std::string& policy : o.policies) report["policies"].push_back(Run(policy, nodes, pods, o));
   if (o.output == "json") {
@@ -568,20 +623,21 @@ int main(int argc, char** argv) {
   std::cout << absl::StrFormat("%d nodes, %d cards; offered load %.2f; arrivals compressed %.0fx into %.1f h; %d groups; half-life %s\n",
                                report["nodes"].get<int>(), report["cards"].get<int>(), report["offered_load"].get<double>(), compress,
                                report["window_hours"].get<double>(), o.groups, report["half_life"].get<std::string>());
-  std::cout << absl::StrFormat("%-28s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %6s %9s %6s\n", "POLICY", "ALLOC",
+  std::cout << absl::StrFormat("%-30s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %6s %7s %9s %6s\n", "POLICY", "ALLOC",
                                "JAIN", "JAIN-D", "BACKLOG", "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99",
-                               "HIGH p99", "PREEMPT", "MOVES", "LOST c-h", "NEVER");
+                               "HIGH p99", "PREEMPT", "MOVES", "RESIZES", "LOST c-h", "NEVER");
   for (const auto& r : report["policies"]) {
     auto p = [&](const char* cls, const char* q) {
       return r["delay_minutes"].contains(cls) ? absl::StrFormat("%.1f m", r["delay_minutes"][cls][q].get<double>()) : "-";
     };
-    std::cout << absl::StrFormat("%-28s %6.1f%% %6.3f %6.3f %7.0f%% %10s %10s %10s %10s %10s %8d %6d %9.1f %6d\n",
+    std::cout << absl::StrFormat("%-30s %6.1f%% %6.3f %6.3f %7.0f%% %10s %10s %10s %10s %10s %8d %6d %7d %9.1f %6d\n",
                                  r["policy"].get<std::string>(), 100 * r["allocation"].get<double>(),
                                  r["jain_backlogged"].get<double>(), r["jain_dominant_backlogged"].get<double>(),
                                  100 * r["backlogged_share_of_time"].get<double>(), p("1-card", "p50"),
                                  p("1-card", "p99"), p("4+-cards", "p99"), p("share", "p99"), p("high", "p99"),
-                                 r["preemptions"].get<int>(), r["moves"].get<int>(),
-                                 r["card_hours_lost"].get<double>() + r["move_card_hours_lost"].get<double>(),
+                                 r["preemptions"].get<int>(), r["moves"].get<int>(), r["resizes"].get<int>(),
+                                 r["card_hours_lost"].get<double>() + r["move_card_hours_lost"].get<double>() +
+                                     r["resize_card_hours_lost"].get<double>(),
                                  r["never_placed"].get<int>());
   }
   return 0;

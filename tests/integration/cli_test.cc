@@ -1,4 +1,5 @@
 // hetpoolctl as researchers and CI use it: job files, tables and JSON, exit codes, one-line errors.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -90,6 +91,45 @@ TEST_F(CliTest, SubmitWaitGetListLogs) {
   EXPECT_NE(out.find("FAILED_PRECONDITION"), std::string::npos) << out;
 }
 
+TEST_F(CliTest, ListShowsTheNewestFirstAPageAtATimeAndSaysHowToSeeMore) {
+  const std::string file = WriteFile("paging.json", R"({"command": ["/bin/true"], "labels": {"suite": "paging"},
+      "nnodes": 1, "devices_per_node": 0, "procs_per_node": 1, "working_dir": "/tmp", "requirements": {"vendors": ["cpu"]}})");
+  std::vector<std::string> ids;
+  std::string out;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+    ids.push_back(out.substr(0, out.find('\n')));
+  }
+  auto listed = [&](std::vector<std::string> args, std::string* token = nullptr) {
+    args.insert(args.begin(), {"list", "--label", "suite=paging", "-o", "json"});
+    std::vector<std::string> got;
+    EXPECT_EQ(cluster_->RunCli(args, &out), 0) << out;
+    auto page = nlohmann::json::parse(out, nullptr, false);
+    EXPECT_FALSE(page.is_discarded()) << out;
+    if (page.is_discarded()) return got;
+    for (const auto& job : page.value("jobs", nlohmann::json::array())) got.push_back(job["id"]);
+    if (token != nullptr) *token = page.value("next_page_token", "");
+    return got;
+  };
+  std::string token;
+  EXPECT_EQ(listed({"--limit", "2"}, &token), (std::vector<std::string>{ids[2], ids[1]}));
+  ASSERT_FALSE(token.empty());
+  EXPECT_EQ(listed({"--limit", "2", "--page-token", token}, &token), (std::vector<std::string>{ids[0]}));
+  EXPECT_TRUE(token.empty());
+  EXPECT_EQ(listed({"--all", "--oldest-first"}), ids);
+  EXPECT_EQ(listed({"--since", "1h"}).size(), 3u);
+  EXPECT_TRUE(listed({"--until", "1h"}).empty());  // all submitted within the hour
+  // The table says, on its last line, how to go on.
+  ASSERT_EQ(cluster_->RunCli({"list", "--label", "suite=paging", "--limit", "1"}, &out), 0) << out;
+  EXPECT_NE(out.find(ids[2]), std::string::npos) << out;
+  EXPECT_EQ(out.find(ids[1]), std::string::npos) << out;
+  EXPECT_NE(out.find("more: hetpoolctl list --page-token "), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"list", "--limit", "0"}, &out), 2) << out;
+  EXPECT_NE(out.find("--limit: must be at least 1"), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"list", "--since", "yesterday"}, &out), 2) << out;
+  EXPECT_NE(out.find("--since: 'yesterday' is neither"), std::string::npos) << out;
+}
+
 TEST_F(CliTest, WaitTimesOutWithItsOwnExitCode) {
   // Needs more NVIDIA cards than are free while we drain both nodes.
   std::string out;
@@ -103,6 +143,30 @@ TEST_F(CliTest, WaitTimesOutWithItsOwnExitCode) {
   ASSERT_EQ(cluster_->RunCli({"undrain", "node-a"}, &out), 0) << out;
   ASSERT_EQ(cluster_->RunCli({"undrain", "node-b"}, &out), 0) << out;
   EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "60s"}, &out), 0) << out;
+}
+
+TEST_F(CliTest, AJobFileMayGiveAnElasticRangeOfNodes) {
+  const std::string file = WriteFile("elastic.json", R"({"command": ["/bin/true"], "nnodes": {"min": 1, "max": 2},
+      "devices_per_node": 1, "working_dir": "/tmp", "requirements": {"vendors": ["nvidia"]}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  EXPECT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id, "-o", "json"}, &out), 0) << out;
+  auto job = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(job.is_discarded()) << out;
+  EXPECT_EQ(job["spec"]["nnodes"], 1);
+  EXPECT_EQ(job["spec"]["elastic_nnodes"]["min"], 1);
+  EXPECT_EQ(job["spec"]["elastic_nnodes"]["max"], 2);
+  const auto& argv = job["launch_plan"][0]["argv"];
+  auto nnodes = std::find(argv.begin(), argv.end(), "--nnodes");
+  ASSERT_NE(nnodes, argv.end()) << argv;
+  EXPECT_EQ(*std::next(nnodes), "1:2");
+
+  const std::string bad = WriteFile("elastic-bad.json", R"({"command": ["/bin/true"], "nnodes": {"min": 1},
+      "devices_per_node": 1, "working_dir": "/tmp"})");
+  EXPECT_NE(cluster_->RunCli({"submit", "-f", bad}, &out), 0) << out;
+  EXPECT_NE(out.find("nnodes: an elastic job names both min and max"), std::string::npos) << out;
 }
 
 TEST_F(CliTest, FollowedLogsAndWatchStreamUntilTheJobEnds) {

@@ -2,8 +2,11 @@
 // high-priority job stops a checkpointing low-priority one, which saves on SIGTERM within its
 // preemption_grace, is requeued without spending a restart, resumes from its checkpoint with
 // HETPOOL_PREEMPTED=1 once the cards are free again, and ends with the same weights as a job that
-// ran straight through.
+// ran straight through. And an elastic job (issue 16, item 3) that starts on one node while the
+// other is busy, grows onto both when it frees up, shrinks back for a waiting job, and ends with
+// the weights of a run at a fixed size.
 #include <cstdio>
+#include <cmath>
 #include <filesystem>
 #include <regex>
 
@@ -127,6 +130,95 @@ TEST(Preemption, AHighPriorityJobStopsACheckpointingOneWhichResumesToTheSameResu
   const std::string expected = Checksum(*reference_logs);
   ASSERT_FALSE(expected.empty()) << *reference_logs;
   EXPECT_EQ(Checksum(*low_logs), expected) << *low_logs;
+}
+
+bool HasEvent(const pb::Job& job, const std::string& reason, const std::string& words) {
+  for (const auto& e : job.events()) {
+    if (e.reason() == reason && e.message().find(words) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Elastic, StartsSmallGrowsIntoFreedCardsShrinksForAWaitingJobAndEndsWithTheFixedSizeResult) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.daemon_args = {"--elastic-grow-after", "1s"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  constexpr int kElasticSteps = 200;
+  // The same global batch of 64 each step whatever the world size: every size ends alike.
+  auto spec = [&](int steps, const char* step_sleep, const std::string& checkpoint) {
+    std::vector<std::string> args = {"--steps", std::to_string(steps), "--step-sleep", step_sleep, "--global-batch", "64"};
+    if (!checkpoint.empty()) args.insert(args.end(), {"--checkpoint", checkpoint, "--checkpoint-every", "5"});
+    pb::JobSpec s = cluster.TrainSpec(1, 2, args);
+    s.mutable_requirements()->add_vendors("nvidia");
+    return s;
+  };
+
+  // One node's H100s busy, so the elastic job (one or two nodes) starts on the other alone.
+  auto blocker = cluster.Submit(spec(100000, "0.25", ""));
+  ASSERT_TRUE(blocker.ok()) << blocker.status();
+  ASSERT_TRUE(cluster.WaitForState(blocker->id(), pb::JOB_STATE_RUNNING, absl::Seconds(90)).ok());
+  pb::JobSpec elastic_spec = spec(kElasticSteps, "0.05", cluster.dir() + "/elastic.pt");
+  elastic_spec.mutable_elastic_nnodes()->set_min(1);
+  elastic_spec.mutable_elastic_nnodes()->set_max(2);
+  elastic_spec.mutable_preemption_grace()->set_seconds(30);
+  elastic_spec.mutable_checkpoint_interval()->set_seconds(1);
+  auto elastic = cluster.Submit(elastic_spec);
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  auto started = cluster.WaitForState(elastic->id(), pb::JOB_STATE_RUNNING, absl::Seconds(90));
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->placement_size(), 1);
+  ASSERT_TRUE(cluster.WaitFor(elastic->id(), [&](const pb::Job&) {
+    return std::filesystem::exists(cluster.dir() + "/elastic.pt");
+  }, absl::Seconds(90)).ok());
+
+  // The other node frees up: it grows onto both (a new generation, no restart spent).
+  std::string out;
+  ASSERT_EQ(cluster.RunCli({"cancel", blocker->id()}, &out), 0) << out;
+  auto grown = cluster.WaitFor(elastic->id(), [](const pb::Job& j) {
+    return j.state() == pb::JOB_STATE_RUNNING && j.placement_size() == 2;
+  }, absl::Seconds(120));
+  ASSERT_TRUE(grown.ok()) << grown.status() << "\n" << cluster.DaemonLog();
+  EXPECT_GE(grown->resize_count(), 1);
+  EXPECT_TRUE(HasEvent(*grown, "Resized", "growing from 1 to 2 nodes")) << grown->DebugString();
+
+  // A job of its priority waits for one node: the elastic job gives it one instead of making it wait.
+  auto waiting = cluster.Submit(spec(kElasticSteps, "0", ""));
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  auto waiting_done = cluster.WaitFor(waiting->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
+                                      absl::Seconds(180));
+  ASSERT_TRUE(waiting_done.ok()) << waiting_done.status();
+  ASSERT_EQ(waiting_done->state(), pb::JOB_STATE_SUCCEEDED) << waiting_done->message();
+  EXPECT_TRUE(HasEvent(*waiting_done, "Shrinking", "shrinking elastic job " + elastic->id() + " from 2 to 1 nodes"))
+      << waiting_done->DebugString();
+
+  auto done = cluster.WaitFor(elastic->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
+                              absl::Seconds(240));
+  ASSERT_TRUE(done.ok()) << done.status();
+  auto logs = cluster.Logs(elastic->id());
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->message() << "\n" << *logs;
+  EXPECT_TRUE(HasEvent(*done, "Resized", "shrinking from 2 to 1 nodes for job " + waiting->id())) << done->DebugString();
+  EXPECT_GE(done->resize_count(), 2);  // it may grow again once the waiting job is done
+  EXPECT_EQ(done->restart_count(), 0);
+  EXPECT_EQ(done->preemption_count(), 0);
+  std::string shown;
+  EXPECT_EQ(cluster.RunCli({"get", elastic->id()}, &shown), 0) << shown;
+  EXPECT_NE(shown.find("1-2 node(s), elastic"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("resized:     " + std::to_string(done->resize_count()) + " time(s)"), std::string::npos) << shown;
+
+  // Its last generation knew it was resized, resumed past step 0, and ended where the waiting
+  // job (the same steps at one fixed size, straight through) ended, up to float rounding.
+  EXPECT_NE(logs->find("resized=1"), std::string::npos) << *logs;
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(*logs, resumed, std::regex(R"(rank 0: resumed from step (\d+))"))) << *logs;
+  EXPECT_GT(std::stoi(resumed[1]), 0);
+  auto reference_logs = cluster.Logs(waiting->id());
+  ASSERT_TRUE(reference_logs.ok());
+  const std::string expected = Checksum(*reference_logs), got = Checksum(*logs);
+  ASSERT_FALSE(expected.empty()) << *reference_logs;
+  ASSERT_FALSE(got.empty()) << *logs;
+  EXPECT_NEAR(std::stod(got), std::stod(expected), 1e-4) << *logs;
 }
 
 }  // namespace

@@ -570,6 +570,26 @@ TEST_F(SecurityTest, TheDashboardServesHttpsWithTheApisRolesAndTokens) {
   auto own = web.Get(("/api/jobs/" + alices.id()).c_str(), alice);
   ASSERT_TRUE(own);
   EXPECT_EQ(own->status, 200);
+  // The queue pages, newest first: a page of one, and its token goes on to the one before.
+  pb::Job alices_second;
+  ASSERT_TRUE(Submit(*JobsAs("alice"), SleepSpec("0"), &alices_second).ok());
+  auto page_of = [&](const std::string& query) {
+    auto reply = web.Get(("/api/jobs?user=alice&limit=1" + query).c_str(), alice);
+    EXPECT_TRUE(reply && reply->status == 200) << (reply ? reply->body : "no reply");
+    return reply ? nlohmann::json::parse(reply->body, nullptr, false) : nlohmann::json();
+  };
+  const nlohmann::json newest = page_of("");
+  ASSERT_EQ(newest.value("jobs", nlohmann::json::array()).size(), 1u) << newest.dump();
+  EXPECT_EQ(newest["jobs"][0]["id"], alices_second.id());
+  const std::string token = newest.value("next_page_token", "");
+  ASSERT_FALSE(token.empty()) << newest.dump();
+  const nlohmann::json older = page_of("&page_token=" + token);
+  ASSERT_EQ(older.value("jobs", nlohmann::json::array()).size(), 1u) << older.dump();
+  EXPECT_EQ(older["jobs"][0]["id"], alices.id());
+  auto no_limit = web.Get("/api/jobs?limit=0", alice);
+  ASSERT_TRUE(no_limit);
+  EXPECT_EQ(no_limit->status, 400);
+  EXPECT_TRUE(absl::StrContains(no_limit->body, "limit: not a positive number")) << no_limit->body;
   // Plain HTTP to the HTTPS port gets nothing.
   httplib::Client plain("127.0.0.1", http_port_);
   plain.set_connection_timeout(2);

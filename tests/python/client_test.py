@@ -50,6 +50,17 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(events[0], "Submitted")
         self.assertEqual(events[-1], "NonZeroExit")
 
+    def test_an_elastic_nnodes_range_is_read_and_judged_by_the_daemon(self):
+        spec = cpu_job("deploy/examples/train_ddp.py", "--steps", "3")
+        spec["nnodes"] = {"min": 1, "max": 2}
+        with self.assertRaises(hetpool.InvalidArgument) as refused:  # read as elastic_nnodes, refused there
+            self.client.submit(spec)
+        self.assertIn("elastic_nnodes: an elastic job grows and shrinks by cards", str(refused.exception))
+        spec["nnodes"] = {"min": 1}
+        with self.assertRaises(hetpool.InvalidArgument) as unreadable:
+            self.client.submit(spec)
+        self.assertIn('an elastic job writes {"min": N, "max": M}', str(unreadable.exception))
+
     def test_cancel(self):
         job = self.client.submit({"command": ["/bin/sleep", "60"], "working_dir": "/tmp", "nnodes": 1,
                                   "devices_per_node": 0, "procs_per_node": 1, "requirements": {"vendors": ["cpu"]}})

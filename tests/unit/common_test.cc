@@ -1,8 +1,10 @@
 // Modules of src/common that carry user input across programs: orders split into parts that fit
 // a message (issue 14, item 4), duplicate keys in job files and requests that are not UTF-8
-// (item 9).
+// (item 9), and the elastic job file's nnodes range (issue 16, item 3).
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "src/common/convert.h"
+#include "src/common/job_file.h"
 #include "src/common/json_keys.h"
 #include "src/common/orders_parts.h"
 #include "src/common/torchrun_lines.h"
@@ -129,6 +131,27 @@ TEST(JsonKeys, DuplicateKeysAreNamedWithTheirPath) {
   EXPECT_TRUE(CheckNoDuplicateKeys("{not json").ok());  // syntax is the parser's to report
 }
 
+TEST(JobFile, AnElasticNnodesRangeIsWrittenOut) {
+  auto expanded = ExpandJobFileShorthands(R"({"nnodes": {"min": 2, "max": 8}, "devices_per_node": 4})");
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  pb::JobSpec spec;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*expanded, &spec).ok()) << *expanded;
+  EXPECT_EQ(spec.nnodes(), 2);
+  EXPECT_EQ(spec.elastic_nnodes().min(), 2);
+  EXPECT_EQ(spec.elastic_nnodes().max(), 8);
+  EXPECT_EQ(spec.devices_per_node(), 4);
+  // Anything else passes as it was (the protobuf parser judges it).
+  EXPECT_EQ(*ExpandJobFileShorthands(R"({"nnodes": 2})"), R"({"nnodes": 2})");
+  EXPECT_EQ(*ExpandJobFileShorthands("{not json"), "{not json");
+  // A range it cannot read says why.
+  EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 2}})").status().message(),
+            "nnodes: an elastic job names both min and max ({\"min\": N, \"max\": M})");
+  EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 2, "max": "8"}})").status().message(), "nnodes.max: not an integer");
+  EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 1, "max": 2, "step": 1}})").status().message(),
+            "nnodes: unknown key 'step' (an elastic job writes {\"min\": N, \"max\": M})");
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ExpandJobFileShorthands(R"({"nnodes": {"min": 1, "max": 2}, "elastic_nnodes": {"min": 1, "max": 3}})").status()));
+}
 
 TEST(RequestParsing, TheFirstStringThatIsNotUtf8IsNamedByItsPath) {
   const pb::JobSpec good = [] {

@@ -1,7 +1,9 @@
 // JobTable: the store-first commit, the submission steps (ids, idempotency keys) and events.
 #include "src/daemon/state/job_table.h"
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "src/common/convert.h"
 #include "tests/testing/state_parts.h"
 
 namespace hetpool::daemon {
@@ -81,6 +83,91 @@ TEST(JobTable, EventsKeepTheSubmissionAndTheNewest) {
   EXPECT_EQ(job.events(1).message(), "2");
   EXPECT_EQ(job.events(2).message(), "3");
   EXPECT_EQ(job.events(2).time().seconds(), absl::ToUnixSeconds(parts.now));  // the injected clock
+}
+
+// `n` stored jobs submitted a minute apart from `start`, job-000001 the oldest; every third
+// one is bob's, the rest alice's.
+std::vector<pb::Job> Submitted(int n, absl::Time start) {
+  std::vector<pb::Job> jobs;
+  for (int i = 1; i <= n; ++i) {
+    pb::Job job;
+    job.set_id(absl::StrFormat("job-%06d", i));
+    job.set_submit_seq(static_cast<uint64_t>(i));
+    job.set_state(pb::JOB_STATE_SUCCEEDED);
+    job.mutable_spec()->set_user(i % 3 == 0 ? "bob" : "alice");
+    *job.mutable_created_at() = ToProtoTime(start + absl::Minutes(i));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+// Walks every page of `request`, the ids in the order given.
+std::vector<std::string> Walk(const JobTable& jobs, pb::ListJobsRequest request, int* pages = nullptr) {
+  std::vector<std::string> ids;
+  do {
+    auto page = jobs.List(request);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (!page.ok()) break;
+    for (const auto& job : page->jobs()) ids.push_back(job.id());
+    request.set_page_token(page->next_page_token());
+    if (pages != nullptr) ++*pages;
+  } while (!request.page_token().empty());
+  return ids;
+}
+
+TEST(JobTable, ListsNewestFirstInPagesThatNeitherRepeatNorSkip) {
+  StateParts parts;
+  const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
+  parts.jobs.Load(Submitted(7, start), 7);
+  pb::ListJobsRequest request;
+  request.set_page_size(3);
+  int pages = 0;
+  EXPECT_EQ(Walk(parts.jobs, request, &pages),
+            (std::vector<std::string>{"job-000007", "job-000006", "job-000005", "job-000004", "job-000003",
+                                      "job-000002", "job-000001"}));
+  EXPECT_EQ(pages, 3);
+  request.set_oldest_first(true);
+  EXPECT_EQ(Walk(parts.jobs, request),
+            (std::vector<std::string>{"job-000001", "job-000002", "job-000003", "job-000004", "job-000005",
+                                      "job-000006", "job-000007"}));
+  // A job submitted between two pages shows up at the front, not in the middle of the walk.
+  request.set_oldest_first(false);
+  auto first = parts.jobs.List(request);
+  ASSERT_TRUE(first.ok());
+  parts.jobs.Admit(parts.jobs.NewJob(TrainingSpec(1, 1), "", nullptr));
+  request.set_page_token(first->next_page_token());
+  auto second = parts.jobs.List(request);
+  ASSERT_TRUE(second.ok());
+  ASSERT_GT(second->jobs_size(), 0);
+  EXPECT_EQ(second->jobs(0).id(), "job-000004");
+}
+
+TEST(JobTable, ListFiltersByUserAndSubmissionTime) {
+  StateParts parts;
+  const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
+  parts.jobs.Load(Submitted(9, start), 9);
+  pb::ListJobsRequest request;
+  request.set_user("bob");
+  EXPECT_EQ(Walk(parts.jobs, request), (std::vector<std::string>{"job-000009", "job-000006", "job-000003"}));
+  request.clear_user();
+  *request.mutable_submitted_after() = ToProtoTime(start + absl::Minutes(4));   // job 4 on
+  *request.mutable_submitted_before() = ToProtoTime(start + absl::Minutes(6));  // before job 6
+  EXPECT_EQ(Walk(parts.jobs, request), (std::vector<std::string>{"job-000005", "job-000004"}));
+}
+
+TEST(JobTable, AFilterThatMatchesLittleAnswersInBoundedStepsAndStillFindsEverything) {
+  // 45,000 jobs, bob's the one in three: the user nobody has gets pages of nothing, each after
+  // looking at a bounded number of jobs, with a token to go on; the walk still ends.
+  StateParts parts;
+  parts.jobs.Load(Submitted(45'000, absl::FromUnixSeconds(1'800'000'000)), 45'000);
+  pb::ListJobsRequest request;
+  request.set_user("nobody");
+  int pages = 0;
+  EXPECT_TRUE(Walk(parts.jobs, request, &pages).empty());
+  EXPECT_EQ(pages, 3);  // 20,000 looked at, 20,000, then the last 5,000
+  request.set_user("bob");
+  request.set_page_size(1000);
+  EXPECT_EQ(Walk(parts.jobs, request).size(), 15'000u);
 }
 
 }  // namespace

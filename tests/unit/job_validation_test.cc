@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "google/protobuf/util/json_util.h"
+#include "src/common/job_file.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -72,6 +73,13 @@ const BadSpecCase kBadSpecs[] = {
     {"negative preemption grace", [](auto& s) { s.mutable_preemption_grace()->set_seconds(-1); }, "preemption_grace"},
     {"preemption grace past an hour", [](auto& s) { s.mutable_preemption_grace()->set_seconds(3601); }, "preemption_grace"},
     {"negative checkpoint interval", [](auto& s) { s.mutable_checkpoint_interval()->set_nanos(-5); }, "checkpoint_interval"},
+    {"elastic min 0", [](auto& s) { s.mutable_elastic_nnodes()->set_max(2); }, "elastic_nnodes.min"},
+    {"elastic max below min", [](auto& s) { s.mutable_elastic_nnodes()->set_min(3); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(3); },
+     "elastic_nnodes.max"},
+    {"elastic nnodes not min", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(4); s.set_nnodes(2); },
+     "nnodes"},
+    {"elastic CPU job", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(1); s.set_devices_per_node(0); s.set_procs_per_node(1); },
+     "elastic_nnodes"},
     {"share above a device", [](auto& s) { s.set_device_milli(1500); }, "device_milli"},
     {"share over several devices", [](auto& s) { s.set_device_milli(500); }, "device_milli"},
     {"memory without a share", [](auto& s) { s.set_device_memory_mib(1024); }, "device_memory_mib"},
@@ -127,6 +135,32 @@ TEST(JobValidation, TheCheckpointingExampleJobIsValid) {
   EXPECT_EQ(spec.preemption_grace().seconds(), 60);
   EXPECT_EQ(spec.checkpoint_interval().seconds(), 10);
   EXPECT_TRUE(spec.movable());
+}
+
+TEST(JobValidation, TheElasticExampleJobIsValidWithItsNnodesRange) {
+  std::ifstream in(HETPOOL_SOURCE_DIR_FOR_TESTS "/deploy/examples/elastic-job.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto expanded = ExpandJobFileShorthands(text.str());
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  hetpool::v1::JobSpec spec;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*expanded, &spec).ok()) << *expanded;
+  spec.set_user("alice");
+  spec.set_working_dir("/tmp");
+  ASSERT_TRUE(ValidateAndNormalizeSpec(spec).ok());
+  EXPECT_EQ(spec.nnodes(), 1);
+  EXPECT_EQ(spec.elastic_nnodes().min(), 1);
+  EXPECT_EQ(spec.elastic_nnodes().max(), 2);
+  EXPECT_GT(spec.checkpoint_interval().seconds(), 0);
+}
+
+TEST(JobValidation, AnElasticJobsNnodesDefaultsToItsMin) {
+  auto spec = ValidSpec();
+  spec.clear_nnodes();
+  spec.mutable_elastic_nnodes()->set_min(2);
+  spec.mutable_elastic_nnodes()->set_max(4);
+  ASSERT_TRUE(ValidateAndNormalizeSpec(spec).ok());
+  EXPECT_EQ(spec.nnodes(), 2);
 }
 
 }  // namespace

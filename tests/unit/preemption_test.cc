@@ -1,7 +1,8 @@
 // Preemption (issue 16, item 2): the victim choice on its own (sharing/preemption.h), and the
 // scheduling cycle's preemption stage over the in-memory parts with the daemon's default policy:
 // who is stopped, how (requeued, restarts not spent, the job's grace on the kill order), that the
-// cards go to the job that preempted, and when nothing is stopped.
+// cards go to the job that preempted, and when nothing is stopped; defragmentation's moves; and
+// the elastic stage: how large an elastic job starts, when it grows and for whom it shrinks.
 #include "src/daemon/sharing/preemption.h"
 
 #include "gtest/gtest.h"
@@ -71,6 +72,26 @@ TEST(ChooseVictims, AJobLargerThanTheWaitingOneGoesOnlyWhenNothingElseWould) {
   choice = ChooseVictims({1, 1, 1000}, offers, CountingFits(offers, 1));
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->victims.at(0)->id, "gang");
+}
+
+TEST(ChooseVictims, TriesTheNextCheapestNodeWhenTheCheapestSetDoesNotFit) {
+  // Node a is cheaper, but the pool refuses its victim (a move that would not fit elsewhere, say):
+  // b's is stopped instead of nothing.
+  PreemptibleJob stuck{"stuck", 10, {}}, costlier{"costlier", 20, {}};
+  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&stuck, 1000}})}}, {"b", {Card("c0", {{&costlier, 1000}})}}};
+  std::vector<std::set<std::string>> asked;
+  auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+    asked.push_back(victims);
+    if (victims.contains("stuck")) return absl::UnavailableError("stuck would not fit elsewhere");
+    return CountingFits(offers, 1)(victims);
+  };
+  auto choice = ChooseVictims({1, 1, 1000}, offers, fits);
+  ASSERT_TRUE(choice.has_value());
+  ASSERT_EQ(choice->victims.size(), 1u);
+  EXPECT_EQ(choice->victims[0]->id, "costlier");
+  EXPECT_EQ(choice->placement.nodes.at(0).node, "b");
+  ASSERT_GE(asked.size(), 2u);
+  EXPECT_EQ(asked[0], std::set<std::string>{"stuck"});  // the cheapest was asked first
 }
 
 TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
@@ -520,6 +541,175 @@ TEST_F(DefragCycleTest, MovesStayWithinTheHourlyBudget) {
   defrag_cycle_.Run(parts_.now);
   EXPECT_EQ(first.job.state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(second.job.state(), pb::JOB_STATE_PENDING);
+}
+
+// --- Elastic jobs (issue 16, item 3): placed as large as fits, grown into free cards, shrunk
+// for a waiting job before anything is preempted.
+
+class ElasticCycleTest : public PreemptionCycleTest {
+ protected:
+  ElasticCycleTest() : elastic_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Grow()) {
+    for (const char* name : {"a", "b", "c"}) parts_.Register(name, 2);
+  }
+  static CycleOptions Grow() {
+    CycleOptions options;
+    options.preemption = PreemptionMode::kPriority;
+    options.elastic_grow_after = absl::Minutes(5);
+    return options;
+  }
+  static pb::JobSpec Elastic(int min, int max, int priority = 0) {
+    pb::JobSpec spec = Spec(min, 2, priority);
+    spec.mutable_elastic_nnodes()->set_min(min);
+    spec.mutable_elastic_nnodes()->set_max(max);
+    spec.mutable_preemption_grace()->set_seconds(20);
+    return spec;
+  }
+  // The job's processes are gone from every node and the cycle runs again.
+  void Stopped() {
+    ReportAll();
+    parts_.wakeups.CapacityChanged();
+    elastic_cycle_.Run(parts_.now);
+  }
+
+  SchedulingCycle elastic_cycle_;
+};
+
+TEST_F(ElasticCycleTest, StartsOnAsManyNodesAsFitWithTorchrunsRange) {
+  JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
+  JobEntry& elastic = Running(Elastic(1, 3), elastic_cycle_);
+  EXPECT_EQ(other.job.placement_size(), 1);
+  ASSERT_EQ(elastic.job.placement_size(), 2);  // 3 do not fit, 2 do
+  const pb::NodeLaunchPlan& plan = elastic.job.launch_plan(0);
+  const std::vector<std::string> argv(plan.argv().begin(), plan.argv().end());
+  auto nnodes = std::find(argv.begin(), argv.end(), "--nnodes");
+  ASSERT_NE(nnodes, argv.end());
+  EXPECT_EQ(*std::next(nnodes), "1:3");
+  auto conf = std::find(argv.begin(), argv.end(), "--rdzv_conf");
+  ASSERT_NE(conf, argv.end());
+  EXPECT_EQ(*std::next(conf), "is_host=1,last_call_timeout=5");
+  EXPECT_EQ(plan.env().at("HETPOOL_NNODES_MIN"), "1");
+  EXPECT_EQ(plan.env().at("HETPOOL_NNODES_MAX"), "3");
+  EXPECT_EQ(plan.env().count("HETPOOL_RESIZED"), 0u);
+}
+
+TEST_F(ElasticCycleTest, GrowsIntoFreedCardsOnceItHasRunLongEnough) {
+  JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
+  JobEntry& elastic = Running(Elastic(1, 3), elastic_cycle_);
+  const uint64_t generation = elastic.job.generation();
+  ReportAll({{other.job.id(), 0}});  // a node frees up
+  ASSERT_EQ(other.job.state(), pb::JOB_STATE_SUCCEEDED);
+  elastic_cycle_.Run(parts_.now);
+  // Not yet: its generation has just started (each resize restarts it from its checkpoint).
+  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(elastic.job.resize_count(), 0);
+
+  // Once it is due, a pass runs by itself (nothing else changed) and grows it.
+  Later(absl::Minutes(5));
+  elastic_cycle_.Run(parts_.now);
+  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_PENDING) << elastic.job.message();
+  EXPECT_EQ(elastic.job.reason(), "Resized");
+  EXPECT_EQ(elastic.job.resize_count(), 1);
+  EXPECT_EQ(elastic.job.restart_count(), 0);
+  EXPECT_EQ(elastic.job.preemption_count(), 0);
+  EXPECT_EQ(elastic.job.last_resize().from_nodes(), 2);
+  EXPECT_EQ(elastic.job.last_resize().to_nodes(), 3);
+  EXPECT_EQ(elastic.job.last_resize().by_job(), "");
+  EXPECT_EQ(elastic.job.last_resize().generation(), generation);
+  EXPECT_NEAR(elastic.job.last_resize().card_hours_lost(), 4.0 / 12, 1e-9);  // 4 cards x 5 min
+  EXPECT_EQ(parts_.store.StoredJob(elastic.job.id()).reason(), "Resized");
+  const pb::Orders orders = parts_.reconciler.OrdersFor(*parts_.nodes.Find(elastic.job.placement(0).node()));
+  ASSERT_EQ(orders.kills_size(), 1);
+  EXPECT_EQ(orders.kills(0).grace_ms(), 20000);
+  EXPECT_EQ(orders.kills(0).reason(), "growing from 2 to 3 nodes");
+
+  // A job submitted while it stops does not take the cards held for it.
+  JobEntry& late = Offered(Spec(1, 2, 0), elastic_cycle_);
+  EXPECT_EQ(late.job.state(), pb::JOB_STATE_PENDING);
+  Stopped();
+  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_SCHEDULED) << elastic.job.message();
+  EXPECT_EQ(elastic.job.placement_size(), 3);
+  EXPECT_EQ(elastic.job.generation(), generation + 1);
+  EXPECT_EQ(elastic.job.launch_plan(0).env().at("HETPOOL_RESIZED"), "1");
+  EXPECT_EQ(elastic.job.launch_plan(0).env().count("HETPOOL_PREEMPTED"), 0u);
+}
+
+TEST_F(ElasticCycleTest, AJobWhoseNodesAreFinishingIsNotResized) {
+  JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
+  JobEntry& elastic = Running(Elastic(1, 3), elastic_cycle_);
+  ReportAll({{other.job.id(), 0}});
+  // One node's ranks are done (its claim goes); the other's still run.
+  NodeEntry& done = *parts_.nodes.Find(elastic.job.placement(0).node());
+  google::protobuf::RepeatedPtrField<pb::ProcessStatus> reports;
+  pb::ProcessStatus& p = *reports.Add();
+  p.set_job_id(elastic.job.id());
+  p.set_generation(elastic.job.generation());
+  p.set_exited(true);
+  parts_.reconciler.ApplyProcessReports(done, reports, /*registering=*/false);
+  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
+  Later(absl::Minutes(10));
+  parts_.wakeups.CapacityChanged();
+  elastic_cycle_.Run(parts_.now);
+  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING) << elastic.job.message();
+  EXPECT_EQ(elastic.job.resize_count(), 0);
+}
+
+TEST_F(ElasticCycleTest, DoesNotGrowWhileAJobWaitsForCards) {
+  JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
+  JobEntry& elastic = Running(Elastic(1, 3, 5), elastic_cycle_);
+  // A lower-priority gang of two nodes waits (it may not shrink a job above its priority).
+  JobEntry& gang = Offered(Spec(2, 2, 0), elastic_cycle_);
+  ReportAll({{other.job.id(), 0}});
+  Later(absl::Minutes(10));
+  elastic_cycle_.Run(parts_.now);
+  EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(elastic.job.resize_count(), 0);
+}
+
+TEST_F(ElasticCycleTest, ShrinksForAWaitingJobBeforePreemptingAnything) {
+  JobEntry& low = Running(Spec(1, 2, -5), elastic_cycle_);
+  JobEntry& elastic = Running(Elastic(1, 2), elastic_cycle_);
+  ASSERT_EQ(elastic.job.placement_size(), 2);
+  Later(absl::Minutes(1));
+  // Priority 10 could preempt either; the elastic job gives up a node instead.
+  JobEntry& waiting = Offered(Spec(1, 2, 10), elastic_cycle_);
+  EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(low.job.preemption_count(), 0);
+  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(elastic.job.resize_count(), 1);
+  EXPECT_EQ(elastic.job.last_resize().by_job(), waiting.job.id());
+  EXPECT_EQ(elastic.job.last_resize().from_nodes(), 2);
+  EXPECT_EQ(elastic.job.last_resize().to_nodes(), 1);
+  EXPECT_EQ(elastic.job.preemption_count(), 0);
+  EXPECT_EQ(waiting.job.pending().preempting(), elastic.job.id());
+  EXPECT_EQ(waiting.job.events(waiting.job.events_size() - 1).reason(), "Shrinking");
+
+  Stopped();
+  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_SCHEDULED) << waiting.job.message();
+  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_SCHEDULED) << elastic.job.message();
+  EXPECT_EQ(elastic.job.placement_size(), 1);
+  EXPECT_EQ(elastic.job.launch_plan(0).env().at("HETPOOL_RESIZED"), "1");
+}
+
+TEST_F(ElasticCycleTest, NeverShrinksBelowMinNorForALowerPriority) {
+  Running(Spec(1, 2, 0), elastic_cycle_);
+  JobEntry& at_min = Running(Elastic(2, 3, 0), elastic_cycle_);
+  ASSERT_EQ(at_min.job.placement_size(), 2);
+  Later(absl::Minutes(1));
+  JobEntry& waiting = Offered(Spec(1, 2, 0), elastic_cycle_);
+  EXPECT_EQ(at_min.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(waiting.job.pending().preempting(), "");
+}
+
+TEST_F(ElasticCycleTest, AHigherPriorityElasticJobIsNotShrunk) {
+  JobEntry& elastic = Running(Elastic(1, 3, 10), elastic_cycle_);
+  ASSERT_EQ(elastic.job.placement_size(), 3);
+  Later(absl::Minutes(1));
+  JobEntry& waiting = Offered(Spec(1, 2, 0), elastic_cycle_);
+  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(elastic.job.resize_count(), 0);
+  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_PENDING);
 }
 
 }  // namespace

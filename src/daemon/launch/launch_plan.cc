@@ -21,6 +21,14 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
   const std::string endpoint =
       standalone ? "127.0.0.1:0" : absl::StrCat(input.nodes[0].address, ":", input.rendezvous_port);
   const int nnodes = static_cast<int>(input.nodes.size());
+  // Elastic: torchrun's own range, so WORLD_SIZE follows the nodes of each round. hetpool
+  // launches exactly the nodes it placed; the round closes when all of max have joined, else
+  // kLastCallSeconds after min have (a node later than that joins in a second round: torchrun
+  // restarts the workers, which resume from their checkpoint, and spends no restart).
+  const bool elastic = spec.has_elastic_nnodes();
+  const std::string nnodes_arg =
+      elastic ? absl::StrCat(spec.elastic_nnodes().min(), ":", spec.elastic_nnodes().max()) : absl::StrCat(nnodes);
+  constexpr int kLastCallSeconds = 5;
   std::vector<hetpool::v1::NodeLaunchPlan> plans;
   for (int rank = 0; rank < nnodes; ++rank) {
     const LaunchNode& node = input.nodes[rank];
@@ -41,12 +49,13 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     auto add = [&argv](std::initializer_list<std::string> args) {
       for (const auto& a : args) argv.Add(std::string(a));
     };
-    add({node.torchrun_path, "--nnodes", absl::StrCat(nnodes), "--nproc_per_node",
+    const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
+    add({node.torchrun_path, "--nnodes", nnodes_arg, "--nproc_per_node",
          absl::StrCat(spec.procs_per_node()), "--node_rank", absl::StrCat(rank), "--rdzv_backend",
          "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", input.job_id,
          // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one
          // machine (or behind NAT) every node would otherwise claim to be the host.
-         "--rdzv_conf", rank == 0 ? "is_host=1" : "is_host=0",
+         "--rdzv_conf", elastic ? absl::StrCat(host, ",last_call_timeout=", kLastCallSeconds) : host,
          // hetpool restarts whole gangs itself (counting against max_restarts).
          "--max_restarts", "0",
          // torch 1.13's default --redirects/--tee values crash on Python 3.11 (Std flag iteration
@@ -80,6 +89,11 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     // A job that checkpoints resumes instead of starting over (it may also just look for its
     // checkpoint); the variable tells it why it runs again.
     if (input.preempted) env["HETPOOL_PREEMPTED"] = "1";
+    if (input.resized) env["HETPOOL_RESIZED"] = "1";
+    if (elastic) {
+      env["HETPOOL_NNODES_MIN"] = absl::StrCat(spec.elastic_nnodes().min());
+      env["HETPOOL_NNODES_MAX"] = absl::StrCat(spec.elastic_nnodes().max());
+    }
     env["HETPOOL_NODE_NAME"] = node.name;
     env["HETPOOL_VENDOR"] = std::string(runtime.name);
     env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);

@@ -28,6 +28,7 @@ struct LaunchInput {
   uint64_t generation = 0;
   int restart_count = 0;
   bool preempted = false;  // the previous generation was preempted: HETPOOL_PREEMPTED=1
+  bool resized = false;    // an elastic job's previous generation was resized: HETPOOL_RESIZED=1
   Vendor vendor = Vendor::kCpu;
   int rendezvous_port = 0;
   int32_t device_milli = 1000;     // < 1000: a fractional share of the one device

@@ -32,6 +32,7 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   input.generation = job.generation() + 1;
   input.restart_count = job.restart_count();
   input.preempted = job.has_last_preemption() && job.last_preemption().generation() == job.generation();
+  input.resized = job.has_last_resize() && job.last_resize().generation() == job.generation();
   input.vendor = placement.vendor;
   input.rendezvous_port = *port;
   input.device_milli = placement.nodes.front().device_milli;

@@ -6,6 +6,9 @@
 namespace hetpool::daemon {
 namespace {
 
+// How many sets of nodes, cheapest first, are tried before giving up.
+constexpr size_t kNodeSetTries = 8;
+
 // What one node needs stopped to take its part of the job.
 struct NodeCost {
   const NodeOffer* node = nullptr;
@@ -160,27 +163,28 @@ std::optional<PreemptionChoice> ChooseAmong(const VictimRequest& request, const 
     if (a.victims.size() != b.victims.size()) return a.victims.size() < b.victims.size();
     return a.node->node < b.node->node;
   });
-  std::set<const PreemptibleJob*> chosen;
-  for (size_t i = 0; i < static_cast<size_t>(request.nnodes); ++i) {
-    chosen.insert(costs[i].victims.begin(), costs[i].victims.end());
+  // The nnodes cheapest nodes first, then the next ones (a window sliding down the costs): the
+  // cheapest set may not do (a victim that must fit elsewhere does not, a link the job needs is
+  // not there). A bounded number of tries: each is a placement of the whole pool.
+  std::optional<PreemptionChoice> choice;
+  const size_t nnodes = static_cast<size_t>(request.nnodes);
+  for (size_t first = 0; !choice && first + nnodes <= costs.size() && first < kNodeSetTries; ++first) {
+    std::set<const PreemptibleJob*> chosen;
+    for (size_t i = first; i < first + nnodes; ++i) chosen.insert(costs[i].victims.begin(), costs[i].victims.end());
+    if (chosen.empty()) return std::nullopt;  // it would fit as it is: something else holds it back
+    std::vector<const PreemptibleJob*> victims(chosen.begin(), chosen.end());
+    std::sort(victims.begin(), victims.end(), [](const PreemptibleJob* a, const PreemptibleJob* b) { return CheaperVictim(*a, *b); });
+    if (auto placement = fits(Ids(victims)); placement.ok()) choice = PreemptionChoice{std::move(victims), *std::move(placement)};
   }
-  if (chosen.empty()) return std::nullopt;  // it would fit as it is: something else holds it back
-
-  PreemptionChoice choice;
-  choice.victims.assign(chosen.begin(), chosen.end());
-  std::sort(choice.victims.begin(), choice.victims.end(),
-            [](const PreemptibleJob* a, const PreemptibleJob* b) { return CheaperVictim(*a, *b); });
-  auto placement = fits(Ids(choice.victims));
-  if (!placement.ok()) return std::nullopt;  // never stop anything for a job that would still wait
-  choice.placement = *std::move(placement);
+  if (!choice) return std::nullopt;  // never stop anything for a job that would still wait
   // Reprieve, the most work first: spare every victim the job can do without.
-  for (size_t i = choice.victims.size(); i-- > 0;) {
-    std::vector<const PreemptibleJob*> without = choice.victims;
+  for (size_t i = choice->victims.size(); i-- > 0;) {
+    std::vector<const PreemptibleJob*> without = choice->victims;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
     if (without.empty()) continue;
     if (auto spared = fits(Ids(without)); spared.ok()) {
-      choice.victims = std::move(without);
-      choice.placement = *std::move(spared);
+      choice->victims = std::move(without);
+      choice->placement = *std::move(spared);
     }
   }
   return choice;

@@ -12,7 +12,8 @@
 //     CPU or memory is still short, the cheapest of the other jobs holding some;
 //  2. the job's nnodes cheapest nodes (nodes needing no victim first), their victims together;
 //  3. the policy places the job on the pool without them (every filter, gangs and racks
-//     included) or nothing happens;
+//     included; a move also needs each moved job placed elsewhere), or the next cheapest nodes
+//     are tried (a window sliding down the costs, 8 sets at most), or nothing happens;
 //  4. reprieve: each victim, the most work first, is spared when the job still fits without
 //     stopping it.
 // A victim is a whole job: every node of its gang stops. Jobs larger than the waiting one (more

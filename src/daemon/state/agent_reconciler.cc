@@ -64,16 +64,35 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
   const std::string message = absl::StrCat(stopped_by, " (", preemption.reason(), "); ",
                                            absl::StrFormat("%.2f", preemption.card_hours_lost()),
                                            " card-hours since its last checkpoint lost");
-  const char* const reason = moved ? kRestartMoved : kRestartPreempted;
+  job.set_preemption_count(job.preemption_count() + 1);
+  *job.mutable_last_preemption() = preemption;
+  return StopGeneration(entry, std::move(job), moved ? kRestartMoved : kRestartPreempted, message, stopped_by);
+}
+
+absl::Status AgentReconciler::Resize(JobEntry& entry, pb::Preemption resize) {
+  pb::Job job = entry.job;
+  resize.set_generation(job.generation());
+  *resize.mutable_at() = ToProtoTime(jobs_.Now());
+  const std::string resized = absl::StrCat(resize.to_nodes() > resize.from_nodes() ? "growing" : "shrinking", " from ",
+                                           resize.from_nodes(), " to ", resize.to_nodes(), " nodes");
+  const std::string stopped_by =
+      resize.by_job().empty() ? resized : absl::StrCat(resized, " for job ", resize.by_job());
+  const std::string message = absl::StrCat(stopped_by, " (", resize.reason(), "); ",
+                                           absl::StrFormat("%.2f", resize.card_hours_lost()),
+                                           " card-hours since its last checkpoint lost");
+  job.set_resize_count(job.resize_count() + 1);
+  *job.mutable_last_resize() = resize;
+  return StopGeneration(entry, std::move(job), kRestartResized, message, stopped_by);
+}
+
+absl::Status AgentReconciler::StopGeneration(JobEntry& entry, pb::Job job, const char* reason,
+                                             const std::string& message, const std::string& kill_reason) {
   job.set_state(pb::JOB_STATE_PENDING);
   job.set_reason(reason);
   job.set_message(message);
-  job.set_preemption_count(job.preemption_count() + 1);
-  *job.mutable_last_preemption() = preemption;
   jobs_.AddEvent(job, reason, message);
   if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, stopped_by,
-                FromProtoDuration(entry.job.spec().preemption_grace()));
+  ReleaseClaims(entry, kill_reason, FromProtoDuration(entry.job.spec().preemption_grace()));
   return absl::OkStatus();
 }
 

@@ -45,6 +45,10 @@ class AgentReconciler {
   // the job's preemption_grace. The claims stay, holding the cards, until the
   // agents report the processes gone. Nothing changes when the store refuses the change.
   absl::Status Preempt(JobEntry& entry, pb::Preemption preemption);
+  // Stops an elastic job's running generation to run it again at resize.to_nodes (grown into
+  // free cards, or shrunk for resize.by_job): like a preemption, but counted in resize_count and
+  // last_resize (the next generation sees HETPOOL_RESIZED=1).
+  absl::Status Resize(JobEntry& entry, pb::Preemption resize);
   // The node's orders: launches of its desired claims, kills of the others.
   pb::Orders OrdersFor(const NodeEntry& node) const;
   // Whether `node` may push logs of (job, generation): only a node the generation ran on.
@@ -56,6 +60,10 @@ class AgentReconciler {
   // Claims are released once the change is stored.
   absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message,
                              pb::FailureOrigin origin, bool restartable = true);
+  // `job` (the entry's next state) back to PENDING with `reason`, stored; then its processes are
+  // ordered stopped (`kill_reason`) with the job's preemption_grace.
+  absl::Status StopGeneration(JobEntry& entry, pb::Job job, const char* reason, const std::string& message,
+                              const std::string& kill_reason);
   // A node's torchrun exited (or never started): success, or which rank failed and how.
   absl::Status OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // A running report: the node started (and, with every node started, the job runs).

@@ -25,7 +25,8 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
       fair_share_(options_.queues ? std::optional<FairShareLedger>(std::in_place, *options_.queues) : std::nullopt),
       cycle_(jobs_, nodes_, policy, reconciler_, wakeups_,
              CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer,
-                          fair_share_ ? &*fair_share_ : nullptr, options_.preemption, options_.defrag}) {
+                          fair_share_ ? &*fair_share_ : nullptr, options_.preemption, options_.defrag,
+                          options_.elastic_grow_after}) {
   if (fair_share_) queues_file_ = options_.queues_file;
 }
 

@@ -70,6 +70,7 @@ struct ClusterOptions {
   // hetpoold --preemption (docs/sharing.md): off, priority, or fair-share (needs `queues`).
   PreemptionMode preemption = PreemptionMode::kOff;
   DefragOptions defrag;  // hetpoold --defrag-after, --defrag-moves-per-hour, --defrag-window
+  absl::Duration elastic_grow_after = absl::Minutes(5);  // hetpoold --elastic-grow-after
   StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 

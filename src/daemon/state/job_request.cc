@@ -50,4 +50,11 @@ pb::PendingReason ToProto(const scheduler::PendingReason& r) {
   return out;
 }
 
+std::vector<int> ElasticSizes(const pb::JobSpec& spec) {
+  if (!spec.has_elastic_nnodes()) return {spec.nnodes()};
+  std::vector<int> sizes;
+  for (int n = spec.elastic_nnodes().max(); n >= spec.elastic_nnodes().min(); --n) sizes.push_back(n);
+  return sizes;
+}
+
 }  // namespace hetpool::daemon

@@ -2,6 +2,8 @@
 // pending reason the scheduler gives back.
 #pragma once
 
+#include <vector>
+
 #include "hetpool/v1/job.pb.h"
 #include "scheduler/framework/pending_reason.h"
 #include "scheduler/placement_policy.h"
@@ -13,5 +15,8 @@ namespace pb = ::hetpool::v1;
 // For a spec that passed ValidateAndNormalizeSpec (job_validation.h).
 scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec);
 pb::PendingReason ToProto(const scheduler::PendingReason& reason);
+// The node counts to offer a job, largest first: an elastic job's max down to its min, nnodes
+// alone otherwise.
+std::vector<int> ElasticSizes(const pb::JobSpec& spec);
 
 }  // namespace hetpool::daemon

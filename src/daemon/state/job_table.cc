@@ -11,6 +11,9 @@
 namespace hetpool::daemon {
 namespace {
 constexpr size_t kMaxListPageBytes = 3 << 20;
+// However few jobs a filter matches, one call looks at no more than this many (a few ms under
+// the state lock) before it answers with what it found and where to go on.
+constexpr size_t kMaxJobsLookedAtPerPage = 20000;
 }  // namespace
 
 bool IsActive(pb::JobState state) { return state == pb::JOB_STATE_SCHEDULED || state == pb::JOB_STATE_RUNNING; }
@@ -32,7 +35,9 @@ void JobTable::Load(std::vector<pb::Job> jobs, uint64_t highest_seq) {
     next_seq_ = std::max<uint64_t>(next_seq_, job.submit_seq() + 1);
     if (!job.request_id().empty()) job_by_request_[{job.spec().user(), job.request_id()}] = job.id();
     const std::string id = job.id();
-    jobs_[id].job = std::move(job);
+    JobEntry& entry = jobs_[id];
+    entry.job = std::move(job);
+    by_seq_[entry.job.submit_seq()] = &entry;
   }
 }
 
@@ -94,6 +99,7 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     if (job.preemption_count() > before.preemption_count()) {
       options_.observer->JobRestarted(job, job.last_preemption().defragmentation() ? kRestartMoved : kRestartPreempted);
     }
+    if (job.resize_count() > before.resize_count()) options_.observer->JobRestarted(job, kRestartResized);
   }
   wakeups_.Changed();
   return absl::OkStatus();
@@ -147,6 +153,7 @@ const pb::Job& JobTable::Admit(pb::Job job) {
   }
   JobEntry& entry = jobs_[id];
   entry.job = std::move(job);
+  by_seq_[entry.job.submit_seq()] = &entry;
   wakeups_.Changed();
   return entry.job;
 }
@@ -155,40 +162,65 @@ void JobTable::Abandon(const pb::Job& job) {
   if (!job.request_id().empty()) requests_in_flight_.erase({job.spec().user(), job.request_id()});
 }
 
+namespace {
+
+bool Matches(const pb::Job& job, const pb::ListJobsRequest& req, const std::set<int>& states) {
+  if (!states.empty() && !states.contains(job.state())) return false;
+  if (!req.user().empty() && job.spec().user() != req.user()) return false;
+  for (const auto& [k, v] : req.labels()) {
+    auto it = job.spec().labels().find(k);
+    if (it == job.spec().labels().end() || it->second != v) return false;
+  }
+  const absl::Time created = FromProtoTime(job.created_at());
+  if (req.has_submitted_after() && created < FromProtoTime(req.submitted_after())) return false;
+  if (req.has_submitted_before() && created >= FromProtoTime(req.submitted_before())) return false;
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& req) const {
   if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
   const int page_size = req.page_size() == 0 ? 100 : std::min(req.page_size(), 1000);
-  uint64_t after_seq = 0;
+  uint64_t after_seq = 0;  // the last job the previous page looked at
   if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &after_seq)) {
     return absl::InvalidArgumentError("page_token: not a token returned by ListJobs");
   }
-  std::set<int> states(req.states().begin(), req.states().end());
-  std::vector<const pb::Job*> matching;
-  for (const auto& [id, entry] : jobs_) {
-    const pb::Job& job = entry.job;
-    if (job.submit_seq() <= after_seq) continue;
-    if (!states.empty() && !states.contains(job.state())) continue;
-    if (!req.user().empty() && job.spec().user() != req.user()) continue;
-    bool labels_match = true;
-    for (const auto& [k, v] : req.labels()) {
-      auto it = job.spec().labels().find(k);
-      if (it == job.spec().labels().end() || it->second != v) labels_match = false;
-    }
-    if (labels_match) matching.push_back(&job);
-  }
-  std::sort(matching.begin(), matching.end(),
-            [](const pb::Job* a, const pb::Job* b) { return a->submit_seq() < b->submit_seq(); });
+  const std::set<int> states(req.states().begin(), req.states().end());
   pb::ListJobsResponse response;
   size_t bytes = 0;
-  for (const pb::Job* job : matching) {
-    // A page ends at its count or before it would pass a client's default 4 MiB message limit.
-    const size_t job_bytes = job->ByteSizeLong();
+  size_t looked_at = 0;
+  // Walks submission order from the token on, in the request's direction, and stops at the
+  // first job that would not fit the page (or at the bound on jobs looked at): its predecessor
+  // is where the next page starts.
+  auto visit = [&](uint64_t seq, const JobEntry* entry) {
+    if (looked_at == kMaxJobsLookedAtPerPage) {
+      response.set_next_page_token(absl::StrCat(seq));
+      return false;
+    }
+    ++looked_at;
+    const pb::Job& job = entry->job;
+    if (!Matches(job, req, states)) return true;
+    const size_t job_bytes = job.ByteSizeLong();
     if (response.jobs_size() == page_size || (response.jobs_size() > 0 && bytes + job_bytes > kMaxListPageBytes)) {
-      response.set_next_page_token(absl::StrCat(response.jobs(response.jobs_size() - 1).submit_seq()));
-      break;
+      response.set_next_page_token(absl::StrCat(seq));
+      return false;
     }
     bytes += job_bytes;
-    *response.add_jobs() = *job;
+    *response.add_jobs() = job;
+    return true;
+  };
+  // The token names the first job of the next page (seq numbers start at 1).
+  if (req.oldest_first()) {
+    for (auto it = by_seq_.lower_bound(after_seq); it != by_seq_.end(); ++it) {
+      if (!visit(it->first, it->second)) break;
+    }
+  } else {
+    auto it = req.page_token().empty() ? by_seq_.end() : by_seq_.upper_bound(after_seq);
+    while (it != by_seq_.begin()) {
+      --it;
+      if (!visit(it->first, it->second)) break;
+    }
   }
   return response;
 }

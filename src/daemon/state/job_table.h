@@ -78,7 +78,9 @@ class JobTable {
   void NoteStoreWrite(const absl::Status& written);
   bool store_healthy() const { return store_healthy_; }
 
-  // One page of jobs in submission order, filtered by state, user and labels.
+  // One page of jobs in submission order (newest first unless the request says oldest),
+  // filtered by state, user, labels and submission time; see ListJobsRequest for where a page
+  // ends.
   absl::StatusOr<pb::ListJobsResponse> List(const pb::ListJobsRequest& request) const;
   // Jobs that started and had not ended by `since` (of `user` only, when set).
   std::vector<pb::Job> RunningSince(absl::Time since, const std::string& user) const;
@@ -88,6 +90,8 @@ class JobTable {
   Wakeups& wakeups_;
   const JobTableOptions options_;
   std::map<std::string, JobEntry> jobs_;
+  // Submission order (submit_seq): a page starts where the last one ended, not at the start.
+  std::map<uint64_t, const JobEntry*> by_seq_;
   std::map<RequestKey, std::string> job_by_request_;
   std::set<RequestKey> requests_in_flight_;
   uint64_t next_seq_ = 1;

@@ -131,6 +131,21 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     if (auto s = CheckText(field, value, limits.max_env_value); !s.ok()) return s;
   }
 
+  if (spec.has_elastic_nnodes()) {
+    // Elastic: nnodes is its floor, the size the scheduler guarantees (0 is read as min).
+    const hetpool::v1::NodeRange& range = spec.elastic_nnodes();
+    if (auto s = CheckRange("elastic_nnodes.min", range.min(), 1, limits.max_nnodes); !s.ok()) return s;
+    if (auto s = CheckRange("elastic_nnodes.max", range.max(), range.min(), limits.max_nnodes); !s.ok()) return s;
+    if (spec.nnodes() == 0) spec.set_nnodes(range.min());
+    if (spec.nnodes() != range.min()) {
+      return Invalid("nnodes", absl::StrCat("is ", spec.nnodes(), " but elastic_nnodes.min is ", range.min(),
+                                            " (an elastic job's nnodes is its min)"));
+    }
+    if (spec.devices_per_node() < 1) {
+      return Invalid("elastic_nnodes", "an elastic job grows and shrinks by cards: devices_per_node must be at least 1");
+    }
+    if (spec.has_model()) return Invalid("elastic_nnodes", "not with model (the planner fixes the node count)");
+  }
   if (auto s = CheckRange("nnodes", spec.nnodes(), 1, limits.max_nnodes); !s.ok()) return s;
   if (auto s = CheckRange("devices_per_node", spec.devices_per_node(), 0, limits.max_devices_per_node);
       !s.ok()) {

@@ -176,4 +176,19 @@ pb::Node NodeRegistry::Snapshot(const NodeEntry& node) {
   return out;
 }
 
+std::set<std::string> ForEachKeptClaim(
+    const NodeRegistry& nodes, absl::FunctionRef<void(const std::string&, const NodeEntry&, const JobGen&, const Claim&)> fn) {
+  std::set<std::string> stopping;
+  for (const auto& [name, node] : nodes.entries()) {
+    for (const auto& [key, claim] : node.claims) {
+      if (claim.desired) {
+        fn(name, node, key, claim);
+      } else {
+        stopping.insert(key.first);
+      }
+    }
+  }
+  return stopping;
+}
+
 }  // namespace hetpool::daemon

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -84,5 +86,11 @@ class NodeRegistry {
   std::map<std::string, NodeEntry> nodes_;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
 };
+
+// Calls `fn` for every claim the daemon wants kept (not being stopped), with its node; returns
+// the jobs any of whose claims is being stopped. What preemption and elastic resizes take for
+// the running jobs: a job being stopped anywhere is neither stopped nor resized again.
+std::set<std::string> ForEachKeptClaim(
+    const NodeRegistry& nodes, absl::FunctionRef<void(const std::string&, const NodeEntry&, const JobGen&, const Claim&)> fn);
 
 }  // namespace hetpool::daemon

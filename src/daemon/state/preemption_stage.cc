@@ -42,29 +42,23 @@ PreemptionStage::PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentRecon
 void PreemptionStage::GatherCandidates(absl::Time now) {
   candidates_.emplace();
   // Claims tell which jobs run where; a job any of whose claims is being stopped is not one.
-  std::set<std::string> stopping;
-  for (const auto& [name, node] : nodes_.entries()) {
-    for (const auto& [key, claim] : node.claims) {
-      if (!claim.desired) {
-        stopping.insert(key.first);
-        continue;
-      }
-      JobEntry* entry = jobs_.Find(key.first);
-      if (entry == nullptr || entry->job.generation() != key.second) continue;
-      const pb::JobState state = entry->job.state();
-      if (state != pb::JOB_STATE_SCHEDULED && state != pb::JOB_STATE_RUNNING) continue;
-      // Placed by this very pass, ahead of the waiting job in the queue's order: not undone.
-      if (FromProtoTime(entry->job.scheduled_at()) >= now) continue;
-      Candidate& c = (*candidates_)[key.first];
-      c.entry = entry;
-      c.claims.emplace_back(name, key);
-      for (const auto& device : node.inventory.devices) {
-        if (std::find(claim.device_ids.begin(), claim.device_ids.end(), device.id) != claim.device_ids.end()) {
-          c.classes.insert(CardClassOf(device));
+  const std::set<std::string> stopping =
+      ForEachKeptClaim(nodes_, [&](const std::string& name, const NodeEntry& node, const JobGen& key, const Claim& claim) {
+        JobEntry* entry = jobs_.Find(key.first);
+        if (entry == nullptr || entry->job.generation() != key.second) return;
+        const pb::JobState state = entry->job.state();
+        if (state != pb::JOB_STATE_SCHEDULED && state != pb::JOB_STATE_RUNNING) return;
+        // Placed by this very pass, ahead of the waiting job in the queue's order: not undone.
+        if (FromProtoTime(entry->job.scheduled_at()) >= now) return;
+        Candidate& c = (*candidates_)[key.first];
+        c.entry = entry;
+        c.claims.emplace_back(name, key);
+        for (const auto& device : node.inventory.devices) {
+          if (std::find(claim.device_ids.begin(), claim.device_ids.end(), device.id) != claim.device_ids.end()) {
+            c.classes.insert(CardClassOf(device));
+          }
         }
-      }
-    }
-  }
+      });
   for (auto it = candidates_->begin(); it != candidates_->end();) {
     if (stopping.contains(it->first)) {
       it = candidates_->erase(it);
@@ -195,11 +189,7 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
 
 bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choice,
                                   const std::map<std::string, std::string>& why, bool defragmentation) {
-  Hold hold;
-  hold.seq = next_seq_++;
-  for (const auto& assignment : choice.placement.nodes) {
-    hold.cards[assignment.node].insert(assignment.device_ids.begin(), assignment.device_ids.end());
-  }
+  std::vector<std::pair<std::string, JobGen>> claims;
   std::vector<std::string> stopped;
   std::vector<std::string> victim_ids;
   for (const PreemptibleJob* victim : choice.victims) victim_ids.push_back(victim->id);
@@ -212,12 +202,12 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
     preemption.set_defragmentation(defragmentation);
     // A refused store write stops nothing: the job stays a candidate for the next pass.
     if (!reconciler_.Preempt(*c.entry, std::move(preemption)).ok()) continue;
-    hold.claims.insert(hold.claims.end(), c.claims.begin(), c.claims.end());
+    claims.insert(claims.end(), c.claims.begin(), c.claims.end());
     stopped.push_back(absl::StrCat(id, " (", why.at(id), ")"));
     candidates_->erase(id);
   }
   if (stopped.empty()) return false;
-  holds_[entry.job.id()] = std::move(hold);
+  HoldFor(entry.job.id(), choice.placement, std::move(claims));
 
   std::vector<std::string> where;
   for (const auto& assignment : choice.placement.nodes) where.push_back(assignment.node);
@@ -273,21 +263,12 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
     std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
     auto placement = policy_.Place(request, trial);
     if (!placement.ok()) return placement;
-    auto take = [&trial](const scheduler::PlacementRequest& r, const scheduler::Placement& p) {
-      for (const auto& assignment : p.nodes) {
-        for (auto& view : trial) {
-          if (view.name != assignment.node) continue;
-          scheduler::TakeOnView(r, assignment, view);
-          view.generation = scheduler::ContentGeneration(view);
-        }
-      }
-    };
-    take(request, *placement);
+    scheduler::TakeOnViews(request, *placement, trial);
     for (const auto& id : victims) {
       const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job.spec());
       auto elsewhere = policy_.Place(moved, trial);
       if (!elsewhere.ok()) return absl::UnavailableError(absl::StrCat("job ", id, " would not fit elsewhere"));
-      take(moved, *elsewhere);
+      scheduler::TakeOnViews(moved, *elsewhere, trial);
     }
     return placement;
   };
@@ -324,6 +305,17 @@ bool PreemptionStage::VictimsGone(const std::string& job_id) const {
     if (node != nullptr && node->claims.contains(key)) return false;
   }
   return true;
+}
+
+void PreemptionStage::HoldFor(const std::string& job_id, const scheduler::Placement& placement,
+                              std::vector<std::pair<std::string, JobGen>> claims) {
+  Hold hold;
+  hold.seq = next_seq_++;
+  for (const auto& assignment : placement.nodes) {
+    hold.cards[assignment.node].insert(assignment.device_ids.begin(), assignment.device_ids.end());
+  }
+  hold.claims = std::move(claims);
+  holds_[job_id] = std::move(hold);
 }
 
 HeldCards PreemptionStage::HeldForPreemptors(const std::string& except) const {

@@ -82,8 +82,17 @@ class PreemptionStage {
   bool VictimsGone(const std::string& job_id) const;
   // The job was placed, ended, or must look again: its hold goes.
   void Release(const std::string& job_id) { holds_.erase(job_id); }
+  // The job was stopped by another stage (an elastic resize): not a victim in this pass.
+  void Forget(const std::string& job_id) {
+    if (candidates_) candidates_->erase(job_id);
+  }
   // Every card held for a preemptor, and those held for everyone but `except` (a job id).
   HeldCards HeldForPreemptors(const std::string& except = "") const;
+  // Holds the cards of `placement` for `job_id` until `claims` (node, generation) are gone; the
+  // cycle then offers it those cards first. What a preemption does for its preemptor, and an
+  // elastic resize (elastic_stage.h) for the resized job and the job it shrinks for.
+  void HoldFor(const std::string& job_id, const scheduler::Placement& placement,
+               std::vector<std::pair<std::string, JobGen>> claims);
 
  private:
   struct Candidate {

@@ -70,7 +70,8 @@ SchedulingCycle::SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler:
       policy_(policy),
       wakeups_(wakeups),
       options_(std::move(options)),
-      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share, options_.defrag) {}
+      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share, options_.defrag),
+      elastic_(jobs, nodes, reconciler, *policy, preemption_, options_.elastic_grow_after) {}
 
 struct SchedulingCycle::PassState {
   std::vector<scheduler::NodeView> views;
@@ -93,7 +94,8 @@ struct SchedulingCycle::PassState {
 };
 
 void SchedulingCycle::Run(absl::Time now) {
-  if (!wakeups_.capacity_changed() && now - last_full_pass_ < options_.full_pass_every) {
+  if (!wakeups_.capacity_changed() && now - last_full_pass_ < options_.full_pass_every &&
+      now < elastic_.next_grow_check()) {
     std::vector<std::string> fresh;
     fresh.swap(new_jobs_);
     Pass(&fresh, now);
@@ -157,7 +159,16 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
                                                             PassState& pass) {
   JobBinder binder(jobs_, nodes_, entry);
   const absl::Time decision_start = absl::Now();
-  auto placement = policy_->Schedule(request, pass.views, binder);
+  // An elastic job takes as many nodes as fit, its max first; `request` (its min) is the last
+  // try, and says why it waits.
+  absl::StatusOr<scheduler::Placement> placement = absl::UnavailableError("not offered");
+  for (int n : ElasticSizes(entry.job.spec())) {
+    scheduler::PlacementRequest sized = request;
+    sized.nnodes = n;
+    placement = policy_->Schedule(sized, pass.views, binder);
+    // Placed, or placed but not bound (no pending reason): either way no smaller size is tried.
+    if (placement.ok() || !scheduler::PendingReasonOf(placement.status()).has_value()) break;
+  }
   if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
   if (!placement.ok()) return placement;
   if (pass.quota) pass.quota->HoldPlacement(entry.job.spec(), *placement, pass.views);
@@ -229,6 +240,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
   // policy re-reads only those (NodeView.generation).
   pass.views = NodeViews(false);
   preemption_.NewPass();
+  elastic_.NewPass();
   OfferPreemptors(pass);
   // The policy's queue order (the profile's QueueSort plugin: by default higher priority first,
   // then the group furthest below its fair share, then submission order).
@@ -249,6 +261,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     return trial;
   };
   int preemption_attempts = 0;
+  bool waits_for_capacity = false;  // some job still waits for cards: no elastic job grows
   while (JobEntry* entry = queue.Next()) {
     if (preemption_.Waiting(entry->job.id())) continue;  // its victims are still stopping
     const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
@@ -258,20 +271,30 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
       pass.views = NodeViews(false);
       pass.Hold(pass.held);
     }
-    if (preemption_.enabled() && absl::IsUnavailable(placement.status()) && !WaitsOnQuota(placement.status()) &&
-        preemption_attempts < kMaxPreemptionAttemptsPerPass) {
+    const bool for_capacity = absl::IsUnavailable(placement.status()) && !WaitsOnQuota(placement.status());
+    if (for_capacity && preemption_attempts < kMaxPreemptionAttemptsPerPass) {
       ++preemption_attempts;
-      if (preemption_.TryPreempt(*entry, request, pass.views, views_without, now) ||
-          preemption_.TryMove(*entry, request, pass.views, views_without, now)) {
+      // An elastic job shrinks before anything is preempted.
+      if (elastic_.TryShrink(*entry, request, views_without, now) ||
+          (preemption_.enabled() && (preemption_.TryPreempt(*entry, request, pass.views, views_without, now) ||
+                                     preemption_.TryMove(*entry, request, pass.views, views_without, now)))) {
         pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
         continue;
       }
     }
+    waits_for_capacity = waits_for_capacity || for_capacity;
     const bool had_head = !pass.reserved.empty();
     NoteWaiting(*entry, request, placement.status(), pass.views, pass.reserved);
     if (!had_head && !pass.reserved.empty()) pass.Hold(Merged(pass.reserved, pass.held));
   }
-  if (only == nullptr) reserved_ = std::move(pass.reserved);
+  if (only != nullptr) return;
+  // Cards nobody waits for: an elastic job below its max may grow into them (one per pass).
+  if (waits_for_capacity) {
+    elastic_.Postpone();
+  } else {
+    elastic_.TryGrow([&](const JobEntry& entry) { return RequestFor(entry, pass.quota); }, views_without, now);
+  }
+  reserved_ = std::move(pass.reserved);
 }
 
 void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,

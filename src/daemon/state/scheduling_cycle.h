@@ -3,7 +3,9 @@
 // the policy's queue order, binds each placement (launch/placement_binder.h), keeps the head of
 // the queue's reservation (the Reservation filter keeps backfill off it), asks the quota ledger
 // for the Quota filter, keeps the fair-share ledger's view of what groups hold (its queue order,
-// sharing/queue_order.h), and records why each job still waits. Thread-free: ClusterState runs it
+// sharing/queue_order.h), and records why each job still waits. A job that waits for capacity may
+// shrink an elastic job (elastic_stage.h) or preempt (preemption_stage.h); a full pass that
+// leaves nothing waiting for capacity may grow an elastic job. Thread-free: ClusterState runs it
 // under its lock.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "src/daemon/security/quota.h"
 #include "src/daemon/sharing/fair_share.h"
 #include "src/daemon/state/agent_reconciler.h"
+#include "src/daemon/state/elastic_stage.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
 #include "src/daemon/state/preemption_stage.h"
@@ -38,6 +41,9 @@ struct CycleOptions {
   // hetpoold --defrag-after and its limits: moves of movable jobs for a gang that waits on
   // scattered cards (the same stage).
   DefragOptions defrag;
+  // hetpoold --elastic-grow-after: how long an elastic job's generation runs before it may grow
+  // into free cards (elastic_stage.h).
+  absl::Duration elastic_grow_after = absl::Minutes(5);
   // A full pass over the queue runs at least this often, a safety net for a missed wake-up.
   absl::Duration full_pass_every = absl::Minutes(1);
 };
@@ -53,7 +59,8 @@ class SchedulingCycle {
   bool HasNewJobs() const { return !new_jobs_.empty(); }
   // One tick: when nothing freed capacity since the last full pass (Wakeups::CapacityChanged),
   // the jobs already waiting still wait, so only new submissions are offered, behind the last
-  // full pass's reservation; otherwise, or once `full_pass_every`, the whole queue.
+  // full pass's reservation; otherwise, or once `full_pass_every`, or when an elastic job
+  // becomes due to grow, the whole queue.
   void Run(absl::Time now);
 
   // What the policy sees of the nodes, in name order, each with its ContentGeneration.
@@ -91,6 +98,7 @@ class SchedulingCycle {
   Wakeups& wakeups_;
   const CycleOptions options_;
   PreemptionStage preemption_;
+  ElasticStage elastic_;  // keeps its resized jobs' cards on preemption_'s holds
   std::vector<std::string> new_jobs_;  // submitted since the last pass
   absl::Time last_full_pass_ = absl::InfinitePast();
   Reservation reserved_;  // the head of the queue's hold, from the last full pass

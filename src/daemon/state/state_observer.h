@@ -19,8 +19,11 @@ inline constexpr char kRestartLaunchFailed[] = "LaunchFailed";  // a node could 
 inline constexpr char kRestartPreempted[] = "Preempted";
 // Moved to consolidate cards for a waiting gang (hetpoold --defrag-after; JobSpec.movable).
 inline constexpr char kRestartMoved[] = "Moved";
+// An elastic job resized: grown into free cards or shrunk for a waiting job (JobSpec.elastic_nnodes).
+inline constexpr char kRestartResized[] = "Resized";
 inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost,
-                                                  kRestartLaunchFailed, kRestartPreempted, kRestartMoved};
+                                                  kRestartLaunchFailed, kRestartPreempted, kRestartMoved,
+                                                  kRestartResized};
 
 class StateObserver {
  public:

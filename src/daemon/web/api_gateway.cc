@@ -105,8 +105,13 @@ HttpReply ApiGateway::Handle(const HttpRequest& request) const {
       });
     }
     if (what == "jobs") {
-      pb::ListJobsRequest req;
-      req.set_page_size(1000);
+      pb::ListJobsRequest req;  // newest first, a page at a time (`page_token` goes on)
+      int limit = 100;
+      if (const std::string text = query("limit"); !text.empty() && (!absl::SimpleAtoi(text, &limit) || limit < 1)) {
+        return Error(400, "INVALID_ARGUMENT", "limit: not a positive number");
+      }
+      req.set_page_size(limit);
+      req.set_page_token(query("page_token"));
       if (const std::string state = query("state"); !state.empty()) {
         auto parsed = ParseJobState(state);
         if (!parsed.ok()) return Error(400, "INVALID_ARGUMENT", std::string(parsed.status().message()));

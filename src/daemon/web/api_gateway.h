@@ -6,7 +6,8 @@
 //   GET  /api/nodes                 ClusterService.ListNodes
 //   GET  /api/devices               ClusterService.ListDevices
 //   GET  /api/fingerprints          ClusterService.ListFingerprints
-//   GET  /api/jobs[?state=running]  JobService.ListJobs (a user sees their own)
+//   GET  /api/jobs[?state=running&limit=100&page_token=T]
+//                                   JobService.ListJobs, newest first, a page (a user sees their own)
 //   GET  /api/jobs/ID               JobService.GetJob
 //   GET  /api/jobs/ID/logs[?rank=R] JobService.GetJobLogs, the last 256 KiB as text
 //   GET  /api/usage[?by=user]       JobService.GetUsage over the last 7 days

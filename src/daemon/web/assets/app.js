@@ -165,18 +165,31 @@ async function nodePage(name) {
         held[d.id] && held[d.id].allocated_to ? held[d.id].allocated_to.split(',').map(jobLink) : '-'] }))));
 }
 
-async function queuePage() {
-  const list = await api('/api/jobs');
-  const jobs = (list.jobs || []).slice().reverse();  // newest first
+// The newest jobs, a page at a time (the daemon answers newest first); "Older jobs" goes on
+// from where the page ended (#/queue/TOKEN, so the page's refresh stays on it).
+async function queuePage(pageToken) {
+  const list = await api('/api/jobs?limit=200' + (pageToken ? '&page_token=' + encodeURIComponent(pageToken) : ''));
+  const jobs = (list.jobs || []).slice();
   const order = { PENDING: 0, SCHEDULED: 1, RUNNING: 2 };
   jobs.sort((a, b) => (order[stateName(a.state)] ?? 3) - (order[stateName(b.state)] ?? 3));
+  const older = list.next_page_token
+    ? el('a', { id: 'older-jobs', href: '#/queue/' + encodeURIComponent(list.next_page_token) }, 'Older jobs')
+    : el('span', {});
   view.replaceChildren(
     el('h1', {}, 'Queue'),
-    el('p', { class: 'muted' }, 'Waiting and running jobs first; a pending job says why it waits.'),
+    el('p', { class: 'muted' }, 'Waiting and running jobs first, then the newest; a pending job says why it waits.'),
     table(['Job', 'Name', 'User', 'State', 'Shape', 'Placement', 'Why / what'],
       jobs.map((j) => ({ attrs: { 'data-job': j.id }, cells: [jobLink(j.id), j.spec.name || '', j.spec.user || '',
         el('span', { class: 'state-' + stateName(j.state), 'data-state': stateName(j.state) }, stateName(j.state)),
-        `${j.spec.nnodes || 1} x ${j.spec.devices_per_node || 0}`, placementText(j), pendingText(j)] })), { id: 'queue' }));
+        shapeText(j), placementText(j), pendingText(j)] })), { id: 'queue' }),
+    older);
+}
+
+// "2 x 8"; an elastic job's range of nodes, "1-4 x 8".
+function shapeText(j) {
+  const range = j.spec.elastic_nnodes;
+  const nodes = range ? `${range.min}-${range.max}` : `${j.spec.nnodes || 1}`;
+  return `${nodes} x ${j.spec.devices_per_node || 0}`;
 }
 
 async function jobPage(id) {
@@ -259,7 +272,7 @@ async function render() {
   try {
     if (!page) { await overviewPage(); live = true; }
     else if (page === 'nodes' && arg) { await nodePage(decodeURIComponent(arg)); live = true; }
-    else if (page === 'queue') { await queuePage(); live = true; }
+    else if (page === 'queue') { await queuePage(arg && decodeURIComponent(arg)); live = true; }
     else if (page === 'jobs' && arg) live = await jobPage(decodeURIComponent(arg));
     else if (page === 'plan') await planPage();
     else if (page === 'usage') await usagePage();
