@@ -175,7 +175,7 @@ class Client:
 
     def list(self, states=(), user="", labels=None):
         """Every matching job (all pages), oldest first. `states`: names like "running" or "JOB_STATE_FAILED"."""
-        request = job_pb2.ListJobsRequest(user=user, labels=labels or {}, oldest_first=True)
+        request = job_pb2.ListJobsRequest(user=user, labels=labels or {})
         for s in states:
             name = s.upper() if s.upper().startswith("JOB_STATE_") else "JOB_STATE_" + s.upper()
             request.states.append(job_pb2.JobState.Value(name))

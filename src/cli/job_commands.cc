@@ -245,7 +245,7 @@ int List(Client& client, const Invocation& in, const ListOptions& o) {
   if (o.limit < 1) return in.Usage("--limit: must be at least 1");
   pb::ListJobsRequest req;
   req.set_user(o.user);
-  req.set_oldest_first(o.oldest_first);
+  req.set_newest_first(!o.oldest_first);
   req.set_page_token(o.page_token);
   for (const auto& s : o.states) {
     auto state = ParseJobState(s);

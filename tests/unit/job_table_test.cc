@@ -120,18 +120,19 @@ TEST(JobTable, ListsNewestFirstInPagesThatNeitherRepeatNorSkip) {
   const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
   parts.jobs.Load(Submitted(7, start), 7);
   pb::ListJobsRequest request;
+  request.set_newest_first(true);
   request.set_page_size(3);
   int pages = 0;
   EXPECT_EQ(Walk(parts.jobs, request, &pages),
             (std::vector<std::string>{"job-000007", "job-000006", "job-000005", "job-000004", "job-000003",
                                       "job-000002", "job-000001"}));
   EXPECT_EQ(pages, 3);
-  request.set_oldest_first(true);
+  request.set_newest_first(false);  // the API's default: submission order
   EXPECT_EQ(Walk(parts.jobs, request),
             (std::vector<std::string>{"job-000001", "job-000002", "job-000003", "job-000004", "job-000005",
                                       "job-000006", "job-000007"}));
   // A job submitted between two pages shows up at the front, not in the middle of the walk.
-  request.set_oldest_first(false);
+  request.set_newest_first(true);
   auto first = parts.jobs.List(request);
   ASSERT_TRUE(first.ok());
   parts.jobs.Admit(parts.jobs.NewJob(TrainingSpec(1, 1), "", nullptr));
@@ -147,6 +148,7 @@ TEST(JobTable, ListFiltersByUserAndSubmissionTime) {
   const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
   parts.jobs.Load(Submitted(9, start), 9);
   pb::ListJobsRequest request;
+  request.set_newest_first(true);
   request.set_user("bob");
   EXPECT_EQ(Walk(parts.jobs, request), (std::vector<std::string>{"job-000009", "job-000006", "job-000003"}));
   request.clear_user();

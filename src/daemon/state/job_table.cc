@@ -182,8 +182,8 @@ bool Matches(const pb::Job& job, const pb::ListJobsRequest& req, const std::set<
 absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& req) const {
   if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
   const int page_size = req.page_size() == 0 ? 100 : std::min(req.page_size(), 1000);
-  uint64_t after_seq = 0;  // the last job the previous page looked at
-  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &after_seq)) {
+  uint64_t from_seq = 0;  // where the previous page stopped: the first job this one looks at
+  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &from_seq)) {
     return absl::InvalidArgumentError("page_token: not a token returned by ListJobs");
   }
   const std::set<int> states(req.states().begin(), req.states().end());
@@ -191,8 +191,8 @@ absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& r
   size_t bytes = 0;
   size_t looked_at = 0;
   // Walks submission order from the token on, in the request's direction, and stops at the
-  // first job that would not fit the page (or at the bound on jobs looked at): its predecessor
-  // is where the next page starts.
+  // first job that would not fit the page (or at the bound on jobs looked at): the next page
+  // starts at that job, so nothing is repeated or skipped.
   auto visit = [&](uint64_t seq, const JobEntry* entry) {
     if (looked_at == kMaxJobsLookedAtPerPage) {
       response.set_next_page_token(absl::StrCat(seq));
@@ -210,15 +210,14 @@ absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& r
     *response.add_jobs() = job;
     return true;
   };
-  // The token names the first job of the next page (seq numbers start at 1).
-  if (req.oldest_first()) {
-    for (auto it = by_seq_.lower_bound(after_seq); it != by_seq_.end(); ++it) {
+  if (req.newest_first()) {
+    auto it = req.page_token().empty() ? by_seq_.end() : by_seq_.upper_bound(from_seq);
+    while (it != by_seq_.begin()) {
+      --it;
       if (!visit(it->first, it->second)) break;
     }
   } else {
-    auto it = req.page_token().empty() ? by_seq_.end() : by_seq_.upper_bound(after_seq);
-    while (it != by_seq_.begin()) {
-      --it;
+    for (auto it = by_seq_.lower_bound(from_seq); it != by_seq_.end(); ++it) {
       if (!visit(it->first, it->second)) break;
     }
   }

@@ -78,7 +78,7 @@ class JobTable {
   void NoteStoreWrite(const absl::Status& written);
   bool store_healthy() const { return store_healthy_; }
 
-  // One page of jobs in submission order (newest first unless the request says oldest),
+  // One page of jobs in submission order (oldest first unless the request says newest),
   // filtered by state, user, labels and submission time; see ListJobsRequest for where a page
   // ends.
   absl::StatusOr<pb::ListJobsResponse> List(const pb::ListJobsRequest& request) const;

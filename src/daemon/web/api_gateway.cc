@@ -111,6 +111,7 @@ HttpReply ApiGateway::Handle(const HttpRequest& request) const {
         return Error(400, "INVALID_ARGUMENT", "limit: not a positive number");
       }
       req.set_page_size(limit);
+      req.set_newest_first(true);
       req.set_page_token(query("page_token"));
       if (const std::string state = query("state"); !state.empty()) {
         auto parsed = ParseJobState(state);
