@@ -80,6 +80,8 @@ const BadSpecCase kBadSpecs[] = {
      "nnodes"},
     {"elastic CPU job", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(1); s.set_devices_per_node(0); s.set_procs_per_node(1); },
      "elastic_nnodes"},
+    {"elastic share of a card", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(1); s.set_devices_per_node(1); s.set_device_milli(500); },
+     "elastic_nnodes"},
     {"share above a device", [](auto& s) { s.set_device_milli(1500); }, "device_milli"},
     {"share over several devices", [](auto& s) { s.set_device_milli(500); }, "device_milli"},
     {"memory without a share", [](auto& s) { s.set_device_memory_mib(1024); }, "device_memory_mib"},

@@ -144,6 +144,9 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     if (spec.devices_per_node() < 1) {
       return Invalid("elastic_nnodes", "an elastic job grows and shrinks by cards: devices_per_node must be at least 1");
     }
+    if (spec.device_milli() > 0 && spec.device_milli() < 1000) {
+      return Invalid("elastic_nnodes", "an elastic job takes whole cards: not with a device_milli share");
+    }
     if (spec.has_model()) return Invalid("elastic_nnodes", "not with model (the planner fixes the node count)");
   }
   if (auto s = CheckRange("nnodes", spec.nnodes(), 1, limits.max_nnodes); !s.ok()) return s;
