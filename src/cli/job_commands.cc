@@ -9,7 +9,6 @@
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,11 +37,17 @@ std::string Placement(const pb::Job& job) {
   return parts.empty() ? "-" : absl::StrJoin(parts, " ");
 }
 
+// "2", or an elastic job's range "1-4".
+std::string NodeCount(const pb::JobSpec& spec) {
+  if (!spec.has_elastic_nnodes()) return absl::StrCat(spec.nnodes());
+  return absl::StrCat(spec.elastic_nnodes().min(), "-", spec.elastic_nnodes().max());
+}
+
 // "2 node(s)"; an elastic job's range and, once placed, how many it runs on now.
 std::string NodesShape(const pb::Job& job) {
   const pb::JobSpec& spec = job.spec();
-  if (!spec.has_elastic_nnodes()) return absl::StrCat(spec.nnodes(), " node(s)");
-  std::string out = absl::StrCat(spec.elastic_nnodes().min(), "-", spec.elastic_nnodes().max(), " node(s), elastic");
+  if (!spec.has_elastic_nnodes()) return absl::StrCat(NodeCount(spec), " node(s)");
+  std::string out = absl::StrCat(NodeCount(spec), " node(s), elastic");
   if (job.placement_size() > 0) absl::StrAppend(&out, " (", job.placement_size(), " in generation ", job.generation(), ")");
   return out;
 }
@@ -258,16 +263,12 @@ int List(Client& client, const Invocation& in, const ListOptions& o) {
   }
   // A bound is set only when given (asking for the field creates it: "before 1970").
   const absl::Time now = absl::Now();
-  using Bound = google::protobuf::Timestamp* (pb::ListJobsRequest::*)();
-  for (auto [flag, text, bound] : {std::tuple<const char*, const std::string*, Bound>{
-                                       "--since", &o.since, &pb::ListJobsRequest::mutable_submitted_after},
-                                   std::tuple<const char*, const std::string*, Bound>{
-                                       "--until", &o.until, &pb::ListJobsRequest::mutable_submitted_before}}) {
-    if (text->empty()) continue;
-    auto when = ParseWhen(*text, now);
-    if (!when.ok()) return in.Usage(absl::StrCat(flag, ": ", when.status().message()));
-    *(req.*bound)() = ToProtoTime(*when);
-  }
+  auto since = ParseWhenFlag("--since", o.since, now);
+  if (!since.ok()) return in.Usage(std::string(since.status().message()));
+  auto until = ParseWhenFlag("--until", o.until, now);
+  if (!until.ok()) return in.Usage(std::string(until.status().message()));
+  if (*since) *req.mutable_submitted_after() = ToProtoTime(**since);
+  if (*until) *req.mutable_submitted_before() = ToProtoTime(**until);
   // Pages until the limit (or, with --all, the end); a filter that matches little may bring
   // pages with few jobs or none, each with a token to go on.
   pb::ListJobsResponse all;
@@ -287,11 +288,7 @@ int List(Client& client, const Invocation& in, const ListOptions& o) {
   Table table({"ID", "NAME", "USER", "STATE", "SHAPE", "PLACEMENT", "AGE", "REASON"});
   for (const auto& j : all.jobs()) {
     table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())),
-               absl::StrCat(j.spec().has_elastic_nnodes() ? absl::StrCat(j.spec().elastic_nnodes().min(), "-",
-                                                                          j.spec().elastic_nnodes().max())
-                                                             : absl::StrCat(j.spec().nnodes()),
-                            "x", j.spec().devices_per_node()),
-               Placement(j),
+               absl::StrCat(NodeCount(j.spec()), "x", j.spec().devices_per_node()), Placement(j),
                Age(j.created_at().seconds()), j.reason()});
   }
   std::cout << table.Render();

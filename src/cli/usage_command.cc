@@ -38,15 +38,13 @@ int ShowUsage(Client& client, const Invocation& in, const UsageOptions& o) {
   const std::string& until = o.until;
   const std::string& by = o.by;
   const absl::Time now = absl::Now();
-  auto from = ParseWhen(since, now);
-  if (!from.ok()) return in.Usage(absl::StrCat("--since: ", from.status().message()));
+  auto from = ParseWhenFlag("--since", since, now);
+  if (!from.ok()) return in.Usage(std::string(from.status().message()));
+  auto to = ParseWhenFlag("--until", until, now);
+  if (!to.ok()) return in.Usage(std::string(to.status().message()));
   pb::UsageRequest req;
-  *req.mutable_since() = ToProtoTime(*from);
-  if (!until.empty()) {
-    auto to = ParseWhen(until, now);
-    if (!to.ok()) return in.Usage(absl::StrCat("--until: ", to.status().message()));
-    *req.mutable_until() = ToProtoTime(*to);
-  }
+  if (*from) *req.mutable_since() = ToProtoTime(**from);
+  if (*to) *req.mutable_until() = ToProtoTime(**to);
   req.set_by(by);
   pb::UsageResponse resp;
   auto status = client.jobs().GetUsage(client.Context().get(), req, &resp);

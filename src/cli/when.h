@@ -2,6 +2,7 @@
 // from now ("7d", "36h", "90m") or a date ("2026-11-01") or time ("2026-11-01T08:00:00Z").
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -9,6 +10,8 @@
 
 namespace hetpool::cli {
 
-absl::StatusOr<absl::Time> ParseWhen(const std::string& text, absl::Time now);
+// A time flag's value: nullopt when not given (empty), else its time, or INVALID_ARGUMENT
+// starting with the flag's name ("--since: 'x' is neither ...").
+absl::StatusOr<std::optional<absl::Time>> ParseWhenFlag(const std::string& flag, const std::string& text, absl::Time now);
 
 }  // namespace hetpool::cli
