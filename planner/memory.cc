@@ -11,17 +11,12 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Parameters held by the first pipeline stage of one tensor-parallel rank: its share of the
 // layers plus the input embedding (and the output projection too when there is one stage).
-double StageParams(const ModelSpec& m, const Layout& l) {
+// `embeddings` receives the embedding part (quantised checkpoints keep it in 16 bits).
+double StageParams(const ModelSpec& m, const Layout& l, double* embeddings = nullptr) {
   const int64_t layers = CeilDiv(m.layers, l.pp);
-  const int64_t embeddings = l.pp == 1 ? m.EmbeddingParams() : m.vocab * m.hidden;
-  return static_cast<double>(layers * m.LayerParams(false) + embeddings + m.hidden) / l.tp;
-}
-
-// The largest single weight matrix on one rank: what ZeRO-3 gathers at a time.
-double LargestMatrixParams(const ModelSpec& m, const Layout& l) {
-  const double mlp = static_cast<double>(m.hidden) * m.intermediate;
-  const double embedding = static_cast<double>(m.vocab) * m.hidden;
-  return std::max(mlp, embedding) / l.tp;
+  const int64_t embedding = l.pp == 1 ? m.EmbeddingParams() : m.InputEmbeddingParams();
+  if (embeddings) *embeddings = static_cast<double>(embedding) / l.tp;
+  return static_cast<double>(m.LayersParams(0, layers, false) + embedding + m.FinalNormParams()) / l.tp;
 }
 
 // Adapter parameters: rank r on Q and V (PEFT's default for these models) or every linear layer.
@@ -30,25 +25,78 @@ int64_t LoraParams(const ModelSpec& m, const Workload& w) {
   int64_t per_layer = r * (m.hidden + m.QDim()) + r * (m.hidden + m.KvDim());
   if (w.lora_all_linear) {
     per_layer += r * (m.hidden + m.KvDim()) + r * (m.QDim() + m.hidden);
-    const int64_t mlps = m.experts > 0 ? m.experts : 1;
-    per_layer += mlps * 3 * r * (m.hidden + m.intermediate);
+    const int64_t matrices = m.mlp == MlpKind::kGated ? 3 : 2;
+    const int64_t mlps = m.IsMoe() ? m.experts : 1;
+    per_layer += mlps * matrices * r * (m.hidden + (m.IsMoe() ? m.ExpertWidth() : m.intermediate));
   }
   return per_layer * m.layers;
 }
 
-// Element size of activations: fp32 training keeps fp32 tensors, every 16-bit mode keeps 16-bit
-// ones (fp8 recipes keep bf16 activations around their fp8 GEMMs).
+// Element size of activations: fp32 keeps fp32 tensors, every 16-bit mode keeps 16-bit ones
+// (fp8 recipes keep bf16 activations around their fp8 GEMMs; weight-only int8/int4 serving
+// dequantises into 16-bit matmuls).
 double ActivationBytes(const Workload& w) {
   return w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4.0 : 2.0;
 }
 
+// Quantised weights (fp8, int8, int4): the embeddings and the output projection stay in 16 bits,
+// as in GPTQ/AWQ/bitsandbytes checkpoints and vLLM's fp8 (the LM head is not quantised).
+bool KeepsEmbeddingsIn16Bit(Precision p) {
+  return p == Precision::kFp8 || p == Precision::kInt8 || p == Precision::kInt4;
+}
+
+// Live bytes of one layer's forward pass on `tokens` tokens at once with no autograd (serving),
+// from `sequences` sequences, each query attending over at most `keys` keys: the residual stream and the norm's output,
+// plus the larger of the attention phase and the MLP phase (tensors are freed as the layer
+// goes, so the two phases do not add up).
+double ServingLayerWorkspace(const ModelSpec& m, const Workload& w, const Layout& l, double tokens, double keys,
+                             double sequences) {
+  const double e = ActivationBytes(w), t = l.tp;
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.QDim()) / t;
+  const double kv = std::max(static_cast<double>(m.head_dim), static_cast<double>(m.KvDim()) / t);
+  const double heads = std::max(1.0, static_cast<double>(m.heads) / t);
+  double attention = tokens * (q + 2 * kv + q) * e;  // Q, K, V and the attention output
+  if (w.attention == AttentionKernel::kEager) {
+    attention += 2 * heads * tokens * keys * e;                // scores and their softmax
+    if (kv < q) attention += 2 * sequences * keys * q * e;     // grouped K/V repeated for every head
+  } else {
+    attention += heads * tokens * 4;  // log-sum-exp
+  }
+  const int64_t last = m.layers - 1;
+  double mlp = 0;
+  if (!m.IsMoeLayer(last)) {
+    // Gated: act(gate), up and their product alive at once; plain: the up projection and GELU.
+    mlp = (m.mlp == MlpKind::kGated ? 3 : 2) * tokens * static_cast<double>(m.intermediate) / t * e;
+  } else {
+    // Experts run one after another on their tokens (HF's and vLLM's unfused paths): the output
+    // accumulator, one expert's gathered inputs and intermediates (routing leaves an expert at
+    // most about twice its even share), the shared expert's, and the router's fp32 scores.
+    const double per_expert = std::min(tokens, std::ceil(2 * tokens * m.experts_per_token / m.experts));
+    const double matrices = m.mlp == MlpKind::kGated ? 3 : 2;
+    mlp = tokens * h * e + per_expert * (h + matrices * m.ExpertWidth() / t) * e +
+          matrices * tokens * static_cast<double>(m.shared_intermediate) / t * e + tokens * m.experts * 4;
+  }
+  return 2 * tokens * h * e + std::max(attention, mlp);
+}
+
 }  // namespace
+
+int64_t PromptTokens(const Workload& w) { return w.prompt > 0 ? std::min(w.prompt, w.context) : w.context; }
+
+int64_t PrefillTokens(const Workload& w) {
+  return std::max<int64_t>(1, std::min(w.batch * PromptTokens(w), w.prefill_chunk));
+}
+
+double StoredBytesPer(Precision p) { return BytesPer(p) + (p == Precision::kInt4 ? 2.0 / 128 : 0); }
+
 
 // Korthikanti et al. count, for a GeLU MLP with i = 4h and 16-bit tensors,
 // sbh(34 + 5as/h) = sbh(10 + 24/t + 5as/(ht)) bytes with tensor parallelism t; the terms below
 // are theirs, written per tensor so the gated MLP (four s x i tensors), grouped-query K/V and the
 // absence of dropout (no masks, one copy of the probabilities) follow from the shape.
-double LayerActivationBytes(const ModelSpec& m, const Workload& w, const Layout& l) {
+double LayerActivationBytes(const ModelSpec& m, const Workload& w, const Layout& l, int64_t layer) {
+  if (layer < 0) layer = m.layers - 1;
   const double s = static_cast<double>(w.seq), b = static_cast<double>(w.micro_batch);
   const double h = static_cast<double>(m.hidden), t = l.tp, e = ActivationBytes(w);
   // Autocast keeps the residual stream (norm inputs) in fp32 while matmuls save 16-bit inputs.
@@ -56,20 +104,27 @@ double LayerActivationBytes(const ModelSpec& m, const Workload& w, const Layout&
   if (w.recompute == Recompute::kFull) return s * b * h * e_residual;  // the layer's input only
 
   const double q = static_cast<double>(m.QDim()), kv = static_cast<double>(m.KvDim());
-  const double inter = static_cast<double>(m.intermediate) * std::max<int64_t>(1, m.experts_per_token);
+  const double inter = static_cast<double>(m.TokenMlpWidth(layer));
   // Both norms' inputs and outputs, and the dropout masks: replicated across tensor-parallel
   // ranks unless sequence parallelism splits them. Under autocast each projection casts (and
   // saves) its own 16-bit copy of the norm's output: Q, K and V after the first norm, gate and
   // up after the second.
   const double t_seq = w.sequence_parallel ? t : 1;
   const double norm_output_copies = w.mixed == MixedPrecision::kAutocast && e_residual > e ? 5 : 2;
-  double bytes = (2 * s * b * h * e_residual + norm_output_copies * s * b * h * e) / t_seq;
+  const double norms = static_cast<double>(m.norms_per_layer) / 2;  // GPT-J's parallel block has one
+  double bytes = norms * (2 * s * b * h * e_residual + norm_output_copies * s * b * h * e) / t_seq;
   if (w.dropout) bytes += 2 * s * b * h / t_seq;  // one-byte masks after attention and after the MLP
   // Split across ranks: Q, K, V (eager attention expands grouped K/V to every head), the
-  // attention output, and the gated MLP's gate, up, activation and product.
+  // attention output, and the MLP's intermediates: a gated MLP's gate, up, activation and
+  // product; a plain one's up projection and GELU output.
   const double kv_saved = w.attention == AttentionKernel::kEager ? q : kv;
   bytes += s * b * (q + 2 * kv_saved + q) * e / t;
-  bytes += 4 * s * b * inter * e / t;
+  bytes += (m.mlp == MlpKind::kGated ? 4 : 2) * s * b * inter * e / t;
+  if (m.IsMoeLayer(layer)) {
+    // Each token's copies gathered for its experts and their weighted outputs (saved for the
+    // routing weights' gradient), and the router's fp32 probabilities.
+    bytes += 2 * s * b * m.experts_per_token * h * e / t + s * b * m.experts * 4;
+  }
   if (w.recompute == Recompute::kNone && w.attention == AttentionKernel::kEager) {
     const double scores = static_cast<double>(m.heads) * s * s * b / t;
     bytes += scores * e;                       // softmax output, saved for softmax and for P x V
@@ -115,12 +170,17 @@ absl::Status Validate(const Workload& w) {
     }
     if (w.precision == Precision::kFp64) return absl::InvalidArgumentError("fp64 LLM training is not supported");
   } else {
-    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"batch", w.batch}, {"context", w.context}}) {
+    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"batch", w.batch}, {"context", w.context},
+                                   {"prefill_chunk", w.prefill_chunk}}) {
       if (absl::Status s = positive(field, v); !s.ok()) return s;
+    }
+    if (w.prompt < 0 || w.prompt > w.context) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt must be between 1 and the context (", w.context,
+                                                     "; got ", w.prompt, ")"));
     }
     if (w.precision == Precision::kFp64) return absl::InvalidArgumentError("fp64 serving is not supported");
   }
-  if (w.seq > (1 << 22) || w.context > (1 << 22) || w.micro_batch > (1 << 16) || w.batch > (1 << 20) ||
+  if (w.seq > (1 << 22) || w.context > (1 << 22) || w.micro_batch > (1 << 16) || w.batch > (1 << 20) || w.prefill_chunk > (1 << 24) ||
       w.grad_accum > (1 << 20) || w.lora_rank > (1 << 16)) {
     return absl::InvalidArgumentError("sequence, batch, accumulation or LoRA rank is implausibly large");
   }
@@ -140,18 +200,21 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
   const double dp = l.dp;
 
   if (w.mode == Mode::kInfer) {
-    const double per_param = BytesPer(w.precision) + (w.precision == Precision::kInt4 ? 2.0 / 128 : 0);
-    out.weights = stage_params * per_param;  // int4 adds fp16 scales per group of 128 weights
+    double embeddings = 0;
+    StageParams(m, l, &embeddings);
+    const double quantised_embeddings = KeepsEmbeddingsIn16Bit(w.precision) ? embeddings : 0;
+    out.weights = (stage_params - quantised_embeddings) * StoredBytesPer(w.precision) + quantised_embeddings * 2;
     const double layers = static_cast<double>(CeilDiv(m.layers, l.pp));
     const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / l.tp);  // replicated when tp > kv heads
     out.kv_cache = 2 * layers * kv_heads * m.head_dim * static_cast<double>(w.context) * w.batch * BytesPer(w.kv_precision);
-    // Prefill workspace of one layer for the whole prompt: hidden states, the MLP's intermediates
-    // and, with eager attention, two s x s score tensors per head; plus last-token logits in fp32.
-    const double s = static_cast<double>(w.context), b = static_cast<double>(w.batch), e = 2;
-    double work = 4 * s * b * m.hidden * e + 3 * s * b * m.intermediate * e / l.tp;
-    if (w.attention == AttentionKernel::kEager) work += 2 * b * (static_cast<double>(m.heads) / l.tp) * s * s * e;
-    out.activations = work;
-    out.transient = b * static_cast<double>(m.vocab) / l.tp * 4;
+    // The larger of one prefill pass (a chunk of prompt tokens, each attending over at most the
+    // prompt) and one decode step (a token per sequence attending over the whole context).
+    const double prompt = static_cast<double>(PromptTokens(w)), chunk = static_cast<double>(PrefillTokens(w));
+    const double b = static_cast<double>(w.batch);
+    const double prefill = ServingLayerWorkspace(m, w, l, chunk, prompt, std::max(1.0, chunk / prompt));
+    const double decode = ServingLayerWorkspace(m, w, l, b, static_cast<double>(w.context), b);
+    out.activations = std::max(prefill, decode);
+    out.transient = b * static_cast<double>(m.vocab) / l.tp * 4;  // the last tokens' logits, in fp32 for sampling
     return out;
   }
 
@@ -184,19 +247,33 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
   const double shard_optimizer = w.zero_stage >= 1 ? dp : 1;
   const double shard_grads = w.zero_stage >= 2 ? dp : 1;
   const double shard_weights = w.zero_stage >= 3 ? dp : 1;
-  const double frozen_b = BytesPer(p) + (p == Precision::kInt4 ? 2.0 / 128 : 0);
+  const double frozen_b = StoredBytesPer(p);
   // Autocast copies every matmul weight but not the input embedding.
-  const double autocast_params =
-      std::max(0.0, trained - (w.lora_rank > 0 ? 0.0 : static_cast<double>(m.vocab) * m.hidden / l.tp));
-  out.weights = (trained * weight_b + frozen * frozen_b) / shard_weights + autocast_params * autocast_copy_b;
-  out.gradients = trained * grad_b / shard_grads;
+  const double autocast_params = std::max(
+      0.0, trained - (w.lora_rank > 0 ? 0.0 : static_cast<double>(m.InputEmbeddingParams()) / l.tp));
+  double frozen_bytes = frozen * frozen_b;
+  if (frozen > 0 && KeepsEmbeddingsIn16Bit(p)) {  // a quantised base keeps its embeddings in 16 bits
+    double embeddings = 0;
+    StageParams(m, l, &embeddings);
+    frozen_bytes += embeddings * (2 - frozen_b);
+  }
+  out.weights = (trained * weight_b + frozen_bytes) / shard_weights + autocast_params * autocast_copy_b;
+  // ZeRO-3 in mixed precision keeps the reduced gradient partition in fp32 for the optimizer
+  // (DeepSpeed's fp32 partitioned groups): 2 + 4 + 4 + 8 = 18 bytes per parameter over the
+  // replicas, what estimate_zero3_model_states_mem_needs counts (the ZeRO paper's 16 counts a
+  // 16-bit partition).
+  const bool fp32_grad_partition = w.zero_stage == 3 && l.dp > 1 && master_b > 0;
+  out.gradients = trained * (fp32_grad_partition ? 4 : grad_b) / shard_grads;
   out.master = trained * master_b / shard_optimizer;
   out.optimizer = trained * moment_b / shard_optimizer;
 
   // 1F1B keeps min(pp, micro-batches) micro-batches in flight on the first stage.
   const double in_flight = static_cast<double>(std::min<int64_t>(l.pp, w.grad_accum));
-  const double layers = static_cast<double>(CeilDiv(m.layers, l.pp));
-  out.activations = layers * in_flight * LayerActivationBytes(m, w, l);
+  // Layers differ only where a MoE model keeps leading dense layers.
+  const int64_t first_stage = CeilDiv(m.layers, l.pp);
+  const int64_t dense_here = std::min<int64_t>(m.IsMoe() ? m.dense_layers : 0, first_stage);
+  out.activations = in_flight * (dense_here * LayerActivationBytes(m, w, l, 0) +
+                                 (first_stage - dense_here) * LayerActivationBytes(m, w, l, m.layers - 1));
   const double s = static_cast<double>(w.seq), b = static_cast<double>(w.micro_batch), e = ActivationBytes(w);
   if (w.recompute == Recompute::kFull) {
     Workload full = w;
@@ -208,8 +285,9 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
   // the gradient arriving and the gradient it produces for the logits are alive at once.
   const double logits = s * b * static_cast<double>(m.vocab) / l.tp;
   out.transient = logits * 12;
-  if (w.zero_stage == 3) {
-    out.transient += LargestMatrixParams(m, l) * (weight_b + grad_b);  // gathered weights and their gradients
+  if (w.zero_stage == 3 && l.dp > 1) {
+    // Gathered weights and their gradients.
+    out.transient += static_cast<double>(m.LargestMatrixParams()) / l.tp * (weight_b + grad_b);
   }
   return out;
 }

@@ -6,7 +6,9 @@
 //    Transformer Models"), generalised from its GeLU MLP to the gated MLP and grouped-query
 //    attention the presets use, with dropout and attention kernel as inputs (they change the s^2
 //    term) and none / selective / full recomputation.
-//  - Inference: weights in the serving precision, KV cache, activation workspace.
+//  - Inference: weights in the serving precision (embeddings and output projection stay 16-bit
+//    in quantised checkpoints), the KV cache for the whole context, and the workspace of one
+//    prefill chunk (tokens prefilled at once, in the activation precision).
 // All figures are bytes per device, for the most loaded device (the first pipeline stage).
 #pragma once
 
@@ -51,6 +53,10 @@ struct Workload {
   // Inference.
   int64_t batch = 1;          // concurrent sequences
   int64_t context = 4096;     // prompt + generated tokens per sequence
+  int64_t prompt = 0;         // prompt tokens per sequence; 0 = the whole context
+  // Tokens prefilled in one forward pass. Servers prefill in chunks (vLLM's chunked prefill,
+  // SGLang's chunked_prefill_size), so the workspace is bounded by the chunk, not batch x prompt.
+  int64_t prefill_chunk = 2048;
   Precision kv_precision = Precision::kBf16;
   // Both: the token budget (trained tokens, or generated tokens for inference).
   double tokens = 0;
@@ -82,8 +88,17 @@ absl::Status Validate(const Workload& w);
 // Per-device memory of the first pipeline stage. Assumes Validate() passed for both inputs.
 MemoryBreakdown EstimateMemory(const ModelSpec& model, const Workload& w, const Layout& layout);
 
-// Bytes one transformer layer saves for backward, per micro-batch, on one tensor-parallel rank.
-double LayerActivationBytes(const ModelSpec& model, const Workload& w, const Layout& layout);
+// Bytes transformer layer `layer` saves for backward, per micro-batch, on one tensor-parallel rank
+// (layers differ only in MoE models with leading dense layers; -1 = the last layer).
+double LayerActivationBytes(const ModelSpec& model, const Workload& w, const Layout& layout, int64_t layer = -1);
+
+// Inference: the prompt tokens per sequence, and how many tokens one prefill pass takes.
+int64_t PromptTokens(const Workload& w);
+int64_t PrefillTokens(const Workload& w);
+
+// Bytes per parameter of stored weights in precision p: quantised formats carry their scales
+// (int4: one 16-bit scale per group of 128 weights).
+double StoredBytesPer(Precision p);
 
 // Trainable parameters: all of them, or the LoRA adapters'.
 int64_t TrainableParams(const ModelSpec& model, const Workload& w);

@@ -38,23 +38,31 @@ double TokensPerStep(const Workload& w, const Layout& l) {
   return static_cast<double>(w.micro_batch) * w.seq * w.grad_accum * l.dp;
 }
 
-// FLOPs per token: 6N for training (forward + backward; 8N with full recomputation, which runs
-// the forward twice) or 2N per generated token, plus attention's score and value products
-// (Kaplan et al.: 2 x layers x context x attention width per forward token).
-double FlopsPerToken(const ModelSpec& m, const Workload& w) {
+}  // namespace
+
+// 6N for training (forward + backward) or 2N per generated token, plus attention's score and
+// value products (Kaplan et al.: 2 x layers x context x attention width per forward token).
+// Recomputation is not counted: MFU is model-FLOPs utilisation (PaLM's definition, Megatron's
+// "MFU" as against "HFU"), so a recomputing run reaches a lower MFU, and the MFU the operator
+// states is the one its runs reach.
+double ModelFlopsPerToken(const ModelSpec& m, const Workload& w) {
   const double n = static_cast<double>(m.ActiveParams());
   const double ctx = static_cast<double>(w.mode == Mode::kTrain ? w.seq : w.context);
   const double attention = 2.0 * m.layers * ctx * m.QDim();
   if (w.mode == Mode::kInfer) return 2 * n + attention;
-  const double passes = w.recompute == Recompute::kFull ? 4.0 : 3.0;  // forward = 1, backward = 2
-  return passes * (2 * n + attention);
+  return 3 * (2 * n + attention);  // forward = 1, backward = 2
 }
+
+namespace {
 
 struct ClassFigures {
   double mfu = 0;
   double bandwidth_utilisation = 0;
   double reserve_bytes = 0;
   double price = 0;
+  double network_bytes_per_s = 0;  // per card, across nodes
+  double pcie_bytes_per_s = 0;
+  double fabric_bytes_per_s = 0;   // 0 = no fabric
 };
 
 ClassFigures FiguresFor(const PoolClass& cls, const PriceTable& prices) {
@@ -65,30 +73,113 @@ ClassFigures FiguresFor(const PoolClass& cls, const PriceTable& prices) {
       row && row->bandwidth_utilisation ? *row->bandwidth_utilisation : DefaultBandwidthUtilisation();
   f.reserve_bytes = (row && row->reserve_gib ? *row->reserve_gib : DefaultReserveGib(cls.example.vendor)) * kGiB;
   f.price = row ? row->price_per_card_hour : 0;
+  f.network_bytes_per_s = (row && row->network_gbytes_per_s ? *row->network_gbytes_per_s : DefaultNetworkGBps()) * 1e9;
+  f.pcie_bytes_per_s = (row && row->pcie_gbytes_per_s ? *row->pcie_gbytes_per_s : DefaultPcieGBps()) * 1e9;
+  f.fabric_bytes_per_s = cls.FabricBandwidth() * 1e9;
   return f;
 }
 
-// Seconds per step: compute at peak x utilisation, stretched by the pipeline bubble
-// (m micro-batches over p stages run m / (m + p - 1) of the time); decode is also bounded by
-// reading the weights and the KV cache once per step.
-double StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, const PoolClass& cls,
-                   Precision compute, const ClassFigures& fig, const MemoryBreakdown& mem) {
+// ZeRO shards over data-parallel ranks; with one replica there is nothing to shard over.
+int EffectiveZeroStage(const Workload& w, const Layout& l) {
+  return w.mode == Mode::kTrain && l.dp > 1 ? w.zero_stage : 0;
+}
+
+// One link a collective runs over: bandwidth one way per card and the latency of one step.
+struct LinkSpeed {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+// Ring all-reduce of `bytes` over `ranks` ranks: 2 (n - 1) / n of the data crosses each link,
+// in 2 (n - 1) latency-bound steps (the NCCL/CNCL ring; the tree only helps latency at scale).
+double AllReduceSeconds(double bytes, int ranks, const LinkSpeed& link) {
+  if (ranks <= 1 || link.bytes_per_s <= 0) return 0;
+  const double n = ranks;
+  return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * bytes / link.bytes_per_s;
+}
+
+// Tensor-parallel ranks sit in one node: on the fabric when the link group holds them, else PCIe.
+LinkSpeed TensorLink(const Layout& l, const PoolClass& cls, const ClassFigures& fig) {
+  if (fig.fabric_bytes_per_s > 0 && l.tp <= cls.LargestLinkGroup()) return {fig.fabric_bytes_per_s, 10e-6};
+  return {fig.pcie_bytes_per_s, 20e-6};
+}
+
+// Data-parallel rings cross nodes when the job does; inside one node they use the node's links.
+LinkSpeed DataLink(const Layout& l, const PoolClass& cls, const ClassFigures& fig) {
+  if (l.Devices() > std::max(1, cls.MaxPerNode())) return {fig.network_bytes_per_s, 30e-6};
+  if (fig.fabric_bytes_per_s > 0 && l.Devices() <= cls.LargestLinkGroup()) return {fig.fabric_bytes_per_s, 10e-6};
+  return {fig.pcie_bytes_per_s, 20e-6};
+}
+
+// Weight bytes one decode step reads: a MoE layer reads only the experts its batch's tokens were
+// routed to: each of E experts is missed by all b tokens with probability (1 - k/E)^b.
+double DecodeWeightBytes(const ModelSpec& m, const Workload& w, const Layout& l, const MemoryBreakdown& mem) {
+  if (!m.IsMoe() || m.experts <= m.experts_per_token) return mem.weights;
+  const int64_t last = m.layers - 1;
+  const double layers = std::ceil(static_cast<double>(m.layers - m.dense_layers) / l.pp);
+  // (E - k) experts' parameters per layer, hence one expert's.
+  const double one_expert = static_cast<double>(m.LayerParams(last, false) - m.LayerParams(last, true)) /
+                            static_cast<double>(m.experts - m.experts_per_token) / l.tp;
+  const double all_experts_bytes = layers * m.experts * one_expert * StoredBytesPer(w.precision);
+  const double touched = 1 - std::pow(1 - static_cast<double>(m.experts_per_token) / m.experts, w.batch);
+  return mem.weights - all_experts_bytes * (1 - touched);
+}
+
+struct StepTime {
+  double seconds = 0;  // 0 = unknown
+  double comm = 0;     // of which collectives left exposed
+};
+
+// Seconds per step: compute at peak x MFU, stretched by the pipeline bubble (m micro-batches
+// over p stages run m / (m + p - 1) of the time), plus what communication adds:
+//  - tensor parallelism: 4 all-reduces of the layer's activations per layer and micro-batch in
+//    training (2 forward, 2 backward; Megatron), 2 per layer and decode step; on the critical path;
+//  - data parallelism: the gradient all-reduce once a step, overlapped with backward (ZeRO-3:
+//    reduce-scatter plus the forward and backward all-gathers of the weights for every
+//    micro-batch, prefetched behind the whole step), so only what outlasts it counts.
+// Decode is also bounded by reading the weights (the routed experts') and the KV cache once per step.
+StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, const PoolClass& cls,
+                     Precision compute, const ClassFigures& fig, const MemoryBreakdown& mem) {
   const double peak = PeakFlops(cls, compute);
-  if (peak <= 0) return 0;
-  const double flops = FlopsPerToken(m, w) * TokensPerStep(w, l);
-  double seconds = flops / (l.Devices() * peak * fig.mfu);
+  if (peak <= 0) return {};
+  const double flops = ModelFlopsPerToken(m, w) * TokensPerStep(w, l);
+  const double compute_s = flops / (l.Devices() * peak * fig.mfu);
+  const double layers = std::ceil(static_cast<double>(m.layers) / l.pp);
+  const LinkSpeed tensor_link = TensorLink(l, cls, fig);
+  StepTime t;
   if (w.mode == Mode::kTrain) {
     const double micro = static_cast<double>(w.grad_accum);
-    seconds *= (micro + l.pp - 1) / micro;
-  } else {
-    const double bandwidth = cls.example.capability.bandwidth_gbps * 1e9 * fig.bandwidth_utilisation;
-    if (bandwidth > 0) {
-      // Each pipeline stage reads its weights and cache in turn; tensor ranks read in parallel.
-      const double bytes = (mem.weights + mem.kv_cache) * l.pp;
-      seconds = std::max(seconds, bytes / bandwidth);
+    const double bubble = (micro + l.pp - 1) / micro;
+    const double e = w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4 : 2;
+    const double activation = static_cast<double>(w.seq) * w.micro_batch * m.hidden * e;
+    const double tensor = layers * 4 * micro * AllReduceSeconds(activation, l.tp, tensor_link);
+    // Gradients of this rank's share of the model, in their own type (fp32 under autocast).
+    const double grad_e = w.mixed == MixedPrecision::kAutocast ? 4 : e;
+    const double grads_bytes = static_cast<double>(TrainableParams(m, w)) / (l.tp * l.pp) * grad_e;
+    const LinkSpeed data_link = DataLink(l, cls, fig);
+    double data = AllReduceSeconds(grads_bytes, l.dp, data_link);
+    double hidden_behind = compute_s * 2 / 3;
+    if (EffectiveZeroStage(w, l) == 3) {
+      // Every micro-batch gathers the weights for its forward and its backward and
+      // reduce-scatters its gradients: 1.5 all-reduces' traffic each, prefetched behind the step.
+      data = 1.5 * micro * data;
+      hidden_behind = compute_s;
     }
+    t.comm = tensor * bubble + std::max(0.0, data - hidden_behind);
+    t.seconds = compute_s * bubble + t.comm;
+    return t;
   }
-  return seconds;
+  const double e = w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4 : 2;
+  t.comm = l.pp * layers * 2 * AllReduceSeconds(static_cast<double>(w.batch) * m.hidden * e, l.tp, tensor_link);
+  double seconds = compute_s;
+  const double bandwidth = cls.example.capability.bandwidth_gbps * 1e9 * fig.bandwidth_utilisation;
+  if (bandwidth > 0) {
+    // Each pipeline stage reads its weights and cache in turn; tensor ranks read in parallel.
+    const double bytes = (DecodeWeightBytes(m, w, l, mem) + mem.kv_cache) * l.pp;
+    seconds = std::max(seconds, bytes / bandwidth);
+  }
+  t.seconds = seconds + t.comm;
+  return t;
 }
 
 std::vector<int> Divisors(int n) {
@@ -97,6 +188,10 @@ std::vector<int> Divisors(int n) {
     if (n % d == 0) out.push_back(d);
   }
   return out;
+}
+
+double SecondsPerTokenOf(double step_seconds, const Workload& w, const Layout& l) {
+  return step_seconds > 0 ? step_seconds / TokensPerStep(w, l) : std::numeric_limits<double>::infinity();
 }
 
 // Device counts a class can lay out: up to one node, or whole nodes.
@@ -121,19 +216,89 @@ bool AvailableNow(const PoolClass& cls, int devices) {
   return whole * per_node >= devices;
 }
 
-// Plans one class: the fewest cards (or exactly request.cards) with the fastest fitting layout.
-Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& prices) {
-  const ModelSpec& m = req.model;
-  const Workload& w = req.workload;
+// The row every plan of a class starts from: the class's figures, and why nothing can run when
+// the cards lack the precision.
+Plan ClassRow(const PoolClass& cls, const ClassFigures& fig) {
   Plan plan;
   plan.fingerprint = cls.fingerprint;
   plan.label = cls.label;
   plan.class_total = cls.Total();
   plan.class_free = cls.Free();
   plan.card_bytes = static_cast<double>(cls.example.memory_mib) * 1024 * 1024;
-  const ClassFigures fig = FiguresFor(cls, prices);
   plan.price_per_card_hour = fig.price;
+  return plan;
+}
 
+// One layout on one class: memory per card with margin and reserve, whether it fits, and (when
+// it does) the step time.
+Plan EvaluateLayout(const Plan& row, const PlanRequest& req, const PoolClass& cls, const PriceTable& prices,
+                    const ClassFigures& fig, Precision compute, const Layout& layout) {
+  Plan c = row;
+  c.layout = layout;
+  c.zero_stage = EffectiveZeroStage(req.workload, layout);
+  c.memory = EstimateMemory(req.model, req.workload, layout);
+  c.required_bytes = c.memory.Total() * (1 + prices.memory_margin) + fig.reserve_bytes;
+  if (c.required_bytes > c.card_bytes) return c;
+  c.feasible = true;
+  const StepTime step = StepSeconds(req.model, req.workload, layout, cls, compute, fig, c.memory);
+  c.step_seconds = step.seconds, c.comm_seconds = step.comm;
+  return c;
+}
+
+// What a chosen layout adds: nodes, notes, time for the budget, cost, whether it can start now.
+void Finish(Plan& p, const PlanRequest& req, const PoolClass& cls, Precision compute) {
+  const Workload& w = req.workload;
+  const int n = p.layout.Devices();
+  const int per_node = std::max(1, cls.MaxPerNode());
+  p.nodes = n <= per_node ? 1 : (n + per_node - 1) / per_node;
+  p.devices_per_node = n <= per_node ? n : per_node;
+  if (p.layout.tp > 1 && cls.LargestLinkGroup() <= 1) p.reason = "tensor parallel over PCIe (no fabric links)";
+  if (p.comm_seconds > 0.2 * p.step_seconds) {
+    p.reason = absl::StrCat(p.reason, p.reason.empty() ? "" : "; ",
+                            absl::StrFormat("communication %.0f%% of the step", 100 * p.comm_seconds / p.step_seconds));
+  }
+  if (p.step_seconds <= 0) {
+    p.reason = absl::StrCat(p.reason, p.reason.empty() ? "" : "; ", "no ", drivers::PrecisionName(compute),
+                            " peak in the spec table: time and cost unknown");
+  }
+  if (p.step_seconds > 0 && w.tokens > 0) p.total_seconds = p.step_seconds * w.tokens / TokensPerStep(w, p.layout);
+  if (p.total_seconds > 0 && p.price_per_card_hour > 0) p.cost = p.total_seconds / 3600 * n * p.price_per_card_hour;
+  p.available_now = AvailableNow(cls, n);
+}
+
+// The layout the request names, on one class: refused with the reason when the class has too
+// few cards or its tensor degree leaves the link group (or, without a fabric, the node).
+Plan PlanFixedLayout(const Plan& row, const PlanRequest& req, const PoolClass& cls, const PriceTable& prices,
+                     const ClassFigures& fig, Precision compute, const Layout& layout) {
+  Plan plan = row;
+  const int group = cls.LargestLinkGroup();
+  const int tp_limit = group > 1 ? group : std::max(1, cls.MaxPerNode());
+  if (layout.Devices() > plan.class_total) {
+    plan.reason = absl::StrCat(LayoutName(layout, 0), " needs ", layout.Devices(), " cards; the class has ",
+                               plan.class_total);
+    return plan;
+  }
+  if (layout.tp > tp_limit) {
+    plan.reason = absl::StrCat("TP", layout.tp, " does not fit in one ", group > 1 ? "link group" : "node", " (",
+                               tp_limit, " cards)");
+    return plan;
+  }
+  Plan p = EvaluateLayout(plan, req, cls, prices, fig, compute, layout);
+  if (!p.feasible) {
+    p.reason = absl::StrCat("needs ", HumanBytes(p.required_bytes), " per card (",
+                            LayoutName(layout, p.zero_stage), "); a card holds ", HumanBytes(p.card_bytes));
+    return p;
+  }
+  Finish(p, req, cls, compute);
+  return p;
+}
+
+// Plans one class: the fewest cards (or exactly request.cards) with the fastest fitting layout.
+Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& prices) {
+  const ModelSpec& m = req.model;
+  const Workload& w = req.workload;
+  const ClassFigures fig = FiguresFor(cls, prices);
+  Plan plan = ClassRow(cls, fig);
   const std::optional<Precision> compute = ComputePrecision(cls, w);
   if (!compute) {
     plan.reason = absl::StrCat("cards do not support ", drivers::PrecisionName(w.precision));
@@ -143,6 +308,7 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
     plan.reason = absl::StrCat(req.cards, " cards requested; the class has ", plan.class_total);
     return plan;
   }
+  if (req.layout) return PlanFixedLayout(plan, req, cls, prices, fig, *compute, *req.layout);
   const int group = cls.LargestLinkGroup();
   const int per_node = std::max(1, cls.MaxPerNode());
   const int tp_limit = group > 1 ? group : per_node;  // no fabric: tensor parallel over PCIe, in one node
@@ -159,16 +325,15 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
         const Layout layout{tp, pp, n / tp / pp};
         // Serving replicas do not shrink a replica; only an explicit card count asks for them.
         if (w.mode == Mode::kInfer && layout.dp > 1 && req.cards == 0) continue;
-        Plan c = plan;
-        c.layout = layout;
-        c.memory = EstimateMemory(m, w, layout);
-        c.required_bytes = c.memory.Total() * (1 + prices.memory_margin) + fig.reserve_bytes;
+        Plan c = EvaluateLayout(plan, req, cls, prices, fig, *compute, layout);
         if (c.required_bytes < least_required) least_required = c.required_bytes, least_layout = layout;
-        if (c.required_bytes > c.card_bytes) continue;
-        c.feasible = true;
-        c.step_seconds = StepSeconds(m, w, layout, cls, *compute, fig, c.memory);
-        const bool better = !best || (c.step_seconds < best->step_seconds * 0.999) ||
-                            (c.step_seconds <= best->step_seconds * 1.001 && c.required_bytes < best->required_bytes);
+        if (!c.feasible) continue;
+        // Layouts of one card count differ in tokens per step (data parallelism multiplies
+        // them), so they are compared by time per token, not per step.
+        const double per_token = SecondsPerTokenOf(c.step_seconds, w, layout);
+        const double best_per_token = best ? SecondsPerTokenOf(best->step_seconds, w, best->layout) : 0;
+        const bool better = !best || per_token < best_per_token * 0.999 ||
+                            (per_token <= best_per_token * 1.001 && c.required_bytes < best->required_bytes);
         if (better) best = std::move(c);
       }
     }
@@ -176,23 +341,12 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
   }
   if (!best) {
     plan.reason = absl::StrCat("needs ", HumanBytes(least_required), " per card at best (",
-                               LayoutName(least_layout, w.mode == Mode::kTrain ? w.zero_stage : 0), " on ", least_layout.Devices(), " cards); a card holds ",
-                               HumanBytes(plan.card_bytes));
+                               LayoutName(least_layout, EffectiveZeroStage(w, least_layout)), " on ",
+                               least_layout.Devices(), " cards); a card holds ", HumanBytes(plan.card_bytes));
     return plan;
   }
-  Plan& p = *best;
-  const int n = p.layout.Devices();
-  p.nodes = n <= per_node ? 1 : n / per_node;
-  p.devices_per_node = n <= per_node ? n : per_node;
-  if (p.layout.tp > 1 && group <= 1) p.reason = "tensor parallel over PCIe (no fabric links)";
-  if (p.step_seconds <= 0) {
-    p.reason = absl::StrCat(p.reason, p.reason.empty() ? "" : "; ", "no ", drivers::PrecisionName(*compute),
-                            " peak in the spec table: time and cost unknown");
-  }
-  if (p.step_seconds > 0 && w.tokens > 0) p.total_seconds = p.step_seconds * w.tokens / TokensPerStep(w, p.layout);
-  if (p.total_seconds > 0 && p.price_per_card_hour > 0) p.cost = p.total_seconds / 3600 * n * p.price_per_card_hour;
-  p.available_now = AvailableNow(cls, n);
-  return p;
+  Finish(*best, req, cls, *compute);
+  return *best;
 }
 
 // Cost per token, for ranking when no budget is given (same order as the cost of a budget).
@@ -201,9 +355,7 @@ double CostPerToken(const Plan& p, const Workload& w) {
   return p.step_seconds / 3600 * p.layout.Devices() * p.price_per_card_hour / TokensPerStep(w, p.layout);
 }
 
-double SecondsPerToken(const Plan& p, const Workload& w) {
-  return p.step_seconds > 0 ? p.step_seconds / TokensPerStep(w, p.layout) : std::numeric_limits<double>::infinity();
-}
+double SecondsPerToken(const Plan& p, const Workload& w) { return SecondsPerTokenOf(p.step_seconds, w, p.layout); }
 
 // What the ranking rests on: a key whose values are all unknown ranks nothing, and the next one
 // known does; the reader is told which.
@@ -273,6 +425,37 @@ absl::string_view ObjectiveName(Objective objective) {
   return "cost";
 }
 
+namespace {
+
+absl::Status ValidateLayout(const Layout& layout, const ModelSpec& model) {
+  if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.Devices() > 1 << 20) {
+    return absl::InvalidArgumentError(absl::StrCat("layout: tensor, pipeline and data degrees must be at least 1 (",
+                                                   LayoutName(layout, 0), ")"));
+  }
+  if (model.heads % layout.tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("layout: TP", layout.tp, " does not divide the ", model.heads,
+                                                   " heads"));
+  }
+  if (layout.pp > model.layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layout: PP", layout.pp, " has more stages than the ",
+                                                   model.layers, " layers"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanWithLayout(const PlanRequest& req, const PoolClass& cls, const PriceTable& prices,
+                                    const Layout& layout) {
+  if (absl::Status s = Validate(req.model); !s.ok()) return s;
+  if (absl::Status s = Validate(req.workload); !s.ok()) return s;
+  if (absl::Status s = ValidateLayout(layout, req.model); !s.ok()) return s;
+  PlanRequest fixed = req;
+  fixed.cards = 0;
+  fixed.layout = layout;
+  return PlanClass(fixed, cls, prices);
+}
+
 std::string LayoutName(const Layout& l, int zero_stage) {
   std::string s = absl::StrCat("TP", l.tp, " PP", l.pp, " DP", l.dp);
   if (zero_stage > 0) absl::StrAppend(&s, " ZeRO-", zero_stage);
@@ -292,6 +475,10 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& req, const std::vector<Po
   if (req.cards < 0 || req.cards > 1 << 20) {
     return absl::InvalidArgumentError(absl::StrCat("cards must be between 0 and 1048576 (got ", req.cards, ")"));
   }
+  if (req.layout) {
+    if (req.cards > 0) return absl::InvalidArgumentError("give a layout or a card count, not both");
+    if (absl::Status s = ValidateLayout(*req.layout, req.model); !s.ok()) return s;
+  }
   if (classes.empty()) return absl::FailedPreconditionError("the pool has no healthy cards to plan on");
   const Workload& w = req.workload;
   if (std::none_of(classes.begin(), classes.end(), [&](const PoolClass& c) { return ComputePrecision(c, w).has_value(); })) {
@@ -306,7 +493,8 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& req, const std::vector<Po
   result.total_params = req.model.TotalParams();
   result.active_params = req.model.ActiveParams();
   result.trainable_params = w.mode == Mode::kTrain ? TrainableParams(req.model, w) : 0;
-  result.flops_per_token = FlopsPerToken(req.model, w);
+  result.family = req.model.family;
+  result.flops_per_token = ModelFlopsPerToken(req.model, w);
   for (const PoolClass& cls : classes) result.plans.push_back(PlanClass(req, cls, prices));
 
   auto key = [&](const Plan& p) {

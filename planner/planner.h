@@ -24,6 +24,7 @@ struct PlanRequest {
   Workload workload;
   Objective objective = Objective::kCost;
   int cards = 0;  // > 0: use exactly this many cards (more data parallelism); 0 = the fewest that fit
+  std::optional<Layout> layout;  // set: evaluate this layout on every class instead of choosing one
 };
 
 struct Plan {
@@ -32,12 +33,14 @@ struct Plan {
   bool feasible = false;
   std::string reason;      // why not, when infeasible; notes (e.g. "TP over PCIe") when feasible
   Layout layout;
+  int zero_stage = 0;      // as applied: 0 when there is one data-parallel replica to shard over
   int nodes = 0;           // nodes the job spans
   int devices_per_node = 0;
   MemoryBreakdown memory;  // per card, before margin and reserve
   double required_bytes = 0;  // estimate x (1 + margin) + reserve
   double card_bytes = 0;
   double step_seconds = 0;    // 0 = unknown (no peak figure for the precision)
+  double comm_seconds = 0;    // of step_seconds, collectives that compute does not hide
   double total_seconds = 0;   // for the token budget; 0 when no budget or unknown
   double price_per_card_hour = 0;  // 0 = not priced
   double cost = 0;
@@ -54,6 +57,7 @@ struct PlanResult {
   int64_t total_params = 0;
   int64_t active_params = 0;
   int64_t trainable_params = 0;
+  std::string family;       // the architecture the model was read as
   double flops_per_token = 0;
   // When nothing is feasible: how close the pool comes, in words.
   std::string infeasible_summary;
@@ -65,6 +69,16 @@ struct PlanResult {
 // Validates the inputs (a clear error naming the field), then plans against `classes`.
 absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vector<PoolClass>& classes,
                                     const PriceTable& prices);
+
+// One given layout on one class, as MakePlan evaluates its candidates: memory, whether it fits
+// (the reason when not), step time with communication, time and cost for the budget. Whole-node
+// counts are not required: "what would my layout take", and the published-runs check.
+absl::StatusOr<Plan> PlanWithLayout(const PlanRequest& request, const PoolClass& cls, const PriceTable& prices,
+                                    const Layout& layout);
+
+// Model FLOPs per token (6N + attention for training, 2N + attention per generated token), what
+// MFU is measured against: recomputation is not counted.
+double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);
 
 // "TP4 PP2 DP1 ZeRO-3": how a layout is written everywhere (ZeRO only when stage > 0).
 std::string LayoutName(const Layout& layout, int zero_stage);

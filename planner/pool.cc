@@ -37,6 +37,17 @@ int LargestGroup(const std::vector<const DeviceRecord*>& members) {
   return best;
 }
 
+// The best fabric peer of any member, in GB/s one way.
+double FabricBandwidthOf(const std::vector<const DeviceRecord*>& members) {
+  double best = 0;
+  for (const DeviceRecord* d : members) {
+    for (const Link& link : d->links) {
+      if (IsFabric(link.kind)) best = std::max(best, link.count * FabricLaneGBps(link.kind));
+    }
+  }
+  return best;
+}
+
 absl::StatusOr<std::optional<double>> OptionalNumber(const nlohmann::json& row, const char* key, double lo,
                                                      double hi) {
   auto it = row.find(key);
@@ -64,6 +75,11 @@ int PoolClass::MaxPerNode() const {
   int n = 0;
   for (const auto& node : nodes) n = std::max(n, node.devices);
   return n;
+}
+double PoolClass::FabricBandwidth() const {
+  double best = 0;
+  for (const auto& node : nodes) best = std::max(best, node.fabric_gbytes_per_s);
+  return best;
 }
 int PoolClass::LargestLinkGroup() const {
   int n = 0;
@@ -96,6 +112,7 @@ void AddNode(std::vector<PoolClass>& classes, const std::string& node, const Nod
                                                          [&](const DeviceRecord* d) { return free_ids->contains(d->id); }))
                         : cap.devices;
     cap.largest_link_group = LargestGroup(members);
+    cap.fabric_gbytes_per_s = FabricBandwidthOf(members);
     it->nodes.push_back(std::move(cap));
   }
 }
@@ -142,13 +159,17 @@ absl::StatusOr<PriceTable> ParsePriceTable(absl::string_view json_text) {
       auto mfu = OptionalNumber(row, "mfu", 0.01, 1);
       auto bw = OptionalNumber(row, "bandwidth_utilisation", 0.01, 1);
       auto reserve = OptionalNumber(row, "reserve_gib", 0, 1024);
-      for (const auto* s : {&price, &mfu, &bw, &reserve}) {
+      auto network = OptionalNumber(row, "network_gbytes_per_s", 0.01, 1e5);
+      auto pcie = OptionalNumber(row, "pcie_gbytes_per_s", 0.01, 1e5);
+      for (const auto* s : {&price, &mfu, &bw, &reserve, &network, &pcie}) {
         if (!s->ok()) return absl::InvalidArgumentError(absl::StrCat(s->status().message(), " (class '", p.match, "')"));
       }
       p.price_per_card_hour = price->value_or(0);
       p.mfu = *mfu;
       p.bandwidth_utilisation = *bw;
       p.reserve_gib = *reserve;
+      p.network_gbytes_per_s = *network;
+      p.pcie_gbytes_per_s = *pcie;
       table.classes.push_back(std::move(p));
     }
   }
@@ -169,5 +190,26 @@ double DefaultBandwidthUtilisation() { return 0.6; }
 
 // Runtime context plus collective buffers per card: CUDA/MACA contexts take ~0.5-1 GiB.
 double DefaultReserveGib(Vendor vendor) { return vendor == Vendor::kCpu ? 0.0 : 1.0; }
+
+// One 200 Gb/s InfiniBand/RoCE port per card, the ratio of NVIDIA's DGX A100 SuperPOD (and of
+// most training clusters since); operators with other fabrics set network_gbytes_per_s.
+double DefaultNetworkGBps() { return 25; }
+
+// PCIe 4.0 x16 carries 32 GB/s one way; peer traffic through the host bridge reaches about half
+// (nccl-tests bus bandwidth on PCIe-only nodes).
+double DefaultPcieGBps() { return 16; }
+
+// NVLink 3 and 4 lanes carry 25 GB/s one way (A100: 12 lanes, 300 GB/s; H100: 18 lanes, 450
+// GB/s; NVIDIA's data sheets). MetaXLink, MLU-Link and Xe Link lanes are taken as equal until
+// their vendors publish per-lane figures (docs/planner.md, "Communication").
+double FabricLaneGBps(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kNvLink:
+    case LinkKind::kMetaxLink:
+    case LinkKind::kMluLink:
+    case LinkKind::kXeLink: return 25;
+    default: return 0;
+  }
+}
 
 }  // namespace hetpool::planner

@@ -20,6 +20,9 @@ struct NodeCapacity {
   int devices = 0;             // healthy cards of the class on the node
   int free = 0;                // of those, not held by a job on a schedulable node
   int largest_link_group = 1;  // most cards of the class joined by one fabric
+  // What one card sends to a fabric peer, GB/s one way (the best-connected peer: a ring uses one
+  // neighbour); 0 = no fabric, the cards talk over PCIe.
+  double fabric_gbytes_per_s = 0;
 };
 
 struct PoolClass {
@@ -32,6 +35,7 @@ struct PoolClass {
   int Free() const;
   int MaxPerNode() const;
   int LargestLinkGroup() const;
+  double FabricBandwidth() const;  // the best node's fabric_gbytes_per_s
 };
 
 // Adds one node's healthy cards to their classes. `free_ids` names the cards nobody holds; pass
@@ -47,6 +51,8 @@ struct ClassPricing {
   std::optional<double> mfu;       // model-FLOPs utilisation for compute-bound work
   std::optional<double> bandwidth_utilisation;  // share of peak memory bandwidth decode reaches
   std::optional<double> reserve_gib;            // runtime memory (context, collectives) per card
+  std::optional<double> network_gbytes_per_s;   // what each card sends across nodes, GB/s one way
+  std::optional<double> pcie_gbytes_per_s;      // what a card sends to a peer over PCIe, GB/s one way
 };
 
 // True when `match` is the class's fingerprint id or a case-insensitive substring of its label
@@ -65,12 +71,17 @@ struct PriceTable {
 
 // {"currency": "CNY", "baseline": "A100", "memory_margin": 0.1,
 //  "classes": [{"match": "H100", "price_per_card_hour": 18.5, "mfu": 0.45,
-//               "bandwidth_utilisation": 0.6, "reserve_gib": 1.5}, ...]}
+//               "bandwidth_utilisation": 0.6, "reserve_gib": 1.5, "network_gbytes_per_s": 50,
+//               "pcie_gbytes_per_s": 16}, ...]}
 absl::StatusOr<PriceTable> ParsePriceTable(absl::string_view json_text);
 
 // Defaults when the table says nothing, by vendor (docs/planner.md says where they come from).
 double DefaultMfu(Vendor vendor);
 double DefaultBandwidthUtilisation();
 double DefaultReserveGib(Vendor vendor);
+double DefaultNetworkGBps();
+double DefaultPcieGBps();
+// GB/s one way of one lane of a vendor fabric.
+double FabricLaneGBps(LinkKind kind);
 
 }  // namespace hetpool::planner

@@ -36,7 +36,8 @@ std::string Money(double amount, const std::string& currency) {
 constexpr size_t kNarrowWidth = 100;
 
 void PrintPlans(const pb::PlanResponse& resp, bool wide) {
-  std::string heading = absl::StrCat(resp.model_name(), ": ", Params(resp.total_params()), " parameters");
+  std::string heading = absl::StrCat(resp.model_name(), resp.family().empty() ? "" : absl::StrCat(" (", resp.family(), ")"),
+                                     ": ", Params(resp.total_params()), " parameters");
   if (resp.active_params() != resp.total_params()) absl::StrAppend(&heading, " (", Params(resp.active_params()), " active)");
   if (resp.trainable_params() > 0 && resp.trainable_params() != resp.total_params()) {
     absl::StrAppend(&heading, ", ", absl::StrFormat("%.1fM", resp.trainable_params() / 1e6), " trainable");
@@ -120,9 +121,11 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
 
 
 struct PlanOptions {
-  std::string model, config, mode, precision, optimizer, mixed, recompute, attention, kv_precision, objective, prices;
+  std::string model, config, mode, precision, optimizer, mixed, recompute, attention, kv_precision, objective, prices,
+      layout;
   std::vector<std::string> pool;
-  int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0;
+  int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0,
+      prompt = 0, prefill_chunk = 0;
   double tokens = 0;
   bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false;
 };
@@ -155,10 +158,13 @@ void DeclarePlan(FlagSet& flags, PlanOptions* o) {
   flags.Bool("lora-all-linear", &o->lora_all_linear, "adapters on every linear layer (default: Q and V)");
   flags.Int("batch", &o->batch, "inference: concurrent sequences (default 1)");
   flags.Int("context", &o->context, "inference: prompt + generated tokens per sequence (default 4096)");
+  flags.Int("prompt", &o->prompt, "inference: prompt tokens per sequence (default: the whole context)");
+  flags.Int("prefill-chunk", &o->prefill_chunk, "inference: tokens prefilled at once (default 2048)");
   flags.String("kv-precision", &o->kv_precision, "inference: KV cache precision (default: the serving precision)");
   flags.Values("kv-precision", {"fp32", "bf16", "fp16", "fp8", "int8", "int4"});
   flags.Double("tokens", &o->tokens, "token budget (trained, or generated), e.g. 2e9");
   flags.Int("cards", &o->cards, "use exactly this many cards (default: the fewest that fit)");
+  flags.String("layout", &o->layout, "evaluate this layout on every class, e.g. tp8,pp2,dp4 (not with --cards)");
   flags.String("objective", &o->objective, "rank by cost (default), time, or now (what can start at once first)");
   flags.Values("objective", {"cost", "time", "now"});
   flags.List("pool", &o->pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
@@ -176,9 +182,9 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
     o.pool.insert(o.pool.end(), in.operands.begin(), in.operands.end());
   }
   if (o.list_models) {
-    Table table({"PRESET", "PARAMS", "ACTIVE", "LAYERS", "HIDDEN", "HEADS", "KV HEADS", "VOCAB", "CONTEXT"});
+    Table table({"PRESET", "FAMILY", "PARAMS", "ACTIVE", "LAYERS", "HIDDEN", "HEADS", "KV HEADS", "VOCAB", "CONTEXT"});
     for (const planner::ModelSpec& m : planner::Presets()) {
-      table.Add({m.name, Params(m.TotalParams()), Params(m.ActiveParams()), absl::StrCat(m.layers), absl::StrCat(m.hidden),
+      table.Add({m.name, m.family, Params(m.TotalParams()), Params(m.ActiveParams()), absl::StrCat(m.layers), absl::StrCat(m.hidden),
                  absl::StrCat(m.heads), absl::StrCat(m.kv_heads), absl::StrCat(m.vocab), absl::StrCat(m.max_context)});
     }
     std::cout << table.Render();
@@ -213,9 +219,16 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
   if (in.flags.WasSet("lora-rank")) w.set_lora_rank(o.lora_rank);
   if (in.flags.WasSet("batch")) w.set_batch(o.batch);
   if (in.flags.WasSet("context")) w.set_context(o.context);
+  if (in.flags.WasSet("prompt")) w.set_prompt(o.prompt);
+  if (in.flags.WasSet("prefill-chunk")) w.set_prefill_chunk(o.prefill_chunk);
   if (in.flags.WasSet("tokens")) w.set_tokens(o.tokens);
   req.set_objective(o.objective);
   req.set_cards(o.cards);
+  if (!o.layout.empty()) {
+    auto layout = ParseLayout(o.layout);
+    if (!layout.ok()) return in.Usage(std::string(layout.status().message()));
+    *req.mutable_layout() = *layout;
+  }
 
   absl::StatusOr<pb::PlanResponse> resp;
   if (!o.pool.empty()) {

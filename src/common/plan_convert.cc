@@ -1,7 +1,9 @@
 #include "src/common/plan_convert.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "src/common/flags.h"
 
@@ -92,6 +94,9 @@ absl::StatusOr<Workload> ResolveWorkload(const pb::Workload& in) {
   w.lora_all_linear = in.lora_all_linear();
   if (in.has_batch()) w.batch = in.batch();
   if (in.has_context()) w.context = in.context();
+  if (in.has_prompt()) w.prompt = in.prompt();
+  if (in.has_prefill_chunk()) w.prefill_chunk = in.prefill_chunk();
+  if (in.has_prompt() && in.prompt() <= 0) return absl::InvalidArgumentError("prompt must be positive");
   // The cache is kept in the serving precision, but never below 8 bits (int4 weights keep a
   // 16-bit cache unless told otherwise).
   w.kv_precision = w.precision == Precision::kInt4 || w.precision == Precision::kInt8 ? Precision::kBf16 : w.precision;
@@ -132,6 +137,9 @@ absl::StatusOr<planner::PlanRequest> FromProto(const pb::PlanRequest& request) {
   if (!objective.ok()) return objective.status();
   out.objective = *objective;
   out.cards = request.cards();
+  if (request.has_layout()) {
+    out.layout = planner::Layout{request.layout().tp(), request.layout().pp(), request.layout().dp()};
+  }
   return out;
 }
 
@@ -149,12 +157,13 @@ pb::PlanRow ToProto(const planner::Plan& p, const Workload& w) {
   row.set_tp(p.layout.tp);
   row.set_pp(p.layout.pp);
   row.set_dp(p.layout.dp);
-  row.set_zero_stage(w.mode == planner::Mode::kTrain ? w.zero_stage : 0);
+  row.set_zero_stage(p.zero_stage);
   row.set_nodes(p.nodes);
   row.set_devices_per_node(p.devices_per_node);
   *row.mutable_memory() = ToProto(p.memory);
   row.set_required_bytes(p.required_bytes);
   row.set_step_seconds(p.step_seconds);
+  row.set_comm_seconds(p.comm_seconds);
   row.set_total_seconds(p.total_seconds);
   row.set_cost(p.cost);
   row.set_cost_performance(p.cost_performance);
@@ -176,12 +185,33 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   out.set_flops_per_token(result.flops_per_token);
   out.set_infeasible_summary(result.infeasible_summary);
   out.set_ranked_by(result.ranked_by);
+  out.set_family(result.family);
   out.set_model_name(request.model.name);
   out.set_objective(std::string(planner::ObjectiveName(request.objective)));
   out.set_mode(request.workload.mode == planner::Mode::kTrain ? "train" : "infer");
   out.set_precision(std::string(drivers::PrecisionName(request.workload.precision)));
   out.set_memory_margin(prices.memory_margin);
   return out;
+}
+
+absl::StatusOr<pb::PlanLayout> ParseLayout(absl::string_view text) {
+  pb::PlanLayout layout;
+  layout.set_tp(1), layout.set_pp(1), layout.set_dp(1);
+  bool any = false;
+  for (absl::string_view word : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    const std::string lower = absl::AsciiStrToLower(word);
+    if (lower.starts_with("zero")) continue;  // "ZeRO-3" as plans print it: the stage is --zero's
+    int degree = 0;
+    const std::string kind = lower.substr(0, 2);
+    if (lower.size() < 3 || !absl::SimpleAtoi(lower.substr(2), &degree) || degree < 1 || degree > 1 << 20 ||
+        (kind != "tp" && kind != "pp" && kind != "dp")) {
+      return absl::InvalidArgumentError(absl::StrCat("layout: '", word, "' is not tpN, ppN or dpN (e.g. tp8,pp2,dp4)"));
+    }
+    (kind == "tp" ? layout.set_tp(degree) : kind == "pp" ? layout.set_pp(degree) : layout.set_dp(degree));
+    any = true;
+  }
+  if (!any) return absl::InvalidArgumentError("layout: empty (e.g. tp8,pp2,dp4)");
+  return layout;
 }
 
 std::string LayoutName(const pb::PlanRow& plan) {

@@ -18,6 +18,10 @@ pb::PlanRow ToProto(const planner::Plan& plan, const planner::Workload& workload
 pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanRequest& request,
                          const planner::PriceTable& prices);
 
+// "tp8,pp2,dp4", "TP8 PP2 DP4" (as plans print it) or any subset in any order; a degree left out
+// is 1. Errors say which word is wrong.
+absl::StatusOr<pb::PlanLayout> ParseLayout(absl::string_view text);
+
 // The plan's layout as planner::LayoutName writes it: "TP8 PP2 DP1 ZeRO-3".
 std::string LayoutName(const pb::PlanRow& plan);
 

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   hetpool::daemon::DaemonOptions options;
   std::string config, port_file, prices_file, profile_file, quotas_file, queues_file, log_level = "info";
   std::string preemption = "off";
+  std::string archive = "keep";
   std::string port_range = "29500-30499";
   hetpool::FlagSet flags(
       "hetpoold: the hetpool control-plane daemon.\n"
@@ -102,6 +103,11 @@ int main(int argc, char** argv) {
   flags.Duration("elastic-grow-after", &options.cluster.elastic_grow_after,
                  "an elastic job's generation runs this long before it may grow into free cards (each resize "
                  "restarts it from its checkpoint; docs/sharing.md)");
+  flags.Duration("retain-finished", &options.cluster.retain_finished,
+                 "finished jobs leave the live tables this long after they end, into the store's archive (get and "
+                 "usage still reach it) or dropped, per --archive (0 = keep them live forever; docs/operations.md)");
+  flags.String("archive", &archive, "keep (default) or drop the jobs --retain-finished retires");
+  flags.Values("archive", {"keep", "drop"});
   flags.String("metrics-listen", &options.metrics_listen,
                "host:port to serve Prometheus metrics on (/metrics; docs/operations.md); default: none");
   flags.String("http-listen", &options.http_listen,
@@ -109,6 +115,10 @@ int main(int argc, char** argv) {
   flags.String("port-file", &port_file, "write the bound port here once serving (for scripts and tests)");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (auto exit_code = hetpool::ParseProgramFlags(flags, argc, argv, "hetpoold", &config)) return *exit_code;
+  options.cluster.archive_finished = archive != "drop";
+  if (options.cluster.retain_finished < absl::ZeroDuration()) {
+    return Fail(absl::InvalidArgumentError("--retain-finished must not be negative"));
+  }
   if (options.cluster.heartbeat_interval <= absl::ZeroDuration() || options.cluster.lease_ttl <= absl::ZeroDuration()) {
     return Fail(absl::InvalidArgumentError("--heartbeat-interval and --lease-ttl must be positive"));
   }

@@ -187,6 +187,7 @@ class DecisionRecorder final : public hetpool::daemon::StateObserver {
     decisions.placed.push_back(placed);
   }
   void StoreWrite(absl::Duration, bool) override {}
+  void SchedulingPass(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const hetpool::v1::Job&, const std::string&) override {}
   Decisions decisions;

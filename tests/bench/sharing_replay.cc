@@ -126,6 +126,7 @@ class PreemptionLog final : public hetpool::daemon::StateObserver {
   enum class Kind { kPreempted, kMoved, kResized };
   void Decision(absl::Duration, bool) override {}
   void StoreWrite(absl::Duration, bool) override {}
+  void SchedulingPass(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const pb::Job& job, const std::string& reason) override {
     if (reason == hetpool::daemon::kRestartPreempted) victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kPreempted});

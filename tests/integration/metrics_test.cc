@@ -1,8 +1,4 @@
 // hetpoold's and the agents' Prometheus endpoints, scraped over HTTP the way Prometheus does.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -13,46 +9,10 @@
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/metrics_scrape.h"
 
 namespace hetpool::testing {
 namespace {
-
-// GET /metrics on 127.0.0.1:port; the body, or "" when nothing answers.
-std::string Scrape(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buf[65536];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
-// The value of the first sample line starting with `series` (name and labels), or -1.
-double Sample(const std::string& text, const std::string& series) {
-  size_t at = 0;
-  while ((at = text.find(series, at)) != std::string::npos) {
-    if (at == 0 || text[at - 1] == '\n') {
-      const size_t space = text.find(' ', at + series.size());
-      return std::stod(text.substr(space + 1, text.find('\n', space) - space - 1));
-    }
-    at += series.size();
-  }
-  return -1;
-}
 
 TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
   const int daemon_port = FreeTcpPort();

@@ -104,6 +104,46 @@ TEST_P(StoreConformance, ASecondClientSeesEverythingAcknowledged) {
   for (size_t i = 0; i < jobs->size(); ++i) EXPECT_EQ((*jobs)[i].submit_seq(), i + 1);
 }
 
+// Retention: archived jobs leave LoadJobs, stay readable one by one and by finish time; dropped
+// ones are gone; either way the highest job number stays (ids are never handed out twice). More
+// jobs than one etcd transaction holds.
+TEST_P(StoreConformance, ArchivedJobsLeaveTheLiveSetAndKeepTheirNumbers) {
+  std::vector<pb::Job> finished;
+  for (uint64_t seq = 1; seq <= 100; ++seq) {
+    pb::Job job = MakeJob(seq, "done");
+    job.set_state(pb::JOB_STATE_SUCCEEDED);
+    job.mutable_finished_at()->set_seconds(1'800'000'000 + static_cast<int64_t>(seq) * 60);
+    ASSERT_TRUE(store_->PutJob(job).ok());
+    finished.push_back(job);
+  }
+  ASSERT_TRUE(store_->PutJob(MakeJob(101, "live")).ok());
+  ASSERT_TRUE(store_->ArchiveJobs({finished.begin(), finished.begin() + 90}, /*keep=*/true).ok());
+  ASSERT_TRUE(store_->ArchiveJobs({finished.begin() + 90, finished.end()}, /*keep=*/false).ok());
+  store_.reset();
+  auto reopened = Open();
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  Store& store = **reopened;
+  auto live = store.LoadJobs();
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ(live->front().submit_seq(), 101u);
+  auto kept = store.GetArchivedJob(finished[41].id());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(kept->has_value());
+  EXPECT_TRUE(MessageDifferencer::Equals(**kept, finished[41]));
+  auto dropped = store.GetArchivedJob(finished[95].id());
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_FALSE(dropped->has_value());
+  // Finished at or after the 81st minute: jobs 81..90 (91..100 were dropped).
+  auto recent = store.ArchivedJobsSince(absl::FromUnixSeconds(1'800'000'000 + 81 * 60));
+  ASSERT_TRUE(recent.ok()) << recent.status();
+  EXPECT_EQ(recent->size(), 10u);
+  // The live job 101 is the highest; the archive's and the drops' numbers are kept apart.
+  auto highest = store.HighestJobSeq();
+  ASSERT_TRUE(highest.ok());
+  EXPECT_GE(*highest, 100u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::Values("sqlite", "etcd"),
                          [](const auto& param_info) { return param_info.param; });
 

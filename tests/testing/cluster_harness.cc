@@ -326,6 +326,8 @@ absl::Status TestCluster::Start() {
   return WaitNodesReady(options_.agents.size(), absl::Seconds(30));
 }
 
+pid_t TestCluster::daemon_pid() const { return daemon_ ? daemon_->pid() : 0; }
+
 void TestCluster::KillDaemon(int sig) {
   daemon_->Signal(sig);
   daemon_->Wait(absl::Seconds(30));

@@ -2,7 +2,9 @@
 // the state parts' unit tests check what is stored (and what is not) without a database.
 #pragma once
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,35 @@ class MemoryStore final : public daemon::Store {
     return out;
   }
 
+  absl::Status ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) override {
+    absl::MutexLock lock(&mu_);
+    if (refuse_) return absl::InternalError("memory store: refusing writes (disk full)");
+    for (const auto& job : jobs) {
+      if (keep) archive_[job.id()] = job;
+      jobs_.erase(job.id());
+      highest_seq_ = std::max<uint64_t>(highest_seq_, job.submit_seq());
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    auto it = archive_.find(id);
+    if (it == archive_.end()) return std::optional<hetpool::v1::Job>();
+    return std::optional<hetpool::v1::Job>(it->second);
+  }
+  absl::StatusOr<std::vector<hetpool::v1::Job>> ArchivedJobsSince(absl::Time since) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<hetpool::v1::Job> out;
+    for (const auto& [id, job] : archive_) {
+      if (job.finished_at().seconds() >= absl::ToUnixSeconds(since)) out.push_back(job);
+    }
+    return out;
+  }
+  absl::StatusOr<uint64_t> HighestJobSeq() override {
+    absl::MutexLock lock(&mu_);
+    return highest_seq_;
+  }
+
   void Refuse(bool refuse) {
     absl::MutexLock lock(&mu_);
     refuse_ = refuse;
@@ -59,6 +90,8 @@ class MemoryStore final : public daemon::Store {
   bool refuse_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, hetpool::v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, hetpool::v1::Node> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, hetpool::v1::Job> archive_ ABSL_GUARDED_BY(mu_);
+  uint64_t highest_seq_ ABSL_GUARDED_BY(mu_) = 0;  // of archived jobs only (as a store's meta row)
 };
 
 }  // namespace hetpool::testing

@@ -59,14 +59,17 @@ inline pb::JobSpec TrainingSpec(int nnodes, int devices, int max_restarts = 0) {
   return spec;
 }
 
-// Counts the jobs offered to the scheduler: a pass over the queue offers every waiting job.
+// Counts the jobs offered to the scheduler (a pass over the queue offers every waiting job) and
+// the passes.
 class CountingObserver : public daemon::StateObserver {
  public:
   void Decision(absl::Duration, bool) override { ++decisions; }
   void StoreWrite(absl::Duration, bool) override {}
+  void SchedulingPass(absl::Duration, bool full) override { ++(full ? full_passes : new_passes); }
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const pb::Job&, const std::string&) override {}
   int decisions = 0;
+  int full_passes = 0, new_passes = 0;
 };
 
 // The job table and node registry over one in-memory store, with a clock the test moves. Jobs

@@ -28,6 +28,16 @@ class RefusableStore : public Store {
   absl::StatusOr<std::vector<pb::Job>> LoadJobs() override { return inner_->LoadJobs(); }
   absl::StatusOr<std::vector<pb::Node>> LoadNodes() override { return inner_->LoadNodes(); }
   absl::StatusOr<uint64_t> HighestJobSeq() override { return inner_->HighestJobSeq(); }
+  absl::Status ArchiveJobs(const std::vector<pb::Job>& jobs, bool keep) override {
+    if (refuse) return absl::InternalError("sqlite: database or disk is full");
+    return inner_->ArchiveJobs(jobs, keep);
+  }
+  absl::StatusOr<std::optional<pb::Job>> GetArchivedJob(const std::string& id) override {
+    return inner_->GetArchivedJob(id);
+  }
+  absl::StatusOr<std::vector<pb::Job>> ArchivedJobsSince(absl::Time since) override {
+    return inner_->ArchivedJobsSince(since);
+  }
   bool refuse = false;
 
  private:
@@ -53,6 +63,8 @@ class ClusterStateTest : public ::testing::Test {
     options.orphan_grace = absl::Seconds(20);  // lost after 30 s of silence
     options.clock = [this] { return now_; };
     options.observer = &observer_;
+    options.retain_finished = retain_finished_;  // off unless a test sets it
+    options.archive_finished = archive_finished_;
     state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
@@ -149,6 +161,8 @@ class ClusterStateTest : public ::testing::Test {
 
   testing::TempDir dir_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  absl::Duration retain_finished_ = absl::ZeroDuration();
+  bool archive_finished_ = true;
   // The daemon's policy: the default plugin profile.
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::unique_ptr<SqliteStore> store_;
@@ -760,6 +774,76 @@ TEST_F(ClusterStateTest, LogPushesComeOnlyFromTheNodesAGenerationRanOn) {
 }
 
 
+// Issue 19, item 3: a finished job past --retain-finished leaves the live table and the store's
+// live set (a restart does not load it) into the archive, where `get` and usage accounting still
+// find it; job ids never come back; with --archive drop it is gone. A failed archive write keeps
+// the job live.
+TEST_F(ClusterStateTest, FinishedJobsPastTheirRetentionAreArchivedOutOfTheLiveTables) {
+  retain_finished_ = absl::Hours(1);
+  Open();
+  Register("a", 2);
+  Register("b", 2);
+  // Finishes `id` on the node it was placed on.
+  auto finish = [&](const std::string& id) {
+    state_->Tick();
+    const std::string node = Job(id).placement(0).node();
+    ASSERT_TRUE(Heartbeat(node, {Proc(id, 1, true)}).ok());
+    ASSERT_TRUE(Heartbeat(node, {Proc(id, 1, false, 0)}).ok());
+    ASSERT_EQ(Job(id).state(), pb::JOB_STATE_SUCCEEDED);
+  };
+  auto done = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(done.ok()) << done.status();
+  finish(done->id());
+  // Placed but never started: it fails when its node goes silent (the clock jumps below), an
+  // hour after the first job ended, so it is live while the first is retired.
+  auto running = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(running.ok());
+  state_->Tick();
+  auto listed = [&] {
+    std::vector<std::string> ids;
+    auto page = state_->ListJobs(pb::ListJobsRequest());
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (!page.ok()) return ids;
+    for (const auto& j : page->jobs()) ids.push_back(j.id());
+    return ids;
+  };
+  now_ += absl::Minutes(59);
+  state_->Tick();
+  EXPECT_EQ(listed().size(), 2u) << "not yet past its retention";
+
+  now_ += absl::Minutes(2);
+  refusable_->refuse = true;
+  state_->Tick();
+  refusable_->refuse = false;
+  EXPECT_EQ(listed().size(), 2u) << "the archive write failed: the job stays live";
+  now_ += absl::Minutes(1);  // the next sweep
+  state_->Tick();
+  EXPECT_EQ(listed(), std::vector<std::string>{running->id()});
+  auto archived = state_->GetJob(done->id());
+  ASSERT_TRUE(archived.ok()) << archived.status();
+  EXPECT_EQ(archived->state(), pb::JOB_STATE_SUCCEEDED);
+  const auto used = state_->JobsRunningSince(now_ - absl::Hours(24), "");
+  EXPECT_TRUE(std::any_of(used.begin(), used.end(), [&](const pb::Job& j) { return j.id() == done->id(); }))
+      << "usage still counts it";
+
+  Open();  // a restart loads the live set only
+  EXPECT_EQ(listed(), std::vector<std::string>{running->id()});
+  EXPECT_TRUE(state_->GetJob(done->id()).ok());
+
+  archive_finished_ = false;  // --archive drop
+  Open();
+  Register("a", 2);
+  Register("b", 2);
+  auto next = state_->Submit(Spec(1, 2), "");
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(next->submit_seq(), running->submit_seq());
+  finish(next->id());
+  now_ += absl::Hours(2);
+  state_->Tick();
+  EXPECT_EQ(state_->GetJob(next->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(listed().empty()) << "the second job ended over an hour ago too";
+}
+
 // Issue 15, item 6: agents resend their inventory whenever utilisation moves; only a lasting
 // change may cost a pass over the whole queue.
 TEST_F(ClusterStateTest, OnlyLastingInventoryChangesWakeTheQueue) {
@@ -772,6 +856,8 @@ TEST_F(ClusterStateTest, OnlyLastingInventoryChangesWakeTheQueue) {
   ASSERT_TRUE(waiting.ok());
   state_->Tick();  // offers the new job once
   const int offered = observer_.decisions;
+  const int passes = observer_.full_passes + observer_.new_passes;
+  EXPECT_GT(passes, 0) << "passes are reported (hetpool_scheduling_pass_seconds)";
   state_->Tick();
   EXPECT_EQ(observer_.decisions, offered) << "nothing changed, yet the queue was scanned";
 

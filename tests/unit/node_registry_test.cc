@@ -25,6 +25,23 @@ TEST(NodeRegistry, OnlyTheLatestRegistrationsSessionIsLive) {
   EXPECT_TRUE(absl::IsNotFound(parts.nodes.CheckSession("nobody", second)));
 }
 
+// Issue 19: after a restart every node of the pool registers again within seconds; one that
+// comes back as it was costs no store write (no fsync queued behind the others).
+TEST(NodeRegistry, RegisteringAgainUnchangedWritesNothing) {
+  StateParts parts;
+  parts.Register("a", 2);
+  pb::Node marked = parts.store.StoredNode("a");
+  marked.set_torchrun_path("marker: not rewritten");
+  ASSERT_TRUE(parts.store.PutNode(marked).ok());
+  parts.Register("a", 2);  // the same registration again
+  EXPECT_EQ(parts.store.StoredNode("a").torchrun_path(), "marker: not rewritten");
+  pb::RegisterRequest relabelled = testing::Registration("a");
+  (*relabelled.mutable_labels())["rack"] = "r7";
+  parts.nodes.Register(relabelled, testing::H100s(2), parts.now);
+  EXPECT_EQ(parts.store.StoredNode("a").labels().at("rack"), "r7");
+  EXPECT_NE(parts.store.StoredNode("a").torchrun_path(), "marker: not rewritten");
+}
+
 TEST(NodeRegistry, OnlyLastingInventoryChangesAreStoredAndWakeTheScheduler) {
   StateParts parts;
   NodeEntry& node = parts.Register("a", 1);

@@ -68,6 +68,34 @@ TEST(PlanConvert, ErrorsNameTheField) {
   EXPECT_NE(message(dims).find("hidden must be positive"), std::string::npos) << message(dims);
 }
 
+TEST(PlanConvert, ParsesALayoutAsWrittenOrAsPrinted) {
+  auto written = ParseLayout("tp8,pp2,dp4");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->tp(), 8);
+  EXPECT_EQ(written->pp(), 2);
+  EXPECT_EQ(written->dp(), 4);
+  auto printed = ParseLayout("TP2 DP8 ZeRO-3");  // as a plan prints it; the stage is --zero's
+  ASSERT_TRUE(printed.ok()) << printed.status();
+  EXPECT_EQ(printed->tp(), 2);
+  EXPECT_EQ(printed->pp(), 1);
+  EXPECT_EQ(printed->dp(), 8);
+  EXPECT_EQ(ParseLayout("tp8,xx2").status().message(), "layout: 'xx2' is not tpN, ppN or dpN (e.g. tp8,pp2,dp4)");
+  EXPECT_FALSE(ParseLayout("tp0").ok());
+  EXPECT_FALSE(ParseLayout("tp").ok());
+  EXPECT_EQ(ParseLayout(" , ").status().message(), "layout: empty (e.g. tp8,pp2,dp4)");
+  // Through the request: a layout and a card count together are refused.
+  pb::PlanRequest both;
+  both.mutable_model()->set_preset("llama-2-7b");
+  *both.mutable_layout() = *written;
+  both.set_cards(8);
+  auto request = FromProto(both);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_TRUE(request->layout.has_value());
+  EXPECT_EQ(request->layout->Devices(), 64);
+  auto plan = planner::MakePlan(*request, {}, planner::PriceTable{});
+  EXPECT_EQ(plan.status().message(), "give a layout or a card count, not both");
+}
+
 TEST(PlanConvert, LayoutEnvironment) {
   pb::PlanRow row;
   row.set_tp(4), row.set_pp(2), row.set_dp(3), row.set_zero_stage(1), row.set_micro_batch(2), row.set_grad_accum(8);

@@ -14,6 +14,9 @@ namespace {
 // Scheduling decisions and store writes take microseconds to tens of milliseconds.
 const prometheus::Histogram::BucketBoundaries kFastSeconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                               0.01,   0.025,   0.05,   0.1,   0.25,   1};
+// A pass over the queue: a millisecond for a handful of jobs, seconds for a quarter million.
+const prometheus::Histogram::BucketBoundaries kPassSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                              0.1,    0.25,  0.5,    1,     2.5,  5};
 // Jobs run from seconds to weeks.
 const prometheus::Histogram::BucketBoundaries kJobSeconds = {10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400,
                                                              3 * 86400, 7 * 86400};
@@ -110,6 +113,10 @@ DaemonMetrics::DaemonMetrics()
                             .Name("hetpool_scheduling_decision_seconds")
                             .Help("Time to decide one job's placement (placed or not)")
                             .Register(*registry_)),
+      pass_seconds_(prometheus::BuildHistogram()
+                        .Name("hetpool_scheduling_pass_seconds")
+                        .Help("One scheduling pass: over the whole queue (kind=full) or new submissions (kind=new)")
+                        .Register(*registry_)),
       decisions_(prometheus::BuildCounter()
                      .Name("hetpool_scheduling_decisions_total")
                      .Help("Scheduling decisions by result (placed, waiting); rate() is decisions per second")
@@ -155,6 +162,10 @@ void DaemonMetrics::Watch(const ClusterState* state) { pool_->Watch(state); }
 void DaemonMetrics::Decision(absl::Duration took, bool placed) {
   decision_seconds_.Add({}, kFastSeconds).Observe(absl::ToDoubleSeconds(took));
   decisions_.Add({{"result", placed ? "placed" : "waiting"}}).Increment();
+}
+
+void DaemonMetrics::SchedulingPass(absl::Duration took, bool full) {
+  pass_seconds_.Add({{"kind", full ? "full" : "new"}}, kPassSeconds).Observe(absl::ToDoubleSeconds(took));
 }
 
 void DaemonMetrics::StoreWrite(absl::Duration took, bool ok) {

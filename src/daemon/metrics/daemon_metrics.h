@@ -27,6 +27,7 @@ class DaemonMetrics final : public StateObserver {
 
   void Decision(absl::Duration took, bool placed) override;
   void StoreWrite(absl::Duration took, bool ok) override;
+  void SchedulingPass(absl::Duration took, bool full) override;
   void JobEnded(const hetpool::v1::Job& job) override;
   void JobRestarted(const hetpool::v1::Job& job, const std::string& reason) override;
 
@@ -36,6 +37,7 @@ class DaemonMetrics final : public StateObserver {
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>& decision_seconds_;
+  prometheus::Family<prometheus::Histogram>& pass_seconds_;
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Family<prometheus::Histogram>& store_write_seconds_;
   prometheus::Family<prometheus::Counter>& store_write_failures_;

@@ -109,6 +109,28 @@ void ClusterState::Tick() {
   ReloadQueues();
   reconciler_.ExpireLeases(Now());
   cycle_.Run(Now());
+  RetireFinished();
+}
+
+void ClusterState::RetireFinished() {
+  if (options_.retain_finished <= absl::ZeroDuration()) return;
+  const absl::Time now = Now();
+  if (now < next_retention_sweep_) return;
+  // A bounded batch per tick: the first sweep over a large store holds the lock in short spells.
+  constexpr size_t kRetireBatch = 500;
+  std::vector<pb::Job> batch = jobs_.FinishedBefore(now - options_.retain_finished, kRetireBatch);
+  if (batch.size() < kRetireBatch) next_retention_sweep_ = now + absl::Minutes(1);  // none left for now
+  if (batch.empty()) return;
+  if (absl::Status s = store_->ArchiveJobs(batch, options_.archive_finished); !s.ok()) {
+    spdlog::error("retention: {} finished jobs stay live, the store did not take them: {}", batch.size(),
+                  std::string(s.message()));
+    next_retention_sweep_ = now + absl::Minutes(1);
+    return;
+  }
+  jobs_.Forget(batch);
+  spdlog::info("retention: {} jobs that ended over {} ago {} (oldest {})", batch.size(),
+               absl::FormatDuration(options_.retain_finished), options_.archive_finished ? "archived" : "dropped",
+               batch.front().id());
 }
 
 void ClusterState::ReloadQueues() {
@@ -228,10 +250,16 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
 }
 
 absl::StatusOr<pb::Job> ClusterState::GetJob(const std::string& id) const {
-  absl::MutexLock lock(&mu_);
-  const JobEntry* entry = jobs_.Find(id);
-  if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
-  return entry->job;
+  {
+    absl::MutexLock lock(&mu_);
+    const JobEntry* entry = jobs_.Find(id);
+    if (entry != nullptr) return entry->job;
+  }
+  // Past its retention a finished job is in the store's archive (read without the lock).
+  auto archived = store_->GetArchivedJob(id);
+  if (!archived.ok()) return archived.status();
+  if (!*archived) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  return **archived;
 }
 
 absl::StatusOr<pb::ListJobsResponse> ClusterState::ListJobs(const pb::ListJobsRequest& request) const {
@@ -274,8 +302,22 @@ absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::st
 }
 
 std::vector<pb::Job> ClusterState::JobsRunningSince(absl::Time since, const std::string& user) const {
-  absl::MutexLock lock(&mu_);
-  return jobs_.RunningSince(since, user);
+  std::vector<pb::Job> out;
+  {
+    absl::MutexLock lock(&mu_);
+    out = jobs_.RunningSince(since, user);
+  }
+  // Jobs past their retention that still ended inside the window count too.
+  auto archived = store_->ArchivedJobsSince(since);
+  if (!archived.ok()) {
+    spdlog::error("usage: the archive could not be read; its jobs are left out: {}", std::string(archived.status().message()));
+    return out;
+  }
+  for (pb::Job& job : *archived) {
+    if (!job.has_started_at() || (!user.empty() && job.spec().user() != user)) continue;
+    out.push_back(std::move(job));
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -71,6 +71,11 @@ struct ClusterOptions {
   PreemptionMode preemption = PreemptionMode::kOff;
   DefragOptions defrag;  // hetpoold --defrag-after, --defrag-moves-per-hour, --defrag-window
   absl::Duration elastic_grow_after = absl::Minutes(5);  // hetpoold --elastic-grow-after
+  // hetpoold --retain-finished / --archive: finished jobs leave the live table (and the store's
+  // live set, which every start loads) this long after they end; kept in the store's archive,
+  // which `get` and usage accounting still reach, or dropped. Zero: kept live forever.
+  absl::Duration retain_finished = absl::Hours(24 * 30);
+  bool archive_finished = true;
   StateObserver* observer = nullptr;         // metrics; null: nobody watches
 };
 
@@ -139,6 +144,9 @@ class ClusterState {
   absl::Time Now() const { return options_.clock(); }
   // A changed --queues file: new weights and entitlements (an invalid one keeps the last good).
   void ReloadQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retention: moves a bounded batch of finished jobs past --retain-finished into the store's
+  // archive and out of the table; a tick continues where the last stopped.
+  void RetireFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClusterOptions options_;
   Store* const store_;
@@ -155,6 +163,7 @@ class ClusterState {
   std::optional<FairShareLedger> fair_share_ ABSL_GUARDED_BY(mu_);  // before cycle_, which reads it
   std::optional<WatchedFile> queues_file_ ABSL_GUARDED_BY(mu_);
   SchedulingCycle cycle_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_retention_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   std::thread loop_;  // last member: joined before the state it uses goes away
 };

@@ -236,4 +236,23 @@ std::vector<pb::Job> JobTable::RunningSince(absl::Time since, const std::string&
   return out;
 }
 
+std::vector<pb::Job> JobTable::FinishedBefore(absl::Time before, size_t limit) const {
+  std::vector<pb::Job> out;
+  for (const auto& [seq, entry] : by_seq_) {
+    if (out.size() >= limit) break;
+    const pb::Job& job = entry->job;
+    if (!IsTerminal(job.state()) || !job.has_finished_at()) continue;
+    if (FromProtoTime(job.finished_at()) < before) out.push_back(job);
+  }
+  return out;
+}
+
+void JobTable::Forget(const std::vector<pb::Job>& jobs) {
+  for (const pb::Job& job : jobs) {
+    by_seq_.erase(job.submit_seq());
+    if (!job.request_id().empty()) job_by_request_.erase({job.spec().user(), job.request_id()});
+    jobs_.erase(job.id());
+  }
+}
+
 }  // namespace hetpool::daemon

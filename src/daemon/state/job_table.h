@@ -85,6 +85,11 @@ class JobTable {
   // Jobs that started and had not ended by `since` (of `user` only, when set).
   std::vector<pb::Job> RunningSince(absl::Time since, const std::string& user) const;
 
+  // Retention: finished jobs that ended before `before`, oldest submissions first, at most
+  // `limit`; and dropping jobs from the table once the store has archived them.
+  std::vector<pb::Job> FinishedBefore(absl::Time before, size_t limit) const;
+  void Forget(const std::vector<pb::Job>& jobs);
+
  private:
   Store* const store_;
   Wakeups& wakeups_;

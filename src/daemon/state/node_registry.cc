@@ -30,6 +30,16 @@ bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
+bool SameLabels(const google::protobuf::Map<std::string, std::string>& a,
+                const google::protobuf::Map<std::string, std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [key, value] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second != value) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 NodeRegistry::NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_ports)
@@ -71,6 +81,14 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
     *node.record.mutable_registered_at() = ToProtoTime(now);
     node.orders_version = static_cast<uint64_t>(absl::ToUnixMicros(now));
   }
+  // A node registering again as it was (a daemon restart, a lost session) needs no store write:
+  // after a restart of a large pool every node registers within seconds, and a durable write
+  // each would queue them all behind one fsync after another.
+  const bool unchanged = known && node.record.address() == req.address() &&
+                         node.record.torchrun_path() == req.torchrun_path() &&
+                         node.record.work_dir() == req.work_dir() &&
+                         SameLabels(node.record.labels(), req.labels()) &&
+                         SameLastingInventory(node.record.inventory(), req.inventory());
   // A changed inventory replaces the old one; claims (running jobs) are left as they are.
   node.record.set_address(req.address());
   node.record.set_torchrun_path(req.torchrun_path());
@@ -82,6 +100,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   node.ready = true;
   node.last_heartbeat = now;
   node.applied_version = 0;
+  if (unchanged) return node;
   if (auto s = store_->PutNode(node.record); !s.ok()) {
     spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
   }

@@ -1,5 +1,7 @@
 #include "src/daemon/state/scheduling_cycle.h"
 
+#include "absl/cleanup/cleanup.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -224,6 +226,10 @@ void SchedulingCycle::OfferPreemptors(PassState& pass) {
 }
 
 void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now) {
+  const absl::Time started = absl::Now();
+  absl::Cleanup observe = [&] {
+    if (options_.observer != nullptr) options_.observer->SchedulingPass(absl::Now() - started, only == nullptr);
+  };
   FairShareLedger* const fair_share = options_.fair_share;
   if (fair_share != nullptr) {
     GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);

@@ -31,6 +31,8 @@ class StateObserver {
   // One job offered to the scheduler: how long the decision took and whether it was placed.
   virtual void Decision(absl::Duration took, bool placed) = 0;
   virtual void StoreWrite(absl::Duration took, bool ok) = 0;
+  // One scheduling pass over the queue (`full`), or over new submissions only: how long it took.
+  virtual void SchedulingPass(absl::Duration took, bool full) = 0;
   // The job reached SUCCEEDED, FAILED or CANCELLED.
   virtual void JobEnded(const hetpool::v1::Job& job) = 0;
   // A gang was stopped and goes back to the queue (`reason`: one of kRestartReasons); `job` as

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace hetpool::daemon {
@@ -48,7 +49,7 @@ void EtcdStore::SetGuard(std::string key, int64_t create_revision) {
   guard_revision_ = create_revision;
 }
 
-absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
+absl::Status EtcdStore::GuardedTxn(etcdserverpb::TxnRequest txn, const std::string& what) {
   std::string guard_key;
   int64_t guard_revision = 0;
   {
@@ -56,7 +57,6 @@ absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
     guard_key = guard_key_;
     guard_revision = guard_revision_;
   }
-  etcdserverpb::TxnRequest txn;
   if (!guard_key.empty()) {
     auto* cmp = txn.add_compare();
     cmp->set_key(guard_key);
@@ -64,19 +64,37 @@ absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
     cmp->set_result(etcdserverpb::Compare::EQUAL);
     cmp->set_create_revision(guard_revision);
   }
-  auto* put = txn.add_success()->mutable_request_put();
-  put->set_key(key);
-  put->set_value(value);
   etcdserverpb::TxnResponse resp;
   const grpc::Status s =
       endpoints_.Call(timeout_, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
         return etcdserverpb::KV::NewStub(ch)->Txn(&ctx, txn, &resp);
       });
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd put ", key, ": ", s.error_message()));
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd ", what, ": ", s.error_message()));
   if (!resp.succeeded()) {
-    return absl::FailedPreconditionError(absl::StrCat("etcd put ", key, ": this hetpoold is no longer the leader"));
+    return absl::FailedPreconditionError(absl::StrCat("etcd ", what, ": this hetpoold is no longer the leader"));
   }
   return absl::OkStatus();
+}
+
+absl::Status EtcdStore::Put(const std::string& key, const std::string& value) {
+  etcdserverpb::TxnRequest txn;
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  return GuardedTxn(std::move(txn), absl::StrCat("put ", key));
+}
+
+absl::StatusOr<std::optional<std::string>> EtcdStore::Get(const std::string& key) {
+  etcdserverpb::RangeRequest req;
+  req.set_key(key);
+  etcdserverpb::RangeResponse resp;
+  const grpc::Status s =
+      endpoints_.Call(timeout_, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+        return etcdserverpb::KV::NewStub(ch)->Range(&ctx, req, &resp);
+      });
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("etcd get ", key, ": ", s.error_message()));
+  if (resp.kvs().empty()) return std::optional<std::string>();
+  return std::optional<std::string>(resp.kvs(0).value());
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EtcdStore::List(const std::string& dir) {
@@ -133,6 +151,61 @@ absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::LoadJobs() {
 
 absl::StatusOr<std::vector<hetpool::v1::Node>> EtcdStore::LoadNodes() {
   return LoadAll<hetpool::v1::Node>(prefix_ + "nodes/");
+}
+
+absl::StatusOr<uint64_t> EtcdStore::HighestJobSeq() {
+  auto value = Get(prefix_ + "meta/highest_job_seq");
+  if (!value.ok()) return value.status();
+  uint64_t seq = 0;
+  if (*value && !absl::SimpleAtoi(**value, &seq)) {
+    return absl::DataLossError(absl::StrCat("etcd key ", prefix_, "meta/highest_job_seq: not a number"));
+  }
+  return seq;
+}
+
+absl::Status EtcdStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
+  // Only the leader writes, so reading the highest sequence and raising it cannot race.
+  auto highest = HighestJobSeq();
+  if (!highest.ok()) return highest.status();
+  uint64_t seq = *highest;
+  constexpr size_t kJobsPerTxn = 40;  // 3 operations each, under etcd's default --max-txn-ops 128
+  for (size_t first = 0; first < jobs.size(); first += kJobsPerTxn) {
+    etcdserverpb::TxnRequest txn;
+    for (size_t i = first; i < std::min(jobs.size(), first + kJobsPerTxn); ++i) {
+      const hetpool::v1::Job& job = jobs[i];
+      if (keep) {
+        auto* put = txn.add_success()->mutable_request_put();
+        put->set_key(absl::StrCat(prefix_, "archive/", job.id()));
+        put->set_value(job.SerializeAsString());
+      }
+      txn.add_success()->mutable_request_delete_range()->set_key(absl::StrCat(prefix_, "jobs/", job.id()));
+      seq = std::max<uint64_t>(seq, job.submit_seq());
+    }
+    auto* raise = txn.add_success()->mutable_request_put();
+    raise->set_key(prefix_ + "meta/highest_job_seq");
+    raise->set_value(absl::StrCat(seq));
+    if (auto s = GuardedTxn(std::move(txn), absl::StrCat("archive ", jobs[first].id(), "...")); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<hetpool::v1::Job>> EtcdStore::GetArchivedJob(const std::string& id) {
+  auto value = Get(absl::StrCat(prefix_, "archive/", id));
+  if (!value.ok()) return value.status();
+  if (!*value) return std::optional<hetpool::v1::Job>();
+  hetpool::v1::Job job;
+  if (!job.ParseFromString(**value)) return absl::DataLossError(absl::StrCat("archived job '", id, "' does not parse"));
+  return std::optional<hetpool::v1::Job>(std::move(job));
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::ArchivedJobsSince(absl::Time since) {
+  auto all = LoadAll<hetpool::v1::Job>(prefix_ + "archive/");
+  if (!all.ok()) return all.status();
+  std::vector<hetpool::v1::Job> out;
+  for (auto& job : *all) {
+    if (job.finished_at().seconds() >= absl::ToUnixSeconds(since)) out.push_back(std::move(job));
+  }
+  return out;
 }
 
 }  // namespace hetpool::daemon

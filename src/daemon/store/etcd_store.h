@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,10 +36,22 @@ class EtcdStore : public Store {
   absl::Status PutNode(const hetpool::v1::Node& node) override;
   absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
   absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
+  absl::StatusOr<uint64_t> HighestJobSeq() override;
+  // Each job moves in its own transaction (archive key written, live key deleted, the highest
+  // sequence raised), batched up to etcd's 128 operations per transaction.
+  absl::Status ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) override;
+  absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) override;
+  // Walks the archive (etcd keeps no secondary index): for accounting queries only.
+  absl::StatusOr<std::vector<hetpool::v1::Job>> ArchivedJobsSince(absl::Time since) override;
 
  private:
   EtcdStore(const std::string& endpoints, std::string prefix, absl::Duration timeout);
   absl::Status Put(const std::string& key, const std::string& value);
+  // Runs `txn`'s success operations, guarded by the leader's fencing token when one is set;
+  // `what` names the write in errors.
+  absl::Status GuardedTxn(etcdserverpb::TxnRequest txn, const std::string& what);
+  // The value at `key`, or nullopt.
+  absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
   // Every key/value under `dir` (pages of kPageSize, so no reply outgrows gRPC's message limit).
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(const std::string& dir);
   // Every value under `dir`, parsed as Message (a value that does not parse is DATA_LOSS).

@@ -58,7 +58,11 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
                           "CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)",
                           "CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, data BLOB NOT NULL)",
                           // The highest job sequence handed out, kept apart from the rows (HighestJobSeq).
-                          "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)"}) {
+                          "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+                          // Finished jobs past their retention: never read at start (ArchiveJobs).
+                          "CREATE TABLE IF NOT EXISTS archived_jobs (id TEXT PRIMARY KEY, finished INTEGER NOT NULL,"
+                          " data BLOB NOT NULL)",
+                          "CREATE INDEX IF NOT EXISTS archived_jobs_finished ON archived_jobs(finished)"}) {
     if (auto s = store->Exec(sql); !s.ok()) return s;
   }
   // A damaged page (an index, a table) would load part of the jobs and then hand out their ids
@@ -248,6 +252,74 @@ absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
   }
   if (rc != SQLITE_DONE) return Error("load nodes");
   return nodes;
+}
+
+absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
+  absl::MutexLock lock(&mu_);
+  absl::Status status = Exec("BEGIN IMMEDIATE");
+  for (const auto& job : jobs) {
+    if (!status.ok()) break;
+    if (keep) {
+      const std::string data = job.SerializeAsString();
+      Statement put(db_, "INSERT OR REPLACE INTO archived_jobs (id, finished, data) VALUES (?1, ?2, ?3)");
+      if (!put.ok()) {
+        status = Error("prepare archive write");
+        break;
+      }
+      sqlite3_bind_text(put.get(), 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_STATIC);
+      sqlite3_bind_int64(put.get(), 2, job.finished_at().seconds());
+      sqlite3_bind_blob(put.get(), 3, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
+      if (sqlite3_step(put.get()) != SQLITE_DONE) status = Error(absl::StrCat("archive job ", job.id()));
+    }
+    if (status.ok()) {
+      Statement remove(db_, "DELETE FROM jobs WHERE id = ?1");
+      if (!remove.ok()) {
+        status = Error("prepare job delete");
+        break;
+      }
+      sqlite3_bind_text(remove.get(), 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_STATIC);
+      if (sqlite3_step(remove.get()) != SQLITE_DONE) status = Error(absl::StrCat("delete job ", job.id()));
+    }
+    // The live rows no longer hold this job's number: the meta row does.
+    if (status.ok()) status = RaiseHighestJobSeqLocked(job.submit_seq());
+  }
+  status = status.ok() ? Exec("COMMIT") : status;
+  if (!status.ok()) Exec("ROLLBACK").IgnoreError();
+  return status;
+}
+
+absl::StatusOr<std::optional<hetpool::v1::Job>> SqliteStore::GetArchivedJob(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT data FROM archived_jobs WHERE id = ?1");
+  if (!stmt.ok()) return Error("prepare archive read");
+  sqlite3_bind_text(stmt.get(), 1, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+  const int rc = sqlite3_step(stmt.get());
+  if (rc == SQLITE_DONE) return std::optional<hetpool::v1::Job>();
+  if (rc != SQLITE_ROW) return Error(absl::StrCat("read archived job ", id));
+  hetpool::v1::Job job;
+  if (!job.ParseFromArray(sqlite3_column_blob(stmt.get(), 0), sqlite3_column_bytes(stmt.get(), 0))) {
+    return absl::DataLossError(absl::StrCat("archived job '", id, "' does not parse"));
+  }
+  return std::optional<hetpool::v1::Job>(std::move(job));
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::ArchivedJobsSince(absl::Time since) {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT id, data FROM archived_jobs WHERE finished >= ?1");
+  if (!stmt.ok()) return Error("prepare archive range");
+  sqlite3_bind_int64(stmt.get(), 1, absl::ToUnixSeconds(since));
+  std::vector<hetpool::v1::Job> jobs;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    hetpool::v1::Job job;
+    if (!job.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
+      return absl::DataLossError(absl::StrCat(
+          "archived job '", reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)), "' does not parse"));
+    }
+    jobs.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return Error("read the archive");
+  return jobs;
 }
 
 }  // namespace hetpool::daemon

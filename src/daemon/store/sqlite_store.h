@@ -27,6 +27,9 @@ class SqliteStore : public Store {
   absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
   absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
   absl::StatusOr<uint64_t> HighestJobSeq() override;
+  absl::Status ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) override;
+  absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) override;
+  absl::StatusOr<std::vector<hetpool::v1::Job>> ArchivedJobsSince(absl::Time since) override;
 
   // For recovery (sqlite_recovery.h): many rows in one transaction, and a floor under job ids.
   absl::Status PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes);

@@ -4,10 +4,13 @@
 // (tests/integration/store_conformance_test.cc).
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "hetpool/v1/cluster.pb.h"
 #include "hetpool/v1/job.pb.h"
 
@@ -26,6 +29,16 @@ class Store {
   // jobs (SQLite: a recovered store may have lost the newest rows, never their numbers). Job ids
   // continue above it and above every loaded job. 0: none kept.
   virtual absl::StatusOr<uint64_t> HighestJobSeq() { return 0; }
+
+  // Job retention (hetpoold --retain-finished): finished jobs leave the live set, which
+  // LoadJobs reads at every start, into the archive (`keep`), which only the two calls below
+  // read, or are dropped. Each job moves atomically (SQLite: the whole batch in one
+  // transaction); HighestJobSeq stays at or above every archived or dropped job's number.
+  virtual absl::Status ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) = 0;
+  // nullopt when the archive has no such job.
+  virtual absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) = 0;
+  // Archived jobs that finished at or after `since` (usage accounting), in no particular order.
+  virtual absl::StatusOr<std::vector<hetpool::v1::Job>> ArchivedJobsSince(absl::Time since) = 0;
 };
 
 }  // namespace hetpool::daemon

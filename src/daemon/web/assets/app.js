@@ -236,7 +236,7 @@ async function planPage() {
       const plan = await api('/api/plan', { method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } });
       const currency = plan.currency || '';
       out.replaceChildren(
-        el('p', {}, `${plan.model_name}: ${(Number(plan.total_params) / 1e9).toFixed(2)}B parameters, ${plan.mode} ${plan.precision}, ranked by ${plan.objective}`),
+        el('p', {}, `${plan.model_name}${plan.family ? ' (' + plan.family + ')' : ''}: ${(Number(plan.total_params) / 1e9).toFixed(2)}B parameters, ${plan.mode} ${plan.precision}, ranked by ${plan.ranked_by || plan.objective}`),
         table(['#', 'Class', 'Cards', 'Layout', 'Memory / card', 'Time', 'Cost', 'Now', 'Note'],
           (plan.plans || []).map((r, i) => ({ attrs: { 'data-feasible': String(!!r.feasible) }, cells: [i + 1, r.label,
             r.feasible ? (r.nodes || 1) * (r.devices_per_node || 1) : '-',

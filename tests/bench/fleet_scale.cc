@@ -1,0 +1,442 @@
+// fleet_scale: one real hetpoold (SQLite) against a simulated fleet over real gRPC
+// (tests/bench/fleet_sim.h), with a store grown to a quarter million jobs first (issue 19).
+// It reports what an operator of a large pool asks: daemon RSS and CPU with heartbeats alone and
+// under a stream of submissions, submit-to-running latency, scheduling pass time (the daemon's own
+// hetpool_scheduling_pass_seconds), `list` latency for the default page, restart time to the first
+// answered call and to the first placement, whether the restart disturbed any running job, and
+// the store's size. Figures and commands: docs/benchmarks.md ("Fleet scale").
+//
+//   build/tests/fleet_scale [--nodes 5000] [--cards 8] [--store-jobs 250000] [--rate 100]
+//                           [--load-seconds 60] [--idle-seconds 20]
+//                           [--trace ../shared/traces/alibaba-gpu-v2023/csv] [-o json]
+//   CI size: --nodes 500 --store-jobs 25000 --load-seconds 10 --idle-seconds 5
+//
+// Job shapes and durations come from the trace's pods when --trace is given (whole cards,
+// durations scaled down 100x and kept within 5-120 s so the pool keeps free capacity), else from
+// a fixed mix of 1/2/4/8-card jobs of 5-60 s.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "drivers/backend_factory.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/trace/trace_replay.h"
+#include "src/common/convert.h"
+#include "src/daemon/store/sqlite_store.h"
+#include "tests/bench/fleet_sim.h"
+#include "tests/bench/percentile.h"
+#include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
+#include "tests/testing/metrics_scrape.h"
+
+namespace {
+
+namespace pb = ::hetpool::v1;
+using hetpool::bench::FleetOptions;
+using hetpool::bench::FleetSimulator;
+using hetpool::bench::SimNodeSpec;
+using hetpool::testing::TestCluster;
+
+struct Options {
+  int nodes = 5000;
+  int cards = 8;
+  int64_t store_jobs = 250000;
+  double rate = 100;
+  int load_seconds = 60;
+  int idle_seconds = 20;
+  std::string trace;
+  std::string output = "table";
+};
+
+struct Shape {
+  int cards = 1;
+  double seconds = 10;
+};
+
+int Usage(const std::string& why) {
+  std::cerr << "fleet_scale: " << why
+            << "\nusage: fleet_scale [--nodes N] [--cards N] [--store-jobs N] [--rate PER_S] [--load-seconds S]"
+               " [--idle-seconds S] [--trace DIR] [-o json]\n";
+  return 2;
+}
+
+// One node's inventory as the product's own discovery reads it: the sim backend over an
+// inventory file of `cards` H100s on one NVSwitch, fingerprinted with the spec table.
+absl::StatusOr<pb::NodeInventory> TemplateInventory(int cards, const std::string& dir) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (int i = 0; i < cards; ++i) {
+    nlohmann::json links = nlohmann::json::array();
+    for (int j = 0; j < cards; ++j) {
+      if (j != i) links.push_back({{"peer", absl::StrCat("nvidia", j)}, {"kind", "nvlink"}, {"count", 18}});
+    }
+    devices.push_back({{"vendor", "nvidia"}, {"model", "H100-SXM"}, {"memory_mib", 81559},
+                       {"pci_bus_id", absl::StrFormat("00000000:%02x:00.0", 0x17 + i)}, {"numa_node", i * 2 / cards},
+                       {"architecture", "sm_90"}, {"uuid", absl::StrFormat("GPU-fleet-%04d", i)}, {"links", links}});
+  }
+  const std::string path = dir + "/template-inventory.json";
+  std::ofstream(path) << nlohmann::json{{"hostname", "template"}, {"cpus", 192}, {"memory_mib", 2097152},
+                                        {"devices", devices}}.dump();
+  hetpool::drivers::BackendOptions backend;
+  backend.names = {"sim"};
+  backend.sim_inventory_path = path;
+  auto backends = hetpool::drivers::CreateBackends(backend);
+  if (!backends.ok()) return backends.status();
+  auto inventory = hetpool::drivers::CollectInventory(*backends);
+  if (!inventory.ok()) return inventory.status();
+  return hetpool::ToProto(*inventory);
+}
+
+std::vector<SimNodeSpec> FleetNodes(const pb::NodeInventory& base, int count) {
+  std::vector<SimNodeSpec> nodes;
+  nodes.reserve(count);
+  for (int n = 0; n < count; ++n) {
+    SimNodeSpec spec;
+    spec.name = absl::StrFormat("sim-%05d", n);
+    spec.inventory = base;
+    spec.inventory.set_hostname(spec.name);
+    for (pb::Device& d : *spec.inventory.mutable_devices()) d.set_uuid(absl::StrCat(d.uuid(), "-", n));
+    nodes.push_back(std::move(spec));
+  }
+  return nodes;
+}
+
+// Job shapes: the trace's pods (whole cards, durations scaled down) or a fixed mix.
+std::vector<Shape> Shapes(const Options& o) {
+  std::vector<Shape> shapes;
+  if (!o.trace.empty()) {
+    auto pods = hetpool::scheduler::trace::LoadPods(o.trace + "/openb_pod_list_default.csv");
+    if (pods.ok()) {
+      for (const auto& p : *pods) {
+        if (p.num_gpu <= 0 || p.scheduled_time < 0 || p.deletion_time <= p.scheduled_time) continue;
+        const double seconds = std::clamp((p.deletion_time - p.scheduled_time) / 100.0, 5.0, 120.0);
+        shapes.push_back({std::min(p.num_gpu, o.cards), seconds});
+      }
+    } else {
+      std::cerr << "fleet_scale: " << pods.status() << "; using the fixed mix\n";
+    }
+  }
+  if (shapes.empty()) {
+    for (const auto& [cards, seconds] : std::vector<std::pair<int, double>>{
+             {1, 5}, {1, 10}, {1, 20}, {1, 30}, {2, 15}, {2, 45}, {4, 30}, {4, 60}, {8, 20}, {8, 60}}) {
+      shapes.push_back({std::min(cards, o.cards), seconds});
+    }
+  }
+  return shapes;
+}
+
+pb::JobSpec SpecFor(const Shape& shape, int n) {
+  pb::JobSpec spec;
+  spec.set_name(absl::StrCat("fleet-", n));
+  spec.set_user(absl::StrCat("user", n % 40));
+  spec.mutable_python()->set_script("train.py");
+  for (const char* a : {"--epochs", "3", "--lr", "3e-4"}) spec.mutable_python()->add_args(a);
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(shape.cards);
+  (*spec.mutable_env())["FLEET_SIM_DURATION_S"] = absl::StrFormat("%.1f", shape.seconds);
+  (*spec.mutable_env())["WANDB_PROJECT"] = "fleet";
+  return spec;
+}
+
+// A finished job as the daemon stores one: spec, placement, launch plan, events, times.
+pb::Job FinishedJob(int64_t seq, const Shape& shape, absl::Time at) {
+  pb::Job job;
+  job.set_id(absl::StrFormat("job-%06d", seq));
+  job.set_submit_seq(static_cast<uint64_t>(seq));
+  *job.mutable_spec() = SpecFor(shape, static_cast<int>(seq));
+  job.set_state(pb::JOB_STATE_SUCCEEDED);
+  job.set_message("every node exited with code 0");
+  job.set_generation(1);
+  *job.mutable_created_at() = hetpool::ToProtoTime(at);
+  *job.mutable_scheduled_at() = hetpool::ToProtoTime(at + absl::Seconds(1));
+  *job.mutable_started_at() = hetpool::ToProtoTime(at + absl::Seconds(2));
+  *job.mutable_finished_at() = hetpool::ToProtoTime(at + absl::Seconds(2 + shape.seconds));
+  const std::string node = absl::StrFormat("sim-%05d", seq % 5000);
+  pb::NodePlacement* placement = job.add_placement();
+  placement->set_node(node);
+  for (int c = 0; c < shape.cards; ++c) placement->add_device_ids(absl::StrCat("nvidia", c));
+  placement->set_exited(true);
+  pb::NodeLaunchPlan* plan = job.add_launch_plan();
+  plan->set_node(node);
+  plan->set_script("train.py");
+  for (const char* a : {"torchrun", "--nnodes", "1", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "train.py",
+                        "--epochs", "3", "--lr", "3e-4"}) {
+    plan->add_argv(a);
+  }
+  for (const char* k : {"CUDA_VISIBLE_DEVICES", "NCCL_SOCKET_IFNAME", "HETPOOL_JOB_ID", "HETPOOL_GENERATION",
+                        "MASTER_ADDR", "OMP_NUM_THREADS", "WANDB_PROJECT"}) {
+    (*plan->mutable_env())[k] = "0,1,2,3";
+  }
+  plan->set_dist_backend("nccl");
+  plan->set_torch_device("cuda");
+  plan->set_procs(shape.cards);
+  for (pb::JobState s : {pb::JOB_STATE_PENDING, pb::JOB_STATE_SCHEDULED, pb::JOB_STATE_RUNNING, pb::JOB_STATE_SUCCEEDED}) {
+    pb::JobEvent* e = job.add_events();
+    e->set_state(s);
+    *e->mutable_time() = hetpool::ToProtoTime(at);
+  }
+  return job;
+}
+
+absl::Status SeedStore(const std::string& path, int64_t count, const std::vector<Shape>& shapes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  auto store = hetpool::daemon::SqliteStore::Open(path);
+  if (!store.ok()) return store.status();
+  const absl::Time start = absl::Now() - absl::Hours(24 * 90);
+  std::vector<pb::Job> batch;
+  for (int64_t seq = 1; seq <= count; ++seq) {
+    batch.push_back(FinishedJob(seq, shapes[seq % shapes.size()], start + absl::Seconds(seq * 30)));
+    if (batch.size() == 5000 || seq == count) {
+      if (auto s = (*store)->PutAll(batch, {}); !s.ok()) return s;
+      batch.clear();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// CPU seconds (user + system) the process has used, and its resident set in bytes.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string skip;
+  for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt (fields 3-13)
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double RssBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+double FileBytes(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : 0;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return Usage("missing value for " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--nodes") o.nodes = std::stoi(value);
+    else if (flag == "--cards") o.cards = std::stoi(value);
+    else if (flag == "--store-jobs") o.store_jobs = std::stoll(value);
+    else if (flag == "--rate") o.rate = std::stod(value);
+    else if (flag == "--load-seconds") o.load_seconds = std::stoi(value);
+    else if (flag == "--idle-seconds") o.idle_seconds = std::stoi(value);
+    else if (flag == "--trace") o.trace = value;
+    else if (flag == "-o") o.output = value;
+    else return Usage("unknown flag " + flag);
+  }
+  if (o.nodes < 1 || o.cards < 1 || o.cards > 64 || o.rate <= 0 || o.store_jobs < 0) return Usage("bad sizes");
+  nlohmann::json report = {{"nodes", o.nodes}, {"cards_per_node", o.cards}, {"store_jobs", o.store_jobs},
+                           {"rate_per_s", o.rate}, {"load_seconds", o.load_seconds}};
+  auto say = [&](const std::string& line) {
+    if (o.output != "json") std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << line << "\n";
+  };
+
+  TestCluster::Options options;
+  options.orphan_grace = absl::Minutes(10);  // the product's default: jobs ride out a restart
+  const int metrics_port = hetpool::testing::FreeTcpPort();
+  options.daemon_args = {"--metrics-listen", absl::StrCat("127.0.0.1:", metrics_port)};
+  TestCluster cluster(options);
+  const std::vector<Shape> shapes = Shapes(o);
+
+  const std::string db = cluster.dir() + "/daemon/hetpool.db";
+  say(absl::StrCat("seeding the store with ", o.store_jobs, " finished jobs"));
+  if (auto s = SeedStore(db, o.store_jobs, shapes); !s.ok()) {
+    std::cerr << "fleet_scale: seeding the store: " << s << "\n";
+    return 1;
+  }
+  absl::Time t0 = absl::Now();
+  if (auto s = cluster.StartDaemon(); !s.ok()) {
+    std::cerr << "fleet_scale: " << s << "\n";
+    return 1;
+  }
+  report["cold_start_to_first_answer_s"] = Seconds(absl::Now() - t0);
+  const pid_t daemon = cluster.daemon_pid();
+
+  auto inventory = TemplateInventory(o.cards, cluster.dir());
+  if (!inventory.ok()) {
+    std::cerr << "fleet_scale: " << inventory.status() << "\n";
+    return 1;
+  }
+  FleetOptions fleet_options;
+  fleet_options.daemon = cluster.address();
+  FleetSimulator fleet(fleet_options, FleetNodes(*inventory, o.nodes));
+  say(absl::StrCat("registering ", o.nodes, " simulated nodes"));
+  t0 = absl::Now();
+  if (auto s = fleet.Start(absl::Minutes(5)); !s.ok()) {
+    std::cerr << "fleet_scale: " << s << "\n";
+    return 1;
+  }
+  report["register_all_s"] = Seconds(absl::Now() - t0);
+
+  // Heartbeats alone.
+  say(absl::StrCat("heartbeats alone for ", o.idle_seconds, " s"));
+  double cpu0 = CpuSeconds(daemon);
+  absl::SleepFor(absl::Seconds(o.idle_seconds));
+  report["idle_cpu_cores"] = (CpuSeconds(daemon) - cpu0) / o.idle_seconds;
+  report["idle_rss_mib"] = RssBytes(daemon) / (1 << 20);
+  report["heartbeats_per_s"] = 0.0;
+
+  // Under load: submissions at --rate, `list` pages read beside them.
+  say(absl::StrCat("submitting ", o.rate, " jobs/s for ", o.load_seconds, " s"));
+  std::map<std::string, absl::Time> submitted;
+  std::vector<double> list_ms;
+  std::atomic<bool> load_done{false};
+  std::thread lister([&] {
+    auto stub = pb::JobService::NewStub(cluster.channel());
+    while (!load_done.load()) {
+      pb::ListJobsRequest req;
+      req.set_page_size(50);
+      req.set_newest_first(true);
+      pb::ListJobsResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+      const absl::Time start = absl::Now();
+      if (stub->ListJobs(&ctx, req, &resp).ok()) list_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  const int heartbeats0 = fleet.Heartbeats();
+  cpu0 = CpuSeconds(daemon);
+  t0 = absl::Now();
+  int failed_submits = 0;
+  const int total = static_cast<int>(o.rate * o.load_seconds);
+  for (int n = 0; n < total; ++n) {
+    const absl::Time due = t0 + absl::Seconds(n / o.rate);
+    if (absl::Now() < due) absl::SleepFor(due - absl::Now());
+    auto job = cluster.Submit(SpecFor(shapes[(n * 7919) % shapes.size()], n));
+    if (job.ok()) {
+      submitted[job->id()] = absl::Now();
+    } else if (++failed_submits == 1) {
+      std::cerr << "fleet_scale: a submission failed: " << job.status() << "\n";
+    }
+  }
+  const double load_wall = Seconds(absl::Now() - t0);
+  report["load_cpu_cores"] = (CpuSeconds(daemon) - cpu0) / load_wall;
+  report["heartbeats_per_s"] = (fleet.Heartbeats() - heartbeats0) / load_wall;
+  report["load_rss_mib"] = RssBytes(daemon) / (1 << 20);
+  report["failed_submits"] = failed_submits;
+  report["achieved_rate_per_s"] = submitted.size() / load_wall;
+  // Wait for the last submissions to start (or 30 s).
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    size_t started = 0;
+    for (const auto& l : fleet.Launches()) started += submitted.contains(l.job_id) && l.reported_running != absl::InfiniteFuture();
+    if (started >= submitted.size()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  load_done.store(true);
+  lister.join();
+  std::vector<double> to_running_ms, to_order_ms;
+  for (const auto& l : fleet.Launches()) {
+    auto it = submitted.find(l.job_id);
+    if (it == submitted.end() || l.generation != 1) continue;
+    to_order_ms.push_back(absl::ToDoubleMilliseconds(l.ordered - it->second));
+    if (l.reported_running != absl::InfiniteFuture()) {
+      to_running_ms.push_back(absl::ToDoubleMilliseconds(l.reported_running - it->second));
+    }
+  }
+  report["jobs_started"] = to_running_ms.size();
+  report["launch_orders_seen"] = fleet.Launches().size();
+  report["failed_agent_calls"] = fleet.FailedCalls();
+  if (to_running_ms.size() < submitted.size()) {
+    const std::string log = cluster.DaemonLog();
+    std::cerr << "fleet_scale: " << submitted.size() - to_running_ms.size() << " jobs did not start; daemon log:\n"
+              << log.substr(log.size() > 4000 ? log.size() - 4000 : 0) << "\n";
+  }
+  report["submit_to_order_ms"] = {{"p50", hetpool::bench::Percentile(to_order_ms, 0.5)},
+                                  {"p99", hetpool::bench::Percentile(to_order_ms, 0.99)}};
+  report["submit_to_running_ms"] = {{"p50", hetpool::bench::Percentile(to_running_ms, 0.5)},
+                                    {"p99", hetpool::bench::Percentile(to_running_ms, 0.99)}};
+  report["list_default_page_ms"] = {{"p50", hetpool::bench::Percentile(list_ms, 0.5)},
+                                    {"p99", hetpool::bench::Percentile(list_ms, 0.99)},
+                                    {"calls", list_ms.size()}};
+  const std::string metrics = hetpool::testing::Scrape(metrics_port);
+  const std::string pass = "hetpool_scheduling_pass_seconds";
+  report["pass_full_ms"] = {{"p50", 1000 * hetpool::testing::HistogramQuantile(metrics, pass, "kind=\"full\"", 0.5)},
+                            {"p99", 1000 * hetpool::testing::HistogramQuantile(metrics, pass, "kind=\"full\"", 0.99)}};
+  report["pass_new_ms"] = {{"p50", 1000 * hetpool::testing::HistogramQuantile(metrics, pass, "kind=\"new\"", 0.5)},
+                           {"p99", 1000 * hetpool::testing::HistogramQuantile(metrics, pass, "kind=\"new\"", 0.99)}};
+
+  // Restart: kill -9, start again on the same port; the fleet keeps its processes running.
+  const int running_before = fleet.RunningProcesses();
+  const int kills_before = fleet.Kills();
+  const size_t launches_before = fleet.Launches().size();
+  say(absl::StrCat("restarting hetpoold (kill -9) with ", running_before, " jobs running"));
+  const int port = cluster.port();
+  cluster.KillDaemon(SIGKILL);
+  t0 = absl::Now();
+  if (auto s = cluster.StartDaemon(port); !s.ok()) {
+    std::cerr << "fleet_scale: restart: " << s << "\n";
+    return 1;
+  }
+  report["restart_to_first_answer_s"] = Seconds(absl::Now() - t0);
+  auto probe = cluster.Submit(SpecFor({1, 5}, total + 1));
+  double first_placement = -1;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(60); probe.ok() && absl::Now() < deadline;) {
+    for (const auto& l : fleet.Launches()) {
+      if (l.job_id == probe->id()) first_placement = Seconds(l.ordered - t0);
+    }
+    if (first_placement >= 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  report["restart_to_first_placement_s"] = first_placement;
+  // Every node registers again (its next heartbeat finds the session gone); then two more
+  // heartbeat intervals, so any order the restarted daemon gives the re-adopted jobs arrives.
+  for (absl::Time deadline = absl::Now() + absl::Seconds(60);
+       fleet.Reregistrations() < o.nodes && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  report["restart_to_all_registered_s"] = Seconds(absl::Now() - t0);
+  absl::SleepFor(absl::Seconds(4));
+  // Disturbed: killed, or launched again under a new generation, because of the restart.
+  int relaunched = 0;
+  const auto after = fleet.Launches();
+  for (size_t i = launches_before; i < after.size(); ++i) relaunched += after[i].generation > 1 ? 1 : 0;
+  report["restart_kills"] = fleet.Kills() - kills_before;
+  report["restart_relaunches"] = relaunched;
+  const int fleet_reregistered = fleet.Reregistrations();
+  report["reregistrations"] = fleet_reregistered;
+  report["restarted_rss_mib"] = RssBytes(cluster.daemon_pid()) / (1 << 20);
+  report["store_mib"] = (FileBytes(db) + FileBytes(db + "-wal")) / (1 << 20);
+  fleet.Stop();
+
+  if (o.output == "json") {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    for (const auto& [key, value] : report.items()) std::cout << absl::StrFormat("%-32s %s\n", key, value.dump());
+  }
+  const bool healthy = failed_submits == 0 && to_running_ms.size() == submitted.size() && first_placement >= 0 &&
+                       report["restart_kills"] == 0 && relaunched == 0 && fleet_reregistered >= o.nodes;
+  if (!healthy) std::cerr << "fleet_scale: some submissions failed, did not start, or the restart disturbed jobs\n";
+  return healthy ? 0 : 1;
+}

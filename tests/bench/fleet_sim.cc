@@ -1,0 +1,363 @@
+#include "tests/bench/fleet_sim.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/async_stream.h"
+#include "src/common/orders_parts.h"
+
+namespace hetpool::bench {
+
+namespace {
+
+enum class StreamOp { kStart, kRead, kFinish };
+
+using ProcessKey = std::pair<std::string, uint64_t>;  // (job, generation)
+
+// A call the daemon could not answer now (down, restarting, busy) is retried with the session
+// kept; any other refusal means the daemon no longer knows the session: register again.
+bool SessionLost(const grpc::Status& status) {
+  return !status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+         status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+struct FleetSimulator::Node {
+  struct Tag {
+    Node* node;
+    StreamOp op;
+  };
+  SimNodeSpec spec;
+  pb::AgentService::Stub* stub = nullptr;
+  Tag start_tag{this, StreamOp::kStart}, read_tag{this, StreamOp::kRead}, finish_tag{this, StreamOp::kFinish};
+
+  absl::Mutex mu;
+  std::string session_id ABSL_GUARDED_BY(mu);
+  bool registered_once ABSL_GUARDED_BY(mu) = false;
+  bool lost ABSL_GUARDED_BY(mu) = true;  // no session yet: register
+  absl::Duration interval ABSL_GUARDED_BY(mu) = absl::Seconds(2);
+  absl::Time next_heartbeat ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  bool dirty ABSL_GUARDED_BY(mu) = false;  // processes changed: report at once
+  // Not before: registering again after a refusal, reopening a stream that ended.
+  absl::Time retry_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  uint64_t applied_version ABSL_GUARDED_BY(mu) = 0;
+  std::map<ProcessKey, Process> processes ABSL_GUARDED_BY(mu);
+  std::set<ProcessKey> unreported_running ABSL_GUARDED_BY(mu);  // to stamp once a heartbeat lands
+  OrdersAssembler assembler ABSL_GUARDED_BY(mu);
+
+  // The order stream, driven by the reader thread through the completion queue.
+  bool stream_open ABSL_GUARDED_BY(mu) = false;
+  std::unique_ptr<grpc::ClientContext> stream_ctx ABSL_GUARDED_BY(mu);
+  std::unique_ptr<grpc::ClientAsyncReader<pb::Orders>> reader ABSL_GUARDED_BY(mu);
+  pb::Orders incoming;  // written by gRPC between Read and its completion
+  grpc::Status finish_status;
+};
+
+FleetSimulator::FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> nodes) : options_(std::move(options)) {
+  auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+  for (int i = 0; i < std::max(1, options_.channels); ++i) {
+    grpc::ChannelArguments args;
+    // A channel of its own per slot: gRPC would otherwise share one connection among them.
+    args.SetInt("hetpool.fleet.channel", i);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    channels_.push_back(grpc::CreateCustomChannel(options_.daemon, credentials, args));
+    stubs_.push_back(pb::AgentService::NewStub(channels_.back()));
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto node = std::make_unique<Node>();
+    node->spec = std::move(nodes[i]);
+    node->stub = stubs_[i % stubs_.size()].get();
+    nodes_.push_back(std::move(node));
+  }
+}
+
+FleetSimulator::~FleetSimulator() { Stop(); }
+
+absl::Status FleetSimulator::Start(absl::Duration timeout) {
+  reader_ = std::thread([this] { ReadLoop(); });
+  for (int t = 0; t < std::max(1, options_.heartbeat_threads); ++t) {
+    heartbeaters_.emplace_back([this, t] { HeartbeatLoop(t); });
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    size_t registered = 0;
+    for (auto& node : nodes_) {
+      absl::MutexLock lock(&node->mu);
+      registered += node->registered_once ? 1 : 0;
+    }
+    if (registered == nodes_.size()) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(registered, " of ", nodes_.size(), " simulated nodes registered in ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+void FleetSimulator::Stop() {
+  if (stopping_.exchange(true)) return;
+  for (auto& t : heartbeaters_) t.join();
+  heartbeaters_.clear();
+  // Cancel every open stream; the reader thread drains their completions, then the queue.
+  for (auto& node : nodes_) {
+    absl::MutexLock lock(&node->mu);
+    if (node->stream_open && node->stream_ctx) node->stream_ctx->TryCancel();
+  }
+  while (true) {
+    bool open = false;
+    for (auto& node : nodes_) {
+      absl::MutexLock lock(&node->mu);
+      open = open || node->stream_open;
+    }
+    if (!open) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  cq_.Shutdown();
+  if (reader_.joinable()) reader_.join();
+}
+
+std::vector<LaunchRecord> FleetSimulator::Launches() const {
+  absl::MutexLock lock(&launches_mu_);
+  return launches_;
+}
+
+int FleetSimulator::RunningProcesses() const {
+  int n = 0;
+  for (const auto& node : nodes_) {
+    absl::MutexLock lock(&node->mu);
+    for (const auto& [key, p] : node->processes) n += p.exited ? 0 : 1;
+  }
+  return n;
+}
+
+bool FleetSimulator::RegisterNode(Node& node) {
+  pb::RegisterRequest req;
+  req.set_node_name(node.spec.name);
+  req.set_address("127.0.0.1");
+  *req.mutable_inventory() = node.spec.inventory;
+  req.set_torchrun_path("/bin/false");  // never run: the processes are simulated
+  req.set_work_dir("/tmp");
+  {
+    absl::MutexLock lock(&node.mu);
+    for (const auto& [key, p] : node.processes) {
+      pb::ProcessStatus* s = req.add_processes();
+      s->set_job_id(key.first), s->set_generation(key.second);
+      s->set_running(!p.exited), s->set_exited(p.exited), s->set_exit_code(p.exit_code);
+      for (const auto& id : p.device_ids) s->add_device_ids(id);
+    }
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  pb::RegisterResponse resp;
+  const grpc::Status status = node.stub->Register(&ctx, req, &resp);
+  if (!status.ok()) {
+    failed_calls_.fetch_add(1);
+    absl::MutexLock lock(&node.mu);
+    node.retry_at = absl::Now() + absl::Milliseconds(200);
+    return false;
+  }
+  bool reopen = false;
+  {
+    absl::MutexLock lock(&node.mu);
+    if (node.registered_once) reregistrations_.fetch_add(1);
+    node.registered_once = true;
+    node.lost = false;
+    node.session_id = resp.session_id();
+    node.interval = absl::Milliseconds(std::max<int64_t>(100, resp.heartbeat_interval_ms()));
+    node.next_heartbeat = absl::Now() + node.interval;
+    // A stream of the old session is cancelled; its completion opens the new one.
+    if (node.stream_open) {
+      node.stream_ctx->TryCancel();
+    } else {
+      reopen = true;
+    }
+  }
+  if (reopen) OpenStream(node);
+  return true;
+}
+
+void FleetSimulator::OpenStream(Node& node) {
+  absl::MutexLock lock(&node.mu);
+  if (node.stream_open || stopping_.load() || node.lost) return;
+  pb::StreamOrdersRequest req;
+  req.set_session_id(node.session_id);
+  req.set_node_name(node.spec.name);
+  // The reader lives in its call's arena, which the context owns: the old reader goes first.
+  node.reader.reset();
+  node.stream_ctx = std::make_unique<grpc::ClientContext>();
+  node.reader = node.stub->PrepareAsyncStreamOrders(node.stream_ctx.get(), req, &cq_);
+  node.stream_open = true;
+  node.reader->StartCall(&node.start_tag);
+}
+
+void FleetSimulator::ReadLoop() {
+  void* raw = nullptr;
+  bool ok = false;
+  while (cq_.Next(&raw, &ok)) {
+    auto* tag = static_cast<Node::Tag*>(raw);
+    Node& node = *tag->node;
+    switch (tag->op) {
+      case StreamOp::kStart:
+      case StreamOp::kRead: {
+        if (tag->op == StreamOp::kRead && ok) ApplyOrders(node, node.incoming);
+        absl::MutexLock lock(&node.mu);
+        if (ok) {
+          node.reader->Read(&node.incoming, &node.read_tag);
+        } else {
+          node.reader->Finish(&node.finish_status, &node.finish_tag);
+        }
+        break;
+      }
+      case StreamOp::kFinish: {
+        // The stream ends when the daemon goes, or refuses the session. The heartbeat thread
+        // reopens it (a live session) or registers again (a refused one), not at once: a daemon
+        // going away would otherwise be hammered.
+        absl::MutexLock lock(&node.mu);
+        node.stream_open = false;
+        if (SessionLost(node.finish_status) && node.finish_status.error_code() != grpc::StatusCode::CANCELLED) {
+          node.lost = true;
+        }
+        node.retry_at = absl::Now() + absl::Milliseconds(100);
+        break;
+      }
+    }
+  }
+}
+
+void FleetSimulator::ApplyOrders(Node& node, const pb::Orders& part) {
+  absl::MutexLock lock(&node.mu);
+  std::optional<pb::Orders> orders = node.assembler.Add(part);
+  if (!orders) return;
+  const absl::Time now = absl::Now();
+  std::set<ProcessKey> desired;
+  for (const pb::LaunchOrder& launch : orders->launches()) {
+    const ProcessKey key{launch.job_id(), launch.generation()};
+    desired.insert(key);
+    if (node.processes.contains(key)) continue;
+    Process p;
+    p.generation = launch.generation();
+    p.device_ids.assign(launch.device_ids().begin(), launch.device_ids().end());
+    auto env = launch.plan().env().find("FLEET_SIM_DURATION_S");
+    double seconds = 0;
+    if (env != launch.plan().env().end() && absl::SimpleAtod(env->second, &seconds) && seconds > 0) {
+      p.ends = now + absl::Seconds(seconds);
+    }
+    node.processes.emplace(key, std::move(p));
+    node.unreported_running.insert(key);
+    node.dirty = true;
+    absl::MutexLock records(&launches_mu_);
+    if (!launch_index_.contains(key)) {
+      launch_index_[key] = launches_.size();
+      launches_.push_back({key.first, key.second, node.spec.name, now, absl::InfiniteFuture()});
+    }
+  }
+  for (const pb::KillOrder& kill : orders->kills()) {
+    auto it = node.processes.find({kill.job_id(), kill.generation()});
+    if (it == node.processes.end() || it->second.exited) continue;
+    it->second.exited = true, it->second.exit_code = 143;
+    kills_.fetch_add(1);
+    it->second.message = absl::StrCat("killed by signal 15 (", kill.reason(), ")");
+    node.dirty = true;
+  }
+  // What the daemon no longer desires is gone (an agent stops it and forgets it).
+  for (auto it = node.processes.begin(); it != node.processes.end();) {
+    if (desired.contains(it->first)) {
+      ++it;
+    } else {
+      node.unreported_running.erase(it->first);
+      it = node.processes.erase(it);
+      node.dirty = true;
+    }
+  }
+  node.applied_version = orders->version();
+}
+
+bool FleetSimulator::SendHeartbeat(Node& node) {
+  pb::HeartbeatRequest req;
+  std::vector<ProcessKey> stamping;
+  {
+    absl::MutexLock lock(&node.mu);
+    req.set_session_id(node.session_id);
+    req.set_node_name(node.spec.name);
+    req.set_applied_orders_version(node.applied_version);
+    for (const auto& [key, p] : node.processes) {
+      pb::ProcessStatus* s = req.add_processes();
+      s->set_job_id(key.first), s->set_generation(key.second);
+      s->set_running(!p.exited), s->set_exited(p.exited), s->set_exit_code(p.exit_code);
+      s->set_message(p.message);
+      s->set_pid(100000 + static_cast<int64_t>(key.second));
+      for (const auto& id : p.device_ids) s->add_device_ids(id);
+    }
+    stamping.assign(node.unreported_running.begin(), node.unreported_running.end());
+    node.dirty = false;
+    node.next_heartbeat = absl::Now() + node.interval;
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  pb::HeartbeatResponse resp;
+  const grpc::Status status = node.stub->Heartbeat(&ctx, req, &resp);
+  heartbeats_.fetch_add(1);
+  if (!status.ok()) {
+    failed_calls_.fetch_add(1);
+    absl::MutexLock lock(&node.mu);
+    node.dirty = true;  // report again
+    node.next_heartbeat = absl::Now() + absl::Milliseconds(200);
+    if (SessionLost(status)) node.lost = true;
+    return false;
+  }
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&node.mu);
+    for (const ProcessKey& key : stamping) node.unreported_running.erase(key);
+  }
+  absl::MutexLock records(&launches_mu_);
+  for (const ProcessKey& key : stamping) {
+    auto it = launch_index_.find(key);
+    if (it != launch_index_.end() && launches_[it->second].reported_running == absl::InfiniteFuture()) {
+      launches_[it->second].reported_running = now;
+    }
+  }
+  return true;
+}
+
+void FleetSimulator::HeartbeatLoop(int slice) {
+  const size_t threads = static_cast<size_t>(std::max(1, options_.heartbeat_threads));
+  while (!stopping_.load()) {
+    bool sent = false;
+    for (size_t i = static_cast<size_t>(slice); i < nodes_.size() && !stopping_.load(); i += threads) {
+      Node& node = *nodes_[i];
+      bool lost = false, due = false, needs_stream = false;
+      {
+        absl::MutexLock lock(&node.mu);
+        const absl::Time now = absl::Now();
+        for (auto& [key, p] : node.processes) {
+          if (!p.exited && p.ends <= now) {
+            p.exited = true, p.exit_code = 0;
+            node.dirty = true;
+          }
+        }
+        const bool may_retry = now >= node.retry_at;
+        lost = node.lost && may_retry;
+        due = !node.lost && (node.dirty || now >= node.next_heartbeat);
+        needs_stream = !node.lost && !node.stream_open && may_retry;
+      }
+      if (lost) {
+        sent = RegisterNode(node) || sent;
+        continue;
+      }
+      if (needs_stream) OpenStream(node);
+      if (due) sent = SendHeartbeat(node) || sent;
+    }
+    if (!sent) absl::SleepFor(absl::Milliseconds(2));
+  }
+}
+
+}  // namespace hetpool::bench

@@ -1,0 +1,112 @@
+// A fleet of simulated nodes in one process, each with its own agent session against a real
+// hetpoold over gRPC: Register, the order stream, heartbeats with the full process set, and
+// re-registration when the daemon forgets the session (a restart). Jobs run as simulated
+// processes: a launch order starts one, it "runs" for the seconds its plan's environment names
+// (FLEET_SIM_DURATION_S; absent = until killed) and exits with code 0; a kill order ends it
+// with 143. No torchrun, no devices: what the daemon sees is what 5,000 real agents would send.
+//
+// Used by tests/bench/fleet_scale.cc (issue 19); documented in docs/benchmarks.md ("Fleet scale").
+// One thread reads every node's order stream (gRPC's async API on one completion queue); a few
+// threads send heartbeats, each for a slice of the nodes, at once when a node's processes change
+// and otherwise at the interval the daemon announced.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/security/credentials.h"
+#include "hetpool/v1/agent.grpc.pb.h"
+
+namespace hetpool::bench {
+
+namespace pb = ::hetpool::v1;
+
+struct FleetOptions {
+  std::string daemon;  // host:port
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
+  int channels = 16;           // connections the nodes share (gRPC multiplexes streams on each)
+  int heartbeat_threads = 32;  // mostly waiting on the daemon: a slow answer must not starve a slice
+};
+
+struct SimNodeSpec {
+  std::string name;
+  pb::NodeInventory inventory;
+};
+
+// What happened to a launch, for the bench's latencies: when its order reached the node and
+// when the daemon accepted the heartbeat that reported it running.
+struct LaunchRecord {
+  std::string job_id;
+  uint64_t generation = 0;
+  std::string node;
+  absl::Time ordered;
+  absl::Time reported_running;  // InfiniteFuture until then
+};
+
+class FleetSimulator {
+ public:
+  FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> nodes);
+  ~FleetSimulator();
+
+  // Registers every node and opens its order stream; returns once all are registered or the
+  // timeout passes (the error says how many are).
+  absl::Status Start(absl::Duration timeout);
+  // Closes every stream and stops the threads. Processes are dropped, not reported.
+  void Stop();
+
+  // Every launch seen so far (the first per job and generation).
+  std::vector<LaunchRecord> Launches() const;
+  // Simulated processes alive now, over all nodes.
+  int RunningProcesses() const;
+  // Sessions started after the first: re-registrations after a lost session.
+  int Reregistrations() const { return reregistrations_.load(); }
+  int Heartbeats() const { return heartbeats_.load(); }
+  // Kill orders applied to a running simulated process: a daemon restart should cause none.
+  int Kills() const { return kills_.load(); }
+  int FailedCalls() const { return failed_calls_.load(); }
+
+ private:
+  struct Node;
+  struct Process {
+    uint64_t generation = 0;
+    bool exited = false;
+    int exit_code = 0;
+    std::string message;
+    absl::Time ends = absl::InfiniteFuture();
+    std::vector<std::string> device_ids;
+  };
+  void ReadLoop();
+  void HeartbeatLoop(int slice);
+  bool RegisterNode(Node& node);
+  void OpenStream(Node& node);
+  void ApplyOrders(Node& node, const pb::Orders& orders);
+  bool SendHeartbeat(Node& node);
+
+  const FleetOptions options_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<pb::AgentService::Stub>> stubs_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  grpc::CompletionQueue cq_;
+  std::atomic<bool> stopping_{false};
+  std::thread reader_;
+  std::vector<std::thread> heartbeaters_;
+  std::atomic<int> reregistrations_{0};
+  std::atomic<int> heartbeats_{0};
+  std::atomic<int> failed_calls_{0};
+  std::atomic<int> kills_{0};
+  mutable absl::Mutex launches_mu_;
+  std::vector<LaunchRecord> launches_ ABSL_GUARDED_BY(launches_mu_);
+  std::map<std::pair<std::string, uint64_t>, size_t> launch_index_ ABSL_GUARDED_BY(launches_mu_);
+};
+
+}  // namespace hetpool::bench
