@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "spdlog/spdlog.h"
 #include "src/common/flags.h"
 #include "src/common/plan_convert.h"
@@ -40,6 +41,11 @@ int main(int argc, char** argv) {
   // Everything hetpoold creates (store, WAL, audit log, job logs) is its own: a job running on
   // this host reads none of it, whatever umask the daemon was started with.
   umask(077);
+  // Debian's Abseil is built with the mutex deadlock detector on: it records every pair of locks
+  // taken, across every RPC thread, on each acquisition. With a thousand agents' order streams it
+  // was a tenth of the daemon's CPU (tests/bench/fleet_scale; docs/benchmarks.md). Lock order is
+  // checked where it belongs: in the tests, which keep the detector.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   hetpool::daemon::DaemonOptions options;
   std::string config, port_file, prices_file, profile_file, quotas_file, queues_file, log_level = "info";
   std::string preemption = "off";

@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::Time t0 = absl::Now();
-  if (auto s = cluster.StartDaemon(); !s.ok()) {
+  if (auto s = cluster.StartDaemon(0, absl::Minutes(5)); !s.ok()) {
     std::cerr << "fleet_scale: " << s << "\n";
     return 1;
   }
@@ -329,23 +329,40 @@ int main(int argc, char** argv) {
   const int heartbeats0 = fleet.Heartbeats();
   cpu0 = CpuSeconds(daemon);
   t0 = absl::Now();
-  int failed_submits = 0;
+  // Several clients, each on its share of the schedule: a slow answer delays one client's
+  // next submission, not the whole stream.
+  constexpr int kClients = 8;
+  std::atomic<int> failed_submits{0};
+  absl::Mutex submitted_mu;
   const int total = static_cast<int>(o.rate * o.load_seconds);
-  for (int n = 0; n < total; ++n) {
-    const absl::Time due = t0 + absl::Seconds(n / o.rate);
-    if (absl::Now() < due) absl::SleepFor(due - absl::Now());
-    auto job = cluster.Submit(SpecFor(shapes[(n * 7919) % shapes.size()], n));
-    if (job.ok()) {
-      submitted[job->id()] = absl::Now();
-    } else if (++failed_submits == 1) {
-      std::cerr << "fleet_scale: a submission failed: " << job.status() << "\n";
-    }
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto stub = pb::JobService::NewStub(cluster.channel());
+      for (int n = c; n < total; n += kClients) {
+        const absl::Time due = t0 + absl::Seconds(n / o.rate);
+        if (absl::Now() < due) absl::SleepFor(due - absl::Now());
+        pb::SubmitJobRequest req;
+        *req.mutable_spec() = SpecFor(shapes[(n * 7919) % shapes.size()], n);
+        pb::SubmitJobResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+        const grpc::Status status = stub->SubmitJob(&ctx, req, &resp);
+        if (status.ok()) {
+          absl::MutexLock lock(&submitted_mu);
+          submitted[resp.job().id()] = absl::Now();
+        } else if (failed_submits.fetch_add(1) == 0) {
+          std::cerr << "fleet_scale: a submission failed: " << status.error_message() << "\n";
+        }
+      }
+    });
   }
+  for (auto& t : clients) t.join();
   const double load_wall = Seconds(absl::Now() - t0);
   report["load_cpu_cores"] = (CpuSeconds(daemon) - cpu0) / load_wall;
   report["heartbeats_per_s"] = (fleet.Heartbeats() - heartbeats0) / load_wall;
   report["load_rss_mib"] = RssBytes(daemon) / (1 << 20);
-  report["failed_submits"] = failed_submits;
+  report["failed_submits"] = failed_submits.load();
   report["achieved_rate_per_s"] = submitted.size() / load_wall;
   // Wait for the last submissions to start (or 30 s).
   for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
@@ -395,7 +412,7 @@ int main(int argc, char** argv) {
   const int port = cluster.port();
   cluster.KillDaemon(SIGKILL);
   t0 = absl::Now();
-  if (auto s = cluster.StartDaemon(port); !s.ok()) {
+  if (auto s = cluster.StartDaemon(port, absl::Minutes(5)); !s.ok()) {
     std::cerr << "fleet_scale: restart: " << s << "\n";
     return 1;
   }
@@ -435,7 +452,7 @@ int main(int argc, char** argv) {
   } else {
     for (const auto& [key, value] : report.items()) std::cout << absl::StrFormat("%-32s %s\n", key, value.dump());
   }
-  const bool healthy = failed_submits == 0 && to_running_ms.size() == submitted.size() && first_placement >= 0 &&
+  const bool healthy = failed_submits.load() == 0 && to_running_ms.size() == submitted.size() && first_placement >= 0 &&
                        report["restart_kills"] == 0 && relaunched == 0 && fleet_reregistered >= o.nodes;
   if (!healthy) std::cerr << "fleet_scale: some submissions failed, did not start, or the restart disturbed jobs\n";
   return healthy ? 0 : 1;

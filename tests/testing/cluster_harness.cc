@@ -243,7 +243,7 @@ void TestCluster::Connect() {
   cluster_ = pb::ClusterService::NewStub(channel_);
 }
 
-absl::Status TestCluster::StartDaemon(int port) {
+absl::Status TestCluster::StartDaemon(int port, absl::Duration patience) {
   const std::string port_file = dir() + "/daemon.port";
   std::filesystem::remove(port_file);
   std::vector<std::string> argv = {
@@ -264,7 +264,7 @@ absl::Status TestCluster::StartDaemon(int port) {
   auto daemon = ChildProcess::Spawn(argv, dir() + "/daemon.log");
   if (!daemon.ok()) return daemon.status();
   daemon_ = *std::move(daemon);
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;) {
+  for (absl::Time deadline = absl::Now() + patience; absl::Now() < deadline;) {
     if (std::filesystem::exists(port_file)) {
       port_ = std::atoi(ReadFile(port_file).c_str());
       Connect();

@@ -93,8 +93,8 @@ class TestCluster {
   explicit TestCluster(Options options);
   ~TestCluster();
 
-  // Starts hetpoold (on `port`, or a free one) and waits until it serves.
-  absl::Status StartDaemon(int port = 0);
+  // Starts hetpoold (on `port`, or a free one) and waits until it serves (at most `patience`).
+  absl::Status StartDaemon(int port = 0, absl::Duration patience = absl::Seconds(20));
   absl::Status StartAgent(size_t index);
   // Daemon, every agent, and waits until all nodes are Ready.
   absl::Status Start();

@@ -100,6 +100,7 @@ void ClusterState::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     changed_.SignalAll();
+    for (auto& [name, node] : nodes_.entries()) node.orders_changed->SignalAll();
   }
   if (loop_.joinable()) loop_.join();
 }
@@ -382,7 +383,8 @@ absl::StatusOr<std::optional<pb::Orders>> ClusterState::WaitOrders(const std::st
     const NodeEntry& node = *nodes_.Find(node_name);
     if (node.orders_version > after_version) return std::optional<pb::Orders>(reconciler_.OrdersFor(node));
     if (Now() >= deadline) return std::optional<pb::Orders>();
-    changed_.WaitWithDeadline(&mu_, deadline);
+    const std::shared_ptr<absl::CondVar> orders_changed = node.orders_changed;  // outlives a re-registration
+    orders_changed->WaitWithDeadline(&mu_, deadline);
   }
 }
 

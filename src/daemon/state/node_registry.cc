@@ -122,6 +122,7 @@ absl::StatusOr<NodeEntry*> NodeRegistry::Session(const std::string& node, const 
 
 void NodeRegistry::BumpOrders(NodeEntry& node) {
   ++node.orders_version;
+  node.orders_changed->SignalAll();
   wakeups_.Changed();
 }
 

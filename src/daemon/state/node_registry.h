@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hetpool/device.h"
 #include "hetpool/v1/agent.pb.h"
@@ -34,6 +36,10 @@ struct NodeEntry {
   uint64_t orders_version = 0;    // bumped whenever what the node should run changes
   uint64_t applied_version = 0;   // the orders version the agent last said it acted on
   Claims claims;
+  // Signalled (under the state lock) when orders_version moves and when the daemon stops: the
+  // node's order stream waits on its own node, not on every change in the pool (a thousand
+  // streams woken by every heartbeat cost more than the heartbeats).
+  std::shared_ptr<absl::CondVar> orders_changed = std::make_shared<absl::CondVar>();
 
   bool schedulable() const { return ready && !record.drained(); }
 };

@@ -227,14 +227,18 @@ void SchedulingCycle::OfferPreemptors(PassState& pass) {
 
 void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now) {
   const absl::Time started = absl::Now();
-  absl::Cleanup observe = [&] {
-    if (options_.observer != nullptr) options_.observer->SchedulingPass(absl::Now() - started, only == nullptr);
-  };
   FairShareLedger* const fair_share = options_.fair_share;
   if (fair_share != nullptr) {
     GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);
     fair_share->Observe(now, std::move(holdings.capacity), std::move(holdings.held));
   }
+  // A pass for new submissions when there are none places nothing: the views of every node
+  // (most of a pass's cost in a large pool) are not built for it. Each tick of an idle daemon
+  // used to rebuild them all.
+  if (only != nullptr && only->empty()) return;
+  absl::Cleanup observe = [&] {
+    if (options_.observer != nullptr) options_.observer->SchedulingPass(absl::Now() - started, only == nullptr);
+  };
   PassState pass;
   // The first job that waits for capacity (the head of the queue) reserves the nodes closest to
   // holding it; jobs behind it may use other devices (backfill) but not the ones it could use
