@@ -46,9 +46,10 @@ bool KeepsEmbeddingsIn16Bit(Precision p) {
 }
 
 // Live bytes of one layer's forward pass on `tokens` tokens at once with no autograd (serving),
-// from `sequences` sequences, each query attending over at most `keys` keys: the residual stream and the norm's output,
-// plus the larger of the attention phase and the MLP phase (tensors are freed as the layer
-// goes, so the two phases do not add up).
+// from `sequences` sequences, each query attending over at most `keys` keys: the residual stream
+// and the norm's output, plus the larger of the attention phase and the MLP phase (tensors are
+// freed as the layer goes, so the two phases do not add up). In a MoE model with leading dense
+// layers the larger of its two kinds of MLP.
 double ServingLayerWorkspace(const ModelSpec& m, const Workload& w, const Layout& l, double tokens, double keys,
                              double sequences) {
   const double e = ActivationBytes(w), t = l.tp;
@@ -63,19 +64,20 @@ double ServingLayerWorkspace(const ModelSpec& m, const Workload& w, const Layout
   } else {
     attention += heads * tokens * 4;  // log-sum-exp
   }
-  const int64_t last = m.layers - 1;
+  const double matrices = m.mlp == MlpKind::kGated ? 3 : 2;
   double mlp = 0;
-  if (!m.IsMoeLayer(last)) {
+  if (!m.IsMoe() || m.dense_layers > 0) {
     // Gated: act(gate), up and their product alive at once; plain: the up projection and GELU.
-    mlp = (m.mlp == MlpKind::kGated ? 3 : 2) * tokens * static_cast<double>(m.intermediate) / t * e;
-  } else {
+    mlp = matrices * tokens * static_cast<double>(m.intermediate) / t * e;
+  }
+  if (m.IsMoe()) {
     // Experts run one after another on their tokens (HF's and vLLM's unfused paths): the output
     // accumulator, one expert's gathered inputs and intermediates (routing leaves an expert at
     // most about twice its even share), the shared expert's, and the router's fp32 scores.
     const double per_expert = std::min(tokens, std::ceil(2 * tokens * m.experts_per_token / m.experts));
-    const double matrices = m.mlp == MlpKind::kGated ? 3 : 2;
-    mlp = tokens * h * e + per_expert * (h + matrices * m.ExpertWidth() / t) * e +
-          matrices * tokens * static_cast<double>(m.shared_intermediate) / t * e + tokens * m.experts * 4;
+    mlp = std::max(mlp, tokens * h * e + per_expert * (h + matrices * m.ExpertWidth() / t) * e +
+                            matrices * tokens * static_cast<double>(m.shared_intermediate) / t * e +
+                            tokens * m.experts * 4);
   }
   return 2 * tokens * h * e + std::max(attention, mlp);
 }
@@ -89,7 +91,6 @@ int64_t PrefillTokens(const Workload& w) {
 }
 
 double StoredBytesPer(Precision p) { return BytesPer(p) + (p == Precision::kInt4 ? 2.0 / 128 : 0); }
-
 
 // Korthikanti et al. count, for a GeLU MLP with i = 4h and 16-bit tensors,
 // sbh(34 + 5as/h) = sbh(10 + 24/t + 5as/(ht)) bytes with tensor parallelism t; the terms below

@@ -146,11 +146,11 @@ StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, con
   const double compute_s = flops / (l.Devices() * peak * fig.mfu);
   const double layers = std::ceil(static_cast<double>(m.layers) / l.pp);
   const LinkSpeed tensor_link = TensorLink(l, cls, fig);
+  const double e = w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4 : 2;  // activations
   StepTime t;
   if (w.mode == Mode::kTrain) {
     const double micro = static_cast<double>(w.grad_accum);
     const double bubble = (micro + l.pp - 1) / micro;
-    const double e = w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4 : 2;
     const double activation = static_cast<double>(w.seq) * w.micro_batch * m.hidden * e;
     const double tensor = layers * 4 * micro * AllReduceSeconds(activation, l.tp, tensor_link);
     // Gradients of this rank's share of the model, in their own type (fp32 under autocast).
@@ -169,7 +169,6 @@ StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, con
     t.seconds = compute_s * bubble + t.comm;
     return t;
   }
-  const double e = w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4 : 2;
   t.comm = l.pp * layers * 2 * AllReduceSeconds(static_cast<double>(w.batch) * m.hidden * e, l.tp, tensor_link);
   double seconds = compute_s;
   const double bandwidth = cls.example.capability.bandwidth_gbps * 1e9 * fig.bandwidth_utilisation;
