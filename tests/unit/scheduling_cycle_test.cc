@@ -52,6 +52,46 @@ TEST_F(SchedulingCycleTest, APlacementIsBoundStoredAndClaimed) {
   EXPECT_EQ(free, 2);
 }
 
+// Issue 19: views of unchanged nodes are reused (same content, same generation) and rebuilt as
+// soon as what they show changes: claims, schedulability, a new inventory.
+TEST_F(SchedulingCycleTest, ViewsOfUnchangedNodesAreReusedAndChangedOnesRebuilt) {
+  parts_.Register("a", 4);
+  parts_.Register("b", 4);
+  auto free_on = [&](const std::vector<scheduler::NodeView>& views, const std::string& node) {
+    int free = 0;
+    for (const auto& view : views) {
+      if (view.name != node) continue;
+      for (const auto& dv : view.devices) free += dv.free;
+    }
+    return free;
+  };
+  const auto before = cycle_.NodeViews(false);
+  const auto again = cycle_.NodeViews(false);
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_EQ(before[0].generation, again[0].generation);
+  EXPECT_EQ(before[1].generation, again[1].generation);
+
+  JobEntry& job = Submit(TrainingSpec(1, 2));
+  cycle_.Run(parts_.now);
+  ASSERT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED) << job.job.message();
+  const std::string used = job.job.placement(0).node();
+  const auto placed = cycle_.NodeViews(false);
+  EXPECT_EQ(free_on(placed, used), 2) << "the claim shows";
+  EXPECT_EQ(free_on(placed, used == "a" ? "b" : "a"), 4);
+  EXPECT_EQ(free_on(cycle_.NodeViews(true), used), 4) << "as if nothing were held";
+
+  NodeEntry& node = *parts_.nodes.Find(used);
+  node.ready = false;  // a lapsed lease
+  for (const auto& view : cycle_.NodeViews(false)) {
+    if (view.name == used) {
+      EXPECT_FALSE(view.schedulable);
+    }
+  }
+  node.ready = true;
+  parts_.Register(used, 8);  // registers again with more cards: a new inventory
+  EXPECT_EQ(free_on(cycle_.NodeViews(true), used), 8);
+}
+
 TEST_F(SchedulingCycleTest, WithoutFreedCapacityOnlyNewSubmissionsAreOffered) {
   parts_.Register("a", 2);
   Submit(TrainingSpec(1, 2));

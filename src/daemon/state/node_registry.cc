@@ -57,6 +57,7 @@ void NodeRegistry::Load(std::vector<pb::Node> records, absl::Time now) {
     NodeEntry& node = nodes_[record.name()];
     node.record = std::move(record);
     node.inventory = *std::move(inventory);
+    node.inventory_revision = ++last_inventory_revision_;
     node.ready = false;
     node.last_heartbeat = now;  // one lease of grace to re-register
     node.orders_version = version_base;
@@ -96,6 +97,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   *node.record.mutable_labels() = req.labels();
   *node.record.mutable_inventory() = req.inventory();
   node.inventory = std::move(inventory);
+  node.inventory_revision = ++last_inventory_revision_;
   node.session_id = NewSessionId();
   node.ready = true;
   node.last_heartbeat = now;
@@ -133,6 +135,7 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
     if (!d.healthy) spdlog::warn("node {}: {} unhealthy: {}", node.record.name(), d.id, d.health_message);
   }
   node.inventory = std::move(parsed);
+  node.inventory_revision = ++last_inventory_revision_;
   const bool lasting_change = !SameLastingInventory(node.record.inventory(), reported);
   *node.record.mutable_inventory() = reported;
   if (!lasting_change) return false;

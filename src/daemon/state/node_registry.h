@@ -30,6 +30,9 @@ namespace pb = ::hetpool::v1;
 struct NodeEntry {
   pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
   NodeInventory inventory;
+  // Set, unique across the registry's life, whenever `inventory` or `record` is replaced (the
+  // scheduling cycle reuses a node's view while it and the claims are unchanged).
+  uint64_t inventory_revision = 0;
   std::string session_id;
   bool ready = false;
   absl::Time last_heartbeat;
@@ -90,6 +93,7 @@ class NodeRegistry {
   Wakeups& wakeups_;
   const PortRange ports_;
   std::map<std::string, NodeEntry> nodes_;
+  uint64_t last_inventory_revision_ = 0;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
 };
 

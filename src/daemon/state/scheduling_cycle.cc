@@ -39,6 +39,19 @@ scheduler::NodeView* ViewNamed(std::vector<scheduler::NodeView>& views, const st
   return it == views.end() || it->name != name ? nullptr : &*it;
 }
 
+// What a node's view reads of its claims, as text: two claim sets with the same signature hold
+// the same devices, shares and host resources.
+std::string ClaimsSignature(const Claims& claims) {
+  std::string out;
+  for (const auto& [key, claim] : claims) {
+    absl::StrAppend(&out, key.first, "/", key.second, ":", claim.device_milli, ",", claim.device_memory_mib, ",",
+                    claim.cpu_milli, ",", claim.host_memory_mib);
+    for (const std::string& id : claim.device_ids) absl::StrAppend(&out, ",", id);
+    out.push_back(';');
+  }
+  return out;
+}
+
 // `a` and `b` together.
 HeldCards Merged(HeldCards a, const HeldCards& b) {
   for (const auto& [node, devices] : b) a[node].insert(devices.begin(), devices.end());
@@ -117,6 +130,21 @@ std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const
 }
 
 scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
+  if (without != nullptr && !all_free) return BuildView(node, all_free, without);
+  CachedView& cached = (all_free ? free_views_ : held_views_)[node.record.name()];
+  std::string claims = all_free ? std::string() : ClaimsSignature(node.claims);
+  const bool schedulable = all_free || node.schedulable();
+  if (cached.inventory_revision != node.inventory_revision || cached.schedulable != schedulable ||
+      cached.claims != claims || cached.view.name.empty()) {
+    cached.view = BuildView(node, all_free, nullptr);
+    cached.inventory_revision = node.inventory_revision;
+    cached.schedulable = schedulable;
+    cached.claims = std::move(claims);
+  }
+  return cached.view;
+}
+
+scheduler::NodeView SchedulingCycle::BuildView(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
   scheduler::NodeView view;
   view.name = node.record.name();
   view.schedulable = all_free || node.schedulable();

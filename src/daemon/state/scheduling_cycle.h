@@ -75,8 +75,10 @@ class SchedulingCycle {
   struct PassState;
 
   void Pass(const std::vector<std::string>* only, absl::Time now);
-  // `without`: claims left out (as if those jobs had stopped).
+  // `without`: claims left out (as if those jobs had stopped). A node whose inventory,
+  // schedulability and claims are as they were gets its cached view back.
   scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without = nullptr) const;
+  scheduler::NodeView BuildView(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const;
   // Rebuilds the view of `name` in `views` after its claims changed.
   void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& held) const;
   // Offers the job to the policy and binds it; on a placement, counts it in the ledgers and
@@ -91,6 +93,16 @@ class SchedulingCycle {
   // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
   static Reservation ReservationFor(const scheduler::PlacementRequest& request,
                                     const std::vector<scheduler::NodeView>& views);
+
+  // Every node's last view, with what it was built from: a pass, and every submission's "can it
+  // ever fit" check, would otherwise rebuild (and hash) every node of a large pool each time.
+  struct CachedView {
+    uint64_t inventory_revision = 0;
+    bool schedulable = false;
+    std::string claims;  // ClaimsSignature of the claims it was built with
+    scheduler::NodeView view;
+  };
+  mutable std::map<std::string, CachedView> held_views_, free_views_;
 
   JobTable& jobs_;
   NodeRegistry& nodes_;
