@@ -1,10 +1,9 @@
 #include "src/daemon/state/scheduling_cycle.h"
 
-#include "absl/cleanup/cleanup.h"
-
 #include <algorithm>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "drivers/backend_factory.h"
