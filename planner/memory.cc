@@ -12,7 +12,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Parameters held by the first pipeline stage of one tensor-parallel rank: its share of the
 // layers plus the input embedding (and the output projection too when there is one stage).
 // `embeddings` receives the embedding part (quantised checkpoints keep it in 16 bits).
-double StageParams(const ModelSpec& m, const Layout& l, double* embeddings = nullptr) {
+double StageParams(const ModelSpec& m, const Layout& l, double* embeddings) {
   const int64_t layers = CeilDiv(m.layers, l.pp);
   const int64_t embedding = l.pp == 1 ? m.EmbeddingParams() : m.InputEmbeddingParams();
   if (embeddings) *embeddings = static_cast<double>(embedding) / l.tp;
@@ -197,12 +197,11 @@ int64_t TrainableParams(const ModelSpec& model, const Workload& w) {
 
 MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layout& l) {
   MemoryBreakdown out;
-  const double stage_params = StageParams(m, l);
+  double embeddings = 0;  // of the stage's parameters, the embeddings (kept 16-bit when quantised)
+  const double stage_params = StageParams(m, l, &embeddings);
   const double dp = l.dp;
 
   if (w.mode == Mode::kInfer) {
-    double embeddings = 0;
-    StageParams(m, l, &embeddings);
     const double quantised_embeddings = KeepsEmbeddingsIn16Bit(w.precision) ? embeddings : 0;
     out.weights = (stage_params - quantised_embeddings) * StoredBytesPer(w.precision) + quantised_embeddings * 2;
     const double layers = static_cast<double>(CeilDiv(m.layers, l.pp));
@@ -254,8 +253,6 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
       0.0, trained - (w.lora_rank > 0 ? 0.0 : static_cast<double>(m.InputEmbeddingParams()) / l.tp));
   double frozen_bytes = frozen * frozen_b;
   if (frozen > 0 && KeepsEmbeddingsIn16Bit(p)) {  // a quantised base keeps its embeddings in 16 bits
-    double embeddings = 0;
-    StageParams(m, l, &embeddings);
     frozen_bytes += embeddings * (2 - frozen_b);
   }
   out.weights = (trained * weight_b + frozen_bytes) / shard_weights + autocast_params * autocast_copy_b;

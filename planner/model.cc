@@ -108,6 +108,13 @@ const char* FirstKey(const nlohmann::json& j, std::initializer_list<const char*>
   return *keys.begin();
 }
 
+// Stores a field read by IntField, or passes its error on.
+absl::Status set(int64_t& out, absl::StatusOr<int64_t> v) {
+  if (!v.ok()) return v.status();
+  out = *v;
+  return absl::OkStatus();
+}
+
 bool BoolField(const nlohmann::json& j, const char* key, bool fallback) {
   auto it = j.find(key);
   return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
@@ -129,11 +136,6 @@ int64_t AttentionParams(const ModelSpec& m) {
 
 // Sets the GPT-family fields of a config.json (gpt2, gptj, gpt_neox).
 absl::Status ReadGptStyle(const nlohmann::json& j, const std::string& type, ModelSpec& m) {
-  auto set = [](int64_t& out, absl::StatusOr<int64_t> v) -> absl::Status {
-    if (!v.ok()) return v.status();
-    out = *v;
-    return absl::OkStatus();
-  };
   absl::Status s;
   if (!(s = set(m.layers, IntField(j, FirstKey(j, {"n_layer", "num_hidden_layers"}), {}))).ok()) return s;
   if (!(s = set(m.hidden, IntField(j, FirstKey(j, {"n_embd", "hidden_size"}), {}))).ok()) return s;
@@ -277,11 +279,6 @@ absl::StatusOr<ModelSpec> ParseHfConfig(absl::string_view json_text, absl::strin
         "config.json: model_type '", type, "' uses multi-head latent attention (kv_lora_rank: DeepSeek-V2/V3), "
         "which the planner does not model; known: ", absl::StrJoin(KnownFamilies(), ", ")));
   }
-  auto set = [](int64_t& out, absl::StatusOr<int64_t> v) -> absl::Status {
-    if (!v.ok()) return v.status();
-    out = *v;
-    return absl::OkStatus();
-  };
   absl::Status s;
   if (!(s = set(m.layers, IntField(j, FirstKey(j, {"num_hidden_layers", "num_layers", "n_layer"}), {}))).ok()) return s;
   if (!(s = set(m.hidden, IntField(j, FirstKey(j, {"hidden_size", "n_embd"}), {}))).ok()) return s;

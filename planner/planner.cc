@@ -265,21 +265,27 @@ void Finish(Plan& p, const PlanRequest& req, const PoolClass& cls, Precision com
   p.available_now = AvailableNow(cls, n);
 }
 
+// The largest tensor-parallel degree on the class: its link group, or without a fabric one node
+// (tensor parallelism over PCIe).
+int TensorParallelLimit(const PoolClass& cls) {
+  const int group = cls.LargestLinkGroup();
+  return group > 1 ? group : std::max(1, cls.MaxPerNode());
+}
+
 // The layout the request names, on one class: refused with the reason when the class has too
 // few cards or its tensor degree leaves the link group (or, without a fabric, the node).
 Plan PlanFixedLayout(const Plan& row, const PlanRequest& req, const PoolClass& cls, const PriceTable& prices,
                      const ClassFigures& fig, Precision compute, const Layout& layout) {
   Plan plan = row;
-  const int group = cls.LargestLinkGroup();
-  const int tp_limit = group > 1 ? group : std::max(1, cls.MaxPerNode());
+  const int tp_limit = TensorParallelLimit(cls);
   if (layout.Devices() > plan.class_total) {
     plan.reason = absl::StrCat(LayoutName(layout, 0), " needs ", layout.Devices(), " cards; the class has ",
                                plan.class_total);
     return plan;
   }
   if (layout.tp > tp_limit) {
-    plan.reason = absl::StrCat("TP", layout.tp, " does not fit in one ", group > 1 ? "link group" : "node", " (",
-                               tp_limit, " cards)");
+    plan.reason = absl::StrCat("TP", layout.tp, " does not fit in one ", cls.LargestLinkGroup() > 1 ? "link group" : "node",
+                               " (", tp_limit, " cards)");
     return plan;
   }
   Plan p = EvaluateLayout(plan, req, cls, prices, fig, compute, layout);
@@ -308,9 +314,7 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
     return plan;
   }
   if (req.layout) return PlanFixedLayout(plan, req, cls, prices, fig, *compute, *req.layout);
-  const int group = cls.LargestLinkGroup();
-  const int per_node = std::max(1, cls.MaxPerNode());
-  const int tp_limit = group > 1 ? group : per_node;  // no fabric: tensor parallel over PCIe, in one node
+  const int tp_limit = TensorParallelLimit(cls);
 
   std::optional<Plan> best;
   double least_required = std::numeric_limits<double>::infinity();
@@ -427,8 +431,10 @@ absl::string_view ObjectiveName(Objective objective) {
 namespace {
 
 absl::Status ValidateLayout(const Layout& layout, const ModelSpec& model) {
-  if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.Devices() > 1 << 20) {
-    return absl::InvalidArgumentError(absl::StrCat("layout: tensor, pipeline and data degrees must be at least 1 (",
+  constexpr int kMaxDegree = 1 << 20;
+  if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.tp > kMaxDegree || layout.pp > kMaxDegree ||
+      layout.dp > kMaxDegree || int64_t{layout.tp} * layout.pp * layout.dp > kMaxDegree) {
+    return absl::InvalidArgumentError(absl::StrCat("layout: tensor, pipeline and data degrees must be at least 1, and use at most 1048576 cards (",
                                                    LayoutName(layout, 0), ")"));
   }
   if (model.heads % layout.tp != 0) {
@@ -443,17 +449,6 @@ absl::Status ValidateLayout(const Layout& layout, const ModelSpec& model) {
 }
 
 }  // namespace
-
-absl::StatusOr<Plan> PlanWithLayout(const PlanRequest& req, const PoolClass& cls, const PriceTable& prices,
-                                    const Layout& layout) {
-  if (absl::Status s = Validate(req.model); !s.ok()) return s;
-  if (absl::Status s = Validate(req.workload); !s.ok()) return s;
-  if (absl::Status s = ValidateLayout(layout, req.model); !s.ok()) return s;
-  PlanRequest fixed = req;
-  fixed.cards = 0;
-  fixed.layout = layout;
-  return PlanClass(fixed, cls, prices);
-}
 
 std::string LayoutName(const Layout& l, int zero_stage) {
   std::string s = absl::StrCat("TP", l.tp, " PP", l.pp, " DP", l.dp);

@@ -70,12 +70,6 @@ struct PlanResult {
 absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vector<PoolClass>& classes,
                                     const PriceTable& prices);
 
-// One given layout on one class, as MakePlan evaluates its candidates: memory, whether it fits
-// (the reason when not), step time with communication, time and cost for the budget. Whole-node
-// counts are not required: "what would my layout take", and the published-runs check.
-absl::StatusOr<Plan> PlanWithLayout(const PlanRequest& request, const PoolClass& cls, const PriceTable& prices,
-                                    const Layout& layout);
-
 // Model FLOPs per token (6N + attention for training, 2N + attention per generated token), what
 // MFU is measured against: recomputation is not counted.
 double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);

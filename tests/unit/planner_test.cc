@@ -363,12 +363,20 @@ TEST(PlannerMemory, ZeroThreeAgreesWithDeepSpeedsEstimate) {
   auto plan = MakePlan(req, classes, PriceTable{});
   ASSERT_TRUE(plan.ok() && plan->plans[0].feasible) << plan.status();
   EXPECT_EQ(LayoutName(plan->plans[0].layout, plan->plans[0].zero_stage), "TP8 PP2 DP1");
+  // The one class's plan for a named layout.
+  auto with_layout = [&](Layout layout) -> absl::StatusOr<Plan> {
+    PlanRequest named = req;
+    named.layout = layout;
+    auto result = MakePlan(named, classes, PriceTable{});
+    if (!result.ok()) return result.status();
+    return result->plans.at(0);
+  };
   for (int pp : {1, 2}) {
-    auto with_replicas = PlanWithLayout(req, classes[0], PriceTable{}, Layout{8, pp, 16 / (8 * pp)});
+    auto with_replicas = with_layout(Layout{8, pp, 16 / (8 * pp)});
     ASSERT_TRUE(with_replicas.ok());
     EXPECT_EQ(with_replicas->feasible, pp == 2) << "TP8 PP" << pp;
   }
-  auto dp3 = PlanWithLayout(req, classes[0], PriceTable{}, Layout{8, 1, 3});
+  auto dp3 = with_layout(Layout{8, 1, 3});
   ASSERT_TRUE(dp3.ok() && dp3->feasible) << (dp3.ok() ? dp3->reason : dp3.status().ToString());
   EXPECT_EQ(dp3->zero_stage, 3);
   EXPECT_NEAR(dp3->memory.weights + dp3->memory.gradients + dp3->memory.optimizer + dp3->memory.master,
@@ -486,6 +494,8 @@ TEST(Planner, ANamedLayoutIsEvaluatedOnEveryClass) {
   }
   req.layout = Layout{3, 1, 1};
   EXPECT_EQ(MakePlan(req, classes, PriceTable{}).status().message(), "layout: TP3 does not divide the 32 heads");
+  req.layout = Layout{1 << 20, 1 << 20, 1 << 20};  // a product past int's range is refused, not computed
+  EXPECT_NE(MakePlan(req, classes, PriceTable{}).status().message().find("at most 1048576 cards"), std::string::npos);
 }
 
 // ZeRO shards over data-parallel replicas: with one there is nothing to shard, so the plan says
@@ -616,8 +626,10 @@ TEST(Planner, ReproducesPublishedTrainingThroughputWithin20Percent) {
     auto prices = ParsePriceTable(absl::StrCat(R"({"classes": [{"match": "A100", "mfu": )", mfu, "}]}"));
     ASSERT_TRUE(prices.ok()) << prices.status();
 
-    auto plan = PlanWithLayout(req, classes[0], *prices, layout);
-    ASSERT_TRUE(plan.ok()) << r.name << ": " << plan.status();
+    req.layout = layout;
+    auto result = MakePlan(req, classes, *prices);
+    ASSERT_TRUE(result.ok()) << r.name << ": " << result.status();
+    const Plan* plan = &result->plans.at(0);
     ASSERT_TRUE(plan->feasible) << r.name << ": " << plan->reason;
     const double predicted = 2048.0 * req.workload.grad_accum * layout.dp / plan->step_seconds;
     EXPECT_NEAR(predicted / reported, 1.0, 0.20)
