@@ -3,7 +3,8 @@
 # certificates (deploy/pki.sh) and a user token, starts hetpoold with its embedded store and two
 # agents simulating a mixed NVIDIA / MetaX / Cambricon pool on 127.0.0.1, all over mutual TLS,
 # submits the example DDP job across 2 nodes x 2 processes as that user, waits for it, prints its
-# state and the loss from its logs, and stops everything. Run as root, the agents start the job's
+# state and the loss from its logs, then the example job across vendors (H100s and MLU370s in one
+# job, its batch split by speed: docs/mixed-vendor.md), and stops everything. Run as root, the agents start the job's
 # processes under a uid of the user's own (the default for users without a mapped account).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +50,9 @@ echo "   listening on $HETPOOL_SERVER"
 # account the job runs as.
 shared=$run_dir/shared
 mkdir -p "$shared/deploy/examples"
-cp deploy/examples/train_ddp.py "$shared/deploy/examples/"
+cp deploy/examples/train_ddp.py deploy/examples/train_mixed.py "$shared/deploy/examples/"
+mkdir -p "$shared/python/hetpool"
+cp python/hetpool/__init__.py python/hetpool/dist.py "$shared/python/hetpool/"  # hetpool.dist, torch only
 chmod -R a+rX "$shared"
 for node in node-a node-b; do
   "$bin/hetpool-agent" --node-name "$node" --work-dir "$run_dir/$node" \
@@ -78,4 +81,13 @@ echo "== loss (rank 0)"
 "$bin/hetpoolctl" logs "$job" --rank 0 | grep -E "loss" | sed -n '1p;$p'
 echo "== what would serving llama-2-7b to 8 users take on this pool? (docs/planner.md)"
 "$bin/hetpoolctl" plan --model llama-2-7b --mode infer --batch 8 --context 4096 || true
+
+echo "== submitting deploy/examples/mixed-job.json (H100s and MLU370s in one job: docs/mixed-vendor.md)"
+mixed=$(cd "$shared" && "$bin/hetpoolctl" submit -f "$repo/deploy/examples/mixed-job.json")
+echo "   $mixed"
+"$bin/hetpoolctl" wait "$mixed" --timeout 600s || status=$?
+"$bin/hetpoolctl" get "$mixed" | grep -E "^(state|vendor|collective|batch|placement):"
+"$bin/hetpoolctl" logs "$mixed" --rank 0 | grep -E "final loss"
+echo "== training llama-2-7b on all of it, modelled (hetpoolctl plan --mixed)"
+"$bin/hetpoolctl" plan --model llama-2-7b --mode train --grad-accum 32 --mixed || true
 exit $status

@@ -1,5 +1,7 @@
 #include "drivers/backend_factory.h"
 
+#include "drivers/collectives/collective_probe.h"
+
 #include <unistd.h>
 
 #include <map>
@@ -120,6 +122,7 @@ absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr
       if (sim_inventory->cpus > 0) inventory.cpus = sim_inventory->cpus;
       if (sim_inventory->memory_mib > 0) inventory.memory_mib = sim_inventory->memory_mib;
       if (!sim_inventory->hostname.empty()) inventory.hostname = sim_inventory->hostname;
+      inventory.collectives.insert(sim_inventory->collectives.begin(), sim_inventory->collectives.end());
     }
     inventory.simulated = inventory.simulated || backend->Simulated();
     auto devices = backend->Discover();
@@ -143,6 +146,10 @@ absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr
   for (auto& d : inventory.devices) ApplyFingerprint(specs, d);
   inventory.torch_devices = options.torch_devices.empty() ? DefaultTorchDevices(inventory.devices)
                                                           : options.torch_devices;
+  if (options.probe_collectives) {
+    const std::set<std::string> found = DiscoverCollectives(options.note);
+    inventory.collectives.insert(found.begin(), found.end());
+  }
   return inventory;
 }
 

@@ -33,6 +33,8 @@ struct CollectOptions {
   std::string sysfs_root = "/sys";
   const SpecTable* specs = nullptr;        // defaults when null
   std::set<std::string> torch_devices;     // empty: cpu + the torch device of each vendor found
+  bool probe_collectives = true;           // look for libflagcx.so (collective_probe.h)
+  std::function<void(const std::string&)> note;  // why a collective library that loads is not used
 };
 
 // cpu plus the torch device of every vendor present: what a node is assumed to run when nobody

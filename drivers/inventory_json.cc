@@ -171,7 +171,8 @@ absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
   if (!root.is_object()) return absl::InvalidArgumentError("inventory: must be a JSON object");
   FieldReader r(root, "inventory");
   // "backend" and "simulated" are accepted so --print-inventory output can be fed back in.
-  if (auto s = r.CheckKnownKeys({"hostname", "cpus", "memory_mib", "devices", "backend", "simulated", "torch_devices"});
+  if (auto s = r.CheckKnownKeys({"hostname", "cpus", "memory_mib", "devices", "backend", "simulated", "torch_devices",
+                                 "collectives"});
       !s.ok()) {
     return s;
   }
@@ -181,6 +182,16 @@ absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
   if (auto s = r.String("hostname", &inv.hostname); !s.ok()) return s;
   if (auto s = r.Integer("cpus", &inv.cpus, 0); !s.ok()) return s;
   if (auto s = r.Integer("memory_mib", &inv.memory_mib, 0); !s.ok()) return s;
+  // A simulated node may pose with a cross-vendor collective installed (docs/mixed-vendor.md).
+  if (auto collectives = root.find("collectives"); collectives != root.end()) {
+    if (!collectives->is_array()) return absl::InvalidArgumentError("inventory.collectives: must be an array");
+    for (const auto& c : *collectives) {
+      if (!c.is_string() || c.get<std::string>() != "flagcx") {
+        return absl::InvalidArgumentError("inventory.collectives: each entry must be \"flagcx\"");
+      }
+      inv.collectives.insert(c.get<std::string>());
+    }
+  }
   auto devices = root.find("devices");
   if (devices != root.end()) {
     if (!devices->is_array()) return absl::InvalidArgumentError("inventory.devices: must be an array");
@@ -264,6 +275,7 @@ nlohmann::json InventoryToJson(const NodeInventory& inv) {
           {"backend", inv.backend},
           {"simulated", inv.simulated},
           {"torch_devices", inv.torch_devices},
+          {"collectives", inv.collectives},
           {"devices", devices}};
 }
 

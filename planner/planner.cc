@@ -33,12 +33,12 @@ double PeakFlops(const PoolClass& cls, Precision p) {
   return it == peaks.end() ? 0 : it->second * 1e12;
 }
 
+}  // namespace
+
 double TokensPerStep(const Workload& w, const Layout& l) {
   if (w.mode == Mode::kInfer) return static_cast<double>(w.batch) * l.dp;
   return static_cast<double>(w.micro_batch) * w.seq * w.grad_accum * l.dp;
 }
-
-}  // namespace
 
 // 6N for training (forward + backward) or 2N per generated token, plus attention's score and
 // value products (Kaplan et al.: 2 x layers x context x attention width per forward token).

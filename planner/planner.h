@@ -74,6 +74,10 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vecto
 // MFU is measured against: recomputation is not counted.
 double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);
 
+// Tokens one step processes: micro batch x sequence x accumulation x data-parallel replicas
+// (serving: sequences x replicas).
+double TokensPerStep(const Workload& w, const Layout& l);
+
 // "TP4 PP2 DP1 ZeRO-3": how a layout is written everywhere (ZeRO only when stage > 0).
 std::string LayoutName(const Layout& layout, int zero_stage);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "drivers/fingerprint/card_speed.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "nlohmann/json.hpp"
 
@@ -178,6 +179,17 @@ absl::StatusOr<PriceTable> ParsePriceTable(absl::string_view json_text) {
 
 // Sustained model-FLOPs utilisation of large-model training: ~40% is what well-tuned Megatron
 // runs report on NVIDIA cards; the other stacks are younger, so we assume less until measured.
+std::optional<double> ModelledTflops(const DeviceRecord& card, Precision precision, const PriceTable& prices) {
+  const std::optional<double> peak = drivers::PeakTflops(card, precision);
+  if (!peak) return std::nullopt;
+  PoolClass cls;
+  cls.fingerprint = card.fingerprint;
+  cls.label = drivers::FingerprintLabel(card);
+  cls.example = card;
+  const ClassPricing* row = prices.Find(cls);
+  return *peak * (row && row->mfu ? *row->mfu : DefaultMfu(card.vendor));
+}
+
 double DefaultMfu(Vendor vendor) {
   switch (vendor) {
     case Vendor::kNvidia: return 0.40;

@@ -75,6 +75,11 @@ struct PriceTable {
 //               "pcie_gbytes_per_s": 16}, ...]}
 absl::StatusOr<PriceTable> ParsePriceTable(absl::string_view json_text);
 
+// A card's modelled compute for a job: its dense peak in `precision` x the MFU its class reaches
+// (the table's row for its class, else the vendor default), what the planner times steps with.
+// nullopt when the card has no peak figure for the precision.
+std::optional<double> ModelledTflops(const DeviceRecord& card, Precision precision, const PriceTable& prices);
+
 // Defaults when the table says nothing, by vendor (docs/planner.md says where they come from).
 double DefaultMfu(Vendor vendor);
 double DefaultBandwidthUtilisation();

@@ -117,6 +117,7 @@ uint64_t ContentGeneration(const NodeView& view) {
   h.Add(view.name);
   h.Add(static_cast<uint64_t>(view.schedulable) | static_cast<uint64_t>(view.context.metax_cuda_translation) << 1);
   for (const auto& t : view.context.torch_devices) h.Add(t);
+  for (const auto& c : view.context.collectives) h.Add(c);
   h.Add(view.rack);
   h.Add(static_cast<uint64_t>(view.cpu_milli_total));
   h.Add(static_cast<uint64_t>(view.cpu_milli_free));

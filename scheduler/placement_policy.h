@@ -52,6 +52,14 @@ struct Requirements {
   drivers::RunRequirements run;     // code, precisions, memory per device, versions (CanRun)
 };
 
+// One role group of a job across vendors: its own nodes, cards and requirements.
+struct RoleGroup {
+  std::string name;
+  int nnodes = 1;
+  int devices_per_node = 1;
+  Requirements requirements;
+};
+
 struct PlacementRequest {
   int nnodes = 1;
   int devices_per_node = 0;  // 0 = a CPU job: no devices, any node
@@ -66,6 +74,15 @@ struct PlacementRequest {
   // remembered apart, refusal_memo.h).
   std::function<std::optional<std::string>(const DeviceRecord&)> quota_blocked;
   std::string quota_owner;
+  // A job across vendors (role_groups.h): each group placed with its own shape and requirements
+  // (the fields above give the rest: host resources, quota), all groups or none; nnodes is their
+  // total. Or `mixed_vendors`: nnodes x devices_per_node, one vendor if one can hold it, else a
+  // group per vendor. Whole cards only.
+  std::vector<RoleGroup> groups;
+  bool mixed_vendors = false;
+  std::string collective;  // a job across vendors that asks for one (flagcx): only nodes that have it
+
+  bool Grouped() const { return !groups.empty() || mixed_vendors; }
   bool Fractional() const { return device_milli > 0 && device_milli < 1000; }
 };
 
@@ -75,11 +92,21 @@ struct NodeAssignment {
   int link_score = 0;  // average pairwise link score of the devices (link_score.h)
   int32_t device_milli = 1000;     // share held on each device
   uint64_t device_memory_mib = 0;  // memory held on each device
+  Vendor vendor = Vendor::kCpu;    // the node's cards' vendor (every node of a group shares one)
+  std::string group;               // a job across vendors: the node's role group
 };
 
 struct Placement {
-  Vendor vendor = Vendor::kCpu;  // every rank of a job shares one collective domain
-  std::vector<NodeAssignment> nodes;  // in node-rank order
+  // Every rank of a job shares one collective domain, except a job across vendors: its groups'
+  // vendors are in each NodeAssignment and this is the first group's.
+  Vendor vendor = Vendor::kCpu;
+  std::vector<NodeAssignment> nodes;  // in node-rank order (a job across vendors: group by group)
+  bool Mixed() const {
+    for (const auto& n : nodes) {
+      if (n.vendor != vendor) return true;
+    }
+    return false;
+  }
 };
 
 // Result meaning follows the Kubernetes scheduler: UNAVAILABLE = cannot be placed now but may be

@@ -178,7 +178,7 @@ _hetpoolctl() {
         --batch | --cards | --context | --grad-accum | --layout | --lora-rank | --micro-batch | --model | --prefill-chunk | --prompt | --seq | --tokens) return ;;
         --config | --pool | --prices) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --kv-precision | --precision) COMPREPLY=($(compgen -W "fp32 bf16 fp16 fp8 int8 int4" -- "$cur")); return ;;
-        --mixed) COMPREPLY=($(compgen -W "master autocast" -- "$cur")); return ;;
+        --mixed-precision) COMPREPLY=($(compgen -W "master autocast" -- "$cur")); return ;;
         --mode) COMPREPLY=($(compgen -W "train infer" -- "$cur")); return ;;
         --objective) COMPREPLY=($(compgen -W "cost time now" -- "$cur")); return ;;
         --optimizer) COMPREPLY=($(compgen -W "adamw adam sgd-momentum sgd" -- "$cur")); return ;;
@@ -187,7 +187,7 @@ _hetpoolctl() {
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--attention --batch --cards --config --context --dropout --grad-accum --kv-precision --layout --list-models --lora-all-linear --lora-rank --micro-batch --mixed --mode --model --no-sequence-parallel --objective --optimizer --pool --precision --prefill-chunk --prices --prompt --recompute --seq --tokens --wide --zero --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--attention --batch --cards --config --context --dropout --grad-accum --kv-precision --layout --list-models --lora-all-linear --lora-rank --micro-batch --mixed --mixed-precision --mode --model --no-sequence-parallel --objective --optimizer --pool --precision --prefill-chunk --prices --prompt --recompute --seq --tokens --wide --zero --help" -- "$cur"))
         return
       fi
       COMPREPLY=($(compgen -f -- "$cur"))

@@ -39,6 +39,7 @@ struct RunRequirements {
 struct RunContext {
   std::set<std::string> torch_devices;  // torch plugins installed: cuda, mlu, xpu, cpu
   bool metax_cuda_translation = false;  // operator enabled a CUDA translation layer on MetaX
+  std::set<std::string> collectives;    // collective libraries across vendors installed: flagcx
 };
 
 enum class Compatibility { kNo = 0, kTranslated = 1, kNative = 2 };

@@ -75,6 +75,7 @@ struct NodeInventory {
   std::string backend;
   bool simulated = false;
   std::set<std::string> torch_devices;  // torch plugins the node can run: cuda, mlu, xpu, cpu
+  std::set<std::string> collectives;    // collective libraries across vendors found: flagcx
 };
 
 }  // namespace hetpool

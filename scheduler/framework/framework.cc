@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "scheduler/link_score.h"
+#include "scheduler/framework/role_groups.h"
 
 namespace hetpool::scheduler {
 namespace {
@@ -144,6 +145,12 @@ absl::StatusOr<Placement> Framework::Place(const PlacementRequest& request, cons
 }
 
 absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
+  if (request.Grouped()) {  // each group decided like a job of its own (and remembered as one)
+    return PlaceRoleGroups(request, nodes, [this](const PlacementRequest& group, const std::vector<NodeView>& views) {
+      mu_.AssertHeld();
+      return DecideLocked(group, views);
+    });
+  }
   const uint64_t views_key = RefusalMemo::ViewsKey(nodes);
   if (views_key == 0) return PlaceLocked(request, nodes);
   const std::string request_key = RefusalMemo::RequestKey(request);
@@ -370,6 +377,7 @@ absl::StatusOr<Placement> Framework::PermitOrFail(CycleState& state, Placement p
       return s;
     }
   }
+  for (NodeAssignment& node : placement.nodes) node.vendor = placement.vendor;
   return placement;
 }
 

@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   }
   options.collect.specs = &specs;
   options.collect.torch_devices = {torch_devices.begin(), torch_devices.end()};
+  options.collect.note = backend_options.note;
   if (print_inventory) {
     auto inv = hetpool::drivers::CollectInventory(*created, options.collect);
     if (!inv.ok()) return Fail(inv.status().message());

@@ -212,6 +212,13 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
     spec.env["HETPOOL_PLANNED_TORCH_DEVICE"] = plan.torch_device();
     spec.env["HETPOOL_DIST_BACKEND"] = "gloo";
     spec.env["HETPOOL_TORCH_DEVICE"] = "cpu";
+    // A job across vendors: its groups' libraries are vendor kernels too.
+    for (const char* var : {"HETPOOL_INTRA_BACKEND", "HETPOOL_INTER_BACKEND"}) {
+      auto it = spec.env.find(var);
+      if (it == spec.env.end()) continue;
+      spec.env[absl::StrCat("HETPOOL_PLANNED_", absl::string_view(var).substr(8))] = it->second;
+      it->second = "gloo";
+    }
     spec.note = absl::StrCat("simulated devices: planned ", plan.dist_backend(), " on ",
                              plan.torch_device(), ", running gloo on CPU");
   }

@@ -43,6 +43,14 @@ std::string NodeCount(const pb::JobSpec& spec) {
   return absl::StrCat(spec.elastic_nnodes().min(), "-", spec.elastic_nnodes().max());
 }
 
+// "2x4", "1-4x2" (elastic), "2x8+1x8" (role groups).
+std::string ShortShape(const pb::JobSpec& spec) {
+  if (spec.groups_size() == 0) return absl::StrCat(NodeCount(spec), "x", spec.devices_per_node());
+  std::vector<std::string> groups;
+  for (const auto& g : spec.groups()) groups.push_back(absl::StrCat(g.nnodes(), "x", g.devices_per_node()));
+  return absl::StrJoin(groups, "+");
+}
+
 // "2 node(s)"; an elastic job's range and, once placed, how many it runs on now.
 std::string NodesShape(const pb::Job& job) {
   const pb::JobSpec& spec = job.spec();
@@ -52,6 +60,22 @@ std::string NodesShape(const pb::Job& job) {
   return out;
 }
 
+// "2 node(s) x 4 device(s), 4 process(es) per node"; a job across vendors names its groups.
+std::string Shape(const pb::Job& job) {
+  const pb::JobSpec& spec = job.spec();
+  if (spec.groups_size() == 0) {
+    return absl::StrCat(NodesShape(job), " x ", spec.devices_per_node(), " device(s), ", spec.procs_per_node(),
+                        " process(es) per node", spec.mixed_vendors() ? ", any vendors" : "");
+  }
+  std::vector<std::string> groups;
+  for (const auto& g : spec.groups()) {
+    std::vector<std::string> wants(g.requirements().vendors().begin(), g.requirements().vendors().end());
+    groups.push_back(absl::StrCat(g.name(), " ", g.nnodes(), "x", g.devices_per_node(),
+                                  wants.empty() ? "" : absl::StrCat(" ", absl::StrJoin(wants, "|"))));
+  }
+  return absl::StrCat("groups: ", absl::StrJoin(groups, " + "));
+}
+
 void PrintJobDetail(const pb::Job& job) {
   const auto& spec = job.spec();
   std::cout << "id:          " << job.id() << "\n"
@@ -59,12 +83,14 @@ void PrintJobDetail(const pb::Job& job) {
             << "user:        " << spec.user() << "\n"
             << "state:       " << JobStateName(job.state()) << "\n"
             << "reason:      " << job.reason() << (job.message().empty() ? "" : ": ") << job.message() << "\n"
-            << "shape:       " << NodesShape(job) << " x " << spec.devices_per_node()
-            << " device(s), " << spec.procs_per_node() << " process(es) per node\n"
+            << "shape:       " << Shape(job) << "\n"
             << "generation:  " << job.generation() << " (restarts " << job.restart_count() << "/"
             << spec.max_restarts() << ")\n"
             << "vendor:      " << (job.vendor().empty() ? "-" : job.vendor()) << "\n"
             << "rendezvous:  " << (job.rendezvous_endpoint().empty() ? "-" : job.rendezvous_endpoint()) << "\n"
+            << (job.collective().empty() ? "" : absl::StrCat("collective:  ", job.collective(), " (docs/mixed-vendor.md)\n"))
+            << (job.batch_split().empty() ? "" : absl::StrCat("batch:       ", spec.global_batch(), " per step: ",
+                                                                job.batch_split(), "\n"))
             << "placement:   " << Placement(job) << "\n";
   if (job.preemption_count() > 0) {
     const pb::Preemption& p = job.last_preemption();
@@ -118,8 +144,10 @@ void PrintJobDetail(const pb::Job& job) {
     std::cout << "plan:        " << p.label() << ": " << LayoutName(p) << ", micro-batch " << p.micro_batch() << "\n";
   }
   for (const auto& plan : job.launch_plan()) {
-    std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank() << ", "
-              << plan.dist_backend() << "/" << plan.torch_device() << "):\n  argv: "
+    std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank()
+              << (plan.group().empty() ? "" : absl::StrCat(", group ", plan.group())) << ", " << plan.dist_backend()
+              << (plan.inter_backend().empty() ? "" : absl::StrCat(" inside, ", plan.inter_backend(), " between groups"))
+              << "/" << plan.torch_device() << "):\n  argv: "
               << absl::StrJoin(plan.argv(), " ") << "\n  env:";
     std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
     for (const auto& [k, v] : env) std::cout << " " << k << "=" << v;
@@ -288,7 +316,7 @@ int List(Client& client, const Invocation& in, const ListOptions& o) {
   Table table({"ID", "NAME", "USER", "STATE", "SHAPE", "PLACEMENT", "AGE", "REASON"});
   for (const auto& j : all.jobs()) {
     table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())),
-               absl::StrCat(NodeCount(j.spec()), "x", j.spec().devices_per_node()), Placement(j),
+               ShortShape(j.spec()), Placement(j),
                Age(j.created_at().seconds()), j.reason()});
   }
   std::cout << table.Render();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "drivers/inventory_json.h"
 #include "planner/planner.h"
@@ -88,6 +89,45 @@ void PrintPlans(const pb::PlanResponse& resp, bool wide) {
   }
 }
 
+// `plan --mixed`: the job across classes, its groups and what the link between them costs, against
+// each class alone and the fastest class on as many cards.
+void PrintMixedPlan(const pb::PlanResponse& resp) {
+  const pb::MixedPlanResult& m = resp.mixed();
+  const bool pipeline = m.kind() == "pipeline across classes";
+  std::cout << "\nOne job across classes: " << m.kind()
+            << (pipeline ? " (layers by speed within each stage's memory)" : " (the batch split by throughput)") << "\n";
+  Table table({"CLASS", "CARDS", "LAYOUT", pipeline ? "LAYERS PER STAGE" : "TOKENS/S ALONE", "MEM/CARD", "SHARE"});
+  for (const auto& g : m.groups()) {
+    std::vector<std::string> layers;
+    for (int l : g.stage_layers()) layers.push_back(absl::StrCat(l));
+    table.Add({g.label(), absl::StrCat(g.cards()), absl::StrCat("TP", g.tp(), " PP", g.pp(), " DP", g.dp()),
+               pipeline ? absl::StrJoin(layers, "+") : absl::StrFormat("%.0f", g.tokens_per_second()),
+               absl::StrCat(planner::HumanBytes(g.required_bytes()), " of ", planner::HumanBytes(g.card_bytes())),
+               absl::StrFormat("%.1f%%", 100 * g.share())});
+  }
+  std::cout << table.Render(kNarrowWidth);
+  for (const std::string& why : m.left_out()) std::cout << Wrap(absl::StrCat("left out: ", why), kNarrowWidth, 4);
+  const double step = m.compute_seconds() + m.link_seconds();
+  std::cout << Wrap(absl::StrFormat("mixed job: %d cards, %.0f tokens/s; a step of %.0f tokens is %s of compute + %s "
+                                    "between classes over the network (%.1f%% of the step, %.0f GB/s per card)",
+                                    m.cards(), m.tokens_per_second(), m.tokens_per_step(), Duration(m.compute_seconds()),
+                                    Duration(m.link_seconds()), step > 0 ? 100 * m.link_seconds() / step : 0,
+                                    m.link_gbytes_per_s()),
+                    kNarrowWidth, 2);
+  for (const std::string& note : m.notes()) std::cout << Wrap(absl::StrCat("note: ", note), kNarrowWidth, 4);
+  auto against = [&](const std::string& what, const pb::PlanRow& p, double alone) {
+    if (alone <= 0) return;
+    std::cout << Wrap(absl::StrFormat("%s: %s on %d cards (%s), %.0f tokens/s; the mixed job: %+.1f%%", what, p.label(),
+                                      p.tp() * p.pp() * p.dp(), LayoutName(p), alone,
+                                      100 * (m.tokens_per_second() / alone - 1)),
+                      kNarrowWidth, 2);
+  };
+  if (!resp.plans().empty()) against("fastest class alone", resp.plans(0), m.fastest_alone_tokens_per_second());
+  if (m.has_same_cards()) {
+    against(absl::StrCat("fastest class on ", m.cards(), " cards"), m.same_cards(), m.same_cards_tokens_per_second());
+  }
+}
+
 absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, const std::vector<std::string>& pool_files,
                                              const std::string& prices_file) {
   static const drivers::SpecTable specs = drivers::SpecTable::Defaults();
@@ -112,11 +152,7 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
     if (!parsed.ok()) return parsed.status();
     prices = *std::move(parsed);
   }
-  auto req = FromProto(request);
-  if (!req.ok()) return req.status();
-  auto result = planner::MakePlan(*req, classes, prices);
-  if (!result.ok()) return result.status();
-  return ToProto(*result, *req, prices);
+  return AnswerPlan(request, classes, prices);
 }
 
 
@@ -127,7 +163,8 @@ struct PlanOptions {
   int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0,
       prompt = 0, prefill_chunk = 0;
   double tokens = 0;
-  bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false;
+  bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false,
+       across_classes = false;
 };
 
 void DeclarePlan(FlagSet& flags, PlanOptions* o) {
@@ -141,8 +178,10 @@ void DeclarePlan(FlagSet& flags, PlanOptions* o) {
   flags.Values("precision", {"fp32", "bf16", "fp16", "fp8", "int8", "int4"});
   flags.String("optimizer", &o->optimizer, "adamw by default");
   flags.Values("optimizer", {"adamw", "adam", "sgd-momentum", "sgd"});
-  flags.String("mixed", &o->mixed, "16-bit training: 16-bit weights + fp32 master (default) or autocast");
-  flags.Values("mixed", {"master", "autocast"});
+  flags.String("mixed-precision", &o->mixed, "16-bit training: 16-bit weights + fp32 master (default) or autocast");
+  flags.Values("mixed-precision", {"master", "autocast"});
+  flags.Bool("mixed", &o->across_classes,
+             "one training job across the classes (each on its free cards, the batch split by speed) against each alone");
   flags.Int("seq", &o->seq, "training sequence length (default 4096)");
   flags.Int("micro-batch", &o->micro_batch, "sequences per micro-batch per data-parallel rank (default 1)");
   flags.Int("grad-accum", &o->grad_accum, "micro-batches per optimizer step (default 1)");
@@ -224,6 +263,7 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
   if (in.flags.WasSet("tokens")) w.set_tokens(o.tokens);
   req.set_objective(o.objective);
   req.set_cards(o.cards);
+  req.set_mixed(o.across_classes);
   if (!o.layout.empty()) {
     auto layout = ParseLayout(o.layout);
     if (!layout.ok()) return in.Usage(std::string(layout.status().message()));
@@ -244,6 +284,7 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
     std::cout << ToJson(*resp);
   } else {
     PrintPlans(*resp, o.wide);
+    if (resp->has_mixed()) PrintMixedPlan(*resp);
   }
   return resp->infeasible_summary().empty() ? 0 : kExitError;
 }

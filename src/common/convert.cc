@@ -130,6 +130,7 @@ pb::NodeInventory ToProto(const NodeInventory& inv) {
   out.set_backend(inv.backend);
   out.set_simulated(inv.simulated);
   for (const auto& t : inv.torch_devices) out.add_torch_devices(t);
+  for (const auto& c : inv.collectives) out.add_collectives(c);
   for (const auto& d : inv.devices) *out.add_devices() = ToProto(d);
   return out;
 }
@@ -144,6 +145,10 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
   for (const auto& t : in.torch_devices()) {
     if (t.empty() || t.size() > 16) return absl::InvalidArgumentError("inventory.torch_devices: bad entry");
     inv.torch_devices.insert(t);
+  }
+  for (const auto& c : in.collectives()) {
+    if (c != "flagcx") return absl::InvalidArgumentError(absl::StrCat("inventory.collectives: unknown '", c.substr(0, 32), "' (flagcx)"));
+    inv.collectives.insert(c);
   }
   if (in.devices_size() > 1024) return absl::InvalidArgumentError("inventory.devices: more than 1024 devices");
   std::set<std::string> ids;

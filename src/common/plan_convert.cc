@@ -194,6 +194,59 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   return out;
 }
 
+absl::StatusOr<pb::PlanResponse> AnswerPlan(const pb::PlanRequest& request, const std::vector<planner::PoolClass>& classes,
+                                            const planner::PriceTable& prices) {
+  auto req = FromProto(request);
+  if (!req.ok()) return req.status();
+  if (!request.mixed()) {
+    auto result = planner::MakePlan(*req, classes, prices);
+    if (!result.ok()) return result.status();
+    return ToProto(*result, *req, prices);
+  }
+  auto mixed = planner::MakeMixedPlan(*req, classes, prices);
+  if (!mixed.ok()) return mixed.status();
+  // The frame of an ordinary answer (model, workload, currency), each class alone as its rows.
+  planner::PlanResult frame;
+  frame.currency = prices.currency;
+  frame.total_params = req->model.TotalParams();
+  frame.active_params = req->model.ActiveParams();
+  frame.trainable_params = planner::TrainableParams(req->model, req->workload);
+  frame.family = req->model.family;
+  frame.flops_per_token = planner::ModelFlopsPerToken(req->model, req->workload);
+  frame.plans = mixed->alone;
+  frame.ranked_by = "time per token, each class alone on its free cards";
+  pb::PlanResponse out = ToProto(frame, *req, prices);
+  pb::MixedPlanResult& m = *out.mutable_mixed();
+  m.set_kind(planner::MixedKindName(mixed->kind));
+  for (const planner::MixedGroup& g : mixed->groups) {
+    auto* group = m.add_groups();
+    group->set_label(g.label);
+    group->set_fingerprint(g.fingerprint);
+    group->set_cards(g.cards);
+    group->set_tp(g.layout.tp);
+    group->set_pp(g.layout.pp);
+    group->set_dp(g.layout.dp);
+    for (int layers : g.stage_layers) group->add_stage_layers(layers);
+    group->set_layers(g.layers);
+    group->set_required_bytes(g.required_bytes);
+    group->set_card_bytes(g.card_bytes);
+    group->set_tokens_per_second(g.tokens_per_second);
+    group->set_share(g.share);
+  }
+  for (const std::string& why : mixed->left_out) m.add_left_out(why);
+  for (const std::string& note : mixed->notes) m.add_notes(note);
+  m.set_tokens_per_step(mixed->tokens_per_step);
+  m.set_compute_seconds(mixed->compute_seconds);
+  m.set_link_seconds(mixed->link_seconds);
+  m.set_link_gbytes_per_s(mixed->link_gbytes_per_s);
+  m.set_tokens_per_second(mixed->tokens_per_second);
+  m.set_cards(mixed->cards);
+  if (mixed->same_cards) *m.mutable_same_cards() = ToProto(*mixed->same_cards, req->workload);
+  m.set_same_cards_tokens_per_second(mixed->same_cards_tokens_per_second);
+  m.set_fastest_alone_tokens_per_second(mixed->fastest_alone_tokens_per_second);
+  return out;
+}
+
 absl::StatusOr<pb::PlanLayout> ParseLayout(absl::string_view text) {
   pb::PlanLayout layout;
   layout.set_tp(1), layout.set_pp(1), layout.set_dp(1);

@@ -4,6 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "hetpool/v1/planner.pb.h"
+#include "planner/mixed_plan.h"
 #include "planner/planner.h"
 
 namespace hetpool {
@@ -17,6 +18,11 @@ absl::StatusOr<planner::PlanRequest> FromProto(const pb::PlanRequest& request);
 pb::PlanRow ToProto(const planner::Plan& plan, const planner::Workload& workload);
 pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanRequest& request,
                          const planner::PriceTable& prices);
+
+// The whole answer to a PlanRequest on `classes`: the request read (FromProto), planned per class
+// (MakePlan) or as one job across them (request.mixed: MakeMixedPlan), and written back.
+absl::StatusOr<pb::PlanResponse> AnswerPlan(const pb::PlanRequest& request, const std::vector<planner::PoolClass>& classes,
+                                            const planner::PriceTable& prices);
 
 // "tp8,pp2,dp4", "TP8 PP2 DP4" (as plans print it) or any subset in any order; a degree left out
 // is 1. Errors say which word is wrong.

@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   if (!prices_file.empty()) {
     auto prices = hetpool::ReadPriceTableFile(prices_file);
     if (!prices.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prices ", prices.status().message())));
+    options.cluster.prices = *prices;
     options.prices = *std::move(prices);
   }
   if (!quotas_file.empty()) {

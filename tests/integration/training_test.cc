@@ -1,9 +1,12 @@
 // A real 2-node x 2-process DDP job through hetpoold, two agents and torchrun (gloo on CPU, as the
 // sim backend's cards cannot run CUDA): it must train, and cancel must end its processes.
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
 
@@ -103,6 +106,63 @@ TEST(Training, CancelEndsEveryProcessOfTheJob) {
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->state(), pb::JOB_STATE_CANCELLED);
   EXPECT_EQ(job->message(), "test cancel");
+}
+
+// The quickstart pool's mixed example (deploy/examples/mixed-job.json): one job on the H100s of one
+// node and the MLU370s of the other, its global batch split by the cards' modelled bf16 compute
+// (peak x the vendor's default MFU: 989 x 0.40 against 96 x 0.30 TFLOPS: 21 samples per H100
+// rank, 1 per MLU370 rank), a hierarchical collective (the vendor's
+// library inside each group, gloo between), and the loss of a single-process run over the same
+// data matched to 1e-5 (the job itself compares and fails otherwise).
+TEST(Training, AJobAcrossTwoVendorsMatchesTheSingleProcessLoss) {
+  TestCluster cluster(TestCluster::ExamplePool());
+  ASSERT_TRUE(cluster.Start().ok());
+  std::ifstream in(std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/mixed-job.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  pb::JobSpec spec;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &spec).ok()) << text.str();
+  spec.set_user("tester");
+  spec.set_working_dir(HETPOOL_SOURCE_DIR);
+  (*spec.mutable_env())["HPTEST_RUN_MARK"] = cluster.dir();
+  auto submitted = cluster.Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  auto job = cluster.WaitFor(submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
+                             absl::Seconds(180));
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto logs = cluster.Logs(job->id());
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  ASSERT_EQ(job->state(), pb::JOB_STATE_SUCCEEDED) << job->message() << "\n" << *logs;
+
+  EXPECT_EQ(job->vendor(), "nvidia+cambricon");
+  EXPECT_EQ(job->collective(), "hierarchical");
+  EXPECT_NE(job->batch_split().find("nvidia H100-SXM: 2 rank(s) x 21 (395.6 TFLOPS bf16 modelled)"), std::string::npos)
+      << job->batch_split();
+  ASSERT_EQ(job->placement_size(), 2);
+  // The MLU370s exist only on node-a, so the H100 group goes to node-b.
+  EXPECT_EQ(job->placement(0).group(), "h100");
+  EXPECT_EQ(job->placement(0).node(), "node-b");
+  EXPECT_EQ(job->placement(0).micro_batch(), 21);
+  EXPECT_EQ(job->placement(1).group(), "mlu370");
+  EXPECT_EQ(job->placement(1).vendor(), "cambricon");
+  EXPECT_EQ(job->placement(1).micro_batch(), 1);
+  EXPECT_EQ(job->launch_plan(1).env().at("HETPOOL_INTRA_BACKEND"), "cncl");
+  EXPECT_EQ(job->launch_plan(1).env().at("MLU_VISIBLE_DEVICES"), "0,1");
+  EXPECT_EQ(job->launch_plan(0).env().at("HETPOOL_INTRA_BACKEND"), "nccl");
+
+  // Every rank knew its group (simulated cards: gloo everywhere underneath).
+  std::regex rank_line(R"(rank (\d): group=(\w+) group_rank=(\d)/2 vendor=(\w+) collective=hierarchical intra=gloo inter=gloo micro_batch=(\d+)/44)");
+  std::map<std::string, std::set<std::string>> batches_by_group;
+  for (std::sregex_iterator it(logs->begin(), logs->end(), rank_line), end; it != end; ++it) {
+    batches_by_group[(*it)[2]].insert((*it)[5]);
+  }
+  EXPECT_EQ(batches_by_group["h100"], (std::set<std::string>{"21"})) << *logs;
+  EXPECT_EQ(batches_by_group["mlu370"], (std::set<std::string>{"1"})) << *logs;
+  std::smatch diff;
+  ASSERT_TRUE(std::regex_search(*logs, diff, std::regex(R"(loss diff ([0-9.e+-]+) max weight diff ([0-9.e+-]+))")))
+      << *logs;
+  EXPECT_LT(std::stod(diff[1]), 1e-5);
+  EXPECT_LT(std::stod(diff[2]), 1e-5);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ class AgentReconcilerTest : public ::testing::Test {
       for (int i = 0; i < cards; ++i) a.device_ids.push_back("nvidia" + std::to_string(i));
       placement.nodes.push_back(a);
     }
-    ASSERT_TRUE(BindPlacement(parts_.jobs, parts_.nodes, entry, placement).ok());
+    ASSERT_TRUE(BindPlacement(parts_.jobs, parts_.nodes, entry, placement, planner::PriceTable{}).ok());
   }
 
   // The agent on `node` reports these processes (it applied its newest orders).

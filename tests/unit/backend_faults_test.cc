@@ -2,6 +2,8 @@
 // the vendor's error string; a card that falls off the bus disappears from the backend and turns
 // unhealthy in the tracked inventory; an incomplete library fails its backend only; a missing one
 // means "no devices of that vendor".
+#include "drivers/collectives/collective_probe.h"
+#include "drivers/inventory_json.h"
 #include "drivers/inventory_tracker.h"
 #include "drivers/nvml/nvml_abi.h"
 #include "gtest/gtest.h"
@@ -136,6 +138,32 @@ TEST(BackendFaults, LevelZeroNeedsSysmanEnabledAndGetsIt) {
   auto devices = (*backend)->Discover();
   ASSERT_TRUE(devices.ok());
   EXPECT_EQ(devices->size(), 4u);
+}
+
+}  // namespace
+}  // namespace hetpool::drivers
+
+namespace hetpool::drivers {
+namespace {
+
+// FlagCX is found like a vendor library (dlopen, HETPOOL_VENDOR_LIB_PATH first) and reported in
+// the inventory; a simulated node may also declare it in its file.
+TEST(CollectiveProbe, FlagcxIsReportedWhereItLoadsAndAnswers) {
+  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_FLAGCX_DIR, 1);
+  EXPECT_EQ(DiscoverCollectives(), (std::set<std::string>{"flagcx"}));
+  auto inventory = CollectInventory({}, CollectOptions{});
+  ASSERT_TRUE(inventory.ok()) << inventory.status();
+  EXPECT_EQ(inventory->collectives, (std::set<std::string>{"flagcx"}));
+  EXPECT_EQ(InventoryToJson(*inventory)["collectives"], nlohmann::json::array({"flagcx"}));
+  CollectOptions quiet;
+  quiet.probe_collectives = false;
+  EXPECT_TRUE(CollectInventory({}, quiet)->collectives.empty());
+  unsetenv("HETPOOL_VENDOR_LIB_PATH");
+
+  auto declared = ParseInventoryJson(R"({"hostname": "sim", "collectives": ["flagcx"], "devices": []})");
+  ASSERT_TRUE(declared.ok()) << declared.status();
+  EXPECT_TRUE(declared->collectives.contains("flagcx"));
+  EXPECT_FALSE(ParseInventoryJson(R"({"collectives": ["nccl"]})").ok());
 }
 
 }  // namespace

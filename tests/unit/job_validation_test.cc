@@ -1,6 +1,7 @@
 #include "src/daemon/state/job_validation.h"
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -163,6 +164,86 @@ TEST(JobValidation, AnElasticJobsNnodesDefaultsToItsMin) {
   spec.mutable_elastic_nnodes()->set_max(4);
   ASSERT_TRUE(ValidateAndNormalizeSpec(spec).ok());
   EXPECT_EQ(spec.nnodes(), 2);
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
+
+namespace hetpool::daemon {
+namespace {
+
+hetpool::v1::JobSpec MixedExample() {
+  std::ifstream in(HETPOOL_SOURCE_DIR_FOR_TESTS "/deploy/examples/mixed-job.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  hetpool::v1::JobSpec spec;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &spec).ok()) << text.str();
+  spec.set_user("alice");
+  spec.set_working_dir("/tmp");
+  return spec;
+}
+
+TEST(JobValidation, TheMixedExampleJobIsValidAndItsShapeComesFromItsGroups) {
+  hetpool::v1::JobSpec spec = MixedExample();
+  spec.mutable_groups(1)->set_nnodes(2);
+  spec.mutable_groups(1)->set_procs_per_node(4);
+  ASSERT_TRUE(ValidateAndNormalizeSpec(spec).ok());
+  EXPECT_EQ(spec.nnodes(), 3);
+  EXPECT_EQ(spec.devices_per_node(), 2);
+  EXPECT_EQ(spec.procs_per_node(), 4);
+  EXPECT_EQ(spec.groups(0).procs_per_node(), 2);  // defaulted from its cards
+  EXPECT_EQ(TotalRanks(spec), 2 + 2 * 4);
+  EXPECT_EQ(TotalCards(spec), 2 + 2 * 2);
+}
+
+TEST(JobValidation, AJobAcrossVendorsRefusesWhatItCannotCombine) {
+  struct Case {
+    std::function<void(hetpool::v1::JobSpec&)> edit;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {[](auto& s) { s.set_nnodes(2); }, "groups: each group says its nodes"},
+      {[](auto& s) { s.mutable_requirements()->add_vendors("nvidia"); }, "groups: each group says"},
+      {[](auto& s) { s.mutable_groups(1)->set_name("h100"); }, "groups[1].name: 'h100' names two groups"},
+      {[](auto& s) { s.mutable_groups(0)->set_name("a b"); }, "groups[0].name"},
+      {[](auto& s) { s.mutable_groups(0)->set_devices_per_node(0); }, "groups[0].devices_per_node: must be between 1"},
+      {[](auto& s) { s.mutable_groups(1)->set_nnodes(0); }, "groups[1].nnodes: must be between 1"},
+      {[](auto& s) { s.mutable_groups(1)->mutable_requirements()->add_vendors("amd"); },
+       "groups[1].requirements.vendors[1]: unknown vendor 'amd'"},
+      {[](auto& s) { s.mutable_groups(0)->mutable_requirements()->add_precisions("fp7"); },
+       "groups[0].requirements.precisions[1]"},
+      {[](auto& s) { s.set_mixed_vendors(true); }, "either groups or mixed_vendors"},
+      {[](auto& s) { s.set_collective("nccl"); }, "collective: unknown 'nccl'"},
+      {[](auto& s) { s.set_global_batch(3); }, "global_batch: 3 samples for 4 ranks"},
+      {[](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); },
+       "elastic_nnodes"},
+      {[](auto& s) {
+         s.mutable_groups(0)->set_devices_per_node(1);
+         s.mutable_groups(1)->set_devices_per_node(1);
+         s.set_global_batch(0);
+         s.set_device_milli(500);
+       },
+       "groups: takes whole cards"},
+  };
+  for (const auto& c : cases) {
+    hetpool::v1::JobSpec spec = MixedExample();
+    c.edit(spec);
+    const absl::Status s = ValidateAndNormalizeSpec(spec);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.expected << ": " << s;
+    EXPECT_NE(s.message().find(c.expected), std::string::npos) << s.message();
+  }
+  // mixed_vendors: cards required; collective only for jobs across vendors.
+  hetpool::v1::JobSpec mixed = ValidSpec();
+  mixed.set_mixed_vendors(true);
+  mixed.set_collective("gloo");
+  EXPECT_TRUE(ValidateAndNormalizeSpec(mixed).ok());
+  mixed.set_devices_per_node(0);
+  mixed.set_procs_per_node(1);
+  EXPECT_FALSE(ValidateAndNormalizeSpec(mixed).ok());
+  hetpool::v1::JobSpec one_vendor = ValidSpec();
+  one_vendor.set_collective("gloo");
+  EXPECT_NE(ValidateAndNormalizeSpec(one_vendor).message().find("collective: only for a job across vendors"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -152,3 +152,60 @@ TEST(LaunchPlan, RejectsMissingFacts) {
 
 }  // namespace
 }  // namespace hetpool::daemon
+
+namespace hetpool::daemon {
+namespace {
+
+TEST(LaunchPlan, AJobAcrossVendorsGetsEachNodesOwnVendorGroupAndBatch) {
+  hetpool::v1::JobSpec spec = Spec();
+  spec.set_global_batch(44);
+  LaunchInput in = Input(Vendor::kNvidia);
+  in.collective = "hierarchical";
+  in.nodes[0].vendor = Vendor::kNvidia;
+  in.nodes[0].group = "h100";
+  in.nodes[0].micro_batches = {20, 20};
+  in.nodes[1].vendor = Vendor::kCambricon;
+  in.nodes[1].group = "mlu";
+  in.nodes[1].procs = 3;  // its group's procs_per_node
+  in.nodes[1].device_ids = {"cambricon0", "cambricon1"};
+  in.nodes[1].device_index = {{"cambricon0", 0}, {"cambricon1", 1}};
+  in.nodes[1].micro_batches = {2, 1, 1};
+  auto plans = BuildLaunchPlans(spec, in);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  const auto& a = (*plans)[0];
+  const auto& b = (*plans)[1];
+  EXPECT_EQ(a.vendor(), "nvidia");
+  EXPECT_EQ(b.vendor(), "cambricon");
+  EXPECT_EQ(a.env().at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(b.env().at("MLU_VISIBLE_DEVICES"), "0,1");
+  EXPECT_FALSE(b.env().contains("CUDA_VISIBLE_DEVICES"));
+  EXPECT_EQ(b.procs(), 3);
+  const std::vector<std::string> argv_b = Argv(b);
+  EXPECT_EQ(argv_b[4], "3") << "--nproc_per_node follows the node's group";
+  // One world on gloo, each group on its own library inside.
+  EXPECT_EQ(a.env().at("HETPOOL_DIST_BACKEND"), "gloo");
+  EXPECT_EQ(a.env().at("HETPOOL_INTRA_BACKEND"), "nccl");
+  EXPECT_EQ(b.env().at("HETPOOL_INTRA_BACKEND"), "cncl");
+  EXPECT_EQ(b.env().at("HETPOOL_INTER_BACKEND"), "gloo");
+  EXPECT_EQ(b.dist_backend(), "cncl");
+  EXPECT_EQ(b.inter_backend(), "gloo");
+  EXPECT_EQ(b.group(), "mlu");
+  EXPECT_EQ(a.env().at("HETPOOL_COLLECTIVE"), "hierarchical");
+  EXPECT_EQ(b.env().at("HETPOOL_GROUPS"), "h100,mlu");
+  EXPECT_EQ(b.env().at("HETPOOL_GROUP"), "mlu");
+  EXPECT_EQ(b.env().at("HETPOOL_GROUP_NODE_RANK"), "0");
+  EXPECT_EQ(b.env().at("HETPOOL_GROUP_WORLD"), "3");
+  EXPECT_EQ(a.env().at("HETPOOL_GROUP_WORLD"), "2");
+  EXPECT_EQ(a.env().at("HETPOOL_MICRO_BATCHES"), "20,20");
+  EXPECT_EQ(a.env().at("HETPOOL_MICRO_BATCH"), "20");
+  EXPECT_EQ(b.env().at("HETPOOL_MICRO_BATCHES"), "2,1,1");
+  EXPECT_FALSE(b.env().contains("HETPOOL_MICRO_BATCH")) << "uneven on the node: only the list";
+  EXPECT_EQ(b.env().at("HETPOOL_GLOBAL_BATCH"), "44");
+
+  // A share list that does not match the ranks is a bug, not a launch.
+  in.nodes[1].micro_batches = {2, 2};
+  EXPECT_FALSE(BuildLaunchPlans(spec, in).ok());
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

@@ -6,9 +6,11 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "planner/memory.h"
+#include "planner/mixed_plan.h"
 #include "planner/model.h"
 #include "planner/planner.h"
 #include "planner/pool.h"
@@ -742,6 +744,109 @@ TEST(Planner, RefusesWhatNoCardSupportsAndBadSizes) {
   EXPECT_FALSE(MakePlan(req, {}, PriceTable{}).ok());
   EXPECT_FALSE(ParsePriceTable(R"({"classes": [{"match": "H100", "price_per_card_hour": -1}]})").ok());
   EXPECT_FALSE(ParsePriceTable(R"({"classes": [{"price_per_card_hour": 3}]})").ok());
+}
+
+
+// --- one job across classes (plan --mixed) ----------------------------------------------------
+
+// The quickstart pool (deploy/examples/node-a.json, node-b.json: 4 x H100, 2 x MLU370, 2 x C500)
+// for Llama-2-7B: the MLU370s cannot hold the model alone, so only a pipeline across classes
+// uses them, with the few layers their memory and speed allow; the C500 has no bf16 figure.
+TEST(MixedPlan, APipelineAcrossClassesGivesSmallCardsAFewLayers) {
+  std::vector<PoolClass> classes = Pool({{"node-a", Node("H100-SXM", 81559, 2, Fabric::kAll)},
+                                         {"node-b", Node("H100-SXM", 81559, 2, Fabric::kAll)},
+                                         {"node-m", Node("MLU370-X8", 49152, 2, Fabric::kNone, Vendor::kCambricon)},
+                                         {"node-x", Node("MXC500", 65536, 2, Fabric::kNone, Vendor::kMetax)}});
+  PlanRequest req;
+  req.model = Preset("llama-2-7b");
+  req.workload.zero_stage = 3;
+  req.workload.grad_accum = 32;
+  auto mixed = MakeMixedPlan(req, classes, PriceTable{});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->kind, MixedKind::kPipeline);
+  ASSERT_EQ(mixed->groups.size(), 2u);
+  EXPECT_NE(mixed->groups[0].label.find("H100"), std::string::npos);
+  EXPECT_NE(mixed->groups[1].label.find("MLU370"), std::string::npos);
+  int layers = 0;
+  for (const MixedGroup& g : mixed->groups) {
+    layers += g.layers;
+    EXPECT_LE(g.required_bytes, g.card_bytes) << g.label;
+  }
+  EXPECT_EQ(layers, 32);
+  // Layers follow speed: an H100 stage (2 x 989 TFLOPS) takes far more than the MLU370's (2 x 96).
+  EXPECT_GT(mixed->groups[0].stage_layers.front(), 4 * mixed->groups[1].stage_layers.front());
+  ASSERT_EQ(mixed->left_out.size(), 1u);
+  EXPECT_NE(mixed->left_out[0].find("MXC500 xcore1000 64GiB x2: no bf16 peak figure"), std::string::npos) << mixed->left_out[0];
+  // The data-parallel alternative is named with why it does not fit.
+  EXPECT_NE(absl::StrJoin(mixed->notes, "; ").find("data-parallel groups: 1 class(es) hold the whole model"),
+            std::string::npos)
+      << absl::StrJoin(mixed->notes, "; ");
+  EXPECT_GT(mixed->tokens_per_second, 0);
+  EXPECT_GT(mixed->fastest_alone_tokens_per_second, 0);
+
+  // An operator's figure for the C500 brings it in.
+  for (PoolClass& cls : classes) {
+    if (cls.example.vendor == Vendor::kMetax) cls.example.capability.peak_tflops[Precision::kBf16] = 280;  // a what-if row
+  }
+  auto with_c500 = MakeMixedPlan(req, classes, PriceTable{});
+  ASSERT_TRUE(with_c500.ok()) << with_c500.status();
+  bool c500_in = false;
+  int c500_layers = 0;
+  for (const MixedGroup& g : with_c500->groups) {
+    if (g.label.find("MXC500") == std::string::npos) continue;
+    c500_in = true;
+    c500_layers = g.layers;
+  }
+  EXPECT_TRUE(c500_in);
+  EXPECT_GT(c500_layers, 1);
+  // Now the MLU370's layer goes to the faster C500 stage: a class that would only slow the
+  // pipeline is left out, and says why.
+  EXPECT_NE(absl::StrJoin(with_c500->left_out, "; ").find("MLU370-X8 mtp_372 48GiB: too slow to be given a layer"),
+            std::string::npos)
+      << absl::StrJoin(with_c500->left_out, "; ");
+}
+
+// Where every class holds the model alone, data-parallel groups split the batch by throughput
+// and the mixed job beats the fastest class alone by about what the slower class adds, less the
+// gradient exchange between the groups.
+TEST(MixedPlan, DataParallelGroupsSplitTheBatchByThroughput) {
+  std::vector<PoolClass> classes = Pool({{"a100-0", Node("NVIDIA A100-SXM4-80GB", 81920, 8, Fabric::kAll)},
+                                         {"a100-1", Node("NVIDIA A100-SXM4-80GB", 81920, 8, Fabric::kAll)},
+                                         {"mlu-0", Node("MLU370-X8", 49152, 8, Fabric::kNone, Vendor::kCambricon)},
+                                         {"mlu-1", Node("MLU370-X8", 49152, 8, Fabric::kNone, Vendor::kCambricon)}});
+  PlanRequest req;
+  req.model = Preset("gpt2-xl");
+  req.workload.seq = 1024;
+  req.workload.micro_batch = 4;
+  req.workload.grad_accum = 8;
+  auto mixed = MakeMixedPlan(req, classes, PriceTable{});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->kind, MixedKind::kDataParallel) << absl::StrJoin(mixed->notes, "; ");
+  ASSERT_EQ(mixed->groups.size(), 2u);
+  double shares = 0;
+  for (const MixedGroup& g : mixed->groups) shares += g.share;
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  EXPECT_NEAR(mixed->groups[0].share / mixed->groups[1].share,
+              mixed->groups[0].tokens_per_second / mixed->groups[1].tokens_per_second, 1e-9);
+  EXPECT_EQ(mixed->cards, 32);
+  EXPECT_GT(mixed->link_seconds, 0);
+  EXPECT_GT(mixed->tokens_per_second, mixed->fastest_alone_tokens_per_second);
+  EXPECT_LT(mixed->tokens_per_second, mixed->groups[0].tokens_per_second + mixed->groups[1].tokens_per_second);
+}
+
+TEST(MixedPlan, TrainingOnlyAndNeedsTwoClasses) {
+  std::vector<PoolClass> classes = Pool({{"a", Node("H100-SXM", 81559, 8, Fabric::kAll)},
+                                         {"m", Node("MLU370-X8", 49152, 8, Fabric::kNone, Vendor::kCambricon)}});
+  PlanRequest req;
+  req.model = Preset("llama-2-7b");
+  req.workload.mode = Mode::kInfer;
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeMixedPlan(req, classes, PriceTable{}).status()));
+  req.workload.mode = Mode::kTrain;
+  req.cards = 4;
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeMixedPlan(req, classes, PriceTable{}).status()));
+  req.cards = 0;
+  auto one = MakeMixedPlan(req, {classes[0]}, PriceTable{});
+  ASSERT_TRUE(absl::IsFailedPrecondition(one.status())) << one.status();
 }
 
 }  // namespace

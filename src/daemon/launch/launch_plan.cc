@@ -1,10 +1,12 @@
 #include "src/daemon/launch/launch_plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/job_paths.h"
+#include "src/daemon/launch/collective.h"
 
 namespace hetpool::daemon {
 
@@ -15,7 +17,16 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
   if (!standalone && (input.rendezvous_port <= 0 || input.rendezvous_port > 65535)) {
     return absl::InvalidArgumentError("launch plan: no rendezvous port");
   }
-  const VendorRuntime& runtime = RuntimeOf(input.vendor);
+  const bool across_vendors = !input.collective.empty();
+  // Each group's nodes and ranks, and each node's place in its group.
+  std::map<std::string, int> group_nodes, group_ranks;
+  std::vector<int> group_node_rank;
+  std::vector<std::string> group_order;
+  for (const LaunchNode& node : input.nodes) {
+    if (!group_nodes.contains(node.group)) group_order.push_back(node.group);
+    group_node_rank.push_back(group_nodes[node.group]++);
+    group_ranks[node.group] += node.procs > 0 ? node.procs : spec.procs_per_node();
+  }
   // One node hosts its own store on a port the kernel picks (port 0), so no port can be taken
   // already. (torchrun --standalone would do the same on torch 2, but uses a fixed 29400 on 1.13.)
   const std::string endpoint =
@@ -32,6 +43,8 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
   std::vector<hetpool::v1::NodeLaunchPlan> plans;
   for (int rank = 0; rank < nnodes; ++rank) {
     const LaunchNode& node = input.nodes[rank];
+    const VendorRuntime& runtime = RuntimeOf(across_vendors ? node.vendor : input.vendor);
+    const int procs = node.procs > 0 ? node.procs : spec.procs_per_node();
     if (node.torchrun_path.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("node ", node.name, " reported no torchrun"));
     }
@@ -42,7 +55,7 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     plan.set_dist_backend(std::string(runtime.dist_backend));
     plan.set_torch_device(std::string(runtime.torch_device));
     plan.set_working_dir(spec.working_dir());
-    plan.set_procs(spec.procs_per_node());
+    plan.set_procs(procs);
     plan.set_user(spec.user());
 
     auto& argv = *plan.mutable_argv();
@@ -51,7 +64,7 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     };
     const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
     add({node.torchrun_path, "--nnodes", nnodes_arg, "--nproc_per_node",
-         absl::StrCat(spec.procs_per_node()), "--node_rank", absl::StrCat(rank), "--rdzv_backend",
+         absl::StrCat(procs), "--node_rank", absl::StrCat(rank), "--rdzv_backend",
          "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", input.job_id,
          // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one
          // machine (or behind NAT) every node would otherwise claim to be the host.
@@ -99,6 +112,37 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);
     env["HETPOOL_TORCH_DEVICE"] = std::string(runtime.torch_device);
     for (const auto& [key, value] : input.layout_env) env[key] = value;
+    if (across_vendors) {
+      // torchrun numbers ranks itself (c10d orders the nodes), so a rank's place in its group is
+      // HETPOOL_GROUP_NODE_RANK x the group's procs per node + LOCAL_RANK (hetpool.dist does it).
+      const CollectiveBackends backends = BackendsFor(input.collective, runtime);
+      plan.set_group(node.group);
+      plan.set_dist_backend(backends.intra);
+      plan.set_inter_backend(backends.inter);
+      env["HETPOOL_COLLECTIVE"] = input.collective;
+      env["HETPOOL_DIST_BACKEND"] = backends.world;
+      env["HETPOOL_INTRA_BACKEND"] = backends.intra;
+      env["HETPOOL_INTER_BACKEND"] = backends.inter;
+      env["HETPOOL_GROUP"] = node.group;
+      env["HETPOOL_GROUPS"] = absl::StrJoin(group_order, ",");
+      env["HETPOOL_GROUP_NODE_RANK"] = absl::StrCat(group_node_rank[rank]);
+      env["HETPOOL_GROUP_NNODES"] = absl::StrCat(group_nodes[node.group]);
+      env["HETPOOL_GROUP_WORLD"] = absl::StrCat(group_ranks[node.group]);
+      env["HETPOOL_GROUP_PROCS"] = absl::StrCat(procs);
+    }
+    if (!node.micro_batches.empty()) {
+      if (static_cast<int>(node.micro_batches.size()) != procs) {
+        return absl::InternalError(absl::StrCat("node ", node.name, ": ", node.micro_batches.size(),
+                                                " micro batches for ", procs, " ranks"));
+      }
+      // Each local rank's share (index LOCAL_RANK); the job weighs its gradients by share / global.
+      env["HETPOOL_MICRO_BATCHES"] = absl::StrJoin(node.micro_batches, ",");
+      env["HETPOOL_GLOBAL_BATCH"] = absl::StrCat(spec.global_batch());
+      if (std::all_of(node.micro_batches.begin(), node.micro_batches.end(),
+                      [&](int b) { return b == node.micro_batches.front(); })) {
+        env["HETPOOL_MICRO_BATCH"] = absl::StrCat(node.micro_batches.front());
+      }
+    }
     if (input.device_milli < 1000) {
       // The share is accounted by hetpool; enforcing it is up to the vendor mechanism or the job
       // (docs/sharing.md): MPS honours the thread percentage when an MPS daemon runs, and a

@@ -21,6 +21,11 @@ struct LaunchNode {
   std::string work_dir;       // agent's work root (torchrun --log_dir goes below it)
   std::vector<std::string> device_ids;
   std::map<std::string, int> device_index;  // device id -> vendor index on that node
+  // A job across vendors: the node's vendor, role group and ranks (its group's procs_per_node).
+  Vendor vendor = Vendor::kCpu;
+  std::string group;
+  int procs = 0;                    // 0: the spec's procs_per_node
+  std::vector<int> micro_batches;   // with a global batch: each local rank's share of it
 };
 
 struct LaunchInput {
@@ -36,6 +41,9 @@ struct LaunchInput {
   // Jobs submitted by model: the planner's layout (HETPOOL_TP, _PP, _DP, _ZERO_STAGE, ...).
   std::vector<std::pair<std::string, std::string>> layout_env;
   std::vector<LaunchNode> nodes;  // in node-rank order
+  // A job across vendors (nodes of more than one vendor, or role groups): the collective between
+  // groups, chosen for this generation: gloo, hierarchical or flagcx (collective.h).
+  std::string collective;
 };
 
 absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(

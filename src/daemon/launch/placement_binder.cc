@@ -1,19 +1,66 @@
 #include "src/daemon/launch/placement_binder.h"
 
+#include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "drivers/fingerprint/card_speed.h"
+#include "planner/pool.h"
 #include "drivers/fingerprint/fingerprint.h"
+#include "drivers/fingerprint/spec_table.h"
 #include "src/common/convert.h"
 #include "src/common/plan_convert.h"
+#include "src/daemon/launch/batch_split.h"
+#include "src/daemon/launch/collective.h"
 #include "src/daemon/launch/launch_plan.h"
 #include "src/daemon/state/job_validation.h"
 
 namespace hetpool::daemon {
+namespace {
 
-absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement) {
+const pb::RoleGroup* GroupNamed(const pb::JobSpec& spec, const std::string& name) {
+  for (const auto& group : spec.groups()) {
+    if (group.name() == name) return &group;
+  }
+  return nullptr;
+}
+
+// Each node's ranks credited with their card's modelled compute (peak x MFU, as the planner times
+// steps) in the precision the job (or its group) computes in.
+absl::StatusOr<BatchSplit> SplitBatch(const pb::JobSpec& spec, const scheduler::Placement& placement,
+                                      const std::vector<NodeEntry*>& placed, const std::vector<LaunchNode>& launch,
+                                      const planner::PriceTable& prices) {
+  std::vector<SplitNode> nodes;
+  std::string precision_names;
+  for (size_t i = 0; i < placed.size(); ++i) {
+    const pb::RoleGroup* group = GroupNamed(spec, placement.nodes[i].group);
+    const pb::DeviceRequirements& requirements = group != nullptr ? group->requirements() : spec.requirements();
+    std::set<Precision> asked;
+    for (const auto& p : requirements.precisions()) {
+      if (auto precision = drivers::ParsePrecision(p); precision.ok()) asked.insert(*precision);
+    }
+    const Precision precision = drivers::ComputePrecision(asked);
+    if (precision_names.empty()) precision_names = std::string(drivers::PrecisionName(precision));
+    SplitNode node;
+    node.ranks = launch[i].procs > 0 ? launch[i].procs : spec.procs_per_node();
+    for (const auto& d : placed[i]->inventory.devices) {
+      if (placement.nodes[i].device_ids.empty() || d.id != placement.nodes[i].device_ids.front()) continue;
+      node.label = absl::StrCat(VendorName(d.vendor), " ", d.model);
+      node.tflops = planner::ModelledTflops(d, precision, prices);
+    }
+    if (placement.nodes[i].device_ids.empty()) node.label = "cpu";
+    nodes.push_back(std::move(node));
+  }
+  return SplitGlobalBatch(spec.global_batch(), nodes, precision_names);
+}
+
+}  // namespace
+
+absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement,
+                           const planner::PriceTable& prices) {
   pb::Job job = entry.job;  // the next state: it counts (claims, orders) once it is stored
   std::vector<NodeEntry*> placed;
   for (const auto& assignment : placement.nodes) {
@@ -38,18 +85,41 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   input.device_milli = placement.nodes.front().device_milli;
   input.device_memory_mib = placement.nodes.front().device_memory_mib;
   if (job.has_plan()) input.layout_env = PlanEnvironment(job.plan());
+  const bool across_vendors = job.spec().groups_size() > 0 || placement.Mixed();
+  bool every_node_has_flagcx = true;
   for (size_t i = 0; i < placed.size(); ++i) {
     const NodeEntry& node = *placed[i];
-    LaunchNode launch{placement.nodes[i].node, node.record.address(), node.record.torchrun_path(),
-                      node.record.work_dir(), placement.nodes[i].device_ids, {}};
+    const scheduler::NodeAssignment& assignment = placement.nodes[i];
+    LaunchNode launch{assignment.node, node.record.address(), node.record.torchrun_path(),
+                      node.record.work_dir(), assignment.device_ids, {}};
     for (const auto& d : node.inventory.devices) launch.device_index[d.id] = d.index;
+    launch.vendor = assignment.vendor;
+    // A job placed across vendors without declared groups has one group per vendor.
+    launch.group = across_vendors && assignment.group.empty() ? std::string(VendorName(assignment.vendor)) : assignment.group;
+    if (const pb::RoleGroup* group = GroupNamed(job.spec(), assignment.group)) launch.procs = group->procs_per_node();
+    every_node_has_flagcx = every_node_has_flagcx && node.inventory.collectives.contains("flagcx");
     input.nodes.push_back(std::move(launch));
+  }
+  if (across_vendors) input.collective = ChooseCollective(job.spec().collective(), every_node_has_flagcx);
+  std::string batch_split;
+  if (job.spec().global_batch() > 0) {
+    auto split = SplitBatch(job.spec(), placement, placed, input.nodes, prices);
+    if (!split.ok()) return split.status();
+    for (size_t i = 0; i < input.nodes.size(); ++i) input.nodes[i].micro_batches = split->micro_batches[i];
+    batch_split = split->summary;
   }
   auto plans = BuildLaunchPlans(job.spec(), input);
   if (!plans.ok()) return plans.status();
 
   job.set_generation(input.generation);
-  job.set_vendor(std::string(VendorName(placement.vendor)));
+  std::vector<std::string> vendors;
+  for (const auto& assignment : placement.nodes) {
+    const std::string name(VendorName(assignment.vendor));
+    if (std::find(vendors.begin(), vendors.end(), name) == vendors.end()) vendors.push_back(name);
+  }
+  job.set_vendor(across_vendors ? absl::StrJoin(vendors, "+") : std::string(VendorName(placement.vendor)));
+  job.set_collective(input.collective);
+  job.set_batch_split(batch_split);
   job.set_rendezvous_endpoint(*port > 0 ? absl::StrCat(rank0.record.address(), ":", *port) : "");
   job.clear_placement();
   job.clear_launch_plan();
@@ -63,6 +133,11 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
     p->set_device_milli(assignment.device_milli);
     p->set_device_memory_mib(assignment.device_memory_mib);
     for (const auto& d : assignment.device_ids) p->add_device_ids(d);
+    if (across_vendors) {
+      p->set_group(input.nodes[rank].group);
+      p->set_vendor(std::string(VendorName(assignment.vendor)));
+    }
+    if (!input.nodes[rank].micro_batches.empty()) p->set_micro_batch(input.nodes[rank].micro_batches.front());
     for (const auto& d : placed[rank]->inventory.devices) {
       if (!assignment.device_ids.empty() && d.id == assignment.device_ids.front()) {
         p->set_fingerprint(d.fingerprint);

@@ -4,13 +4,16 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "planner/pool.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
 
 namespace hetpool::daemon {
 
-absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement);
+// `prices`: the MFU of each class, by which a job's global batch is split across classes.
+absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement,
+                           const planner::PriceTable& prices);
 
 // What the job's placement on one node holds there: the claim a bind makes, and the one a
 // restarted daemon rebuilds from the stored job.

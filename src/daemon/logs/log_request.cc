@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/names.h"
+#include "src/daemon/state/job_validation.h"
 
 namespace hetpool::daemon {
 
@@ -9,7 +10,7 @@ absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job
                                                      const hetpool::v1::GetJobLogsRequest& req, uint64_t generation) {
   std::vector<LogStream> streams;
   if (req.has_rank()) {
-    const int world = job.spec().procs_per_node() * job.spec().nnodes();
+    const int64_t world = TotalRanks(job.spec());
     if (req.rank() < 0 || req.rank() >= world) {
       return absl::InvalidArgumentError(absl::StrCat("rank: must be in [0, ", world, ")"));
     }

@@ -22,11 +22,7 @@ bool Allowed(const planner::PoolClass& cls, const pb::DeviceRequirements& req) {
 
 absl::StatusOr<pb::PlanResponse> ModelPlanner::Plan(const pb::PlanRequest& request,
                                                     const std::vector<planner::PoolClass>& pool) const {
-  auto req = FromProto(request);
-  if (!req.ok()) return req.status();
-  auto result = planner::MakePlan(*req, pool, prices_);
-  if (!result.ok()) return result.status();
-  return ToProto(*result, *req, prices_);
+  return AnswerPlan(request, pool, prices_);
 }
 
 absl::StatusOr<pb::PlanRow> ModelPlanner::ResolveJob(pb::JobSpec& spec,

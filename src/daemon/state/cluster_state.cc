@@ -26,7 +26,7 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
       cycle_(jobs_, nodes_, policy, reconciler_, wakeups_,
              CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer,
                           fair_share_ ? &*fair_share_ : nullptr, options_.preemption, options_.defrag,
-                          options_.elastic_grow_after}) {
+                          options_.elastic_grow_after, absl::Minutes(1), &options_.prices}) {
   if (fair_share_) queues_file_ = options_.queues_file;
 }
 
@@ -227,7 +227,8 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
       auto feasible = policy_->Place(placement_request, cycle_.NodeViews(/*all_free=*/true));
       if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
         return absl::FailedPreconditionError(
-            absl::StrCat("nnodes/devices_per_node/requirements: ", feasible.status().message()));
+            absl::StrCat(placement_request.groups.empty() ? "nnodes/devices_per_node/requirements: " : "groups: ",
+                         feasible.status().message()));
       }
     }
     if (options_.quotas != nullptr) {

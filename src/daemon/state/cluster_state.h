@@ -61,6 +61,8 @@ struct ClusterOptions {
   int rendezvous_port_max = 30499;
   size_t max_events_per_job = 200;
   bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
+  // --prices: the MFU each class reaches, by which a job across vendors' batch is split.
+  planner::PriceTable prices;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
   // Fair-share queues (docs/sharing.md): the config, and the file it was read from and is read

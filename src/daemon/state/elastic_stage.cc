@@ -71,7 +71,7 @@ double ElasticStage::LostCardHours(const Running& job, absl::Time now) const {
 
 bool ElasticStage::TryShrink(JobEntry& waiting, const scheduler::PlacementRequest& request,
                              const ViewsWithout& views_without, absl::Time now) {
-  if (request.devices_per_node < 1 || holds_.Waiting(waiting.job.id())) return false;
+  if (request.devices_per_node < 1 || request.Grouped() || holds_.Waiting(waiting.job.id())) return false;
   std::map<std::string, Running>& running = RunningElastic();
   // Lower priority first, then the one that loses the least work.
   std::vector<Running*> order;

@@ -7,24 +7,17 @@
 
 namespace hetpool::daemon {
 
-scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
-  scheduler::PlacementRequest req;
-  req.nnodes = spec.nnodes();
-  req.devices_per_node = spec.devices_per_node();
-  for (const auto& v : spec.requirements().vendors()) {
-    if (auto vendor = ParseVendor(v)) req.requirements.vendors.push_back(*vendor);
+namespace {
+
+// Validated at submission, so parsing cannot fail here.
+scheduler::Requirements ToRequirements(const pb::DeviceRequirements& r) {
+  scheduler::Requirements out;
+  for (const auto& v : r.vendors()) {
+    if (auto vendor = ParseVendor(v)) out.vendors.push_back(*vendor);
   }
-  req.requirements.models.assign(spec.requirements().models().begin(),
-                                 spec.requirements().models().end());
-  req.requirements.fingerprints.assign(spec.requirements().fingerprints().begin(),
-                                       spec.requirements().fingerprints().end());
-  if (spec.device_milli() > 0) req.device_milli = spec.device_milli();
-  req.device_memory_mib = spec.device_memory_mib();
-  req.cpu_milli = HostCpuMilliPerNode(spec);
-  req.host_memory_mib = HostMemoryMibPerNode(spec);
-  // Validated at submission, so parsing cannot fail here.
-  drivers::RunRequirements& run = req.requirements.run;
-  const pb::DeviceRequirements& r = spec.requirements();
+  out.models.assign(r.models().begin(), r.models().end());
+  out.fingerprints.assign(r.fingerprints().begin(), r.fingerprints().end());
+  drivers::RunRequirements& run = out.run;
   run.min_memory_mib = r.min_memory_mib();
   run.min_driver_version = r.min_driver_version();
   run.min_runtime_version = r.min_runtime_version();
@@ -37,6 +30,25 @@ scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
   run.code.maca = r.code().maca();
   run.code.bang.assign(r.code().bang().begin(), r.code().bang().end());
   run.code.spirv = r.code().spirv();
+  return out;
+}
+
+}  // namespace
+
+scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
+  scheduler::PlacementRequest req;
+  req.nnodes = spec.nnodes();
+  req.devices_per_node = spec.devices_per_node();
+  req.requirements = ToRequirements(spec.requirements());
+  if (spec.device_milli() > 0) req.device_milli = spec.device_milli();
+  req.device_memory_mib = spec.device_memory_mib();
+  req.cpu_milli = HostCpuMilliPerNode(spec);
+  req.host_memory_mib = HostMemoryMibPerNode(spec);
+  req.mixed_vendors = spec.mixed_vendors();
+  if (spec.collective() == "flagcx") req.collective = "flagcx";
+  for (const auto& g : spec.groups()) {
+    req.groups.push_back({g.name(), g.nnodes(), g.devices_per_node(), ToRequirements(g.requirements())});
+  }
   return req;
 }
 

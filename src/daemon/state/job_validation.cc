@@ -40,6 +40,162 @@ absl::Status CheckRange(absl::string_view field, int value, int min, int max) {
   return absl::OkStatus();
 }
 
+// One set of device requirements (the job's, or a role group's at `where`), with the cards it
+// goes with (`devices_field`: where that count was given).
+absl::Status ValidateRequirements(absl::string_view where, const hetpool::v1::DeviceRequirements& req,
+                                  int devices_per_node, absl::string_view devices_field) {
+  std::set<std::string> vendors;
+  for (int i = 0; i < req.vendors_size(); ++i) {
+    const std::string field = absl::StrCat(where, ".vendors[", i, "]");
+    auto vendor = ParseVendor(req.vendors(i));
+    if (!vendor) {
+      return Invalid(field, absl::StrCat("unknown vendor '", req.vendors(i), "' (known: ",
+                                         kKnownVendorList, ")"));
+    }
+    vendors.insert(req.vendors(i));
+  }
+  const bool cpu_only = vendors.size() == 1 && vendors.contains("cpu");
+  if (cpu_only && devices_per_node > 0) {
+    return Invalid(devices_field, absl::StrCat("a job restricted to vendor cpu takes no devices (use 0)"));
+  }
+  if (!vendors.empty() && !vendors.contains("cpu") && devices_per_node == 0) {
+    return Invalid(devices_field, absl::StrCat("0 makes a CPU job, but ", where, ".vendors excludes cpu"));
+  }
+  for (int i = 0; i < req.precisions_size(); ++i) {
+    if (auto p = drivers::ParsePrecision(req.precisions(i)); !p.ok()) {
+      return Invalid(absl::StrCat(where, ".precisions[", i, "]"), p.status().message());
+    }
+  }
+  for (const auto& [name, value] : {std::pair{"min_driver_version", &req.min_driver_version()},
+                                    {"min_runtime_version", &req.min_runtime_version()}}) {
+    const std::string field = absl::StrCat(where, ".", name);
+    if (value->size() > 64) return Invalid(field, "longer than 64 characters");
+    for (char c : *value) {
+      if (!absl::ascii_isdigit(c) && c != '.' && c != '-') return Invalid(field, "expected a dotted version, e.g. 535.104");
+    }
+  }
+  auto check_targets = [](absl::string_view field, const auto& list, absl::string_view prefix,
+                          bool allow_a) -> absl::Status {
+    if (list.size() > 32) return Invalid(field, "more than 32 entries");
+    for (int i = 0; i < list.size(); ++i) {
+      const std::string& t = list[i];
+      absl::string_view digits = t;
+      const bool ok_prefix = absl::ConsumePrefix(&digits, prefix);
+      if (allow_a) absl::ConsumeSuffix(&digits, "a");
+      const bool ok = ok_prefix && digits.size() >= 2 && digits.size() <= 4 &&
+                      std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(c); });
+      if (!ok) {
+        return Invalid(absl::StrCat(field, "[", i, "]"),
+                       absl::StrCat("'", t, "' is not of the form ", prefix, "NN", allow_a ? " or " : "",
+                                    allow_a ? absl::StrCat(prefix, "NNa") : ""));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = check_targets(absl::StrCat(where, ".code.cuda_sass"), req.code().cuda_sass(), "sm_", true); !s.ok()) return s;
+  if (auto s = check_targets(absl::StrCat(where, ".code.cuda_ptx"), req.code().cuda_ptx(), "compute_", false); !s.ok()) return s;
+  if (auto s = check_targets(absl::StrCat(where, ".code.bang"), req.code().bang(), "mtp_", false); !s.ok()) return s;
+  if (req.models_size() > 64) return Invalid(absl::StrCat(where, ".models"), "more than 64 models");
+  for (int i = 0; i < req.models_size(); ++i) {
+    if (auto s = CheckText(absl::StrCat(where, ".models[", i, "]"), req.models(i), 128); !s.ok()) {
+      return s;
+    }
+  }
+  if (req.fingerprints_size() > 64) return Invalid(absl::StrCat(where, ".fingerprints"), "more than 64 classes");
+  for (int i = 0; i < req.fingerprints_size(); ++i) {
+    if (auto s = CheckText(absl::StrCat(where, ".fingerprints[", i, "]"), req.fingerprints(i), 64); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Role groups (a job across vendors): each group checked on its own, then the job's own shape
+// filled from them: nnodes their total, devices_per_node and procs_per_node the largest (what
+// quotas, host resources and preemption read as "at most per node").
+absl::Status NormalizeRoleGroups(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
+  constexpr int kMaxGroups = 16;
+  if (spec.groups_size() > kMaxGroups) return Invalid("groups", absl::StrCat("more than ", kMaxGroups, " groups"));
+  if (spec.nnodes() != 0 || spec.devices_per_node() != 0 || spec.procs_per_node() != 0 ||
+      spec.has_requirements()) {
+    return Invalid("groups", "each group says its nodes, cards and requirements: leave nnodes, devices_per_node, "
+                             "procs_per_node and requirements unset");
+  }
+  if (spec.mixed_vendors()) return Invalid("groups", "either groups or mixed_vendors, not both");
+  std::set<std::string> names;
+  int total_nodes = 0, most_devices = 0, most_procs = 0;
+  for (int i = 0; i < spec.groups_size(); ++i) {
+    hetpool::v1::RoleGroup& group = *spec.mutable_groups(i);
+    const std::string where = absl::StrCat("groups[", i, "]");
+    if (auto s = CheckName(absl::StrCat(where, ".name"), group.name(), 32, true); !s.ok()) return s;
+    if (!names.insert(group.name()).second) {
+      return Invalid(absl::StrCat(where, ".name"), absl::StrCat("'", group.name(), "' names two groups"));
+    }
+    if (auto s = CheckRange(absl::StrCat(where, ".nnodes"), group.nnodes(), 1, limits.max_nnodes); !s.ok()) return s;
+    if (auto s = CheckRange(absl::StrCat(where, ".devices_per_node"), group.devices_per_node(), 1,
+                            limits.max_devices_per_node);
+        !s.ok()) {
+      return s;
+    }
+    if (group.procs_per_node() == 0) group.set_procs_per_node(group.devices_per_node());
+    if (auto s = CheckRange(absl::StrCat(where, ".procs_per_node"), group.procs_per_node(), 1,
+                            limits.max_procs_per_node);
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = ValidateRequirements(absl::StrCat(where, ".requirements"), group.requirements(),
+                                      group.devices_per_node(), absl::StrCat(where, ".devices_per_node"));
+        !s.ok()) {
+      return s;
+    }
+    total_nodes += group.nnodes();
+    most_devices = std::max(most_devices, group.devices_per_node());
+    most_procs = std::max(most_procs, group.procs_per_node());
+  }
+  if (total_nodes > limits.max_nnodes) {
+    return Invalid("groups", absl::StrCat(total_nodes, " nodes in all; at most ", limits.max_nnodes));
+  }
+  spec.set_nnodes(total_nodes);
+  spec.set_devices_per_node(most_devices);
+  spec.set_procs_per_node(most_procs);
+  return absl::OkStatus();
+}
+
+// What a job across vendors may not combine, and the fields only it reads.
+absl::Status ValidateAcrossVendors(const hetpool::v1::JobSpec& spec) {
+  const bool across = spec.groups_size() > 0 || spec.mixed_vendors();
+  static const std::set<std::string> kCollectives = {"", "auto", "gloo", "hierarchical", "flagcx"};
+  if (!kCollectives.contains(spec.collective())) {
+    return Invalid("collective", absl::StrCat("unknown '", spec.collective().substr(0, 32),
+                                              "' (auto, gloo, hierarchical, flagcx)"));
+  }
+  if (!across && !spec.collective().empty()) {
+    return Invalid("collective", "only for a job across vendors (groups or mixed_vendors); one vendor's job uses its "
+                                 "own library");
+  }
+  const int64_t ranks = TotalRanks(spec);
+  if (spec.global_batch() < 0 || spec.global_batch() > (1 << 24)) return Invalid("global_batch", "must be 0..16777216");
+  if (spec.global_batch() > 0 && spec.global_batch() < ranks) {
+    return Invalid("global_batch", absl::StrCat(spec.global_batch(), " samples for ", ranks,
+                                                " ranks: every rank needs at least one"));
+  }
+  if (spec.global_batch() > 0 && spec.has_model()) {
+    return Invalid("global_batch", "not with model (the plan sets HETPOOL_MICRO_BATCH)");
+  }
+  if (spec.global_batch() > 0 && spec.has_elastic_nnodes()) {
+    return Invalid("global_batch", "not with elastic_nnodes (the ranks change between rounds; split it in the job)");
+  }
+  if (!across) return absl::OkStatus();
+  const std::string what = spec.mixed_vendors() ? "mixed_vendors" : "groups";
+  if (spec.has_elastic_nnodes()) return Invalid(what, "not with elastic_nnodes (a job across vendors has a fixed shape)");
+  if (spec.has_model()) return Invalid(what, "not with model (the planner places one class of cards)");
+  if (spec.device_milli() > 0 && spec.device_milli() < 1000) return Invalid(what, "takes whole cards: not with device_milli");
+  if (spec.mixed_vendors() && spec.devices_per_node() < 1) {
+    return Invalid("mixed_vendors", "a job across vendors needs cards: devices_per_node at least 1");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateNodeName(const std::string& name) {
@@ -48,6 +204,20 @@ absl::Status ValidateNodeName(const std::string& name) {
 
 int64_t HostCpuMilliPerNode(const hetpool::v1::JobSpec& spec) {
   return spec.host().cpu_milli_per_process() * std::max(1, spec.procs_per_node()) + spec.host().cpu_milli_per_node();
+}
+
+int64_t TotalRanks(const hetpool::v1::JobSpec& spec) {
+  if (spec.groups_size() == 0) return int64_t{spec.nnodes()} * spec.procs_per_node();
+  int64_t ranks = 0;
+  for (const auto& group : spec.groups()) ranks += int64_t{group.nnodes()} * group.procs_per_node();
+  return ranks;
+}
+
+int64_t TotalCards(const hetpool::v1::JobSpec& spec) {
+  if (spec.groups_size() == 0) return int64_t{spec.nnodes()} * spec.devices_per_node();
+  int64_t cards = 0;
+  for (const auto& group : spec.groups()) cards += int64_t{group.nnodes()} * group.devices_per_node();
+  return cards;
 }
 
 uint64_t HostMemoryMibPerNode(const hetpool::v1::JobSpec& spec) {
@@ -131,6 +301,9 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     if (auto s = CheckText(field, value, limits.max_env_value); !s.ok()) return s;
   }
 
+  if (spec.groups_size() > 0) {
+    if (auto s = NormalizeRoleGroups(spec, limits); !s.ok()) return s;
+  }
   if (spec.has_elastic_nnodes()) {
     // Elastic: nnodes is its floor, the size the scheduler guarantees (0 is read as min).
     const hetpool::v1::NodeRange& range = spec.elastic_nnodes();
@@ -201,70 +374,11 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     return Invalid("host", "more than 64 TiB per node in all (per process x procs_per_node + per node)");
   }
 
-  const auto& req = spec.requirements();
-  std::set<std::string> vendors;
-  for (int i = 0; i < req.vendors_size(); ++i) {
-    const std::string field = absl::StrCat("requirements.vendors[", i, "]");
-    auto vendor = ParseVendor(req.vendors(i));
-    if (!vendor) {
-      return Invalid(field, absl::StrCat("unknown vendor '", req.vendors(i), "' (known: ",
-                                         kKnownVendorList, ")"));
-    }
-    vendors.insert(req.vendors(i));
+  if (auto s = ValidateRequirements("requirements", spec.requirements(), spec.devices_per_node(), "devices_per_node");
+      !s.ok()) {
+    return s;
   }
-  const bool cpu_only = vendors.size() == 1 && vendors.contains("cpu");
-  if (cpu_only && spec.devices_per_node() > 0) {
-    return Invalid("devices_per_node", "a job restricted to vendor cpu takes no devices (use 0)");
-  }
-  if (!vendors.empty() && !vendors.contains("cpu") && spec.devices_per_node() == 0) {
-    return Invalid("devices_per_node", "0 makes a CPU job, but requirements.vendors excludes cpu");
-  }
-  for (int i = 0; i < req.precisions_size(); ++i) {
-    if (auto p = drivers::ParsePrecision(req.precisions(i)); !p.ok()) {
-      return Invalid(absl::StrCat("requirements.precisions[", i, "]"), p.status().message());
-    }
-  }
-  for (const auto& [field, value] : {std::pair{"requirements.min_driver_version", &req.min_driver_version()},
-                                     {"requirements.min_runtime_version", &req.min_runtime_version()}}) {
-    if (value->size() > 64) return Invalid(field, "longer than 64 characters");
-    for (char c : *value) {
-      if (!absl::ascii_isdigit(c) && c != '.' && c != '-') return Invalid(field, "expected a dotted version, e.g. 535.104");
-    }
-  }
-  auto check_targets = [](absl::string_view field, const auto& list, absl::string_view prefix,
-                          bool allow_a) -> absl::Status {
-    if (list.size() > 32) return Invalid(field, "more than 32 entries");
-    for (int i = 0; i < list.size(); ++i) {
-      const std::string& t = list[i];
-      absl::string_view digits = t;
-      const bool ok_prefix = absl::ConsumePrefix(&digits, prefix);
-      if (allow_a) absl::ConsumeSuffix(&digits, "a");
-      const bool ok = ok_prefix && digits.size() >= 2 && digits.size() <= 4 &&
-                      std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(c); });
-      if (!ok) {
-        return Invalid(absl::StrCat(field, "[", i, "]"),
-                       absl::StrCat("'", t, "' is not of the form ", prefix, "NN", allow_a ? " or " : "",
-                                    allow_a ? absl::StrCat(prefix, "NNa") : ""));
-      }
-    }
-    return absl::OkStatus();
-  };
-  if (auto s = check_targets("requirements.code.cuda_sass", req.code().cuda_sass(), "sm_", true); !s.ok()) return s;
-  if (auto s = check_targets("requirements.code.cuda_ptx", req.code().cuda_ptx(), "compute_", false); !s.ok()) return s;
-  if (auto s = check_targets("requirements.code.bang", req.code().bang(), "mtp_", false); !s.ok()) return s;
-  if (req.models_size() > 64) return Invalid("requirements.models", "more than 64 models");
-  for (int i = 0; i < req.models_size(); ++i) {
-    if (auto s = CheckText(absl::StrCat("requirements.models[", i, "]"), req.models(i), 128); !s.ok()) {
-      return s;
-    }
-  }
-  if (req.fingerprints_size() > 64) return Invalid("requirements.fingerprints", "more than 64 classes");
-  for (int i = 0; i < req.fingerprints_size(); ++i) {
-    if (auto s = CheckText(absl::StrCat("requirements.fingerprints[", i, "]"), req.fingerprints(i), 64); !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
+  return ValidateAcrossVendors(spec);
 }
 
 absl::Status ValidateRegistration(const hetpool::v1::RegisterRequest& req) {

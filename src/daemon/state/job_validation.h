@@ -37,6 +37,9 @@ inline constexpr int64_t kMaxHostCpuMilli = 1024 * 1000;
 inline constexpr uint64_t kMaxHostMemoryMib = uint64_t{64} << 20;
 int64_t HostCpuMilliPerNode(const hetpool::v1::JobSpec& spec);
 uint64_t HostMemoryMibPerNode(const hetpool::v1::JobSpec& spec);
+// Ranks (processes) and cards a job runs on in all: its nodes x per node, or each role group's.
+int64_t TotalRanks(const hetpool::v1::JobSpec& spec);
+int64_t TotalCards(const hetpool::v1::JobSpec& spec);
 
 // Checks `spec` and fills defaults in place. INVALID_ARGUMENT with "field: problem" on failure.
 absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits = {});

@@ -158,7 +158,12 @@ bool PreemptionStage::StaysWithinShare(const JobEntry& entry, const scheduler::P
 bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequest& request,
                                  const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without,
                                  absl::Time now) {
-  if (mode_ == PreemptionMode::kOff || request.devices_per_node < 1 || holds_.contains(entry.job.id())) return false;
+  // A job across vendors waits for its cards (victims are chosen for one shape of node; its groups
+  // have several): it may still be a victim, whole.
+  if (mode_ == PreemptionMode::kOff || request.devices_per_node < 1 || request.Grouped() ||
+      holds_.contains(entry.job.id())) {
+    return false;
+  }
   if (!candidates_) GatherCandidates(now);
   std::map<std::string, const PreemptibleJob*> stoppable;
   std::map<std::string, std::string> why;
@@ -226,7 +231,8 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
 bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
                               const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without,
                               absl::Time now) {
-  if (defrag_.after <= absl::ZeroDuration() || request.devices_per_node < 1 || holds_.contains(entry.job.id())) {
+  if (defrag_.after <= absl::ZeroDuration() || request.devices_per_node < 1 || request.Grouped() ||
+      holds_.contains(entry.job.id())) {
     return false;
   }
   if (now - FromProtoTime(entry.job.created_at()) < defrag_.after) return false;

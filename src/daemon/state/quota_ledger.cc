@@ -1,6 +1,7 @@
 #include "src/daemon/state/quota_ledger.h"
 
 #include "hetpool/vendor.h"
+#include "src/daemon/state/job_validation.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -15,7 +16,7 @@ const CardHoldings& Of(const std::map<std::string, CardHoldings>& by_owner, cons
 
 int64_t CardsNeeded(const hetpool::v1::JobSpec& spec) {
   const int64_t share = spec.device_milli() > 0 && spec.device_milli() < 1000 ? spec.device_milli() : 1000;
-  return static_cast<int64_t>(spec.nnodes()) * spec.devices_per_node() * share;
+  return TotalCards(spec) * share;
 }
 
 CardClass CardClassOf(const DeviceRecord& device) { return {std::string(VendorName(device.vendor)), device.fingerprint}; }

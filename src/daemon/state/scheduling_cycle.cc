@@ -64,15 +64,18 @@ constexpr int kMaxPreemptionAttemptsPerPass = 16;
 // Binding is BindPlacement: claims, launch plans and the store, under the caller's lock.
 class JobBinder final : public scheduler::Binder {
  public:
-  JobBinder(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry) : jobs_(jobs), nodes_(nodes), entry_(entry) {}
+  JobBinder(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const planner::PriceTable* prices)
+      : jobs_(jobs), nodes_(nodes), entry_(entry), prices_(prices) {}
   absl::Status Bind(const scheduler::Placement& placement) override {
-    return BindPlacement(jobs_, nodes_, entry_, placement);
+    static const planner::PriceTable kDefaults;
+    return BindPlacement(jobs_, nodes_, entry_, placement, prices_ != nullptr ? *prices_ : kDefaults);
   }
 
  private:
   JobTable& jobs_;
   NodeRegistry& nodes_;
   JobEntry& entry_;
+  const planner::PriceTable* prices_;
 };
 
 }  // namespace
@@ -161,6 +164,7 @@ scheduler::NodeView SchedulingCycle::BuildView(const NodeEntry& node, bool all_f
   view.context.torch_devices = node.inventory.torch_devices.empty() ? drivers::DefaultTorchDevices(node.inventory.devices)
                                                                     : node.inventory.torch_devices;
   view.context.metax_cuda_translation = options_.metax_cuda_translation;
+  view.context.collectives = node.inventory.collectives;
   if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
   const HostFree host = HostFreeOf(node.inventory, *claims);
   view.cpu_milli_total = host.cpu_milli_total;
@@ -186,7 +190,7 @@ void SchedulingCycle::Refresh(std::vector<scheduler::NodeView>& views, const std
 
 absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, const scheduler::PlacementRequest& request,
                                                             PassState& pass) {
-  JobBinder binder(jobs_, nodes_, entry);
+  JobBinder binder(jobs_, nodes_, entry, options_.prices);
   const absl::Time decision_start = absl::Now();
   // An elastic job takes as many nodes as fit, its max first; `request` (its min) is the last
   // try, and says why it waits.

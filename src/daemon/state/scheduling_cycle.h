@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "planner/pool.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
 #include "src/daemon/sharing/fair_share.h"
@@ -46,6 +47,8 @@ struct CycleOptions {
   absl::Duration elastic_grow_after = absl::Minutes(5);
   // A full pass over the queue runs at least this often, a safety net for a missed wake-up.
   absl::Duration full_pass_every = absl::Minutes(1);
+  // What a job across vendors' batch split reads (each class's MFU); null: the vendor defaults.
+  const planner::PriceTable* prices = nullptr;
 };
 
 class SchedulingCycle {
