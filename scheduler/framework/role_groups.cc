@@ -12,12 +12,18 @@
 namespace hetpool::scheduler {
 namespace {
 
-// Nodes with at least `need` cards that qualify for `requirements` (free or not, and
-// `free_only`: free and healthy now, on a schedulable node), by vendor.
-std::map<Vendor, int> NodesThatCanHold(const PlacementRequest& request, const Requirements& requirements, int need,
-                                       const std::vector<NodeView>& nodes, bool free_only) {
-  QualifyCache qualify(requirements);
+// Nodes with at least `need` cards of one vendor that qualify for `requirements` (free or not,
+// and `free_only`: free and healthy now, on a schedulable node): by vendor, and in all (a node
+// with two such vendors counts once there: it hosts one group of a job).
+struct Capable {
   std::map<Vendor, int> by_vendor;
+  int nodes = 0;
+};
+
+Capable NodesThatCanHold(const PlacementRequest& request, const Requirements& requirements, int need,
+                         const std::vector<NodeView>& nodes, bool free_only) {
+  QualifyCache qualify(requirements);
+  Capable capable;
   for (const NodeView& node : nodes) {
     if (free_only && !node.schedulable) continue;
     qualify.SetNode(node.context);
@@ -27,17 +33,15 @@ std::map<Vendor, int> NodesThatCanHold(const PlacementRequest& request, const Re
       if (free_only && !Available(request, dv)) continue;
       ++cards[dv.device->vendor];
     }
+    bool any = false;
     for (const auto& [vendor, n] : cards) {
-      if (n >= need) ++by_vendor[vendor];
+      if (n < need) continue;
+      ++capable.by_vendor[vendor];
+      any = true;
     }
+    capable.nodes += any ? 1 : 0;
   }
-  return by_vendor;
-}
-
-int Total(const std::map<Vendor, int>& by_vendor) {
-  int total = 0;
-  for (const auto& [vendor, n] : by_vendor) total += n;
-  return total;
+  return capable;
 }
 
 // The group's refusal, named, with what it carries (the pending reason the job shows).
@@ -61,8 +65,9 @@ absl::StatusOr<Placement> PlaceDeclaredGroups(const PlacementRequest& request, c
   std::vector<int> capable(request.groups.size());
   for (size_t g = 0; g < request.groups.size(); ++g) {
     const RoleGroup& group = request.groups[g];
-    capable[g] = Total(NodesThatCanHold(GroupRequest(request, group), group.requirements, group.devices_per_node,
-                                        nodes, /*free_only=*/false));
+    capable[g] = NodesThatCanHold(GroupRequest(request, group), group.requirements, group.devices_per_node, nodes,
+                                  /*free_only=*/false)
+                     .nodes;
   }
   std::vector<size_t> order(request.groups.size());
   std::iota(order.begin(), order.end(), 0);
@@ -124,12 +129,12 @@ absl::StatusOr<Placement> PlaceAcrossVendors(const PlacementRequest& request, co
     return one_vendor.status();
   }
   const int need = request.devices_per_node;
-  const std::map<Vendor, int> capable = NodesThatCanHold(request, request.requirements, need, nodes, false);
+  const int capable = NodesThatCanHold(request, request.requirements, need, nodes, /*free_only=*/false).nodes;
   PendingReason why;
   why.needs = absl::StrCat(request.nnodes, " nodes x ", need, " cards of any vendors (one vendor per node)");
-  if (Total(capable) < request.nnodes) {
+  if (capable < request.nnodes) {
     why.never = true;
-    why.closest = absl::StrCat(Total(capable), " node(s) of the pool could hold their share");
+    why.closest = absl::StrCat(capable, " node(s) of the pool could hold their share");
     absl::Status never = absl::FailedPreconditionError(absl::StrCat("needs ", why.needs, "; ", why.closest));
     AttachPendingReason(never, why);
     return never;
@@ -141,11 +146,11 @@ absl::StatusOr<Placement> PlaceAcrossVendors(const PlacementRequest& request, co
     if (remaining == 0) break;
     PlacementRequest part = whole;
     part.requirements.vendors = {vendor};
-    const std::map<Vendor, int> free = NodesThatCanHold(part, part.requirements, need, views, true);
-    auto it = free.find(vendor);
+    const Capable free = NodesThatCanHold(part, part.requirements, need, views, /*free_only=*/true);
+    auto it = free.by_vendor.find(vendor);
     // The count is an upper bound (other filters: host resources, quota, reservation); the policy
     // decides, from the most nodes down.
-    for (int k = std::min(remaining, it == free.end() ? 0 : it->second); k > 0; --k) {
+    for (int k = std::min(remaining, it == free.by_vendor.end() ? 0 : it->second); k > 0; --k) {
       part.nnodes = k;
       auto placement = place(part, views);
       if (!placement.ok()) continue;

@@ -129,8 +129,15 @@ void PrintMixedPlan(const pb::PlanResponse& resp) {
 }
 
 absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, const std::vector<std::string>& pool_files,
-                                             const std::string& prices_file) {
-  static const drivers::SpecTable specs = drivers::SpecTable::Defaults();
+                                             const std::string& prices_file, const std::string& spec_table_file) {
+  drivers::SpecTable specs = drivers::SpecTable::Defaults();
+  if (!spec_table_file.empty()) {  // the agents' --spec-table, for a what-if on figures they lack
+    auto text = ReadTextFile(spec_table_file);
+    if (!text.ok()) return text.status();
+    if (absl::Status s = specs.MergeJson(*text); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(spec_table_file, ": ", s.message()));
+    }
+  }
   std::vector<planner::PoolClass> classes;
   for (const std::string& file : pool_files) {
     auto text = ReadTextFile(file);
@@ -158,7 +165,7 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
 
 struct PlanOptions {
   std::string model, config, mode, precision, optimizer, mixed, recompute, attention, kv_precision, objective, prices,
-      layout;
+      layout, spec_table;
   std::vector<std::string> pool;
   int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0,
       prompt = 0, prefill_chunk = 0;
@@ -209,6 +216,8 @@ void DeclarePlan(FlagSet& flags, PlanOptions* o) {
   flags.List("pool", &o->pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
   flags.CompleteAs("pool", ValueCompletion::kFile);
   flags.String("prices", &o->prices, "offline: price table JSON (docs/planner.md)");
+  flags.String("spec-table", &o->spec_table, "offline: card specs added to or replacing the defaults (docs/fingerprints.md)");
+  flags.CompleteAs("spec-table", ValueCompletion::kFile);
   flags.CompleteAs("prices", ValueCompletion::kFile);
   flags.Bool("wide", &o->wide, "every column (fingerprint, headroom, cost-performance, notes); default: 100 columns");
 }
@@ -230,6 +239,9 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
     return 0;
   }
   if (!o.prices.empty() && o.pool.empty()) return in.Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
+  if (!o.spec_table.empty() && o.pool.empty()) {
+    return in.Usage("--spec-table is for offline planning with --pool (agents have their own --spec-table)");
+  }
 
   pb::PlanRequest req;
   req.mutable_model()->set_preset(o.model);
@@ -272,7 +284,7 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
 
   absl::StatusOr<pb::PlanResponse> resp;
   if (!o.pool.empty()) {
-    resp = PlanOffline(req, o.pool, o.prices);
+    resp = PlanOffline(req, o.pool, o.prices, o.spec_table);
   } else {
     pb::PlanResponse answer;
     auto status = client.planner().Plan(client.Context().get(), req, &answer);

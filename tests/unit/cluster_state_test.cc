@@ -65,6 +65,7 @@ class ClusterStateTest : public ::testing::Test {
     options.observer = &observer_;
     options.retain_finished = retain_finished_;  // off unless a test sets it
     options.archive_finished = archive_finished_;
+    options.preemption = preemption_;
     state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
@@ -163,6 +164,7 @@ class ClusterStateTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   absl::Duration retain_finished_ = absl::ZeroDuration();
   bool archive_finished_ = true;
+  PreemptionMode preemption_ = PreemptionMode::kOff;
   // The daemon's policy: the default plugin profile.
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::unique_ptr<SqliteStore> store_;
@@ -303,6 +305,48 @@ TEST_F(ClusterStateTest, RestartedDaemonReadoptsRunningJobs) {
   EXPECT_EQ(Job(pending->id()).state(), pb::JOB_STATE_PENDING);  // the cards are still in use
   auto third = state_->Submit(Spec(1, 1), "");
   EXPECT_EQ(third->id(), "job-000003");  // ids continue after the restart
+}
+
+// A preemptor's hold on its victim's cards is stored with it: a restarted daemon keeps waiting for
+// the victim's processes to stop instead of stopping another job for the same room.
+TEST_F(ClusterStateTest, APreemptorWaitsForItsVictimAcrossARestartAndStopsNoOther) {
+  preemption_ = PreemptionMode::kPriority;
+  Open();
+  Register("a", 4);
+  auto first = state_->Submit(Spec(1, 2), "");
+  auto second = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(first->id(), 1, true), Proc(second->id(), 1, true)}).ok());
+  ASSERT_EQ(Job(first->id()).state(), pb::JOB_STATE_RUNNING);
+  ASSERT_EQ(Job(second->id()).state(), pb::JOB_STATE_RUNNING);
+  now_ += absl::Seconds(5);  // within the lease
+  pb::JobSpec urgent = Spec(1, 2);
+  urgent.set_priority(10);
+  auto high = state_->Submit(urgent, "");
+  state_->Tick();
+  const bool first_stopped = Job(first->id()).reason() == "Preempted";
+  const std::string victim = first_stopped ? first->id() : second->id();
+  const std::string other = first_stopped ? second->id() : first->id();
+  ASSERT_EQ(Job(victim).reason(), "Preempted");
+  ASSERT_EQ(Job(other).state(), pb::JOB_STATE_RUNNING);
+  ASSERT_EQ(Job(high->id()).hold().waiting_for_size(), 1);
+
+  Open();  // a new daemon on the same store, while the victim's processes still stop
+  Register("a", 4, {Proc(victim, 1, true), Proc(other, 1, true)});
+  state_->Tick();
+  now_ += absl::Seconds(1);
+  state_->Tick();
+  EXPECT_EQ(Job(other).state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(Job(other).preemption_count(), 0) << Job(other).message();
+  EXPECT_EQ(Job(high->id()).state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(Job(high->id()).pending().preempting(), victim);
+
+  // The victim's processes are gone: the preemptor takes its cards, and its hold goes.
+  ASSERT_TRUE(Heartbeat("a", {Proc(victim, 1, false), Proc(other, 1, true)}).ok());
+  state_->Tick();
+  EXPECT_EQ(Job(high->id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_FALSE(Job(high->id()).has_hold());
+  EXPECT_EQ(Job(other).state(), pb::JOB_STATE_RUNNING);
 }
 
 TEST_F(ClusterStateTest, RestartedDaemonFailsJobsWhoseNodeNeverReturns) {

@@ -194,6 +194,10 @@ TEST(JobValidation, TheMixedExampleJobIsValidAndItsShapeComesFromItsGroups) {
   EXPECT_EQ(spec.groups(0).procs_per_node(), 2);  // defaulted from its cards
   EXPECT_EQ(TotalRanks(spec), 2 + 2 * 4);
   EXPECT_EQ(TotalCards(spec), 2 + 2 * 2);
+  // The spec as stored passes again as it is (a job's spec submitted once more).
+  hetpool::v1::JobSpec again = spec;
+  ASSERT_TRUE(ValidateAndNormalizeSpec(again).ok());
+  EXPECT_EQ(again.SerializeAsString(), spec.SerializeAsString());
 }
 
 TEST(JobValidation, AJobAcrossVendorsRefusesWhatItCannotCombine) {
@@ -202,8 +206,8 @@ TEST(JobValidation, AJobAcrossVendorsRefusesWhatItCannotCombine) {
     std::string expected;
   };
   const Case cases[] = {
-      {[](auto& s) { s.set_nnodes(2); }, "groups: each group says its nodes"},
-      {[](auto& s) { s.mutable_requirements()->add_vendors("nvidia"); }, "groups: each group says"},
+      {[](auto& s) { s.set_nnodes(3); }, "groups: each group says its nodes and cards: leave nnodes"},
+      {[](auto& s) { s.mutable_requirements()->add_vendors("nvidia"); }, "groups: each group says its requirements"},
       {[](auto& s) { s.mutable_groups(1)->set_name("h100"); }, "groups[1].name: 'h100' names two groups"},
       {[](auto& s) { s.mutable_groups(0)->set_name("a b"); }, "groups[0].name"},
       {[](auto& s) { s.mutable_groups(0)->set_devices_per_node(0); }, "groups[0].devices_per_node: must be between 1"},

@@ -162,6 +162,12 @@ TEST(MixedVendors, SpillsOntoTheFastestOtherVendor) {
   EXPECT_EQ(placement->nodes.back().vendor, Vendor::kMetax);
   job.nnodes = 4;
   EXPECT_TRUE(absl::IsFailedPrecondition(Shipped()->Place(job, pool.views).status()));
+
+  // A node with cards of two vendors hosts one group of a job: it counts once.
+  MixedPool one_node({{"node-a", {kH100, kH100, kMlu, kMlu}}});
+  job.nnodes = 2;
+  auto never = Shipped()->Place(job, one_node.views);
+  EXPECT_TRUE(absl::IsFailedPrecondition(never.status())) << never.status();
 }
 
 TEST(MixedVendors, ANamedCollectiveOnlyOnNodesThatHaveIt) {

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "drivers/fingerprint/card_speed.h"
-#include "planner/pool.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "drivers/fingerprint/spec_table.h"
+#include "planner/pool.h"
 #include "src/common/convert.h"
 #include "src/common/plan_convert.h"
 #include "src/daemon/launch/batch_split.h"
@@ -43,6 +43,8 @@ absl::StatusOr<BatchSplit> SplitBatch(const pb::JobSpec& spec, const scheduler::
       if (auto precision = drivers::ParsePrecision(p); precision.ok()) asked.insert(*precision);
     }
     const Precision precision = drivers::ComputePrecision(asked);
+    // Groups that compute in different precisions are each credited in their own; the summary
+    // names the first's.
     if (precision_names.empty()) precision_names = std::string(drivers::PrecisionName(precision));
     SplitNode node;
     node.ranks = launch[i].procs > 0 ? launch[i].procs : spec.procs_per_node();
@@ -124,6 +126,7 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   job.clear_placement();
   job.clear_launch_plan();
   job.clear_pending();  // placed: no reason to wait
+  job.clear_hold();     // nor cards held for it
   for (size_t rank = 0; rank < placement.nodes.size(); ++rank) {
     const auto& assignment = placement.nodes[rank];
     auto* p = job.add_placement();

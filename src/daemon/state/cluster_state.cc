@@ -63,6 +63,9 @@ absl::Status ClusterState::Load() {
     }
   }
   jobs_.Load(*std::move(jobs), *highest_seq);
+  // Jobs that were waiting for the jobs they stopped keep waiting for them (not stopping more);
+  // by the lease and the orphan grace every node has registered again or its processes are gone.
+  cycle_.RestoreHolds(now, options_.lease_ttl + options_.orphan_grace);
   if (fair_share_) {
     // What groups used before this daemon started counts in their shares, decayed.
     GroupHoldings holdings = HoldingsByGroup(nodes_, jobs_);

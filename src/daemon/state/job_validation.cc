@@ -112,14 +112,13 @@ absl::Status ValidateRequirements(absl::string_view where, const hetpool::v1::De
 
 // Role groups (a job across vendors): each group checked on its own, then the job's own shape
 // filled from them: nnodes their total, devices_per_node and procs_per_node the largest (what
-// quotas, host resources and preemption read as "at most per node").
+// quotas, host resources and preemption read as "at most per node"). A spec filled so already
+// (a stored job's, submitted again) passes as it is.
 absl::Status NormalizeRoleGroups(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   constexpr int kMaxGroups = 16;
   if (spec.groups_size() > kMaxGroups) return Invalid("groups", absl::StrCat("more than ", kMaxGroups, " groups"));
-  if (spec.nnodes() != 0 || spec.devices_per_node() != 0 || spec.procs_per_node() != 0 ||
-      spec.has_requirements()) {
-    return Invalid("groups", "each group says its nodes, cards and requirements: leave nnodes, devices_per_node, "
-                             "procs_per_node and requirements unset");
+  if (spec.has_requirements()) {
+    return Invalid("groups", "each group says its requirements: leave the job's requirements unset");
   }
   if (spec.mixed_vendors()) return Invalid("groups", "either groups or mixed_vendors, not both");
   std::set<std::string> names;
@@ -154,6 +153,13 @@ absl::Status NormalizeRoleGroups(hetpool::v1::JobSpec& spec, const SpecLimits& l
   }
   if (total_nodes > limits.max_nnodes) {
     return Invalid("groups", absl::StrCat(total_nodes, " nodes in all; at most ", limits.max_nnodes));
+  }
+  auto unset_or = [](int given, int filled) { return given == 0 || given == filled; };
+  if (!unset_or(spec.nnodes(), total_nodes) || !unset_or(spec.devices_per_node(), most_devices) ||
+      !unset_or(spec.procs_per_node(), most_procs)) {
+    return Invalid("groups", absl::StrCat("each group says its nodes and cards: leave nnodes, devices_per_node and "
+                                          "procs_per_node unset (from the groups: ",
+                                          total_nodes, ", ", most_devices, ", ", most_procs, ")"));
   }
   spec.set_nnodes(total_nodes);
   spec.set_devices_per_node(most_devices);

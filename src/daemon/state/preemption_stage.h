@@ -80,8 +80,9 @@ class PreemptionStage {
   bool Waiting(const std::string& job_id) const { return holds_.contains(job_id); }
   // Whether every claim of the job's victims is gone (their cards are free for it now).
   bool VictimsGone(const std::string& job_id) const;
-  // The job was placed, ended, or must look again: its hold goes.
-  void Release(const std::string& job_id) { holds_.erase(job_id); }
+  // The job was placed, ended, or must look again: its hold goes (and its stored copy with the
+  // job's next write).
+  void Release(const std::string& job_id);
   // The job was stopped by another stage (an elastic resize): not a victim in this pass.
   void Forget(const std::string& job_id) {
     if (candidates_) candidates_->erase(job_id);
@@ -91,8 +92,13 @@ class PreemptionStage {
   // Holds the cards of `placement` for `job_id` until `claims` (node, generation) are gone; the
   // cycle then offers it those cards first. What a preemption does for its preemptor, and an
   // elastic resize (elastic_stage.h) for the resized job and the job it shrinks for.
+  // The hold is stored with the job (Job.hold) before it counts.
   void HoldFor(const std::string& job_id, const scheduler::Placement& placement,
                std::vector<std::pair<std::string, JobGen>> claims);
+  // After a restart: the stored holds of PENDING jobs count again. Until `now + patience` a hold
+  // also waits for its victims' nodes to register again (their agents report the stopping
+  // processes, whose claims only come back then); past it a node that has not is taken as gone.
+  void RestoreHolds(absl::Time now, absl::Duration patience);
 
  private:
   struct Candidate {
@@ -109,7 +115,10 @@ class PreemptionStage {
     uint64_t seq = 0;                                    // preemption order
     HeldCards cards;                                     // where the preemptor goes
     std::vector<std::pair<std::string, JobGen>> claims;  // the victims' claims to wait for
+    absl::Time nodes_until = absl::InfinitePast();       // restored: wait for nodes to register
   };
+  static pb::CardHold ToProto(const Hold& hold);
+  static Hold FromProto(const pb::CardHold& stored);
 
   void GatherCandidates(absl::Time now);
   // The claims (node, generation) of these candidates.

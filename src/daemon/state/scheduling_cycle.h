@@ -59,6 +59,8 @@ class SchedulingCycle {
 
   // A job entered the queue: the next Run offers it even when nothing freed capacity.
   void Submitted(const std::string& job_id) { new_jobs_.push_back(job_id); }
+  // After a restart (the stored jobs loaded): the holds of jobs waiting for those they stopped.
+  void RestoreHolds(absl::Time now, absl::Duration patience) { preemption_.RestoreHolds(now, patience); }
   bool HasNewJobs() const { return !new_jobs_.empty(); }
   // One tick: when nothing freed capacity since the last full pass (Wakeups::CapacityChanged),
   // the jobs already waiting still wait, so only new submissions are offered, behind the last
