@@ -199,6 +199,13 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
   plan.link_seconds = slots * link_per_micro;
   plan.link_gbytes_per_s = network / 1e9;
   plan.tokens_per_second = plan.tokens_per_step / (plan.compute_seconds + plan.link_seconds);
+  // Stages left without a layer drop out: the first and last that keep some hold the embeddings.
+  int first_used = n, last_used = -1;
+  for (int i = 0; i < n; ++i) {
+    if (stages[i].layers == 0) continue;
+    first_used = std::min(first_used, i);
+    last_used = i;
+  }
   for (size_t p = 0; p < parts.size(); ++p) {
     MixedGroup g;
     g.label = parts[p].cls->label;
@@ -208,8 +215,13 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
       if (stages[i].part != p || stages[i].layers == 0) continue;
       g.stage_layers.push_back(stages[i].layers);
       g.layers += stages[i].layers;
-      g.required_bytes = std::max(g.required_bytes, StageBytes(parts[p], stages[i].layers, std::min(n - i, micro), i == 0,
-                                                               i == n - 1, prices.memory_margin));
+      g.required_bytes = std::max(g.required_bytes, StageBytes(parts[p], stages[i].layers, std::min(n - i, micro),
+                                                               i == first_used, i == last_used, prices.memory_margin));
+    }
+    if (g.required_bytes > g.card_bytes) {
+      out.reason = absl::StrCat("pipeline across classes: ", g.label, "'s stage would also hold the embeddings of the "
+                                "stages left without a layer, and has no room for them");
+      return out;
     }
     if (g.layers == 0) {
       plan.left_out.push_back(absl::StrCat(g.label, ": too slow to be given a layer"));

@@ -73,6 +73,15 @@ RoleGroup Group(const std::string& name, Vendor vendor, int nnodes, int cards) {
   return g;
 }
 
+// nnodes x cards of any vendors (mixed_vendors).
+PlacementRequest AnyVendors(int nnodes, int cards) {
+  PlacementRequest job;
+  job.mixed_vendors = true;
+  job.nnodes = nnodes;
+  job.devices_per_node = cards;
+  return job;
+}
+
 std::unique_ptr<Framework> Shipped() {
   auto f = FrameworkFromProfile(DefaultProfileJson());
   EXPECT_TRUE(f.ok()) << f.status();
@@ -129,10 +138,7 @@ TEST(RoleGroups, TwoGroupsNeverShareANode) {
 
 TEST(MixedVendors, OneVendorWhenOneCanHoldTheJob) {
   MixedPool pool(Quickstart());
-  PlacementRequest job;
-  job.mixed_vendors = true;
-  job.nnodes = 2;
-  job.devices_per_node = 2;
+  PlacementRequest job = AnyVendors(2, 2);
   auto placement = Shipped()->Place(job, pool.views);
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_FALSE(placement->Mixed());
@@ -143,10 +149,7 @@ TEST(MixedVendors, SpillsOntoTheFastestOtherVendor) {
   // NVIDIA only on node-a; the other two nodes hold MLU370 (96 bf16 TFLOPS) and C500 (no bf16
   // figure): the job takes NVIDIA, then Cambricon.
   MixedPool pool({{"node-c5", {kC500, kC500}}, {"node-a", {kH100, kH100}}, {"node-mlu", {kMlu, kMlu}}});
-  PlacementRequest job;
-  job.mixed_vendors = true;
-  job.nnodes = 2;
-  job.devices_per_node = 2;
+  PlacementRequest job = AnyVendors(2, 2);
   auto placement = Shipped()->Place(job, pool.views);
   ASSERT_TRUE(placement.ok()) << placement.status();
   ASSERT_EQ(placement->nodes.size(), 2u);
@@ -174,10 +177,7 @@ TEST(MixedVendors, ANamedCollectiveOnlyOnNodesThatHaveIt) {
   MixedPool pool({{"node-a", {kH100, kH100}, 0, {"flagcx"}},
                   {"node-b", {kH100, kH100}},
                   {"node-mlu", {kMlu, kMlu}, 0, {"flagcx"}}});
-  PlacementRequest job;
-  job.mixed_vendors = true;
-  job.nnodes = 2;
-  job.devices_per_node = 2;
+  PlacementRequest job = AnyVendors(2, 2);
   job.collective = "flagcx";
   auto placement = Shipped()->Place(job, pool.views);
   ASSERT_TRUE(placement.ok()) << placement.status();
