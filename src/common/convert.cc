@@ -1,5 +1,6 @@
 #include "src/common/convert.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -146,8 +147,13 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     if (t.empty() || t.size() > 16) return absl::InvalidArgumentError("inventory.torch_devices: bad entry");
     inv.torch_devices.insert(t);
   }
+  // Names this daemon does not know are kept (a newer agent may report more); only flagcx is used.
+  if (in.collectives_size() > 16) return absl::InvalidArgumentError("inventory.collectives: more than 16 entries");
   for (const auto& c : in.collectives()) {
-    if (c != "flagcx") return absl::InvalidArgumentError(absl::StrCat("inventory.collectives: unknown '", c.substr(0, 32), "' (flagcx)"));
+    const bool plain = !c.empty() && c.size() <= 32 && std::all_of(c.begin(), c.end(), [](char ch) {
+      return absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '_' || ch == '-';
+    });
+    if (!plain) return absl::InvalidArgumentError("inventory.collectives: each a name of 1-32 of a-z 0-9 _ -");
     inv.collectives.insert(c);
   }
   if (in.devices_size() > 1024) return absl::InvalidArgumentError("inventory.devices: more than 1024 devices");

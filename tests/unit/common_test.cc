@@ -203,3 +203,26 @@ TEST(RequestParsing, WhatGrpcCannotParseIsRefusedWithTheReason) {
 
 }  // namespace
 }  // namespace hetpool
+
+namespace hetpool {
+namespace {
+
+// An agent's collectives: names this daemon does not know are kept (a newer agent may report
+// more; a registration refused for one would take the node out of the pool), malformed ones not.
+TEST(InventoryFromProto, CollectivesKeepUnknownNamesAndRefuseMalformedOnes) {
+  pb::NodeInventory in;
+  in.set_hostname("n");
+  in.add_collectives("flagcx");
+  in.add_collectives("future-ccl_2");
+  auto inv = FromProto(in);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->collectives, (std::set<std::string>{"flagcx", "future-ccl_2"}));
+  for (const std::string& bad : {std::string(""), std::string("Flag CX"), std::string(33, 'a')}) {
+    pb::NodeInventory b = in;
+    b.add_collectives(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(FromProto(b).status())) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hetpool
