@@ -16,13 +16,6 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr double kNetworkLatency = 30e-6;
 
-// Ring all-reduce: 2 (n - 1) / n of the bytes cross each link, in 2 (n - 1) latency-bound steps.
-double RingSeconds(double bytes, int ranks, double bytes_per_s, double latency) {
-  if (ranks <= 1 || bytes_per_s <= 0) return 0;
-  const double n = ranks;
-  return 2 * (n - 1) * latency + 2 * (n - 1) / n * bytes / bytes_per_s;
-}
-
 // What the price table (or the defaults) says of a class.
 struct Figures {
   double peak_flops = 0;  // in the training precision; 0 = unknown
@@ -125,7 +118,7 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
     const double flops_per_layer = ModelFlopsPerToken(m, w) * w.micro_batch * w.seq / m.layers;
     // Megatron: 4 all-reduces of the layer's activations per micro-batch (2 forward, 2 backward).
     c.layer_seconds = flops_per_layer / (tp * c.fig.peak_flops * c.fig.mfu) +
-                      4 * RingSeconds(activation, tp, c.fig.node_link_bytes_per_s, 10e-6);
+                      4 * RingAllReduceSeconds(activation, tp, c.fig.node_link_bytes_per_s, 10e-6);
     parts.push_back(c);
   }
   // Stages in order: the fastest class's first (the first stage holds the most micro-batches in
@@ -286,7 +279,7 @@ PipelineResult PlanDataParallel(const PlanRequest& req, const std::vector<const 
   plan.compute_seconds = plan.tokens_per_step / throughput;
   const double grad_bytes = static_cast<double>(TrainableParams(req.model, req.workload)) *
                             (req.workload.precision == Precision::kFp32 ? 4 : 2);
-  plan.link_seconds = RingSeconds(grad_bytes / std::max(1, lanes), static_cast<int>(plan.groups.size()),
+  plan.link_seconds = RingAllReduceSeconds(grad_bytes / std::max(1, lanes), static_cast<int>(plan.groups.size()),
                                   plan.link_gbytes_per_s * 1e9, kNetworkLatency);
   plan.tokens_per_second = plan.tokens_per_step / (plan.compute_seconds + plan.link_seconds);
   out.feasible = true;

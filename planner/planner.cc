@@ -35,6 +35,12 @@ double PeakFlops(const PoolClass& cls, Precision p) {
 
 }  // namespace
 
+double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_s, double latency_s) {
+  if (ranks <= 1 || bytes_per_s <= 0) return 0;
+  const double n = ranks;
+  return 2 * (n - 1) * latency_s + 2 * (n - 1) / n * bytes / bytes_per_s;
+}
+
 double TokensPerStep(const Workload& w, const Layout& l) {
   if (w.mode == Mode::kInfer) return static_cast<double>(w.batch) * l.dp;
   return static_cast<double>(w.micro_batch) * w.seq * w.grad_accum * l.dp;
@@ -93,9 +99,7 @@ struct LinkSpeed {
 // Ring all-reduce of `bytes` over `ranks` ranks: 2 (n - 1) / n of the data crosses each link,
 // in 2 (n - 1) latency-bound steps (the NCCL/CNCL ring; the tree only helps latency at scale).
 double AllReduceSeconds(double bytes, int ranks, const LinkSpeed& link) {
-  if (ranks <= 1 || link.bytes_per_s <= 0) return 0;
-  const double n = ranks;
-  return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * bytes / link.bytes_per_s;
+  return RingAllReduceSeconds(bytes, ranks, link.bytes_per_s, link.latency_s);
 }
 
 // Tensor-parallel ranks sit in one node: on the fabric when the link group holds them, else PCIe.

@@ -74,6 +74,10 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vecto
 // MFU is measured against: recomputation is not counted.
 double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);
 
+// Ring all-reduce of `bytes` over `ranks`: 2 (n - 1) / n of the data crosses each link, in
+// 2 (n - 1) latency-bound steps (the NCCL/CNCL ring).
+double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_s, double latency_s);
+
 // Tokens one step processes: micro batch x sequence x accumulation x data-parallel replicas
 // (serving: sequences x replicas).
 double TokensPerStep(const Workload& w, const Layout& l);
