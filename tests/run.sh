@@ -25,7 +25,8 @@ if [ "$sanitize" -eq 1 ]; then
   build_dir=${BUILD_DIR:-build-asan}
   # Warnings stay errors in the normal build; with ASan gcc 12 reports false -Wmaybe-uninitialized
   # in libstdc++ (std::regex), so here they are only warnings.
-  hetpool_build "$build_dir" -DHETPOOL_SANITIZE=ON -DHETPOOL_WERROR=OFF
+  # No benchmarks: no test runs them, and each would be one more instrumented link.
+  hetpool_build "$build_dir" -DHETPOOL_SANITIZE=ON -DHETPOOL_WERROR=OFF -DHETPOOL_BENCHES=OFF
   # Every instrumented process (tests, and the daemons, agents and CLIs they start) writes its
   # reports, leaks at exit included, into one folder: any file there fails the run, even from a
   # process whose exit no test looks at.

@@ -25,9 +25,11 @@ hetpool_install_deps() {
 }
 
 # hetpool_build BUILD_DIR [extra cmake args...]: configures and builds with two jobs (CI has 2 cores).
+# Line tables only (-g1): backtraces keep file and line, and CI's 90 minutes hold two builds
+# (CMakeLists.txt, HETPOOL_DEBUG_INFO); configure by hand for full debug information.
 hetpool_build() {
   local build_dir=$1
   shift
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHETPOOL_DEBUG_INFO=lines "$@"
   cmake --build "$build_dir" -j2
 }
