@@ -152,7 +152,7 @@ _hetpoolctl() {
     "queues")
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--users --help" -- "$cur"))
         return
       fi
       return ;;

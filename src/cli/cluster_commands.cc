@@ -95,7 +95,15 @@ int Fingerprints(Client& client, const Invocation&, const NoOptions&) {
 // "1.5" for 1.5 cards, "2" for 2.
 std::string Cards(double cards) { return absl::StrFormat("%.4g", cards); }
 
-int Queues(Client& client, const Invocation&, const NoOptions&) {
+struct QueuesOptions {
+  bool users = false;
+};
+
+void DeclareQueues(FlagSet& flags, QueuesOptions* o) {
+  flags.Bool("users", &o->users, "also a row per user of each group (GROUP/USER)");
+}
+
+int Queues(Client& client, const Invocation&, const QueuesOptions& o) {
   pb::ListQueuesResponse resp;
   auto status = client.cluster().ListQueues(client.Context().get(), pb::ListQueuesRequest(), &resp);
   if (!status.ok()) return client.Failed(status);
@@ -108,9 +116,17 @@ int Queues(Client& client, const Invocation&, const NoOptions&) {
     std::map<std::string, double> nominal(q.nominal().begin(), q.nominal().end());
     std::vector<std::string> parts;
     for (const auto& [selector, cards] : nominal) parts.push_back(absl::StrCat(selector, ":", Cards(cards)));
-    table.Add({q.group().empty() ? "(none)" : q.group(), Cards(q.weight()), parts.empty() ? "-" : absl::StrJoin(parts, ","),
-               Cards(q.entitled()), Cards(q.used()), Cards(q.borrowed()), Cards(q.waiting()),
-               absl::StrCat(q.running_jobs()), absl::StrCat(q.pending_jobs()), absl::StrFormat("%.3f", q.share())});
+    const std::string group = q.group().empty() ? "(none)" : q.group();
+    table.Add({group, Cards(q.weight()), parts.empty() ? "-" : absl::StrJoin(parts, ","), Cards(q.entitled()),
+               Cards(q.used()), Cards(q.borrowed()), Cards(q.waiting()), absl::StrCat(q.running_jobs()),
+               absl::StrCat(q.pending_jobs()), absl::StrFormat("%.3f", q.share())});
+    if (!o.users) continue;
+    // A user's SHARE is among the group's users only: it orders the group's own jobs.
+    for (const auto& u : q.users()) {
+      table.Add({absl::StrCat(group, "/", u.user()), Cards(u.weight()), "-", Cards(u.entitled()), Cards(u.used()), "-",
+                 Cards(u.waiting()), absl::StrCat(u.running_jobs()), absl::StrCat(u.pending_jobs()),
+                 absl::StrFormat("%.3f", u.share())});
+    }
   }
   std::cout << table.Render();
   if (resp.fair_share()) {
@@ -156,9 +172,11 @@ std::vector<CommandEntry> ClusterCommands() {
       {.name = "queues",
        .summary = "each group's fair-share queue: entitled, used, borrowed and waiting cards, share",
        .details = "SHARE is the group's dominant share of what it is entitled to (held now or its decayed\n"
-                  "average, whichever is larger); pending jobs of equal priority go lowest SHARE first.",
-       .examples = {"hetpoolctl queues"},
-       .make = Make<NoOptions>(nullptr, Queues)},
+                  "average, whichever is larger); pending jobs of equal priority go lowest SHARE first.\n"
+                  "With --users, a row per user of each group: its weight within the group, its part of\n"
+                  "the group's cards, and its SHARE among the group's users, which orders the group's jobs.",
+       .examples = {"hetpoolctl queues", "hetpoolctl queues --users"},
+       .make = Make<QueuesOptions>(DeclareQueues, Queues)},
       {.name = "drain",
        .synopsis = "NODE",
        .summary = "stop placing jobs on a node (running jobs stay)",

@@ -1,6 +1,6 @@
 // Fair-share queues on a live pool (issue 16, item 1): hetpoold --queues, freed cards going to
-// the group below its share rather than to the earlier submission, `hetpoolctl queues`, and the
-// file re-read when it changes.
+// the group below its share rather than to the earlier submission, `hetpoolctl queues` (with its
+// users' rows), and the file re-read when it changes.
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -68,6 +68,13 @@ TEST_F(SharingTest, FreedCardsGoToTheGroupBelowItsShareAndQueuesShowsIt) {
   EXPECT_EQ(Row(queues, "vision")["borrowed"], 2) << queues.dump();
   EXPECT_EQ(Row(queues, "nlp")["waiting"], 2) << queues.dump();
   EXPECT_EQ(Row(queues, "nlp")["entitled"], 2) << queues.dump();
+  // Within the group, a row per user: here one, entitled to all of vision's part.
+  const nlohmann::json vision_users = Row(queues, "vision")["users"];
+  ASSERT_EQ(vision_users.size(), 1u) << queues.dump();
+  EXPECT_EQ(vision_users[0]["user"], "tester") << queues.dump();
+  EXPECT_EQ(vision_users[0]["used"], 4) << queues.dump();
+  EXPECT_EQ(vision_users[0]["entitled"], 6) << queues.dump();
+  EXPECT_EQ(vision_users[0]["pending_jobs"], 2) << queues.dump();
 
   // Two of vision's jobs end: the freed cards go to nlp, which is below its share.
   std::string out;
@@ -84,6 +91,9 @@ TEST_F(SharingTest, FreedCardsGoToTheGroupBelowItsShareAndQueuesShowsIt) {
   ASSERT_EQ(cluster_->RunCli({"queues"}, &out), 0) << out;
   EXPECT_NE(out.find("fair share on"), std::string::npos) << out;
   EXPECT_NE(out.find("nvidia:2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("vision/tester"), std::string::npos) << "user rows only with --users: " << out;
+  ASSERT_EQ(cluster_->RunCli({"queues", "--users"}, &out), 0) << out;
+  EXPECT_NE(out.find("vision/tester"), std::string::npos) << out;
 
   // A changed file is read again without a restart; a broken one keeps the last good.
   WriteQueues("{broken");

@@ -36,6 +36,13 @@ TEST(QueueConfig, ParsesWeightsNominalCardsAndTheHalfLife) {
   EXPECT_TRUE(config->For("unlisted").nominal_milli.empty());
 }
 
+TEST(QueueConfig, ParsesTheWeightsOfAGroupsUsers) {
+  auto config = QueueConfig::Parse(R"({"groups": {"vision": {"users": {"alice": {"weight": 3}, "bob": {}}}}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->For("vision").user_weights, (std::map<std::string, double>{{"alice", 3}, {"bob", 1}}));
+  EXPECT_TRUE(config->For("nlp").user_weights.empty());
+}
+
 TEST(QueueConfig, TheExampleFileParses) {
   std::ifstream in(HETPOOL_SOURCE_DIR_FOR_TESTS "/deploy/examples/queues.json");
   std::stringstream text;
@@ -55,6 +62,10 @@ TEST(QueueConfig, ErrorsNameTheKeyThatIsWrong) {
       {R"({"groups": {"a": {"weight": -1}}})", "groups[a].weight"},
       {R"({"groups": {"a": {"nominal": {"*": "many"}}}})", "groups[a].nominal[*]"},
       {R"({"groups": {"a": {"quota": 3}}})", "unknown key 'quota'"},
+      {R"({"groups": {"a": {"users": []}}})", "groups[a].users"},
+      {R"({"groups": {"a": {"users": {"bob": {"weight": 0}}}}})", "groups[a].users[bob].weight"},
+      {R"({"groups": {"a": {"users": {"bob": {"share": 1}}}}})", "unknown key 'share'"},
+      {R"({"groups": {"a": {"users": {"": {}}}}})", "user names must be 1-64 characters"},
       {R"({"grups": {}})", "grups"},
   };
   for (const auto& [text, expected] : cases) {
@@ -63,6 +74,13 @@ TEST(QueueConfig, ErrorsNameTheKeyThatIsWrong) {
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(config.status().message().find(expected), std::string::npos) << config.status();
   }
+}
+
+// Holdings by group, each group's cards all held by one user.
+std::map<std::string, UserHoldings> OneUserEach(const std::map<std::string, CardHoldings>& by_group) {
+  std::map<std::string, UserHoldings> out;
+  for (const auto& [group, cards] : by_group) out[group]["u"] = cards;
+  return out;
 }
 
 QueueConfig HalfLife(absl::Duration half_life) {
@@ -79,7 +97,7 @@ TEST(FairShareLedger, ClassSharesSayWhoBorrowsWhichCards) {
   FairShareLedger ledger(config);
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
   // 10 H100s (2 infra's, 4 each for a and b), 8 MLUs (4 each for a and b).
-  ledger.Observe(t0, {{kH100, 10000}, {kMlu, 8000}}, {{"a", {{kH100, 8000}}}, {"b", {{kMlu, 2000}}}});
+  ledger.Observe(t0, {{kH100, 10000}, {kMlu, 8000}}, OneUserEach({{"a", {{kH100, 8000}}}, {"b", {{kMlu, 2000}}}}));
   EXPECT_DOUBLE_EQ(ledger.ClassShare("a", kH100), 2.0);  // borrows H100s
   EXPECT_DOUBLE_EQ(ledger.ClassShare("a", kMlu), 0.0);
   EXPECT_DOUBLE_EQ(ledger.ClassShare("b", kH100, 1000), 0.25);  // may reclaim one: stays below
@@ -93,19 +111,19 @@ TEST(FairShareLedger, UsageDecaysWithTheHalfLifeAndHoldingsCountAtOnce) {
   FairShareLedger ledger(HalfLife(absl::Hours(1)));
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
   const CardHoldings pool = {{kH100, 8000}};
-  ledger.Observe(t0, pool, {{"a", {{kH100, 4000}}}});
+  ledger.Observe(t0, pool, OneUserEach({{"a", {{kH100, 4000}}}}));
   // Held now counts at once: 4 of its 4 (half of 8, equal weights with b) entitled cards.
-  ledger.Observe(t0, pool, {{"a", {{kH100, 4000}}}, {"b", {}}});
+  ledger.Observe(t0, pool, OneUserEach({{"a", {{kH100, 4000}}}, {"b", {}}}));
   EXPECT_DOUBLE_EQ(ledger.Share("a"), 1.0);
   // After one half-life of holding 4, the decayed average is 4 * (1 - 1/2) = 2.
-  ledger.Observe(t0 + absl::Hours(1), pool, {{"b", {}}});
+  ledger.Observe(t0 + absl::Hours(1), pool, OneUserEach({{"b", {}}}));
   auto groups = ledger.Groups();
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_NEAR(groups[0].decayed, 2.0, 1e-9);
   EXPECT_EQ(groups[0].used, 0);
   // Released: its share is what it is remembered for, halving every hour.
   EXPECT_NEAR(ledger.Share("a"), 2.0 / 4, 1e-9);
-  ledger.Observe(t0 + absl::Hours(2), pool, {{"b", {}}});
+  ledger.Observe(t0 + absl::Hours(2), pool, OneUserEach({{"b", {}}}));
   EXPECT_NEAR(ledger.Share("a"), 1.0 / 4, 1e-9);
   EXPECT_EQ(ledger.Share("b"), 0);
 }
@@ -115,16 +133,57 @@ TEST(FairShareLedger, PastUsageInClosedFormEqualsObservingIt) {
   const CardHoldings pool = {{kH100, 8000}};
   FairShareLedger observed(HalfLife(absl::Minutes(30)));
   observed.Observe(t0, pool, {});
-  observed.Observe(t0 + absl::Minutes(10), pool, {{"a", {{kH100, 3000}}}});
+  observed.Observe(t0 + absl::Minutes(10), pool, OneUserEach({{"a", {{kH100, 3000}}}}));
   observed.Observe(t0 + absl::Minutes(55), pool, {});
   observed.Observe(t0 + absl::Minutes(90), pool, {});
   FairShareLedger restarted(HalfLife(absl::Minutes(30)));
   restarted.Observe(t0 + absl::Minutes(90), pool, {});
-  restarted.AddPastUsage("a", kH100, 3000, t0 + absl::Minutes(10), t0 + absl::Minutes(55));
+  restarted.AddPastUsage("a", "u", kH100, 3000, t0 + absl::Minutes(10), t0 + absl::Minutes(55));
   ASSERT_EQ(observed.Groups().size(), 1u);
   ASSERT_EQ(restarted.Groups().size(), 1u);
   EXPECT_NEAR(observed.Groups()[0].decayed, restarted.Groups()[0].decayed, 1e-9);
   EXPECT_GT(restarted.Groups()[0].decayed, 0.5);
+  // The user's own usage, restored the same way.
+  ASSERT_EQ(observed.Groups()[0].users.size(), 1u);
+  ASSERT_EQ(restarted.Groups()[0].users.size(), 1u);
+  EXPECT_NEAR(observed.Groups()[0].users[0].decayed, restarted.Groups()[0].users[0].decayed, 1e-9);
+  EXPECT_NEAR(observed.UserShare("a", "u"), restarted.UserShare("a", "u"), 1e-9);
+}
+
+TEST(FairShareLedger, AGroupsUsersShareItByWeightAndEachIsRememberedForItsOwnUsage) {
+  QueueConfig config = HalfLife(absl::Hours(1));
+  config.groups["vision"] = GroupQueue{1, {}, {{"alice", 3}}};  // bob weighs 1
+  config.groups["nlp"] = GroupQueue{};
+  FairShareLedger ledger(config);
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  const CardHoldings pool = {{kH100, 8000}};
+  // vision is entitled to 4 H100s: alice to 3 of them, bob to 1.
+  ledger.Observe(t0, pool, {{"vision", {{"alice", {{kH100, 3000}}}, {"bob", {{kH100, 1000}}}}}});
+  EXPECT_DOUBLE_EQ(ledger.Share("vision"), 1.0) << "the group counts its users' cards together";
+  EXPECT_DOUBLE_EQ(ledger.UserShare("vision", "alice"), ledger.UserShare("vision", "bob"))
+      << "3 cards for weight 3 is as much as 1 for weight 1";
+  EXPECT_EQ(ledger.UserShare("vision", "carol"), 0) << "a user who used nothing";
+  EXPECT_EQ(ledger.UserShare("nlp", "alice"), 0) << "users are counted within their group only";
+  // A placement counts at once for its user, not for the others of the group.
+  const double bob_before = ledger.UserShare("vision", "bob");
+  ledger.Hold("vision", "alice", kH100, 1000);
+  EXPECT_GT(ledger.UserShare("vision", "alice"), bob_before);
+  EXPECT_DOUBLE_EQ(ledger.UserShare("vision", "bob"), bob_before);
+  std::map<std::string, GroupShare> groups;
+  for (const GroupShare& g : ledger.Groups()) groups[g.group] = g;
+  ASSERT_EQ(groups["vision"].users.size(), 2u);
+  const GroupShare& alice = groups["vision"].users[0];
+  const GroupShare& bob = groups["vision"].users[1];
+  EXPECT_EQ(alice.group, "alice");
+  EXPECT_DOUBLE_EQ(alice.entitled, 3) << "its weight's part of the group's 4";
+  EXPECT_DOUBLE_EQ(bob.entitled, 1);
+  EXPECT_DOUBLE_EQ(alice.used, 4);
+  // Everything released: each user is remembered for what it held, halving every hour.
+  ledger.Observe(t0 + absl::Hours(1), pool, {});
+  ledger.Observe(t0 + absl::Hours(2), pool, {});
+  EXPECT_GT(ledger.UserShare("vision", "alice"), 0);
+  EXPECT_NEAR(ledger.UserShare("vision", "alice") / ledger.UserShare("vision", "bob"), 4.0 / 3, 1e-9)
+      << "alice held 4 for weight 3, bob 1 for weight 1";
 }
 
 TEST(FairShareLedger, DominantShareOverClassesWeightsNominalCardsAndBorrowing) {
@@ -137,7 +196,9 @@ TEST(FairShareLedger, DominantShareOverClassesWeightsNominalCardsAndBorrowing) {
   // owner owns 4 of the 10 MLUs; small and big (weights 1 and 3) share the rest by weight:
   // small is entitled to 2.5 H100s and 1.5 MLUs, big to 7.5 and 4.5.
   ledger.Observe(absl::FromUnixSeconds(1'800'000'000), pool,
-                 {{"small", {{kH100, 1000}, {kMlu, 2000}}}, {"big", {{kH100, 6000}}}, {"owner", {{kMlu, 6000}}}});
+                 OneUserEach({{"small", {{kH100, 1000}, {kMlu, 2000}}},
+                              {"big", {{kH100, 6000}}},
+                              {"owner", {{kMlu, 6000}}}}));
   EXPECT_DOUBLE_EQ(ledger.Share("small"), 2.0 / 1.5) << "its dominant class is the MLU";
   EXPECT_DOUBLE_EQ(ledger.Share("big"), 6.0 / 7.5);
   EXPECT_DOUBLE_EQ(ledger.Share("owner"), 1.5) << "6 held of a nominal 4";
@@ -150,7 +211,7 @@ TEST(FairShareLedger, DominantShareOverClassesWeightsNominalCardsAndBorrowing) {
   EXPECT_DOUBLE_EQ(groups["small"].borrowed, 0.5) << "half an MLU above its 1.5";
   EXPECT_DOUBLE_EQ(groups["big"].borrowed, 0);
   // A placement within a pass counts before the next Observe.
-  ledger.Hold("small", kMlu, 1000);
+  ledger.Hold("small", "u", kMlu, 1000);
   EXPECT_DOUBLE_EQ(ledger.Share("small"), 2.0);
 }
 
@@ -176,11 +237,19 @@ class FairShareCycleTest : public ::testing::Test {
     options.fair_share = ledger;
     return options;
   }
-  JobEntry& Submit(const std::string& group, int priority = 0) {
+  JobEntry& Submit(const std::string& group, int priority = 0, const std::string& user = "alice") {
     pb::JobSpec spec = TrainingSpec(1, 1);
     spec.set_group(group);
+    spec.set_user(user);
     spec.set_priority(priority);
     return parts_.Submit(std::move(spec));
+  }
+  std::map<std::string, int> ScheduledByUser() {
+    std::map<std::string, int> out;
+    for (const auto& [id, entry] : parts_.jobs.entries()) {
+      if (entry.job.state() == pb::JOB_STATE_SCHEDULED) ++out[entry.job.spec().user()];
+    }
+    return out;
   }
   std::map<std::string, int> ScheduledByGroup() {
     std::map<std::string, int> out;
@@ -205,6 +274,27 @@ TEST_F(FairShareCycleTest, OnePassSharesFreedCardsAmongGroupsNotBySubmissionOrde
   EXPECT_EQ(ScheduledByGroup(), (std::map<std::string, int>{{"early", 2}, {"late", 2}}));
 }
 
+TEST_F(FairShareCycleTest, WithinAGroupFreedCardsGoToItsUsersByWeightNotBySubmissionOrder) {
+  parts_.Register("a", 8);
+  for (int i = 0; i < 8; ++i) Submit("g", 0, "alice");
+  for (int i = 0; i < 8; ++i) Submit("g", 0, "bob");
+  for (int i = 0; i < 8; ++i) Submit("h", 0, "carol");
+  cycle_.Run(parts_.now);
+  // The groups halve the 8 cards; within g, alice and bob halve g's 4.
+  EXPECT_EQ(ScheduledByUser(), (std::map<std::string, int>{{"alice", 2}, {"bob", 2}, {"carol", 4}}));
+}
+
+TEST_F(FairShareCycleTest, AUsersWeightWithinItsGroupSetsItsPart) {
+  QueueConfig config;
+  config.groups["g"] = GroupQueue{1, {}, {{"alice", 3}}};
+  ledger_.Reconfigure(config);
+  parts_.Register("a", 4);
+  for (int i = 0; i < 6; ++i) Submit("g", 0, "bob");
+  for (int i = 0; i < 6; ++i) Submit("g", 0, "alice");
+  cycle_.Run(parts_.now);
+  EXPECT_EQ(ScheduledByUser(), (std::map<std::string, int>{{"alice", 3}, {"bob", 1}}));
+}
+
 TEST_F(FairShareCycleTest, WithoutALedgerTheOrderIsPriorityThenSubmission) {
   parts_.Register("a", 4);
   for (int i = 0; i < 6; ++i) Submit("early");
@@ -216,7 +306,7 @@ TEST_F(FairShareCycleTest, WithoutALedgerTheOrderIsPriorityThenSubmission) {
 TEST_F(FairShareCycleTest, PriorityStillComesFirstAndPastUsageCountsAgainstAGroup) {
   parts_.Register("a", 4);
   ledger_.Observe(parts_.now, {}, {});
-  ledger_.AddPastUsage("heavy", {"nvidia", parts_.nodes.Find("a")->inventory.devices[0].fingerprint}, 4000,
+  ledger_.AddPastUsage("heavy", "u", {"nvidia", parts_.nodes.Find("a")->inventory.devices[0].fingerprint}, 4000,
                        parts_.now - absl::Hours(100), parts_.now);  // about 3.8 cards remembered
   for (int i = 0; i < 4; ++i) Submit("heavy");
   for (int i = 0; i < 4; ++i) Submit("light");

@@ -30,9 +30,60 @@ double Halving(absl::Duration elapsed, absl::Duration half_life) {
   return std::exp2(-absl::FDivDuration(elapsed, half_life));
 }
 
+// What a group's users hold, summed: the group's holdings.
+CardHoldings Summed(const UserHoldings& users) {
+  CardHoldings out;
+  for (const auto& [user, classes] : users) {
+    for (const auto& [card_class, milli] : classes) out[card_class] += milli;
+  }
+  return out;
+}
+
 }  // namespace
 
-void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<std::string, CardHoldings> held) {
+FairShareLedger::FairShareLedger(QueueConfig config, bool within_groups)
+    : config_(std::move(config)), within_groups_(within_groups) {}
+
+FairShareLedger::~FairShareLedger() = default;
+
+QueueConfig FairShareLedger::UsersConfig(const std::string& group) const {
+  QueueConfig users;
+  users.usage_half_life = config_.usage_half_life;
+  users.default_weight = 1;
+  const GroupQueue queue = config_.For(group);
+  for (const auto& [user, weight] : queue.user_weights) users.groups[user] = GroupQueue{weight, {}, {}};
+  return users;
+}
+
+FairShareLedger& FairShareLedger::UsersOf(const std::string& group) {
+  auto& ledger = users_[group];
+  if (ledger == nullptr) {
+    ledger.reset(new FairShareLedger(UsersConfig(group), /*within_groups=*/false));
+    // Its clock starts where this one's is, so past usage added now decays alike.
+    if (observed_at_ != absl::InfinitePast()) ledger->Observe(observed_at_, capacity_, {});
+  }
+  return *ledger;
+}
+
+void FairShareLedger::Reconfigure(QueueConfig config) {
+  config_ = std::move(config);
+  for (auto& [group, users] : users_) users->Reconfigure(UsersConfig(group));
+}
+
+void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<std::string, UserHoldings> by_user) {
+  std::map<std::string, CardHoldings> held;
+  for (const auto& [group, users] : by_user) held[group] = Summed(users);
+  if (within_groups_) {
+    // Every group with users now or remembered ones: those that hold nothing now decay too.
+    for (const auto& [group, users] : by_user) UsersOf(group);
+    for (auto& [group, ledger] : users_) {
+      std::map<std::string, UserHoldings> users;
+      if (auto it = by_user.find(group); it != by_user.end()) {
+        for (const auto& [user, classes] : it->second) users[user][""] = classes;
+      }
+      ledger->Observe(now, capacity, std::move(users));
+    }
+  }
   if (observed_at_ != absl::InfinitePast() && now > observed_at_) {
     // Exact for what was held constant since the last call: A <- A d + h (1 - d).
     const double keep = Halving(now - observed_at_, config_.usage_half_life);
@@ -58,9 +109,10 @@ void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<st
   held_ = std::move(held);
 }
 
-void FairShareLedger::AddPastUsage(const std::string& group, const CardClass& card_class, int64_t milli,
-                                   absl::Time start, absl::Time end) {
+void FairShareLedger::AddPastUsage(const std::string& group, const std::string& user, const CardClass& card_class,
+                                   int64_t milli, absl::Time start, absl::Time end) {
   if (observed_at_ == absl::InfinitePast() || milli <= 0) return;
+  if (within_groups_) UsersOf(group).AddPastUsage(user, "", card_class, milli, start, end);
   end = std::min(end, observed_at_);
   start = std::min(start, end);
   // (ln 2 / H) * integral over [start, end] of milli * 2^-((now - t) / H) dt, in closed form.
@@ -69,8 +121,10 @@ void FairShareLedger::AddPastUsage(const std::string& group, const CardClass& ca
   if (added > 0) decayed_[group][card_class] += added;
 }
 
-void FairShareLedger::Hold(const std::string& group, const CardClass& card_class, int64_t milli) {
+void FairShareLedger::Hold(const std::string& group, const std::string& user, const CardClass& card_class,
+                           int64_t milli) {
   held_[group][card_class] += milli;
+  if (within_groups_) UsersOf(group).Hold(user, "", card_class, milli);
 }
 
 std::set<std::string> FairShareLedger::KnownGroups() const {
@@ -137,6 +191,11 @@ double FairShareLedger::Usage(const std::string& group, const std::string& selec
 
 double FairShareLedger::Share(const std::string& group) const { return DominantShare(group, Entitlements(group)); }
 
+double FairShareLedger::UserShare(const std::string& group, const std::string& user) const {
+  auto it = users_.find(group);
+  return it == users_.end() ? 0 : it->second->Share(user);
+}
+
 double FairShareLedger::ClassShare(const std::string& group, const CardClass& card_class, int64_t plus_milli) const {
   double share = -1;  // no selector covers the class yet
   for (const auto& [selector, entitled] : Entitlements(group)) {
@@ -194,6 +253,17 @@ std::vector<GroupShare> FairShareLedger::Groups() const {
       for (const auto& [card_class, milli] : it->second) g.decayed += milli / 1000;
     }
     g.share = DominantShare(name, entitlements);
+    if (auto users = users_.find(name); users != users_.end()) {
+      g.users = users->second->Groups();
+      double total_weight = 0;
+      for (const GroupShare& u : g.users) total_weight += u.weight;
+      // A user's part of what the group is entitled to, by weight; borrowing is the group's.
+      for (GroupShare& u : g.users) {
+        u.entitled = total_weight > 0 ? g.entitled * u.weight / total_weight : 0;
+        u.borrowed = 0;
+        u.nominal.clear();
+      }
+    }
     out.push_back(std::move(g));
   }
   return out;

@@ -4,11 +4,15 @@
 // dominant one, as in dominant-resource fairness: the largest, over the card classes it is
 // entitled to, of max(held now, decayed average) / entitlement. Pending jobs of the group with
 // the lowest share are offered cards first (the FairShare QueueSort plugin), so a group below
-// its entitlement gets freed cards before one that borrows. Thread-free; the scheduling cycle
-// feeds it the pool's holdings every pass and the placements it makes within one.
+// its entitlement gets freed cards before one that borrows. Within a group its users are shared
+// the same way (Slurm's fair tree): each user is entitled to its weight's part of the pool
+// (queue_config.h, "users"), with its own decayed usage, and among one group's jobs those of the
+// user with the lowest share go first. Thread-free; the scheduling cycle feeds it the pool's
+// holdings every pass and the placements it makes within one.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,28 +34,39 @@ struct GroupShare {
   double borrowed = 0;  // held above the entitlement (idle cards of others)
   double decayed = 0;   // the decayed average of cards held
   double share = 0;     // the queue order's key
+  // The group's users, each entitled to its weight's part of the group's cards (nominal and
+  // borrowed stay empty there); share is the user's among the group's users.
+  std::vector<GroupShare> users;
 };
+
+using UserHoldings = std::map<std::string, CardHoldings>;  // user -> cards
 
 class FairShareLedger {
  public:
-  explicit FairShareLedger(QueueConfig config) : config_(std::move(config)) {}
+  explicit FairShareLedger(QueueConfig config) : FairShareLedger(std::move(config), /*within_groups=*/true) {}
+  FairShareLedger(FairShareLedger&&) = default;
+  FairShareLedger& operator=(FairShareLedger&&) = default;
+  ~FairShareLedger();
 
   // A changed --queues file: new weights and nominal cards; the usage so far is kept.
-  void Reconfigure(QueueConfig config) { config_ = std::move(config); }
+  void Reconfigure(QueueConfig config);
   const QueueConfig& config() const { return config_; }
 
-  // The pool's cards per class and what each group holds now. Ages the decayed usage to `now`
-  // under what was held since the last call.
-  void Observe(absl::Time now, CardHoldings capacity, std::map<std::string, CardHoldings> held);
+  // The pool's cards per class and what each group's users hold now. Ages the decayed usage to
+  // `now` under what was held since the last call.
+  void Observe(absl::Time now, CardHoldings capacity, std::map<std::string, UserHoldings> held);
   // Cards held before this ledger existed (a daemon restart): `milli` of a class over
   // [start, end], decayed to the time of the last Observe.
-  void AddPastUsage(const std::string& group, const CardClass& card_class, int64_t milli, absl::Time start,
-                    absl::Time end);
-  // A placement made since the last Observe: it counts at once in the group's share.
-  void Hold(const std::string& group, const CardClass& card_class, int64_t milli);
+  void AddPastUsage(const std::string& group, const std::string& user, const CardClass& card_class, int64_t milli,
+                    absl::Time start, absl::Time end);
+  // A placement made since the last Observe: it counts at once in the group's and user's shares.
+  void Hold(const std::string& group, const std::string& user, const CardClass& card_class, int64_t milli);
 
   // The group's dominant share (0 when it is entitled to nothing and uses nothing).
   double Share(const std::string& group) const;
+  // The user's dominant share among the group's users: what it uses over its weight's part of
+  // the pool, the order of the group's own jobs.
+  double UserShare(const std::string& group, const std::string& user) const;
   // What the group holds now of one class of cards, `plus_milli` added, over what it is entitled
   // to of it (past usage left out; the largest ratio over its selectors that cover the class).
   // Above 1 it borrows others' idle entitlement there, which a group below its own may reclaim
@@ -61,10 +76,16 @@ class FairShareLedger {
   // The dominant one of them: the largest over the classes it holds or is entitled to, `plus`
   // added.
   double HeldShare(const std::string& group, const CardHoldings& plus = {}) const;
-  // Every configured group and every group that holds or used cards, by name.
+  // Every configured group and every group that holds or used cards, by name, each with its
+  // users (configured, holding or remembered).
   std::vector<GroupShare> Groups() const;
 
  private:
+  // A group's users are a ledger of their own whose groups are the users; that one does not
+  // look further down.
+  FairShareLedger(QueueConfig config, bool within_groups);
+  QueueConfig UsersConfig(const std::string& group) const;
+  FairShareLedger& UsersOf(const std::string& group);
   // What `group` is entitled to, milli-cards per selector: its nominal cards, or its weight's part
   // of each class (by fingerprint) after the nominal cards of others.
   std::vector<std::pair<std::string, double>> Entitlements(const std::string& group) const;  // selector, milli
@@ -78,6 +99,8 @@ class FairShareLedger {
   CardHoldings capacity_;
   std::map<std::string, CardHoldings> held_;                        // group -> now
   std::map<std::string, std::map<CardClass, double>> decayed_;      // group -> average milli
+  bool within_groups_;
+  std::map<std::string, std::unique_ptr<FairShareLedger>> users_;  // group -> its users' ledger
 };
 
 }  // namespace hetpool::daemon

@@ -18,8 +18,8 @@ bool IsWeight(const nlohmann::json& j) {
 }
 
 absl::StatusOr<GroupQueue> ParseGroup(const std::string& where, const nlohmann::json& j, double default_weight) {
-  if (!j.is_object()) return Invalid(where, "expected an object with weight and/or nominal");
-  GroupQueue queue{default_weight, {}};
+  if (!j.is_object()) return Invalid(where, "expected an object with weight, nominal and/or users");
+  GroupQueue queue{default_weight, {}, {}};
   for (const auto& [key, value] : j.items()) {
     if (key == "weight") {
       if (!IsWeight(value)) return Invalid(where + ".weight", "expected a number above 0 and at most 1e6");
@@ -35,8 +35,22 @@ absl::StatusOr<GroupQueue> ParseGroup(const std::string& where, const nlohmann::
         }
         queue.nominal_milli[selector] = std::llround(count.get<double>() * 1000);
       }
+    } else if (key == "users") {
+      if (!value.is_object()) return Invalid(where + ".users", "expected {\"user\": {\"weight\": w}}");
+      for (const auto& [user, entry] : value.items()) {
+        const std::string at = absl::StrCat(where, ".users[", user, "]");
+        if (user.empty() || user.size() > 64) return Invalid(at, "user names must be 1-64 characters");
+        if (!entry.is_object()) return Invalid(at, "expected {\"weight\": w}");
+        double weight = 1;
+        for (const auto& [field, w] : entry.items()) {
+          if (field != "weight") return Invalid(at, absl::StrCat("unknown key '", field, "' (weight)"));
+          if (!IsWeight(w)) return Invalid(at + ".weight", "expected a number above 0 and at most 1e6");
+          weight = w.get<double>();
+        }
+        queue.user_weights[user] = weight;
+      }
     } else {
-      return Invalid(where, absl::StrCat("unknown key '", key, "' (weight, nominal)"));
+      return Invalid(where, absl::StrCat("unknown key '", key, "' (weight, nominal, users)"));
     }
   }
   return queue;
@@ -79,7 +93,7 @@ absl::StatusOr<QueueConfig> QueueConfig::Parse(absl::string_view json_text) {
 
 GroupQueue QueueConfig::For(const std::string& group) const {
   auto it = groups.find(group);
-  return it == groups.end() ? GroupQueue{default_weight, {}} : it->second;
+  return it == groups.end() ? GroupQueue{default_weight, {}, {}} : it->second;
 }
 
 }  // namespace hetpool::daemon

@@ -4,12 +4,14 @@
 //   {"usage_half_life": "24h",          // past usage counts half after this long (Slurm's decay)
 //    "default_weight": 1,               // groups not listed below
 //    "groups": {"vision": {"weight": 2, "nominal": {"*": 16, "nvidia": 8}},
-//               "nlp":    {"weight": 1}}}
+//               "nlp":    {"weight": 1, "users": {"alice": {"weight": 2}}}}}
 //
 // A group with `nominal` cards (selectors as in quotas: "*", a vendor, a fingerprint class id) is
 // entitled to those; a group without is entitled to its weight's part of each class of cards.
 // Idle entitlement is lent: anyone may use free cards, and the queue order (fair_share.h) offers
-// freed cards to the groups furthest below their entitlement first.
+// freed cards to the groups furthest below their entitlement first. Within a group, its users
+// share its cards the same way by their weights (1 for users not listed): among the group's jobs,
+// those of the user furthest below their part go first.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@ namespace hetpool::daemon {
 struct GroupQueue {
   double weight = 1;
   std::map<std::string, int64_t> nominal_milli;  // selector -> milli-cards; empty: by weight
+  std::map<std::string, double> user_weights;    // user -> weight within the group; others weigh 1
 };
 
 struct QueueConfig {

@@ -74,7 +74,7 @@ absl::Status ClusterState::Load() {
       const pb::Job& job = entry.job;
       if (job.placement_size() == 0) continue;
       for (const UsageWindow& span : RunningSpans(job, now)) {
-        fair_share_->AddPastUsage(job.spec().group(), {job.vendor(), job.placement(0).fingerprint()},
+        fair_share_->AddPastUsage(job.spec().group(), job.spec().user(), {job.vendor(), job.placement(0).fingerprint()},
                                   CardsNeeded(job.spec()), span.since, span.until);
       }
     }
@@ -174,27 +174,44 @@ pb::ListQueuesResponse ClusterState::ListQueues() const {
     }
     return it->second;
   };
+  std::map<std::pair<std::string, std::string>, pb::QueueStatus> user_rows;  // group, user
+  auto user_row_of = [&](const std::string& group, const std::string& user) -> pb::QueueStatus& {
+    auto [it, added] = user_rows.try_emplace({group, user});
+    if (added) {
+      it->second.set_group(group);
+      it->second.set_user(user);
+      const GroupQueue queue = ledger->config().For(group);
+      auto weight = queue.user_weights.find(user);
+      it->second.set_weight(weight != queue.user_weights.end() ? weight->second : 1);
+    }
+    return it->second;
+  };
+  auto fill = [](pb::QueueStatus& row, const GroupShare& share) {
+    for (const auto& [selector, cards] : share.nominal) (*row.mutable_nominal())[selector] = cards;
+    row.set_entitled(share.entitled);
+    row.set_used(share.used);
+    row.set_borrowed(share.borrowed);
+    row.set_decayed_usage(share.decayed);
+    row.set_share(share.share);
+  };
   for (const GroupShare& g : ledger->Groups()) {
-    pb::QueueStatus& row = row_of(g.group);
-    for (const auto& [selector, cards] : g.nominal) (*row.mutable_nominal())[selector] = cards;
-    row.set_entitled(g.entitled);
-    row.set_used(g.used);
-    row.set_borrowed(g.borrowed);
-    row.set_decayed_usage(g.decayed);
-    row.set_share(g.share);
+    fill(row_of(g.group), g);
+    for (const GroupShare& u : g.users) fill(user_row_of(g.group, u.group), u);
   }
   for (const auto& [id, entry] : jobs_.entries()) {
     const pb::Job& job = entry.job;
     const bool pending = job.state() == pb::JOB_STATE_PENDING;
     if (!pending && !IsActive(job.state())) continue;
-    pb::QueueStatus& row = row_of(job.spec().group());
-    if (pending) {
-      row.set_pending_jobs(row.pending_jobs() + 1);
-      row.set_waiting(row.waiting() + static_cast<double>(CardsNeeded(job.spec())) / 1000);
-    } else {
-      row.set_running_jobs(row.running_jobs() + 1);
+    for (pb::QueueStatus* row : {&row_of(job.spec().group()), &user_row_of(job.spec().group(), job.spec().user())}) {
+      if (pending) {
+        row->set_pending_jobs(row->pending_jobs() + 1);
+        row->set_waiting(row->waiting() + static_cast<double>(CardsNeeded(job.spec())) / 1000);
+      } else {
+        row->set_running_jobs(row->running_jobs() + 1);
+      }
     }
   }
+  for (auto& [key, row] : user_rows) *row_of(key.first).add_users() = std::move(row);
   for (auto& [group, row] : rows) *out.add_queues() = std::move(row);
   return out;
 }

@@ -127,7 +127,7 @@ GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
     }
   }
   ForEachClaimedCard(nodes, jobs, [&](const pb::JobSpec& spec, const DeviceRecord& device, int64_t milli) {
-    out.held[spec.group()][CardClassOf(device)] += milli;
+    out.held[spec.group()][spec.user()][CardClassOf(device)] += milli;
   });
   return out;
 }

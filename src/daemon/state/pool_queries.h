@@ -13,6 +13,7 @@
 #include "hetpool/v1/cluster.pb.h"
 #include "planner/pool.h"
 #include "src/daemon/security/quota.h"
+#include "src/daemon/sharing/fair_share.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
 #include "src/daemon/state/pool_snapshot.h"
@@ -29,10 +30,10 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
 
 // What every user and group holds now (all claims, including those being stopped).
 // What fair share weighs (sharing/fair_share.h): the healthy cards of registered nodes per class,
-// and what each group's jobs hold now.
+// and what each group's users' jobs hold now.
 struct GroupHoldings {
   CardHoldings capacity;
-  std::map<std::string, CardHoldings> held;  // group -> cards
+  std::map<std::string, UserHoldings> held;  // group -> user -> cards
 };
 GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs);
 

@@ -207,9 +207,9 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
   if (pass.quota) pass.quota->HoldPlacement(entry.job.spec(), *placement, pass.views);
   if (FairShareLedger* const fair_share = options_.fair_share; fair_share != nullptr) {
     ForEachPlacedCard(*placement, pass.views, [&](const DeviceRecord& device, int64_t milli) {
-      fair_share->Hold(entry.job.spec().group(), CardClassOf(device), milli);
+      fair_share->Hold(entry.job.spec().group(), entry.job.spec().user(), CardClassOf(device), milli);
     });
-    if (pass.queue != nullptr) pass.queue->SharesChanged();
+    if (pass.queue != nullptr) pass.queue->SharesChanged(entry.job.spec().group());
   }
   for (const auto& assignment : placement->nodes) Refresh(pass.views, assignment.node, pass.held);
   return placement;
