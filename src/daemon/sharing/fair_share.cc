@@ -49,7 +49,7 @@ FairShareLedger::~FairShareLedger() = default;
 QueueConfig FairShareLedger::UsersConfig(const std::string& group) const {
   QueueConfig users;
   users.usage_half_life = config_.usage_half_life;
-  users.default_weight = 1;
+  users.default_weight = kUnlistedUserWeight;
   const GroupQueue queue = config_.For(group);
   for (const auto& [user, weight] : queue.user_weights) users.groups[user] = GroupQueue{weight, {}, {}};
   return users;

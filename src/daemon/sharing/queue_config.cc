@@ -91,6 +91,11 @@ absl::StatusOr<QueueConfig> QueueConfig::Parse(absl::string_view json_text) {
   return config;
 }
 
+double GroupQueue::UserWeight(const std::string& user) const {
+  auto it = user_weights.find(user);
+  return it == user_weights.end() ? kUnlistedUserWeight : it->second;
+}
+
 GroupQueue QueueConfig::For(const std::string& group) const {
   auto it = groups.find(group);
   return it == groups.end() ? GroupQueue{default_weight, {}, {}} : it->second;

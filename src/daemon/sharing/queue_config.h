@@ -24,10 +24,14 @@
 
 namespace hetpool::daemon {
 
+inline constexpr double kUnlistedUserWeight = 1;  // a user a group's `users` does not list
+
 struct GroupQueue {
   double weight = 1;
   std::map<std::string, int64_t> nominal_milli;  // selector -> milli-cards; empty: by weight
   std::map<std::string, double> user_weights;    // user -> weight within the group; others weigh 1
+
+  double UserWeight(const std::string& user) const;  // from user_weights, else kUnlistedUserWeight
 };
 
 struct QueueConfig {

@@ -9,17 +9,18 @@ namespace hetpool::daemon {
 QueueOrder::QueueOrder(const std::vector<JobEntry*>& pending, const scheduler::PlacementPolicy& policy,
                        const FairShareLedger* ledger)
     : policy_(policy), ledger_(ledger) {
-  std::map<std::pair<std::string, std::string>, std::pair<size_t, size_t>> index;  // group, user -> where
   std::map<std::string, size_t> group_index;
+  std::map<std::pair<std::string, std::string>, size_t> user_index;  // (group, user) -> its place in the group
   for (JobEntry* entry : pending) {
     const pb::JobSpec& spec = entry->job.spec();
     const std::string group = ledger_ != nullptr ? spec.group() : std::string();
     const std::string user = ledger_ != nullptr ? spec.user() : std::string();
     auto [g, new_group] = group_index.try_emplace(group, groups_.size());
     if (new_group) groups_.push_back(Group{group, {}, 0});
-    auto [u, new_user] = index.try_emplace({group, user}, std::make_pair(g->second, groups_[g->second].users.size()));
-    if (new_user) groups_[g->second].users.push_back(Queue{user, {}, 0, 0});
-    groups_[u->second.first].users[u->second.second].jobs.push_back(entry);
+    std::vector<Queue>& users = groups_[g->second].users;
+    auto [u, new_user] = user_index.try_emplace({group, user}, users.size());
+    if (new_user) users.push_back(Queue{user, {}, 0, 0});
+    users[u->second].jobs.push_back(entry);
   }
   for (Group& group : groups_) {
     for (Queue& user : group.users) {

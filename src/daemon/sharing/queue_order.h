@@ -3,8 +3,8 @@
 // group's job raises its share. Jobs are kept per group and, within it, per user in the policy's
 // order (one user's jobs share a share); a group's next job is the best of its users' heads by
 // their shares within the group, and the next job is the best of the groups' next jobs by the
-// groups' shares: O(groups + the last group's users) a step. Without a fair-share ledger every share is
-// 0 and this is the policy's plain order.
+// groups' shares: O(groups + the last group's users) a step. Without a fair-share ledger every
+// share is 0 and this is the policy's plain order.
 #pragma once
 
 #include <string>
@@ -28,7 +28,7 @@ class QueueOrder {
   void SharesChanged(const std::string& group);
 
  private:
-  struct Queue {  // one user's jobs, or one group's users
+  struct Queue {  // one user's pending jobs in one group
     std::string name;
     std::vector<JobEntry*> jobs;  // in the policy's order
     size_t next = 0;

@@ -180,9 +180,7 @@ pb::ListQueuesResponse ClusterState::ListQueues() const {
     if (added) {
       it->second.set_group(group);
       it->second.set_user(user);
-      const GroupQueue queue = ledger->config().For(group);
-      auto weight = queue.user_weights.find(user);
-      it->second.set_weight(weight != queue.user_weights.end() ? weight->second : 1);
+      it->second.set_weight(ledger->config().For(group).UserWeight(user));
     }
     return it->second;
   };
