@@ -144,7 +144,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   d->job_service_ =
       std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get(), guard);
   d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get(), d->gate_.get(), guard);
-  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->logs_.get(), d->gate_.get(), guard);
+  d->order_streams_ = OrderStreams::Start(d->state_.get());
+  d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->order_streams_.get(), d->logs_.get(),
+                                                         d->gate_.get(), guard);
   d->planner_service_ = std::make_unique<PlannerServiceImpl>(d->state_.get(), d->planner_.get(), d->gate_.get(), guard);
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -209,8 +211,10 @@ void DaemonServer::Shutdown(absl::Time deadline) {
   if (leadership_) leadership_->Resign();  // revokes the lease: another replica takes over at once
   web_.reset();  // no new page requests
   if (metrics_) metrics_->Watch(nullptr);  // scrapes stop reading the state before it goes
-  // Stop the state first: it wakes every watch/order stream so they return promptly.
+  // Stop the state first: it wakes every job watch so they return promptly; then end the agents'
+  // order streams, which gRPC's shutdown waits for.
   state_->Stop();
+  order_streams_->Stop();
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
 }

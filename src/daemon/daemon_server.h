@@ -73,6 +73,7 @@ class DaemonServer {
   std::unique_ptr<ModelPlanner> planner_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::shared_ptr<OrderStreams> order_streams_;  // shared with the streams gRPC still holds
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<PlannerServiceImpl> planner_service_;
   std::unique_ptr<LeaderGate> gate_;

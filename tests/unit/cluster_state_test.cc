@@ -111,8 +111,13 @@ class ClusterStateTest : public ::testing::Test {
     return inventory;
   }
 
+  // What the node's order stream would send now (any version).
+  absl::StatusOr<std::optional<pb::Orders>> CurrentOrders(const std::string& node) {
+    return state_->OrdersSince({{node, sessions_[node], 0}}).front();
+  }
+
   pb::Orders Orders(const std::string& node) {
-    auto orders = state_->WaitOrders(node, sessions_[node], 0, now_);
+    auto orders = CurrentOrders(node);
     EXPECT_TRUE(orders.ok()) << orders.status();
     return orders.ok() && orders->has_value() ? **orders : pb::Orders();
   }
@@ -136,7 +141,7 @@ class ClusterStateTest : public ::testing::Test {
     req.set_node_name(node);
     req.set_session_id(sessions_[node]);
     // Acts like an agent that applied the newest orders (none when its session is gone).
-    auto orders = state_->WaitOrders(node, sessions_[node], 0, now_);
+    auto orders = CurrentOrders(node);
     if (orders.ok() && orders->has_value()) req.set_applied_orders_version((*orders)->version());
     for (auto& p : processes) *req.add_processes() = p;
     if (inventory) *req.mutable_inventory() = *inventory;

@@ -35,27 +35,19 @@ grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const pb::Hea
       /*audit_success=*/false);
 }
 
-grpc::Status AgentServiceImpl::StreamOrders(grpc::ServerContext* ctx, const pb::StreamOrdersRequest* req,
-                                            grpc::ServerWriter<pb::Orders>* writer) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  return Guarded(
+grpc::ServerWriteReactor<pb::Orders>* AgentServiceImpl::StreamOrders(grpc::CallbackServerContext* ctx,
+                                                                     const pb::StreamOrdersRequest* req) {
+  if (absl::Status not_leader = gate_->Check(); !not_leader.ok()) return OrderStreams::Refused(ToGrpcStatus(not_leader));
+  grpc::ServerWriteReactor<pb::Orders>* stream = nullptr;
+  grpc::Status refused = Guarded(
       *guard_, ctx, "StreamOrders", Action::kAgent, req->node_name(),
       [&](const Caller& caller) -> absl::Status {
         if (auto s = CheckNodeIdentity(caller, req->node_name()); !s.ok()) return s;
-        uint64_t sent = 0;
-        while (!ctx->IsCancelled()) {
-          auto orders = state_->WaitOrders(req->node_name(), req->session_id(), sent,
-                                           absl::Now() + absl::Milliseconds(500));
-          if (!orders.ok()) return orders.status();
-          if (!orders->has_value()) continue;
-          sent = (*orders)->version();
-          bool written = true;
-          for (const pb::Orders& part : SplitOrders(**orders)) written = written && writer->Write(part);
-          if (!written) break;
-        }
-        return absl::CancelledError("the agent went away");
+        stream = order_streams_->Open(req->node_name(), req->session_id());
+        return absl::OkStatus();
       },
       /*audit_success=*/false);
+  return stream != nullptr ? stream : OrderStreams::Refused(refused);
 }
 
 grpc::Status AgentServiceImpl::PushLogs(grpc::ServerContext* ctx, const pb::PushLogsRequest* req,

@@ -6,26 +6,31 @@
 
 #include "hetpool/v1/agent.grpc.pb.h"
 #include "src/daemon/logs/log_store.h"
+#include "src/daemon/services/order_streams.h"
 #include "src/daemon/state/cluster_state.h"
 
 namespace hetpool::daemon {
 
-class AgentServiceImpl final : public hetpool::v1::AgentService::Service {
+// StreamOrders is served by callback (OrderStreams: no thread per agent); the rest synchronously.
+class AgentServiceImpl final
+    : public hetpool::v1::AgentService::WithCallbackMethod_StreamOrders<hetpool::v1::AgentService::Service> {
  public:
-  AgentServiceImpl(ClusterState* state, LogStore* logs, const LeaderGate* gate, const ApiGuard* guard)
-      : state_(state), logs_(logs), gate_(gate), guard_(guard) {}
+  AgentServiceImpl(ClusterState* state, OrderStreams* order_streams, LogStore* logs, const LeaderGate* gate,
+                   const ApiGuard* guard)
+      : state_(state), order_streams_(order_streams), logs_(logs), gate_(gate), guard_(guard) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req,
                         pb::RegisterResponse* resp) override;
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
                          pb::HeartbeatResponse* resp) override;
-  grpc::Status StreamOrders(grpc::ServerContext* ctx, const pb::StreamOrdersRequest* req,
-                            grpc::ServerWriter<pb::Orders>* writer) override;
+  grpc::ServerWriteReactor<pb::Orders>* StreamOrders(grpc::CallbackServerContext* ctx,
+                                                     const pb::StreamOrdersRequest* req) override;
   grpc::Status PushLogs(grpc::ServerContext* ctx, const pb::PushLogsRequest* req,
                         pb::PushLogsResponse* resp) override;
 
  private:
   ClusterState* state_;
+  OrderStreams* order_streams_;
   LogStore* logs_;
   const LeaderGate* gate_;
   const ApiGuard* guard_;

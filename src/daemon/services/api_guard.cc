@@ -4,7 +4,7 @@
 
 namespace hetpool::daemon {
 
-absl::StatusOr<Caller> ApiGuard::Identify(const grpc::ServerContext& ctx) const {
+absl::StatusOr<Caller> ApiGuard::Identify(const grpc::ServerContextBase& ctx) const {
   std::optional<absl::string_view> authorization;
   const auto& metadata = ctx.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
@@ -17,7 +17,7 @@ absl::StatusOr<Caller> ApiGuard::Identify(const grpc::ServerContext& ctx) const 
   return authenticator_->Authenticate(authorization, common_names);
 }
 
-void ApiGuard::Audit(const grpc::ServerContext& ctx, const Caller* caller, absl::string_view method,
+void ApiGuard::Audit(const grpc::ServerContextBase& ctx, const Caller* caller, absl::string_view method,
                      const std::string& target, const absl::Status& result) const {
   if (audit_ == nullptr) return;
   AuditRecord record;

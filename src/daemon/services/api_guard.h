@@ -24,8 +24,8 @@ class ApiGuard {
            std::unique_ptr<RateLimiter> submissions)
       : authenticator_(std::move(authenticator)), audit_(std::move(audit)), submissions_(std::move(submissions)) {}
 
-  absl::StatusOr<Caller> Identify(const grpc::ServerContext& ctx) const;
-  void Audit(const grpc::ServerContext& ctx, const Caller* caller, absl::string_view method,
+  absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& ctx) const;
+  void Audit(const grpc::ServerContextBase& ctx, const Caller* caller, absl::string_view method,
              const std::string& target, const absl::Status& result) const;
   RateLimiter& submissions() const { return *submissions_; }
 
@@ -39,7 +39,7 @@ class ApiGuard {
 // checks what depends on the object: a job's owner, an agent's node) and writes the audit record:
 // for every refused call, and for successful ones when `audit_success` (mutating calls).
 template <typename Body>
-grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContext* ctx, absl::string_view method, Action action,
+grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContextBase* ctx, absl::string_view method, Action action,
                      const std::string& target, Body&& body, bool audit_success) {
   absl::StatusOr<Caller> caller = guard.Identify(*ctx);
   absl::Status result = caller.ok() ? Allow(*caller, action) : caller.status();
@@ -52,7 +52,7 @@ grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContext* ctx, absl::stri
 }
 
 template <typename Body>
-grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContext* ctx, absl::string_view method, Action action,
+grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContextBase* ctx, absl::string_view method, Action action,
                      const std::string& target, Body&& body) {
   return Guarded(guard, ctx, method, action, target, std::forward<Body>(body), IsMutating(action));
 }

@@ -299,7 +299,7 @@ void AgentReconciler::ExpireLeases(absl::Time now) {
                    absl::FormatDuration(leases_.orphan_grace));
     }
     node.ready = false;
-    node.session_id.clear();
+    nodes_.EndSession(node);
     // Past the orphan grace as well, the agent and its fence watchdog have stopped the processes
     // (they stop them at the grace after their last answer, which came before this node's last
     // heartbeat): only now may the jobs run elsewhere.

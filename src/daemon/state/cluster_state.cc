@@ -103,7 +103,6 @@ void ClusterState::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     changed_.SignalAll();
-    for (auto& [name, node] : nodes_.entries()) node.orders_changed->SignalAll();
   }
   if (loop_.joinable()) loop_.join();
 }
@@ -391,20 +390,28 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<pb::Orders>> ClusterState::WaitOrders(const std::string& node_name,
-                                                                   const std::string& session,
-                                                                   uint64_t after_version,
-                                                                   absl::Time deadline) const {
+void ClusterState::WatchOrders(OrdersListener listener) {
   absl::MutexLock lock(&mu_);
-  while (true) {
-    if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
-    if (auto s = nodes_.CheckSession(node_name, session); !s.ok()) return s;
-    const NodeEntry& node = *nodes_.Find(node_name);
-    if (node.orders_version > after_version) return std::optional<pb::Orders>(reconciler_.OrdersFor(node));
-    if (Now() >= deadline) return std::optional<pb::Orders>();
-    const std::shared_ptr<absl::CondVar> orders_changed = node.orders_changed;  // outlives a re-registration
-    orders_changed->WaitWithDeadline(&mu_, deadline);
+  nodes_.WatchOrders(std::move(listener));
+}
+
+std::vector<absl::StatusOr<std::optional<pb::Orders>>> ClusterState::OrdersSince(
+    const std::vector<OrdersCursor>& cursors) const {
+  std::vector<absl::StatusOr<std::optional<pb::Orders>>> out;
+  out.reserve(cursors.size());
+  absl::MutexLock lock(&mu_);
+  for (const OrdersCursor& cursor : cursors) {
+    if (stopping_) {
+      out.emplace_back(absl::UnavailableError("hetpoold is shutting down"));
+    } else if (auto s = nodes_.CheckSession(cursor.node, cursor.session); !s.ok()) {
+      out.emplace_back(s);
+    } else if (const NodeEntry& node = *nodes_.Find(cursor.node); node.orders_version > cursor.after_version) {
+      out.emplace_back(std::optional<pb::Orders>(reconciler_.OrdersFor(node)));
+    } else {
+      out.emplace_back(std::optional<pb::Orders>());
+    }
   }
+  return out;
 }
 
 absl::Status ClusterState::CheckLogPush(const std::string& node, const std::string& session,

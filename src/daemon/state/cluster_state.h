@@ -112,11 +112,17 @@ class ClusterState {
   // --- AgentService
   absl::StatusOr<pb::RegisterResponse> Register(const pb::RegisterRequest& request);
   absl::Status Heartbeat(const pb::HeartbeatRequest& request);
-  // The node's desired orders once their version passes `after_version`; nullopt at the deadline.
-  absl::StatusOr<std::optional<pb::Orders>> WaitOrders(const std::string& node,
-                                                       const std::string& session,
-                                                       uint64_t after_version,
-                                                       absl::Time deadline) const;
+  // `listener` hears every change of a node's orders or agent session (see OrdersListener).
+  void WatchOrders(OrdersListener listener);
+  // What an order stream reads: the node's desired orders if their version passed
+  // `after_version`, nullopt if not, or why the stream must end (the session is gone, the daemon
+  // is stopping). For many streams under one acquisition of the lock.
+  struct OrdersCursor {
+    std::string node;
+    std::string session;
+    uint64_t after_version = 0;
+  };
+  std::vector<absl::StatusOr<std::optional<pb::Orders>>> OrdersSince(const std::vector<OrdersCursor>& cursors) const;
   // Whether logs for (job, generation) may be pushed by this session's node.
   absl::Status CheckLogPush(const std::string& node, const std::string& session,
                             const std::string& job_id, uint64_t generation) const;

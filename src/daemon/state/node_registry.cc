@@ -102,6 +102,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   node.ready = true;
   node.last_heartbeat = now;
   node.applied_version = 0;
+  if (orders_listener_) orders_listener_(node.record.name());
   if (unchanged) return node;
   if (auto s = store_->PutNode(node.record); !s.ok()) {
     spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
@@ -122,9 +123,14 @@ absl::StatusOr<NodeEntry*> NodeRegistry::Session(const std::string& node, const 
   return Find(node);
 }
 
+void NodeRegistry::EndSession(NodeEntry& node) {
+  node.session_id.clear();
+  if (orders_listener_) orders_listener_(node.record.name());
+}
+
 void NodeRegistry::BumpOrders(NodeEntry& node) {
   ++node.orders_version;
-  node.orders_changed->SignalAll();
+  if (orders_listener_) orders_listener_(node.record.name());
   wakeups_.Changed();
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,7 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hetpool/device.h"
 #include "hetpool/v1/agent.pb.h"
@@ -39,10 +39,6 @@ struct NodeEntry {
   uint64_t orders_version = 0;    // bumped whenever what the node should run changes
   uint64_t applied_version = 0;   // the orders version the agent last said it acted on
   Claims claims;
-  // Signalled (under the state lock) when orders_version moves and when the daemon stops: the
-  // node's order stream waits on its own node, not on every change in the pool (a thousand
-  // streams woken by every heartbeat cost more than the heartbeats).
-  std::shared_ptr<absl::CondVar> orders_changed = std::make_shared<absl::CondVar>();
 
   bool schedulable() const { return ready && !record.drained(); }
 };
@@ -52,9 +48,18 @@ struct PortRange {
   int max = 30499;
 };
 
+// Hears, under the state lock, that a node's orders version or agent session changed: the order
+// streams (services/order_streams.h) then send the node its orders or end a stale session's
+// stream. It must only take note; calling back into the state would deadlock.
+using OrdersListener = std::function<void(const std::string& node)>;
+
 class NodeRegistry {
  public:
   NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_ports);
+
+  // Every change of a node's orders version (BumpOrders) or session (Register, EndSession) is
+  // told to `listener` from then on.
+  void WatchOrders(OrdersListener listener) { orders_listener_ = std::move(listener); }
 
   // The stored nodes, NotReady with one lease of grace from `now` to register again. Orders
   // versions start at `now` in microseconds, above anything an earlier daemon handed out.
@@ -73,6 +78,8 @@ class NodeRegistry {
   // The node of a live session, or NOT_FOUND telling the agent to register again.
   absl::StatusOr<NodeEntry*> Session(const std::string& node, const std::string& session);
   absl::Status CheckSession(const std::string& node, const std::string& session) const;
+  // The agent's session is over (its lease lapsed): its calls are refused until it registers again.
+  void EndSession(NodeEntry& node);
   // The node's orders changed: its order stream sends them.
   void BumpOrders(NodeEntry& node);
   // A heartbeat's inventory. Utilisation and memory in use change on every refresh: they are
@@ -95,6 +102,7 @@ class NodeRegistry {
   std::map<std::string, NodeEntry> nodes_;
   uint64_t last_inventory_revision_ = 0;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
+  OrdersListener orders_listener_;
 };
 
 // Calls `fn` for every claim the daemon wants kept (not being stopped), with its node; returns

@@ -1,0 +1,233 @@
+#include "src/daemon/services/order_streams.h"
+
+#include <utility>
+
+#include "spdlog/spdlog.h"
+#include "src/common/grpc_status.h"
+#include "src/common/orders_parts.h"
+
+namespace hetpool::daemon {
+
+// One agent's StreamOrders call. gRPC calls its reactions on its own threads; every field below
+// is read and written under the owning OrderStreams' lock. At most one write is outstanding
+// (`writing`), Finish is called once (`finished`) and never while a write is outstanding: whoever
+// sets one of them under the lock makes the gRPC call after releasing it.
+class OrderStreams::Stream final : public grpc::ServerWriteReactor<pb::Orders>,
+                                   public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(std::shared_ptr<OrderStreams> hub, std::string node_name, std::string session_id)
+      : hub_(std::move(hub)), node(std::move(node_name)), session(std::move(session_id)) {}
+
+  void OnWriteDone(bool ok) override {
+    std::optional<Step> next;
+    {
+      absl::MutexLock lock(&hub_->mu_);
+      next = hub_->AfterWrite(*this, ok);
+    }
+    if (next) Run(*next);
+  }
+
+  void OnCancel() override {
+    std::optional<Step> next;
+    {
+      absl::MutexLock lock(&hub_->mu_);
+      next = hub_->AfterCancel(*this);
+    }
+    if (next) Run(*next);
+  }
+
+  // gRPC's last call: the stream leaves the hub. The hub goes last: this stream may hold the
+  // last reference to it, and its lock must be released first.
+  void OnDone() override {
+    const std::shared_ptr<OrderStreams> hub = hub_;
+    std::shared_ptr<Stream> self;  // released after the lock, then `this` is gone
+    {
+      absl::MutexLock lock(&hub->mu_);
+      self = hub->Forget(this);
+    }
+  }
+
+  const std::shared_ptr<OrderStreams> hub_;
+  const std::string node;
+  const std::string session;
+  uint64_t sent_version = 0;     // the last version whose parts were all handed to gRPC
+  std::vector<pb::Orders> parts;  // the version being written
+  size_t next_part = 0;
+  bool writing = false;
+  bool finished = false;
+  bool look_again = false;  // the node changed while a version was being written
+  std::optional<grpc::Status> finish_after_write;
+};
+
+namespace {
+
+class RefusedStream final : public grpc::ServerWriteReactor<pb::Orders> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+std::shared_ptr<OrderStreams> OrderStreams::Start(ClusterState* state) {
+  std::shared_ptr<OrderStreams> streams(new OrderStreams(state));
+  OrderStreams* raw = streams.get();  // the listener is removed by Stop, before the last reference goes
+  state->WatchOrders([raw](const std::string& node) { raw->OrdersChanged(node); });
+  streams->sender_ = std::thread([raw] { raw->SendLoop(); });
+  return streams;
+}
+
+OrderStreams::~OrderStreams() { Stop(); }
+
+grpc::ServerWriteReactor<pb::Orders>* OrderStreams::Refused(const grpc::Status& status) {
+  return new RefusedStream(status);
+}
+
+grpc::ServerWriteReactor<pb::Orders>* OrderStreams::Open(const std::string& node, const std::string& session) {
+  auto stream = std::make_shared<Stream>(shared_from_this(), node, session);
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return Refused(ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down")));
+  streams_[node].push_back(stream);
+  changed_.insert(node);  // the sender checks the session and sends the current orders
+  return stream.get();    // gRPC calls may come before it is bound: the reactor keeps them
+}
+
+void OrderStreams::Stop() {
+  std::vector<Step> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [node, streams] : streams_) {
+      for (auto& stream : streams) {
+        if (stream->finished) continue;
+        const grpc::Status unavailable = ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down"));
+        if (stream->writing) {
+          stream->finish_after_write = unavailable;
+        } else {
+          stream->finished = true;
+          steps.push_back({stream, nullptr, unavailable});
+        }
+      }
+    }
+  }
+  state_->WatchOrders(nullptr);  // under the state's lock: no listener call is under way after it
+  if (sender_.joinable()) sender_.join();
+  for (const Step& step : steps) Run(step);
+}
+
+size_t OrderStreams::open_streams() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [node, streams] : streams_) n += streams.size();
+  return n;
+}
+
+void OrderStreams::OrdersChanged(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  if (streams_.contains(node)) changed_.insert(node);
+}
+
+void OrderStreams::SendLoop() {
+  while (true) {
+    std::vector<std::shared_ptr<Stream>> batch;
+    std::vector<ClusterState::OrdersCursor> cursors;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](OrderStreams* self) ABSL_NO_THREAD_SAFETY_ANALYSIS { return self->stopping_ || !self->changed_.empty(); },
+          this));
+      if (stopping_) return;
+      for (const std::string& node : changed_) {
+        auto it = streams_.find(node);
+        if (it == streams_.end()) continue;
+        for (const auto& stream : it->second) {
+          if (stream->finished) continue;
+          if (stream->writing) {
+            stream->look_again = true;
+            continue;
+          }
+          batch.push_back(stream);
+          cursors.push_back({stream->node, stream->session, stream->sent_version});
+        }
+      }
+      changed_.clear();
+    }
+    if (batch.empty()) continue;
+    // Every changed stream's orders under one acquisition of the state lock, none of ours held.
+    auto orders = state_->OrdersSince(cursors);
+    std::vector<Step> steps;
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        Stream& stream = *batch[i];
+        if (stream.finished || stream.writing) continue;  // cancelled or stopped meanwhile
+        if (!orders[i].ok()) {
+          stream.finished = true;
+          steps.push_back({batch[i], nullptr, ToGrpcStatus(orders[i].status())});
+        } else if (orders[i]->has_value()) {
+          stream.parts = SplitOrders(**orders[i]);
+          stream.sent_version = (*orders[i])->version();
+          stream.next_part = 1;
+          stream.writing = true;
+          steps.push_back({batch[i], &stream.parts.front(), grpc::Status::OK});
+        }
+      }
+    }
+    for (const Step& step : steps) Run(step);
+  }
+}
+
+std::optional<OrderStreams::Step> OrderStreams::AfterWrite(Stream& stream, bool ok) {
+  // The hub holds the stream until OnDone, which comes after this reaction.
+  std::shared_ptr<Stream> self = stream.shared_from_this();
+  if (!ok || stream.finish_after_write) {
+    // A failed write: the call is over (cancelled, the agent gone); Finish is still owed.
+    stream.writing = false;
+    stream.finished = true;
+    return Step{self, nullptr,
+                stream.finish_after_write.value_or(grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away"))};
+  }
+  if (stream.next_part < stream.parts.size()) return Step{self, &stream.parts[stream.next_part++], grpc::Status::OK};
+  stream.writing = false;
+  stream.parts.clear();
+  if (stream.look_again) {
+    stream.look_again = false;
+    changed_.insert(stream.node);
+  }
+  return std::nullopt;
+}
+
+std::optional<OrderStreams::Step> OrderStreams::AfterCancel(Stream& stream) {
+  if (stream.finished) return std::nullopt;
+  const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "the agent went away");
+  if (stream.writing) {
+    stream.finish_after_write = cancelled;  // the outstanding write ends first, failed
+    return std::nullopt;
+  }
+  stream.finished = true;
+  return Step{stream.shared_from_this(), nullptr, cancelled};
+}
+
+std::shared_ptr<OrderStreams::Stream> OrderStreams::Forget(Stream* stream) {
+  auto it = streams_.find(stream->node);
+  if (it == streams_.end()) return nullptr;
+  std::shared_ptr<Stream> found;
+  std::erase_if(it->second, [&](const std::shared_ptr<Stream>& held) {
+    if (held.get() != stream) return false;
+    found = held;
+    return true;
+  });
+  if (it->second.empty()) streams_.erase(it);
+  return found;
+}
+
+void OrderStreams::Run(const Step& step) {
+  if (step.write != nullptr) {
+    step.stream->StartWrite(step.write);
+  } else {
+    step.stream->Finish(step.status);
+  }
+}
+
+}  // namespace hetpool::daemon

@@ -1,0 +1,187 @@
+// The agents' order streams (services/order_streams.h) over real gRPC on loopback, served by the
+// daemon's own AgentService in this process: what a stream sends, and each way it ends (a new
+// session, a lapsed lease, the agent going away, the daemon stopping). The state's clock is the
+// test's; its loop does not run (the test ticks it).
+#include "src/daemon/services/order_streams.h"
+
+#include "absl/strings/match.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "scheduler/framework/profile.h"
+#include "src/common/convert.h"
+#include "src/daemon/services/agent_service.h"
+#include "src/daemon/store/sqlite_store.h"
+#include "tests/testing/state_parts.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::daemon {
+namespace {
+
+class OrderStreamsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = SqliteStore::Open(dir_.path() + "/hetpool.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    ClusterOptions options;
+    options.lease_ttl = absl::Seconds(10);
+    options.clock = [this] { return now_; };
+    state_ = std::make_unique<ClusterState>(options, store_.get(), policy_.get());
+    ASSERT_TRUE(state_->Load().ok());
+    streams_ = OrderStreams::Start(state_.get());
+    service_ = std::make_unique<AgentServiceImpl>(state_.get(), streams_.get(), /*logs=*/nullptr, &gate_, &guard_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    stub_ = pb::AgentService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    state_->Stop();
+    streams_->Stop();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_->Wait();
+  }
+
+  // Registers `node` with two H100s over the API; returns its session.
+  std::string Register(const std::string& node) {
+    pb::RegisterRequest req = testing::Registration(node);
+    *req.mutable_inventory() = ToProto(testing::H100s(2));
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Status s = stub_->Register(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.session_id();
+  }
+
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<pb::Orders>> reader;
+  };
+  std::unique_ptr<Stream> Open(const std::string& node, const std::string& session) {
+    auto stream = std::make_unique<Stream>();
+    // A bound on every read: a stream that never sends fails the test instead of hanging it.
+    stream->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    pb::StreamOrdersRequest req;
+    req.set_node_name(node);
+    req.set_session_id(session);
+    stream->reader = stub_->StreamOrders(&stream->ctx, req);
+    return stream;
+  }
+
+  // The next whole version (these orders fit one part).
+  static std::optional<pb::Orders> Next(Stream& stream) {
+    pb::Orders orders;
+    if (!stream.reader->Read(&orders)) return std::nullopt;
+    EXPECT_FALSE(orders.more());
+    return orders;
+  }
+
+  // How the stream ended, once it has.
+  static grpc::Status Ended(Stream& stream) {
+    pb::Orders ignored;
+    while (stream.reader->Read(&ignored)) {
+    }
+    return stream.reader->Finish();
+  }
+
+  testing::TempDir dir_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ClusterState> state_;
+  std::shared_ptr<OrderStreams> streams_;
+  LeaderGate gate_{true};
+  ApiGuard guard_{Authenticator::Unchecked(), nullptr, std::make_unique<RateLimiter>(0, 0)};
+  std::unique_ptr<AgentServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<pb::AgentService::Stub> stub_;
+};
+
+TEST_F(OrderStreamsTest, SendsTheCurrentOrdersThenEachNewVersionAndEndsWithItsSession) {
+  const std::string first = Register("a");
+  auto stream = Open("a", first);
+  std::optional<pb::Orders> orders = Next(*stream);
+  ASSERT_TRUE(orders.has_value()) << Ended(*stream).error_message();
+  EXPECT_EQ(orders->launches_size(), 0);
+  const uint64_t initial = orders->version();
+
+  auto job = state_->Submit(testing::TrainingSpec(1, 1), "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  state_->Tick();  // places it on the only node
+  orders = Next(*stream);
+  ASSERT_TRUE(orders.has_value()) << Ended(*stream).error_message();
+  EXPECT_GT(orders->version(), initial);
+  ASSERT_EQ(orders->launches_size(), 1);
+  EXPECT_EQ(orders->launches(0).job_id(), job->id());
+
+  // The agent registers again (a new session): the old session's stream ends, the new one's runs.
+  const std::string second = Register("a");
+  ASSERT_NE(second, first);
+  grpc::Status ended = Ended(*stream);
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(ended.error_message(), "register again")) << ended.error_message();
+  auto renewed = Open("a", second);
+  orders = Next(*renewed);
+  ASSERT_TRUE(orders.has_value()) << Ended(*renewed).error_message();
+  ASSERT_EQ(orders->launches_size(), 1);  // the job it runs, still
+  EXPECT_EQ(orders->launches(0).job_id(), job->id());
+}
+
+TEST_F(OrderStreamsTest, AStreamOfAnUnknownSessionEndsAtOnce) {
+  Register("a");
+  auto stream = Open("a", "not-a-session");
+  EXPECT_EQ(Ended(*stream).error_code(), grpc::StatusCode::NOT_FOUND);
+  auto unknown = Open("nowhere", "");
+  EXPECT_EQ(Ended(*unknown).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(OrderStreamsTest, ALapsedLeaseEndsTheStream) {
+  auto stream = Open("a", Register("a"));
+  ASSERT_TRUE(Next(*stream).has_value());
+  now_ += absl::Seconds(11);  // past the 10 s lease without a heartbeat
+  state_->Tick();
+  grpc::Status ended = Ended(*stream);
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::NOT_FOUND) << ended.error_message();
+}
+
+TEST_F(OrderStreamsTest, AStreamWhoseAgentWentAwayIsLetGo) {
+  auto stream = Open("a", Register("a"));
+  ASSERT_TRUE(Next(*stream).has_value());
+  EXPECT_EQ(streams_->open_streams(), 1u);
+  stream->ctx.TryCancel();
+  EXPECT_EQ(Ended(*stream).error_code(), grpc::StatusCode::CANCELLED);
+  // The daemon learns it from gRPC (no thread polls the call): wait for it, bounded.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (streams_->open_streams() != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(streams_->open_streams(), 0u);
+}
+
+TEST_F(OrderStreamsTest, StoppingEndsEveryStreamAndRefusesNewOnes) {
+  std::vector<std::unique_ptr<Stream>> open;
+  for (const std::string node : {"a", "b", "c"}) {
+    open.push_back(Open(node, Register(node)));
+    ASSERT_TRUE(Next(*open.back()).has_value());
+  }
+  const std::string session = Register("d");
+  streams_->Stop();
+  for (auto& stream : open) {
+    grpc::Status ended = Ended(*stream);
+    EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_TRUE(absl::StrContains(ended.error_message(), "shutting down")) << ended.error_message();
+  }
+  auto late = Open("d", session);
+  EXPECT_EQ(Ended(*late).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace hetpool::daemon
