@@ -172,5 +172,33 @@ TEST(JobTable, AFilterThatMatchesLittleAnswersInBoundedStepsAndStillFindsEveryth
   EXPECT_EQ(Walk(parts.jobs, request).size(), 15'000u);
 }
 
+TEST(JobTable, RetirementForgetsOnlyJobsUnchangedSinceTheyWereRead) {
+  StateParts parts;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    JobEntry& entry = parts.Submit(TrainingSpec(1, 1));
+    pb::Job next = entry.job;
+    next.set_state(pb::JOB_STATE_CANCELLED);
+    *next.mutable_finished_at() = ToProtoTime(parts.now);
+    ASSERT_TRUE(parts.jobs.Commit(entry, next).ok());
+    ids.push_back(entry.job.id());
+  }
+  parts.now += absl::Hours(1);
+  std::vector<JobTable::Retiring> due = parts.jobs.FinishedBefore(parts.now - absl::Minutes(30), 2);
+  ASSERT_EQ(due.size(), 2u);  // at most the limit, oldest submissions first
+  EXPECT_EQ(due[0].job.id(), ids[0]);
+  EXPECT_EQ(due[1].job.id(), ids[1]);
+  // The second changes while the archive is being written (without the state lock): it stays.
+  JobEntry& changed = *parts.jobs.Find(ids[1]);
+  pb::Job next = changed.job;
+  next.set_message("changed after it was read");
+  ASSERT_TRUE(parts.jobs.Commit(changed, next).ok());
+  parts.jobs.Forget(due);
+  EXPECT_EQ(parts.jobs.Find(ids[0]), nullptr);
+  EXPECT_NE(parts.jobs.Find(ids[1]), nullptr);
+  EXPECT_NE(parts.jobs.Find(ids[2]), nullptr);
+  EXPECT_EQ(parts.jobs.FinishedBefore(parts.now + absl::Hours(1), 10).size(), 2u);
+}
+
 }  // namespace
 }  // namespace hetpool::daemon

@@ -1,5 +1,7 @@
 #include "src/daemon/state/cluster_state.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -108,32 +110,55 @@ void ClusterState::Stop() {
 }
 
 void ClusterState::Tick() {
-  absl::MutexLock lock(&mu_);
-  ReloadQueues();
-  reconciler_.ExpireLeases(Now());
-  cycle_.Run(Now());
-  RetireFinished();
+  std::vector<JobTable::Retiring> retiring;
+  {
+    absl::MutexLock lock(&mu_);
+    ReloadQueues();
+    reconciler_.ExpireLeases(Now());
+    cycle_.Run(Now());
+    retiring = DueForRetirement();
+  }
+  // The archive write goes without the lock: the first sweep of a large store moves hundreds of
+  // thousands of jobs, and answers, heartbeats and registrations must not queue behind it.
+  Retire(retiring);
 }
 
-void ClusterState::RetireFinished() {
-  if (options_.retain_finished <= absl::ZeroDuration()) return;
+std::vector<JobTable::Retiring> ClusterState::DueForRetirement() {
+  if (options_.retain_finished <= absl::ZeroDuration()) return {};
   const absl::Time now = Now();
-  if (now < next_retention_sweep_) return;
-  // A bounded batch per tick: the first sweep over a large store holds the lock in short spells.
+  if (now < next_retention_sweep_) return {};
+  // A bounded batch per tick: a large backlog goes in steps between scheduling passes.
   constexpr size_t kRetireBatch = 500;
-  std::vector<pb::Job> batch = jobs_.FinishedBefore(now - options_.retain_finished, kRetireBatch);
+  std::vector<JobTable::Retiring> batch = jobs_.FinishedBefore(now - options_.retain_finished, kRetireBatch);
   if (batch.size() < kRetireBatch) next_retention_sweep_ = now + absl::Minutes(1);  // none left for now
+  return batch;
+}
+
+void ClusterState::Retire(const std::vector<JobTable::Retiring>& batch) {
   if (batch.empty()) return;
-  if (absl::Status s = store_->ArchiveJobs(batch, options_.archive_finished); !s.ok()) {
+  std::vector<pb::Job> jobs;
+  jobs.reserve(batch.size());
+  for (const auto& r : batch) jobs.push_back(r.job);
+  if (absl::Status s = store_->ArchiveJobs(jobs, options_.archive_finished); !s.ok()) {
     spdlog::error("retention: {} finished jobs stay live, the store did not take them: {}", batch.size(),
                   std::string(s.message()));
-    next_retention_sweep_ = now + absl::Minutes(1);
+    absl::MutexLock lock(&mu_);
+    next_retention_sweep_ = Now() + absl::Minutes(1);
     return;
   }
-  jobs_.Forget(batch);
+  bool backlog_done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_.Forget(batch);
+    backlog_done = Now() < next_retention_sweep_;
+  }
   spdlog::info("retention: {} jobs that ended over {} ago {} (oldest {})", batch.size(),
                absl::FormatDuration(options_.retain_finished), options_.archive_finished ? "archived" : "dropped",
-               batch.front().id());
+               batch.front().job.id());
+  // glibc keeps what retired jobs freed for later allocations. After the first sweep of a large
+  // store that is most of the table's memory: when a sweep ends (once a minute at most), give
+  // it back, so that RSS follows the live set.
+  if (backlog_done) malloc_trim(0);
 }
 
 void ClusterState::ReloadQueues() {
@@ -241,11 +266,10 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
     }
     // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
     if (!nodes_.empty()) {
-      auto feasible = policy_->Place(placement_request, cycle_.NodeViews(/*all_free=*/true));
-      if (!feasible.ok() && absl::IsFailedPrecondition(feasible.status())) {
+      if (absl::Status fits = cycle_.EverFits(placement_request); !fits.ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat(placement_request.groups.empty() ? "nnodes/devices_per_node/requirements: " : "groups: ",
-                         feasible.status().message()));
+                         fits.message()));
       }
     }
     if (options_.quotas != nullptr) {

@@ -154,7 +154,10 @@ class ClusterState {
   void ReloadQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retention: moves a bounded batch of finished jobs past --retain-finished into the store's
   // archive and out of the table; a tick continues where the last stopped.
-  void RetireFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retention (--retain-finished): the next batch of finished jobs past it, read under the lock;
+  // then stored in the archive without the lock and dropped from the table.
+  std::vector<JobTable::Retiring> DueForRetirement() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Retire(const std::vector<JobTable::Retiring>& batch) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ClusterOptions options_;
   Store* const store_;

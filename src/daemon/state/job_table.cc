@@ -236,22 +236,24 @@ std::vector<pb::Job> JobTable::RunningSince(absl::Time since, const std::string&
   return out;
 }
 
-std::vector<pb::Job> JobTable::FinishedBefore(absl::Time before, size_t limit) const {
-  std::vector<pb::Job> out;
+std::vector<JobTable::Retiring> JobTable::FinishedBefore(absl::Time before, size_t limit) const {
+  std::vector<Retiring> out;
   for (const auto& [seq, entry] : by_seq_) {
     if (out.size() >= limit) break;
     const pb::Job& job = entry->job;
     if (!IsTerminal(job.state()) || !job.has_finished_at()) continue;
-    if (FromProtoTime(job.finished_at()) < before) out.push_back(job);
+    if (FromProtoTime(job.finished_at()) < before) out.push_back({job, entry->version});
   }
   return out;
 }
 
-void JobTable::Forget(const std::vector<pb::Job>& jobs) {
-  for (const pb::Job& job : jobs) {
-    by_seq_.erase(job.submit_seq());
-    if (!job.request_id().empty()) job_by_request_.erase({job.spec().user(), job.request_id()});
-    jobs_.erase(job.id());
+void JobTable::Forget(const std::vector<Retiring>& retired) {
+  for (const Retiring& r : retired) {
+    auto it = jobs_.find(r.job.id());
+    if (it == jobs_.end() || it->second.version != r.version) continue;
+    by_seq_.erase(r.job.submit_seq());
+    if (!r.job.request_id().empty()) job_by_request_.erase({r.job.spec().user(), r.job.request_id()});
+    jobs_.erase(it);
   }
 }
 

@@ -86,9 +86,14 @@ class JobTable {
   std::vector<pb::Job> RunningSince(absl::Time since, const std::string& user) const;
 
   // Retention: finished jobs that ended before `before`, oldest submissions first, at most
-  // `limit`; and dropping jobs from the table once the store has archived them.
-  std::vector<pb::Job> FinishedBefore(absl::Time before, size_t limit) const;
-  void Forget(const std::vector<pb::Job>& jobs);
+  // `limit`, each with the version read; and dropping them from the table once the store has
+  // archived them (written without the state lock): a job that changed since it was read stays.
+  struct Retiring {
+    pb::Job job;
+    uint64_t version = 0;
+  };
+  std::vector<Retiring> FinishedBefore(absl::Time before, size_t limit) const;
+  void Forget(const std::vector<Retiring>& jobs);
 
  private:
   Store* const store_;
