@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
 #include "drivers/backend_factory.h"
 #include "nlohmann/json.hpp"
@@ -192,20 +193,37 @@ pb::Job FinishedJob(int64_t seq, const Shape& shape, absl::Time at) {
   return job;
 }
 
-absl::Status SeedStore(const std::string& path, int64_t count, const std::vector<Shape>& shapes) {
+// The store of a pool that has run for 90 days with hetpoold's default retention (30 days):
+// `count` finished jobs ending evenly over those days, the older two thirds moved to the archive
+// by the store's own ArchiveJobs, as the daemon's retention sweep leaves them. (Seeded all live,
+// the first start would spend its measured minutes archiving them.) Returns the live count.
+absl::StatusOr<int64_t> SeedStore(const std::string& path, int64_t count, const std::vector<Shape>& shapes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   auto store = hetpool::daemon::SqliteStore::Open(path);
   if (!store.ok()) return store.status();
-  const absl::Time start = absl::Now() - absl::Hours(24 * 90);
+  const absl::Duration history = absl::Hours(24 * 90);
+  const absl::Duration retention = absl::Hours(24 * 30);  // hetpoold --retain-finished's default
+  const absl::Time now = absl::Now();
+  const absl::Duration step = count > 0 ? history / count : absl::ZeroDuration();
+  int64_t live = 0;
   std::vector<pb::Job> batch;
+  std::vector<pb::Job> archived;
   for (int64_t seq = 1; seq <= count; ++seq) {
-    batch.push_back(FinishedJob(seq, shapes[seq % shapes.size()], start + absl::Seconds(seq * 30)));
+    pb::Job job = FinishedJob(seq, shapes[seq % shapes.size()], now - history + step * (seq - 1));
+    if (hetpool::FromProtoTime(job.finished_at()) < now - retention) {
+      archived.push_back(job);
+    } else {
+      ++live;
+    }
+    batch.push_back(std::move(job));
     if (batch.size() == 5000 || seq == count) {
       if (auto s = (*store)->PutAll(batch, {}); !s.ok()) return s;
+      if (auto s = (*store)->ArchiveJobs(archived, /*keep=*/true); !s.ok()) return s;
       batch.clear();
+      archived.clear();
     }
   }
-  return absl::OkStatus();
+  return live;
 }
 
 // CPU seconds (user + system) the process has used, and its resident set in bytes.
@@ -240,6 +258,10 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Thousands of simulated nodes each take their own mutex every few milliseconds: Debian's
+  // Abseil would spend most of the simulator's CPU in its deadlock detector (hetpoold turns it
+  // off for the same reason), and the simulator shares the machine with the daemon it measures.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -271,10 +293,12 @@ int main(int argc, char** argv) {
 
   const std::string db = cluster.dir() + "/daemon/hetpool.db";
   say(absl::StrCat("seeding the store with ", o.store_jobs, " finished jobs"));
-  if (auto s = SeedStore(db, o.store_jobs, shapes); !s.ok()) {
-    std::cerr << "fleet_scale: seeding the store: " << s << "\n";
+  auto live_jobs = SeedStore(db, o.store_jobs, shapes);
+  if (!live_jobs.ok()) {
+    std::cerr << "fleet_scale: seeding the store: " << live_jobs.status() << "\n";
     return 1;
   }
+  report["store_live_jobs"] = *live_jobs;
   absl::Time t0 = absl::Now();
   if (auto s = cluster.StartDaemon(0, absl::Minutes(5)); !s.ok()) {
     std::cerr << "fleet_scale: " << s << "\n";

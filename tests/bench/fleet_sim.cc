@@ -19,12 +19,18 @@ enum class StreamOp { kStart, kRead, kFinish };
 
 using ProcessKey = std::pair<std::string, uint64_t>;  // (job, generation)
 
-// A call the daemon could not answer now (down, restarting, busy) is retried with the session
-// kept; any other refusal means the daemon no longer knows the session: register again.
+// A heartbeat the daemon could not answer now (down, restarting, busy) is sent again at the
+// next interval with the session kept; any other refusal means the daemon no longer knows the
+// session: register again. (As hetpool-agent's Session::Serve does.)
 bool SessionLost(const grpc::Status& status) {
   return !status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE &&
          status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
 }
+
+// Registering again after a failure waits this long, doubled after each failure up to 5 s, as
+// hetpool-agent's Session::Run does: a fleet must not hammer a daemon that is starting.
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(200);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 
 }  // namespace
 
@@ -46,6 +52,8 @@ struct FleetSimulator::Node {
   bool dirty ABSL_GUARDED_BY(mu) = false;  // processes changed: report at once
   // Not before: registering again after a refusal, reopening a stream that ended.
   absl::Time retry_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  absl::Duration backoff ABSL_GUARDED_BY(mu) = kFirstBackoff;
+  bool cancelled_by_us ABSL_GUARDED_BY(mu) = false;  // the stream of an old session, to reopen
   uint64_t applied_version ABSL_GUARDED_BY(mu) = 0;
   std::map<ProcessKey, Process> processes ABSL_GUARDED_BY(mu);
   std::set<ProcessKey> unreported_running ABSL_GUARDED_BY(mu);  // to stamp once a heartbeat lands
@@ -161,7 +169,8 @@ bool FleetSimulator::RegisterNode(Node& node) {
   if (!status.ok()) {
     failed_calls_.fetch_add(1);
     absl::MutexLock lock(&node.mu);
-    node.retry_at = absl::Now() + absl::Milliseconds(200);
+    node.retry_at = absl::Now() + node.backoff;
+    node.backoff = std::min(node.backoff * 2, kMaxBackoff);
     return false;
   }
   bool reopen = false;
@@ -170,11 +179,13 @@ bool FleetSimulator::RegisterNode(Node& node) {
     if (node.registered_once) reregistrations_.fetch_add(1);
     node.registered_once = true;
     node.lost = false;
+    node.backoff = kFirstBackoff;
     node.session_id = resp.session_id();
     node.interval = absl::Milliseconds(std::max<int64_t>(100, resp.heartbeat_interval_ms()));
     node.next_heartbeat = absl::Now() + node.interval;
     // A stream of the old session is cancelled; its completion opens the new one.
     if (node.stream_open) {
+      node.cancelled_by_us = true;
       node.stream_ctx->TryCancel();
     } else {
       reopen = true;
@@ -217,15 +228,14 @@ void FleetSimulator::ReadLoop() {
         break;
       }
       case StreamOp::kFinish: {
-        // The stream ends when the daemon goes, or refuses the session. The heartbeat thread
-        // reopens it (a live session) or registers again (a refused one), not at once: a daemon
-        // going away would otherwise be hammered.
+        // The stream ends when the daemon goes or ends the session: the heartbeat thread
+        // registers again after the backoff (a restarted daemon has forgotten the session). The
+        // stream of an old session, cancelled after registering again, is reopened instead.
         absl::MutexLock lock(&node.mu);
         node.stream_open = false;
-        if (SessionLost(node.finish_status) && node.finish_status.error_code() != grpc::StatusCode::CANCELLED) {
-          node.lost = true;
-        }
-        node.retry_at = absl::Now() + absl::Milliseconds(100);
+        if (!node.cancelled_by_us) node.lost = true;
+        node.cancelled_by_us = false;
+        node.retry_at = absl::Now() + node.backoff;
         break;
       }
     }
@@ -308,8 +318,8 @@ bool FleetSimulator::SendHeartbeat(Node& node) {
   if (!status.ok()) {
     failed_calls_.fetch_add(1);
     absl::MutexLock lock(&node.mu);
-    node.dirty = true;  // report again
-    node.next_heartbeat = absl::Now() + absl::Milliseconds(200);
+    node.dirty = false;  // reported again at the next interval, not at once
+    node.next_heartbeat = absl::Now() + node.interval;
     if (SessionLost(status)) node.lost = true;
     return false;
   }
@@ -356,7 +366,9 @@ void FleetSimulator::HeartbeatLoop(int slice) {
       if (needs_stream) OpenStream(node);
       if (due) sent = SendHeartbeat(node) || sent;
     }
-    if (!sent) absl::SleepFor(absl::Milliseconds(2));
+    // Nothing was due: look again in 5 ms (a finished process is reported that much later at
+    // most; scanning a slice of thousands of nodes every 2 ms cost more CPU than the daemon).
+    if (!sent) absl::SleepFor(absl::Milliseconds(5));
   }
 }
 

@@ -418,6 +418,25 @@ TEST_F(ClusterStateTest, SubmitRefusesShapesNoNodeCanHold) {
   EXPECT_EQ(list->jobs_size(), 1);  // nothing stored for the refused one
 }
 
+TEST_F(ClusterStateTest, WhatThePoolCouldEverHoldFollowsItsLastingInventory) {
+  // The answer is remembered per shape; a node that comes, or a lasting change of a node's
+  // inventory, asks again.
+  Register("a", 2);
+  EXPECT_EQ(state_->Submit(Spec(1, 8), "").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_->Submit(Spec(1, 8), "").status().code(), absl::StatusCode::kFailedPrecondition);
+  Register("b", 8);
+  EXPECT_TRUE(state_->Submit(Spec(1, 8), "").ok());
+  // b loses half its cards (a lasting change reported by a heartbeat): eight no longer fit.
+  ASSERT_TRUE(Heartbeat("b", {}, Inventory(4)).ok());
+  EXPECT_EQ(state_->Submit(Spec(1, 8), "").status().code(), absl::StatusCode::kFailedPrecondition);
+  // Utilisation alone changes nothing lasting: four still fit, eight still do not.
+  pb::NodeInventory busy = Inventory(4);
+  for (auto& d : *busy.mutable_devices()) d.set_utilization_percent(90);
+  ASSERT_TRUE(Heartbeat("b", {}, busy).ok());
+  EXPECT_TRUE(state_->Submit(Spec(1, 4), "").ok());
+  EXPECT_EQ(state_->Submit(Spec(1, 8), "").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ClusterStateTest, SubmitRefusesWhatNoCardCanRunWithTheReason) {
   Register("a", 2, {}, "A100");
   auto spec = Spec(1, 1);

@@ -62,6 +62,7 @@ void NodeRegistry::Load(std::vector<pb::Node> records, absl::Time now) {
     node.last_heartbeat = now;  // one lease of grace to re-register
     node.orders_version = version_base;
   }
+  ++lasting_epoch_;
 }
 
 NodeEntry* NodeRegistry::Find(const std::string& name) {
@@ -104,6 +105,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   node.applied_version = 0;
   if (orders_listener_) orders_listener_(node.record.name());
   if (unchanged) return node;
+  ++lasting_epoch_;
   if (auto s = store_->PutNode(node.record); !s.ok()) {
     spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
   }
@@ -145,6 +147,7 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
   const bool lasting_change = !SameLastingInventory(node.record.inventory(), reported);
   *node.record.mutable_inventory() = reported;
   if (!lasting_change) return false;
+  ++lasting_epoch_;
   if (auto s = store_->PutNode(node.record); !s.ok()) {
     spdlog::error("store write for node {} failed: {}", node.record.name(), std::string(s.message()));
   }

@@ -70,6 +70,9 @@ class NodeRegistry {
   std::map<std::string, NodeEntry>& entries() { return nodes_; }
   const std::map<std::string, NodeEntry>& entries() const { return nodes_; }
   bool empty() const { return nodes_.empty(); }
+  // Moves whenever a node comes or a node's lasting inventory, labels or record change: what the
+  // pool could ever hold is unchanged while it stays (SchedulingCycle::EverFits remembers it).
+  uint64_t lasting_epoch() const { return lasting_epoch_; }
 
   // A registration (already validated): the node is created or updated, gets a new session and
   // is Ready. Its claims (running jobs) are left as they are. The record is stored; a failed
@@ -101,6 +104,7 @@ class NodeRegistry {
   const PortRange ports_;
   std::map<std::string, NodeEntry> nodes_;
   uint64_t last_inventory_revision_ = 0;
+  uint64_t lasting_epoch_ = 0;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
   OrdersListener orders_listener_;
 };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "drivers/backend_factory.h"
+#include "scheduler/framework/refusal_memo.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/framework/pending_reason.h"
 #include "src/daemon/launch/placement_binder.h"
@@ -122,6 +123,30 @@ void SchedulingCycle::Run(absl::Time now) {
   new_jobs_.clear();
   last_full_pass_ = now;
   Pass(nullptr, now);
+}
+
+absl::Status SchedulingCycle::EverFits(const scheduler::PlacementRequest& request) {
+  // A quota's answer changes with use, and a job across vendors' groups are not in the key.
+  const bool rememberable = !request.Grouped() && !request.quota_blocked;
+  std::string key;
+  if (rememberable) {
+    if (ever_fits_epoch_ != nodes_.lasting_epoch()) {
+      ever_fits_.clear();
+      ever_fits_epoch_ = nodes_.lasting_epoch();
+    }
+    key = scheduler::RefusalMemo::RequestKey(request);
+    if (auto it = ever_fits_.find(key); it != ever_fits_.end()) return it->second;
+  }
+  auto placed = policy_->Place(request, NodeViews(/*all_free=*/true));
+  // Only "never" refuses; anything else (no room now) is for the queue to find out.
+  absl::Status answer =
+      !placed.ok() && absl::IsFailedPrecondition(placed.status()) ? placed.status() : absl::OkStatus();
+  if (rememberable) {
+    constexpr size_t kMaxShapes = 4096;  // distinct request shapes; then start over
+    if (ever_fits_.size() >= kMaxShapes) ever_fits_.clear();
+    ever_fits_.emplace(std::move(key), answer);
+  }
+  return answer;
 }
 
 std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -68,6 +69,12 @@ class SchedulingCycle {
   // becomes due to grow, the whole queue.
   void Run(absl::Time now);
 
+  // OK if the pool could ever hold `request` (every node free and taking work), else the
+  // policy's FAILED_PRECONDITION saying why. Every submission asks; over thousands of nodes the
+  // policy's answer took milliseconds under the state lock, so it is remembered per request shape
+  // until the pool's lasting inventory changes (NodeRegistry::lasting_epoch).
+  absl::Status EverFits(const scheduler::PlacementRequest& request);
+
   // What the policy sees of the nodes, in name order, each with its ContentGeneration.
   // `all_free`: as if no claim held anything and every node took work (can it ever fit?).
   std::vector<scheduler::NodeView> NodeViews(bool all_free) const;
@@ -108,6 +115,9 @@ class SchedulingCycle {
     scheduler::NodeView view;
   };
   mutable std::map<std::string, CachedView> held_views_, free_views_;
+  // EverFits' answers by request shape (RefusalMemo::RequestKey), for the pool's lasting epoch.
+  std::unordered_map<std::string, absl::Status> ever_fits_;
+  uint64_t ever_fits_epoch_ = 0;
 
   JobTable& jobs_;
   NodeRegistry& nodes_;
