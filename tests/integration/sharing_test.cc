@@ -68,12 +68,14 @@ TEST_F(SharingTest, FreedCardsGoToTheGroupBelowItsShareAndQueuesShowsIt) {
   EXPECT_EQ(Row(queues, "vision")["borrowed"], 2) << queues.dump();
   EXPECT_EQ(Row(queues, "nlp")["waiting"], 2) << queues.dump();
   EXPECT_EQ(Row(queues, "nlp")["entitled"], 2) << queues.dump();
-  // Within the group, a row per user: here one, entitled to all of vision's part.
+  // Within the group, a row per user: here one, entitled to all the group has (its 6 and the 2
+  // H100s it borrows), and holding exactly its part of the H100s.
   const nlohmann::json vision_users = Row(queues, "vision")["users"];
   ASSERT_EQ(vision_users.size(), 1u) << queues.dump();
   EXPECT_EQ(vision_users[0]["user"], "tester") << queues.dump();
   EXPECT_EQ(vision_users[0]["used"], 4) << queues.dump();
-  EXPECT_EQ(vision_users[0]["entitled"], 6) << queues.dump();
+  EXPECT_EQ(vision_users[0]["entitled"], 8) << queues.dump();
+  EXPECT_EQ(vision_users[0]["share"], 1) << queues.dump();
   EXPECT_EQ(vision_users[0]["pending_jobs"], 2) << queues.dump();
 
   // Two of vision's jobs end: the freed cards go to nlp, which is below its share.

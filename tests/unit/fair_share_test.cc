@@ -160,6 +160,7 @@ TEST(FairShareLedger, AGroupsUsersShareItByWeightAndEachIsRememberedForItsOwnUsa
   // vision is entitled to 4 H100s: alice to 3 of them, bob to 1.
   ledger.Observe(t0, pool, {{"vision", {{"alice", {{kH100, 3000}}}, {"bob", {{kH100, 1000}}}}}});
   EXPECT_DOUBLE_EQ(ledger.Share("vision"), 1.0) << "the group counts its users' cards together";
+  EXPECT_DOUBLE_EQ(ledger.UserShare("vision", "alice"), 1.0) << "3 of her part of the group's 4, not of the pool";
   EXPECT_DOUBLE_EQ(ledger.UserShare("vision", "alice"), ledger.UserShare("vision", "bob"))
       << "3 cards for weight 3 is as much as 1 for weight 1";
   EXPECT_EQ(ledger.UserShare("vision", "carol"), 0) << "a user who used nothing";
@@ -184,6 +185,29 @@ TEST(FairShareLedger, AGroupsUsersShareItByWeightAndEachIsRememberedForItsOwnUsa
   EXPECT_GT(ledger.UserShare("vision", "alice"), 0);
   EXPECT_NEAR(ledger.UserShare("vision", "alice") / ledger.UserShare("vision", "bob"), 4.0 / 3, 1e-9)
       << "alice held 4 for weight 3, bob 1 for weight 1";
+}
+
+TEST(FairShareLedger, AUsersPartIsOfWhatItsGroupHasBorrowedCardsIncluded) {
+  QueueConfig config;
+  config.groups["vision"] = GroupQueue{1, {}, {{"alice", 3}}};  // bob weighs 1
+  config.groups["nlp"] = GroupQueue{};
+  FairShareLedger ledger(config);
+  // vision is entitled to 4 of the 8 H100s and holds 6 (nlp lends it 2): its users share the 6.
+  ledger.Observe(absl::FromUnixSeconds(1'800'000'000), {{kH100, 8000}},
+                 {{"vision", {{"alice", {{kH100, 5000}}}, {"bob", {{kH100, 1000}}}}}});
+  EXPECT_DOUBLE_EQ(ledger.UserShare("vision", "alice"), 5.0 / 4.5);
+  EXPECT_DOUBLE_EQ(ledger.UserShare("vision", "bob"), 1.0 / 1.5);
+  std::map<std::string, GroupShare> users;
+  for (const GroupShare& g : ledger.Groups()) {
+    for (const GroupShare& u : g.users) users[u.group] = u;
+  }
+  // Each row divides: used / entitled is the share, and borrowed is what is held above the part.
+  EXPECT_DOUBLE_EQ(users["alice"].entitled, 4.5);
+  EXPECT_DOUBLE_EQ(users["alice"].used, 5);
+  EXPECT_DOUBLE_EQ(users["alice"].borrowed, 0.5);
+  EXPECT_DOUBLE_EQ(users["alice"].share, users["alice"].used / users["alice"].entitled);
+  EXPECT_DOUBLE_EQ(users["bob"].entitled, 1.5);
+  EXPECT_DOUBLE_EQ(users["bob"].borrowed, 0);
 }
 
 TEST(FairShareLedger, DominantShareOverClassesWeightsNominalCardsAndBorrowing) {

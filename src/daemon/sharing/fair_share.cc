@@ -60,7 +60,7 @@ FairShareLedger& FairShareLedger::UsersOf(const std::string& group) {
   if (ledger == nullptr) {
     ledger.reset(new FairShareLedger(UsersConfig(group), /*within_groups=*/false));
     // Its clock starts where this one's is, so past usage added now decays alike.
-    if (observed_at_ != absl::InfinitePast()) ledger->Observe(observed_at_, capacity_, {});
+    if (observed_at_ != absl::InfinitePast()) ledger->Observe(observed_at_, GroupCards(group), {});
   }
   return *ledger;
 }
@@ -73,17 +73,6 @@ void FairShareLedger::Reconfigure(QueueConfig config) {
 void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<std::string, UserHoldings> by_user) {
   std::map<std::string, CardHoldings> held;
   for (const auto& [group, users] : by_user) held[group] = Summed(users);
-  if (within_groups_) {
-    // Every group with users now or remembered ones: those that hold nothing now decay too.
-    for (const auto& [group, users] : by_user) UsersOf(group);
-    for (auto& [group, ledger] : users_) {
-      std::map<std::string, UserHoldings> users;
-      if (auto it = by_user.find(group); it != by_user.end()) {
-        for (const auto& [user, classes] : it->second) users[user][""] = classes;
-      }
-      ledger->Observe(now, capacity, std::move(users));
-    }
-  }
   if (observed_at_ != absl::InfinitePast() && now > observed_at_) {
     // Exact for what was held constant since the last call: A <- A d + h (1 - d).
     const double keep = Halving(now - observed_at_, config_.usage_half_life);
@@ -107,6 +96,37 @@ void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<st
   if (now > observed_at_) observed_at_ = now;
   capacity_ = std::move(capacity);
   held_ = std::move(held);
+  if (within_groups_) {
+    // Every group with users now or remembered ones: those that hold nothing now decay too. Each
+    // group's users share the group's cards as they are now (GroupCards).
+    for (const auto& [group, users] : by_user) UsersOf(group);
+    for (auto& [group, ledger] : users_) {
+      std::map<std::string, UserHoldings> users;
+      if (auto it = by_user.find(group); it != by_user.end()) {
+        for (const auto& [user, classes] : it->second) users[user][""] = classes;
+      }
+      ledger->Observe(now, GroupCards(group), std::move(users));
+    }
+  }
+}
+
+CardHoldings FairShareLedger::GroupCards(const std::string& group) const {
+  CardHoldings cards;
+  // A selector's entitlement spread over the classes it covers, in proportion to their size.
+  for (const auto& [selector, milli] : Entitlements(group)) {
+    double covered = 0;
+    for (const auto& [c, m] : capacity_) covered += SelectorMatches(selector, c.first, c.second) ? m : 0;
+    if (covered <= 0) continue;
+    for (const auto& [c, m] : capacity_) {
+      if (SelectorMatches(selector, c.first, c.second)) {
+        cards[c] += std::llround(milli * static_cast<double>(m) / covered);
+      }
+    }
+  }
+  if (auto it = held_.find(group); it != held_.end()) {
+    for (const auto& [c, m] : it->second) cards[c] = std::max(cards[c], m);
+  }
+  return cards;
 }
 
 void FairShareLedger::AddPastUsage(const std::string& group, const std::string& user, const CardClass& card_class,
@@ -254,15 +274,9 @@ std::vector<GroupShare> FairShareLedger::Groups() const {
     }
     g.share = DominantShare(name, entitlements);
     if (auto users = users_.find(name); users != users_.end()) {
+      // Each user's part by weight of the group's cards (GroupCards), what it holds above that
+      // part, and its share of it.
       g.users = users->second->Groups();
-      double total_weight = 0;
-      for (const GroupShare& u : g.users) total_weight += u.weight;
-      // A user's part of what the group is entitled to, by weight; borrowing is the group's.
-      for (GroupShare& u : g.users) {
-        u.entitled = total_weight > 0 ? g.entitled * u.weight / total_weight : 0;
-        u.borrowed = 0;
-        u.nominal.clear();
-      }
     }
     out.push_back(std::move(g));
   }

@@ -89,6 +89,9 @@ class FairShareLedger {
   // What `group` is entitled to, milli-cards per selector: its nominal cards, or its weight's part
   // of each class (by fingerprint) after the nominal cards of others.
   std::vector<std::pair<std::string, double>> Entitlements(const std::string& group) const;  // selector, milli
+  // What a group's users share, class by class: its entitlement, or what it holds where it
+  // borrows more. A user's share is of these cards: its part by weight of what its group has.
+  CardHoldings GroupCards(const std::string& group) const;
   std::set<std::string> KnownGroups() const;  // configured, holding or remembered
   double HeldMatching(const std::string& group, const std::string& selector) const;  // milli, now
   double Usage(const std::string& group, const std::string& selector) const;  // milli, held or decayed
