@@ -411,6 +411,39 @@ TEST_F(PreemptionCycleTest, AGroupAtItsShareReclaimsNothing) {
   for (JobEntry* v : vision) EXPECT_EQ(v->job.state(), pb::JOB_STATE_RUNNING);
 }
 
+TEST_F(PreemptionCycleTest, WithinAGroupAUserBelowItsPartReclaimsFromAColleagueAboveIt) {
+  parts_.Register("a", 4);
+  auto of = [](const std::string& group, const std::string& user) {
+    pb::JobSpec spec = Spec(1, 1, 0, group);
+    spec.set_user(user);
+    return spec;
+  };
+  // ml holds its two cards and vision its two, both alice's: with bob waiting in vision, her
+  // part is one of them.
+  std::vector<JobEntry*> ml, alice;
+  for (int i = 0; i < 2; ++i) ml.push_back(&Running(of("ml", "carol"), reclaiming_cycle_));
+  for (int i = 0; i < 2; ++i) {
+    alice.push_back(&Running(of("vision", "alice"), reclaiming_cycle_));
+    Later(absl::Minutes(1));
+  }
+  JobEntry& bob = Offered(of("vision", "bob"), reclaiming_cycle_);
+  EXPECT_EQ(alice[1]->job.state(), pb::JOB_STATE_PENDING);  // her youngest
+  EXPECT_NE(alice[1]->job.last_preemption().reason().find("user alice above its part of group vision"),
+            std::string::npos)
+      << alice[1]->job.last_preemption().reason();
+  EXPECT_EQ(alice[0]->job.state(), pb::JOB_STATE_RUNNING);
+  for (JobEntry* j : ml) EXPECT_EQ(j->job.state(), pb::JOB_STATE_RUNNING) << "ml is within its share";
+  ReportAll();
+  reclaiming_cycle_.Run(parts_.now + absl::Seconds(1));
+  EXPECT_EQ(bob.job.state(), pb::JOB_STATE_SCHEDULED);
+
+  // carol joins vision's queue too: three users' parts of two cards are two thirds each, and a
+  // whole card would take her above hers, so she reclaims nothing.
+  JobEntry& carol = Offered(of("vision", "carol"), reclaiming_cycle_);
+  EXPECT_EQ(carol.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(alice[0]->job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(bob.job.state(), pb::JOB_STATE_SCHEDULED);
+}
 
 // --- Defragmentation: the same stage, moving movable jobs
 

@@ -71,6 +71,8 @@ void FairShareLedger::Reconfigure(QueueConfig config) {
 }
 
 void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<std::string, UserHoldings> by_user) {
+  // A group or user given with nothing held (one that waits: HoldingsByGroup) counts among the
+  // others: a colleague's part is not all of the group's cards while it waits.
   std::map<std::string, CardHoldings> held;
   for (const auto& [group, users] : by_user) held[group] = Summed(users);
   if (observed_at_ != absl::InfinitePast() && now > observed_at_) {
@@ -214,6 +216,18 @@ double FairShareLedger::Share(const std::string& group) const { return DominantS
 double FairShareLedger::UserShare(const std::string& group, const std::string& user) const {
   auto it = users_.find(group);
   return it == users_.end() ? 0 : it->second->Share(user);
+}
+
+double FairShareLedger::UserClassShare(const std::string& group, const std::string& user,
+                                       const CardClass& card_class) const {
+  auto it = users_.find(group);
+  return it == users_.end() ? 0 : it->second->ClassShare(user, card_class);
+}
+
+double FairShareLedger::UserHeldShare(const std::string& group, const std::string& user,
+                                      const CardHoldings& plus) const {
+  auto it = users_.find(group);
+  return it == users_.end() ? 0 : it->second->HeldShare(user, plus);
 }
 
 double FairShareLedger::ClassShare(const std::string& group, const CardClass& card_class, int64_t plus_milli) const {

@@ -65,8 +65,12 @@ class FairShareLedger {
   // The group's dominant share (0 when it is entitled to nothing and uses nothing).
   double Share(const std::string& group) const;
   // The user's dominant share among the group's users: what it uses over its weight's part of
-  // the pool, the order of the group's own jobs.
+  // the group's cards (GroupCards), the order of the group's own jobs.
   double UserShare(const std::string& group, const std::string& user) const;
+  // ClassShare and HeldShare of a user among its group's users: what preemption within a group
+  // reads (0 for a group none of whose users hold, held or wait).
+  double UserClassShare(const std::string& group, const std::string& user, const CardClass& card_class) const;
+  double UserHeldShare(const std::string& group, const std::string& user, const CardHoldings& plus = {}) const;
   // What the group holds now of one class of cards, `plus_milli` added, over what it is entitled
   // to of it (past usage left out; the largest ratio over its selectors that cover the class).
   // Above 1 it borrows others' idle entitlement there, which a group below its own may reclaim

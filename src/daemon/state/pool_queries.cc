@@ -129,6 +129,10 @@ GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
   ForEachClaimedCard(nodes, jobs, [&](const pb::JobSpec& spec, const DeviceRecord& device, int64_t milli) {
     out.held[spec.group()][spec.user()][CardClassOf(device)] += milli;
   });
+  // A user who only waits holds nothing, but counts among its group's users.
+  for (const auto& [id, entry] : jobs.entries()) {
+    if (entry.job.state() == pb::JOB_STATE_PENDING) out.held[entry.job.spec().group()][entry.job.spec().user()];
+  }
   return out;
 }
 

@@ -33,7 +33,7 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
 // and what each group's users' jobs hold now.
 struct GroupHoldings {
   CardHoldings capacity;
-  std::map<std::string, UserHoldings> held;  // group -> user -> cards
+  std::map<std::string, UserHoldings> held;  // group -> user -> cards (none for a user who only waits)
 };
 GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs);
 

@@ -70,6 +70,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
     c.job.id = job.id();
     c.priority = job.spec().priority();
     c.group = job.spec().group();
+    c.user = job.spec().user();
     // Work since the generation started running (a scheduled one that has not started loses none).
     const double cards = static_cast<double>(CardsNeeded(job.spec())) / 1000;
     c.job.cards = cards;
@@ -84,7 +85,8 @@ std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const
   const pb::JobSpec& spec = entry.job.spec();
   if (c.priority < spec.priority()) return absl::StrCat("priority ", c.priority, " < ", spec.priority());
   if (mode_ != PreemptionMode::kFairShare || fair_share_ == nullptr) return std::nullopt;
-  if (c.priority > spec.priority() || c.group == spec.group()) return std::nullopt;
+  if (c.priority > spec.priority()) return std::nullopt;
+  if (c.group == spec.group()) return MayStopWithinGroup(spec, c);
   // Memoised per attempt; an empty class stands for the group's dominant share.
   auto share = [&](const std::string& group, const CardClass& card_class) {
     auto [it, fresh] = shares.try_emplace({group, card_class}, 0.0);
@@ -106,6 +108,24 @@ std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const
     return absl::StrFormat("group %s above its fair share of %s cards (%.2f), group %s below its own", c.group,
                            card_class.second.empty() ? card_class.first : card_class.second, victim_share,
                            spec.group());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> PreemptionStage::MayStopWithinGroup(const pb::JobSpec& waiting, const Candidate& c) const {
+  // The same rule as between groups, one level down (Slurm's fair tree): the victim's user holds
+  // more than its part of the group's cards, in a class the victim holds; the waiting user less.
+  if (c.user == waiting.user()) return std::nullopt;
+  if (fair_share_->UserHeldShare(c.group, c.user) <= 1 + kShareSlack ||
+      fair_share_->UserHeldShare(c.group, waiting.user()) >= 1 - kShareSlack) {
+    return std::nullopt;
+  }
+  for (const CardClass& card_class : c.classes) {
+    const double victim_share = fair_share_->UserClassShare(c.group, c.user, card_class);
+    if (victim_share <= 1 + kShareSlack) continue;
+    return absl::StrFormat("user %s above its part of group %s's %s cards (%.2f), user %s below its own", c.user,
+                           c.group, card_class.second.empty() ? card_class.first : card_class.second, victim_share,
+                           waiting.user());
   }
   return std::nullopt;
 }
@@ -149,11 +169,14 @@ std::vector<NodeOffer> PreemptionStage::Offers(const scheduler::PlacementRequest
 }
 
 bool PreemptionStage::StaysWithinShare(const JobEntry& entry, const scheduler::Placement& placement,
-                                       const std::vector<scheduler::NodeView>& views) const {
+                                       const std::vector<scheduler::NodeView>& views, bool from_others,
+                                       bool from_own) const {
   if (fair_share_ == nullptr) return false;
   CardHoldings plus;
   ForEachPlacedCard(placement, views, [&](const DeviceRecord& device, int64_t milli) { plus[CardClassOf(device)] += milli; });
-  return fair_share_->HeldShare(entry.job.spec().group(), plus) <= 1 + kShareSlack;
+  const pb::JobSpec& spec = entry.job.spec();
+  if (from_others && fair_share_->HeldShare(spec.group(), plus) > 1 + kShareSlack) return false;
+  return !from_own || fair_share_->UserHeldShare(spec.group(), spec.user(), plus) <= 1 + kShareSlack;
 }
 
 bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequest& request,
@@ -186,9 +209,16 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
   };
   std::optional<PreemptionChoice> choice = ChooseVictims(VictimRequestOf(request), offers, fits);
   if (!choice) return false;
-  const bool reclaims = std::any_of(choice->victims.begin(), choice->victims.end(),
-                                    [&](const PreemptibleJob* v) { return candidates_->at(v->id).priority >= entry.job.spec().priority(); });
-  if (reclaims && !StaysWithinShare(entry, choice->placement, placed_on)) return false;
+  // Victims of the same priority are reclaimed: from other groups, or within the job's own.
+  bool from_others = false, from_own = false;
+  for (const PreemptibleJob* v : choice->victims) {
+    const Candidate& c = candidates_->at(v->id);
+    if (c.priority < entry.job.spec().priority()) continue;
+    (c.group == entry.job.spec().group() ? from_own : from_others) = true;
+  }
+  if ((from_others || from_own) && !StaysWithinShare(entry, choice->placement, placed_on, from_others, from_own)) {
+    return false;
+  }
 
   return StopVictims(entry, *choice, why, /*defragmentation=*/false);
 }

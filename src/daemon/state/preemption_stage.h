@@ -106,6 +106,7 @@ class PreemptionStage {
     JobEntry* entry = nullptr;
     int priority = 0;
     std::string group;
+    std::string user;
     std::vector<std::pair<std::string, JobGen>> claims;  // node, generation: all desired
     std::set<CardClass> classes;                          // of the cards it holds
   };
@@ -132,9 +133,14 @@ class PreemptionStage {
   // of its placement. False when the store took none of them.
   bool StopVictims(JobEntry& entry, const PreemptionChoice& choice, const std::map<std::string, std::string>& why,
                    bool defragmentation);
-  // Reclaim keeps the preemptor's group within its dominant share once placed.
+  // Reclaim keeps the preemptor's group within its dominant share once placed (`from_others`:
+  // victims of other groups) and its user within its part of the group (`from_own`: victims of
+  // its own group).
   bool StaysWithinShare(const JobEntry& entry, const scheduler::Placement& placement,
-                        const std::vector<scheduler::NodeView>& views) const;
+                        const std::vector<scheduler::NodeView>& views, bool from_others, bool from_own) const;
+  // Reclaim within a group: the victim's user above its part of the group's cards, the waiting
+  // job's user below its own.
+  std::optional<std::string> MayStopWithinGroup(const pb::JobSpec& waiting, const Candidate& c) const;
 
   JobTable& jobs_;
   NodeRegistry& nodes_;
