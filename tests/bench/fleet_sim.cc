@@ -318,8 +318,7 @@ bool FleetSimulator::SendHeartbeat(Node& node) {
   if (!status.ok()) {
     failed_calls_.fetch_add(1);
     absl::MutexLock lock(&node.mu);
-    node.dirty = false;  // reported again at the next interval, not at once
-    node.next_heartbeat = absl::Now() + node.interval;
+    node.next_heartbeat = absl::Now() + node.interval;  // reported again then, not at once
     if (SessionLost(status)) node.lost = true;
     return false;
   }

@@ -2,11 +2,22 @@
 
 #include <utility>
 
-#include "spdlog/spdlog.h"
 #include "src/common/grpc_status.h"
 #include "src/common/orders_parts.h"
 
 namespace hetpool::daemon {
+namespace {
+
+grpc::Status ShuttingDown() { return ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down")); }
+grpc::Status AgentGone() { return grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away"); }
+
+class RefusedStream final : public grpc::ServerWriteReactor<pb::Orders> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
 
 // One agent's StreamOrders call. gRPC calls its reactions on its own threads; every field below
 // is read and written under the owning OrderStreams' lock. At most one write is outstanding
@@ -59,16 +70,6 @@ class OrderStreams::Stream final : public grpc::ServerWriteReactor<pb::Orders>,
   std::optional<grpc::Status> finish_after_write;
 };
 
-namespace {
-
-class RefusedStream final : public grpc::ServerWriteReactor<pb::Orders> {
- public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
-
 std::shared_ptr<OrderStreams> OrderStreams::Start(ClusterState* state) {
   std::shared_ptr<OrderStreams> streams(new OrderStreams(state));
   OrderStreams* raw = streams.get();  // the listener is removed by Stop, before the last reference goes
@@ -86,7 +87,7 @@ grpc::ServerWriteReactor<pb::Orders>* OrderStreams::Refused(const grpc::Status& 
 grpc::ServerWriteReactor<pb::Orders>* OrderStreams::Open(const std::string& node, const std::string& session) {
   auto stream = std::make_shared<Stream>(shared_from_this(), node, session);
   absl::MutexLock lock(&mu_);
-  if (stopping_) return Refused(ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down")));
+  if (stopping_) return Refused(ShuttingDown());
   streams_[node].push_back(stream);
   changed_.insert(node);  // the sender checks the session and sends the current orders
   return stream.get();    // gRPC calls may come before it is bound: the reactor keeps them
@@ -101,12 +102,11 @@ void OrderStreams::Stop() {
     for (auto& [node, streams] : streams_) {
       for (auto& stream : streams) {
         if (stream->finished) continue;
-        const grpc::Status unavailable = ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down"));
         if (stream->writing) {
-          stream->finish_after_write = unavailable;
+          stream->finish_after_write = ShuttingDown();
         } else {
           stream->finished = true;
-          steps.push_back({stream, nullptr, unavailable});
+          steps.push_back({stream, nullptr, ShuttingDown()});
         }
       }
     }
@@ -185,8 +185,7 @@ std::optional<OrderStreams::Step> OrderStreams::AfterWrite(Stream& stream, bool 
     // A failed write: the call is over (cancelled, the agent gone); Finish is still owed.
     stream.writing = false;
     stream.finished = true;
-    return Step{self, nullptr,
-                stream.finish_after_write.value_or(grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away"))};
+    return Step{self, nullptr, stream.finish_after_write.value_or(AgentGone())};
   }
   if (stream.next_part < stream.parts.size()) return Step{self, &stream.parts[stream.next_part++], grpc::Status::OK};
   stream.writing = false;
@@ -200,13 +199,12 @@ std::optional<OrderStreams::Step> OrderStreams::AfterWrite(Stream& stream, bool 
 
 std::optional<OrderStreams::Step> OrderStreams::AfterCancel(Stream& stream) {
   if (stream.finished) return std::nullopt;
-  const grpc::Status cancelled(grpc::StatusCode::CANCELLED, "the agent went away");
   if (stream.writing) {
-    stream.finish_after_write = cancelled;  // the outstanding write ends first, failed
+    stream.finish_after_write = AgentGone();  // the outstanding write ends first, failed
     return std::nullopt;
   }
   stream.finished = true;
-  return Step{stream.shared_from_this(), nullptr, cancelled};
+  return Step{stream.shared_from_this(), nullptr, AgentGone()};
 }
 
 std::shared_ptr<OrderStreams::Stream> OrderStreams::Forget(Stream* stream) {

@@ -112,16 +112,21 @@ void FairShareLedger::Observe(absl::Time now, CardHoldings capacity, std::map<st
   }
 }
 
+int64_t FairShareLedger::CoveredMilli(const std::string& selector) const {
+  int64_t covered = 0;
+  for (const auto& [c, m] : capacity_) covered += SelectorMatches(selector, c.first, c.second) ? m : 0;
+  return covered;
+}
+
 CardHoldings FairShareLedger::GroupCards(const std::string& group) const {
   CardHoldings cards;
   // A selector's entitlement spread over the classes it covers, in proportion to their size.
   for (const auto& [selector, milli] : Entitlements(group)) {
-    double covered = 0;
-    for (const auto& [c, m] : capacity_) covered += SelectorMatches(selector, c.first, c.second) ? m : 0;
+    const int64_t covered = CoveredMilli(selector);
     if (covered <= 0) continue;
     for (const auto& [c, m] : capacity_) {
       if (SelectorMatches(selector, c.first, c.second)) {
-        cards[c] += std::llround(milli * static_cast<double>(m) / covered);
+        cards[c] += std::llround(milli * static_cast<double>(m) / static_cast<double>(covered));
       }
     }
   }
@@ -175,9 +180,7 @@ std::vector<std::pair<std::string, double>> FairShareLedger::Entitlements(const 
     for (const auto& [selector, milli] : other.nominal_milli) owned[selector] += milli;
   }
   std::map<std::string, int64_t> covered;  // selector -> milli-cards of the classes it covers
-  for (const auto& [selector, owned_milli] : owned) {
-    for (const auto& [c, m] : capacity_) covered[selector] += SelectorMatches(selector, c.first, c.second) ? m : 0;
-  }
+  for (const auto& [selector, owned_milli] : owned) covered[selector] = CoveredMilli(selector);
   const double part = total_weight > 0 ? queue.weight / total_weight : 1.0;
   for (const auto& [card_class, milli] : capacity_) {
     double left = static_cast<double>(milli);

@@ -93,6 +93,9 @@ class FairShareLedger {
   // What `group` is entitled to, milli-cards per selector: its nominal cards, or its weight's part
   // of each class (by fingerprint) after the nominal cards of others.
   std::vector<std::pair<std::string, double>> Entitlements(const std::string& group) const;  // selector, milli
+  // Milli-cards of the pool's classes that `selector` covers: what a selector's cards are spread
+  // over, in proportion to each class's size.
+  int64_t CoveredMilli(const std::string& selector) const;
   // What a group's users share, class by class: its entitlement, or what it holds where it
   // borrows more. A user's share is of these cards: its part by weight of what its group has.
   CardHoldings GroupCards(const std::string& group) const;
