@@ -53,22 +53,34 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
   EtcdStore* etcd = nullptr;
+  SqliteStore* sqlite = nullptr;
   std::string etcd_endpoints;
   if (options.store.empty() || options.store == "sqlite") {
     const std::string path = options.data_dir + "/hetpool.db";
     auto store = SqliteStore::Open(path);
+    if (store.ok() && options.recover) {
+      // An ordinary start checks the archive after it serves; --recover checks it first, so that
+      // a damaged archive is rebuilt too.
+      if (absl::Status archive = (*store)->CheckArchive(); absl::IsFailedPrecondition(archive)) {
+        store.value().reset();
+        store = archive;
+      }
+    }
     if (!store.ok() && absl::IsFailedPrecondition(store.status()) && options.recover) {
       auto recovered = RecoverSqliteStore(path, HighestLoggedJobSeq(LogsDir(options)));
       if (!recovered.ok()) return recovered.status();
-      spdlog::warn("--recover: rebuilt {} from {} jobs and {} nodes ({} rows unreadable); the damaged file is {}; "
+      spdlog::warn("--recover: rebuilt {} from {} jobs, {} archived jobs and {} nodes ({} rows unreadable); the "
+                   "damaged file is {}; "
                    "job ids continue above {}",
-                   path, recovered->jobs, recovered->nodes, recovered->unreadable, recovered->damaged_copy,
+                   path, recovered->jobs, recovered->archived, recovered->nodes, recovered->unreadable,
+                   recovered->damaged_copy,
                    recovered->highest_job_seq);
       store = SqliteStore::Open(path);
     } else if (store.ok() && options.recover) {
       spdlog::info("--recover: {} passed its check; nothing to recover", path);
     }
     if (!store.ok()) return store.status();
+    sqlite = store->get();
     d->store_ = *std::move(store);
   } else if (absl::StartsWith(options.store, "etcd://")) {
     etcd_endpoints = options.store.substr(std::strlen("etcd://"));
@@ -172,6 +184,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   }
   if (!replicated) {
     d->state_->Start();
+    // After the first answer can go out: the archive is most of a large store's file.
+    if (sqlite != nullptr && !options.recover) sqlite->CheckArchiveInBackground();
   } else {
     Leadership::Options lo;
     lo.endpoints = etcd_endpoints;

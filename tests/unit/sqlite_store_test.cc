@@ -33,19 +33,21 @@ TEST(SqliteStore, RefusesATruncatedStore) {
   EXPECT_NE(store.status().message().find(path), absl::string_view::npos);
 }
 
-// Writes 300 jobs, then overwrites bytes inside the seq index's root page, as a bad sector would.
-void WriteStoreWithADamagedIndex(const std::string& path) {
-  {
-    auto store = SqliteStore::Open(path);
-    ASSERT_TRUE(store.ok());
-    for (int i = 1; i <= 300; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
-  }
+hetpool::v1::Job FinishedJob(int seq) {
+  hetpool::v1::Job job = MakeJob(seq, hetpool::v1::JOB_STATE_SUCCEEDED);
+  job.mutable_finished_at()->set_seconds(1'700'000'000 + seq);
+  return job;
+}
+
+// Overwrites bytes inside the root page of `index`, as a bad sector would.
+void DamageIndex(const std::string& path, const char* index) {
   int root = 0, page_size = 0;
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='jobs_seq'", -1, &stmt, nullptr);
+    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name=?1", -1, &stmt, nullptr);
+    sqlite3_bind_text(stmt, 1, index, -1, SQLITE_STATIC);
     ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
     root = sqlite3_column_int(stmt, 0);
     sqlite3_finalize(stmt);
@@ -56,12 +58,34 @@ void WriteStoreWithADamagedIndex(const std::string& path) {
     sqlite3_close(db);
   }
   ASSERT_GT(root, 1);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(root - 1) * page_size + 12);
+  const std::string junk(64, '\x5a');
+  file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+}
+
+// Writes 300 jobs, then damages the seq index.
+void WriteStoreWithADamagedIndex(const std::string& path) {
   {
-    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(static_cast<std::streamoff>(root - 1) * page_size + 12);
-    const std::string junk(64, '\x5a');
-    file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    auto store = SqliteStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    for (int i = 1; i <= 300; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
   }
+  DamageIndex(path, "jobs_seq");
+}
+
+// Writes 20 live jobs and archives 300 finished ones, then damages the archive's index.
+void WriteStoreWithADamagedArchive(const std::string& path) {
+  {
+    auto store = SqliteStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    std::vector<hetpool::v1::Job> finished;
+    for (int i = 1; i <= 300; ++i) finished.push_back(FinishedJob(i));
+    ASSERT_TRUE((*store)->PutAll(finished, {}).ok());
+    ASSERT_TRUE((*store)->ArchiveJobs(finished, /*keep=*/true).ok());
+    for (int i = 301; i <= 320; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
+  }
+  DamageIndex(path, "archived_jobs_finished");
 }
 
 TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
@@ -90,6 +114,67 @@ TEST(SqliteRecovery, RebuildsFromTheReadableRowsAndKeepsTheDamagedFile) {
   ASSERT_EQ(jobs->size(), 300u);
   EXPECT_EQ(jobs->front().id(), "job-1");  // in submission order again, through the rebuilt index
   EXPECT_EQ(*(*store)->HighestJobSeq(), 300u);
+}
+
+// Issue 19: a start never walks the archive. A damaged archive does not stop the start; its
+// check (run after the daemon serves) finds it, and from then on nothing more is written into it.
+TEST(SqliteStore, ADamagedArchiveIsFoundApartFromTheStartAndNotWrittenAgain) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  WriteStoreWithADamagedArchive(path);
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 20u);
+
+  const absl::Status check = (*store)->CheckArchive();
+  EXPECT_TRUE(absl::IsFailedPrecondition(check)) << check;
+  EXPECT_NE(check.message().find(path), absl::string_view::npos) << check;
+  EXPECT_NE(check.message().find("--recover"), absl::string_view::npos) << check;
+  const absl::Status refused = (*store)->ArchiveJobs({(*jobs)[0]}, /*keep=*/true);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;  // refused before SQLite is asked
+  EXPECT_NE(refused.message().find("damaged"), absl::string_view::npos) << refused;
+  auto after = (*store)->LoadJobs();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), 20u);  // the refused job is still live
+}
+
+TEST(SqliteStore, AWholeArchivePassesItsCheck) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok());
+  std::vector<hetpool::v1::Job> finished;
+  for (int i = 1; i <= 300; ++i) finished.push_back(FinishedJob(i));
+  ASSERT_TRUE((*store)->PutAll(finished, {}).ok());
+  ASSERT_TRUE((*store)->ArchiveJobs(finished, /*keep=*/true).ok());
+  EXPECT_TRUE((*store)->CheckArchive().ok());
+  ASSERT_TRUE((*store)->PutJob(MakeJob(301, hetpool::v1::JOB_STATE_SUCCEEDED)).ok());
+  EXPECT_TRUE((*store)->ArchiveJobs({FinishedJob(301)}, /*keep=*/true).ok());
+}
+
+// --recover used to rebuild the live rows only: every archived job was lost with the old file.
+TEST(SqliteRecovery, KeepsTheArchive) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  WriteStoreWithADamagedArchive(path);
+  auto report = RecoverSqliteStore(path, /*seq_floor=*/0);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->jobs, 20u);
+  EXPECT_EQ(report->archived, 300u);  // only the index was hit: every row is still readable
+  EXPECT_EQ(report->highest_job_seq, 320u);
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->CheckArchive().ok());
+  auto archived = (*store)->GetArchivedJob("job-7");
+  ASSERT_TRUE(archived.ok()) << archived.status();
+  ASSERT_TRUE(archived->has_value());
+  EXPECT_EQ((*archived)->finished_at().seconds(), 1'700'000'007);
+  auto since = (*store)->ArchivedJobsSince(absl::FromUnixSeconds(1'700'000'101));
+  ASSERT_TRUE(since.ok());
+  EXPECT_EQ(since->size(), 200u);
+  EXPECT_EQ((*store)->LoadJobs()->size(), 20u);
 }
 
 TEST(SqliteRecovery, ATruncatedStoreRestartsEmptyWithIdsAboveTheFloor) {

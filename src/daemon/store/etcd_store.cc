@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/daemon/store/parse_rows.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -130,16 +131,12 @@ absl::Status EtcdStore::PutNode(const hetpool::v1::Node& node) {
 
 template <typename Message>
 absl::StatusOr<std::vector<Message>> EtcdStore::LoadAll(const std::string& dir) {
-  auto rows = List(dir);
-  if (!rows.ok()) return rows.status();
-  std::vector<Message> out(rows->size());
-  for (size_t i = 0; i < rows->size(); ++i) {
-    if (!out[i].ParseFromString((*rows)[i].second)) {
-      return absl::DataLossError(
-          absl::StrCat("etcd key ", (*rows)[i].first, ": not a ", out[i].GetDescriptor()->full_name()));
-    }
-  }
-  return out;
+  auto listed = List(dir);
+  if (!listed.ok()) return listed.status();
+  std::vector<StoredRow> rows;
+  rows.reserve(listed->size());
+  for (auto& [key, value] : *listed) rows.push_back({std::move(key), std::move(value)});
+  return ParseRows<Message>(std::move(rows), "etcd key");
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::LoadJobs() {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,7 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
   }
 
   std::vector<hetpool::v1::Job> jobs;
+  std::vector<hetpool::v1::Job> archived;
   std::vector<hetpool::v1::Node> nodes;
   uint64_t highest = seq_floor;
   sqlite3* old = nullptr;
@@ -62,6 +64,17 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
         ++report.unreadable;
       }
     });
+    // Archived jobs go back into the archive: `usage` and `get` reach them, and their numbers
+    // stay taken.
+    ScanRows(old, "SELECT data FROM archived_jobs NOT INDEXED", [&](sqlite3_stmt* stmt) {
+      hetpool::v1::Job job;
+      if (job.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !job.id().empty()) {
+        highest = std::max<uint64_t>(highest, job.submit_seq());
+        archived.push_back(std::move(job));
+      } else {
+        ++report.unreadable;
+      }
+    });
     ScanRows(old, "SELECT value FROM meta WHERE key = 'highest_job_seq'", [&](sqlite3_stmt* stmt) {
       highest = std::max<uint64_t>(highest, static_cast<uint64_t>(sqlite3_column_int64(stmt, 0)));
     });
@@ -71,8 +84,15 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
   auto store = SqliteStore::Open(path);
   if (!store.ok()) return store.status();
   if (auto s = (*store)->PutAll(jobs, nodes); !s.ok()) return s;
+  // ArchiveJobs writes the archived row and deletes the live one. A move is one transaction, so
+  // only damage leaves a job in both: it stays live.
+  std::set<std::string> live;
+  for (const auto& job : jobs) live.insert(job.id());
+  std::erase_if(archived, [&](const hetpool::v1::Job& job) { return live.count(job.id()) > 0; });
+  if (auto s = (*store)->ArchiveJobs(archived, /*keep=*/true); !s.ok()) return s;
   if (auto s = (*store)->RaiseHighestJobSeq(highest); !s.ok()) return s;
   report.jobs = jobs.size();
+  report.archived = archived.size();
   report.nodes = nodes.size();
   report.highest_job_seq = highest;
   return report;

@@ -14,6 +14,7 @@ namespace hetpool::daemon {
 struct SqliteRecovery {
   std::string damaged_copy;    // where the old file now is
   size_t jobs = 0;             // rows read back
+  size_t archived = 0;         // archived jobs read back (into the new store's archive)
   size_t nodes = 0;
   size_t unreadable = 0;       // rows that did not parse
   uint64_t highest_job_seq = 0;  // the new store's floor under job ids

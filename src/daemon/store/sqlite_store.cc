@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "src/daemon/store/parse_rows.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -25,6 +27,30 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
   int rc_ = SQLITE_ERROR;
 };
+
+// Runs `PRAGMA quick_check(table)` on `db`: "" when the table and its indexes are whole, else what
+// SQLite found (the first few problems).
+std::string TableProblems(sqlite3* db, const char* table) {
+  Statement check(db, absl::StrCat("PRAGMA quick_check(", table, ")").c_str());
+  if (!check.ok()) return absl::StrCat(table, ": ", sqlite3_errmsg(db));
+  std::string problems;
+  int rc;
+  while ((rc = sqlite3_step(check.get())) == SQLITE_ROW) {
+    const char* line = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
+    const std::string text = line ? line : "";
+    if (text == "ok") continue;
+    if (problems.size() < 512) absl::StrAppend(&problems, problems.empty() ? "" : "; ", text);
+  }
+  if (rc != SQLITE_DONE && problems.empty()) problems = absl::StrCat(table, ": ", sqlite3_errmsg(db));
+  return problems;
+}
+
+absl::Status Damaged(const std::string& path, const std::string& problems, absl::string_view consequence) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, " is damaged (", problems, "). ", consequence, ": restore it from a backup, or start hetpoold with "
+      "--recover to rebuild it from the rows that can be read (the damaged file is kept beside it; "
+      "docs/reliability.md)"));
+}
 
 }  // namespace
 
@@ -47,7 +73,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3_close(db);
     return absl::UnavailableError(absl::StrCat("open ", path, ": ", message));
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 5000);
   // WAL keeps readers off the writer's path; synchronous=FULL fsyncs the WAL on every commit, so
@@ -80,25 +106,67 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
 }
 
 absl::Status SqliteStore::CheckIntegrity(const std::string& path) {
-  Statement check(db_, "PRAGMA quick_check");
-  if (!check.ok()) return absl::FailedPreconditionError(absl::StrCat(path, " is not a usable database: ", sqlite3_errmsg(db_)));
+  // The tables a start reads. The archive (finished jobs past retention, most of a large store's
+  // file) is checked apart, after the daemon serves (CheckArchive): a start never walks it.
   std::string problems;
-  int rc;
-  while ((rc = sqlite3_step(check.get())) == SQLITE_ROW) {
-    const char* line = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
-    const std::string text = line ? line : "";
-    if (text == "ok") continue;
-    if (problems.size() < 512) absl::StrAppend(&problems, problems.empty() ? "" : "; ", text);
+  for (const char* table : {"jobs", "nodes", "meta"}) {
+    const std::string found = TableProblems(db_, table);
+    if (!found.empty()) absl::StrAppend(&problems, problems.empty() ? "" : "; ", found);
   }
-  if (rc != SQLITE_DONE && problems.empty()) problems = sqlite3_errmsg(db_);
   if (problems.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, " is damaged (", problems, "). hetpoold will not start on it: restore it from a backup, or start "
-      "hetpoold with --recover to rebuild it from the rows that can be read (the damaged file is kept beside it; "
-      "docs/reliability.md)"));
+  return Damaged(path, problems, "hetpoold will not start on it");
+}
+
+absl::Status SqliteStore::CheckArchive() {
+  // Its own read-only connection: in WAL mode it reads beside the writer, so a check of a large
+  // archive holds up no submission.
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrCat("open ", path_, " to check its archive: ", message));
+  }
+  {
+    absl::MutexLock lock(&check_mu_);
+    if (closing_) {
+      sqlite3_close(db);
+      return absl::CancelledError("the store is closing");
+    }
+    check_db_ = db;
+  }
+  const std::string problems = TableProblems(db, "archived_jobs");
+  {
+    absl::MutexLock lock(&check_mu_);
+    check_db_ = nullptr;
+    sqlite3_close(db);
+    if (closing_ && !problems.empty()) return absl::CancelledError("the store is closing");
+  }
+  if (problems.empty()) return absl::OkStatus();
+  absl::Status damaged = Damaged(path_, problems, "Finished jobs stay live until it is mended");
+  absl::MutexLock lock(&mu_);
+  archive_damage_ = damaged;
+  return damaged;
+}
+
+void SqliteStore::CheckArchiveInBackground() {
+  absl::MutexLock lock(&check_mu_);
+  if (archive_checker_.joinable() || closing_) return;
+  archive_checker_ = std::thread([this] {
+    const absl::Status s = CheckArchive();
+    if (absl::IsFailedPrecondition(s)) spdlog::error("job archive: {}", std::string(s.message()));
+    if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsCancelled(s)) {
+      spdlog::warn("job archive not checked: {}", std::string(s.message()));
+    }
+  });
 }
 
 SqliteStore::~SqliteStore() {
+  {
+    absl::MutexLock lock(&check_mu_);
+    closing_ = true;
+    if (check_db_ != nullptr) sqlite3_interrupt(check_db_);  // a check of a large archive ends now
+  }
+  if (archive_checker_.joinable()) archive_checker_.join();
   absl::MutexLock lock(&mu_);
   sqlite3_close(db_);
 }
@@ -217,24 +285,21 @@ absl::Status SqliteStore::UpsertNode(const hetpool::v1::Node& node) {
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::LoadJobs() {
-  absl::MutexLock lock(&mu_);
-  Statement stmt(db_, "SELECT id, data FROM jobs ORDER BY seq");
-  if (!stmt.ok()) return Error("prepare job load");
-  std::vector<hetpool::v1::Job> jobs;
-  int rc;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    hetpool::v1::Job job;
-    const void* blob = sqlite3_column_blob(stmt.get(), 1);
-    const int size = sqlite3_column_bytes(stmt.get(), 1);
-    if (!job.ParseFromArray(blob, size)) {
-      return absl::DataLossError(absl::StrCat(
-          "job row '", reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)),
-          "' does not parse"));
+  std::vector<StoredRow> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    Statement stmt(db_, "SELECT id, data FROM jobs ORDER BY seq");
+    if (!stmt.ok()) return Error("prepare job load");
+    int rc;
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+      const char* id = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0));
+      const char* blob = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 1));
+      rows.push_back({id != nullptr ? id : "", std::string(blob != nullptr ? blob : "",
+                                                           static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 1)))});
     }
-    jobs.push_back(std::move(job));
+    if (rc != SQLITE_DONE) return Error("load jobs");
   }
-  if (rc != SQLITE_DONE) return Error("load jobs");
-  return jobs;
+  return ParseRows<hetpool::v1::Job>(std::move(rows), "job row");
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
@@ -256,6 +321,8 @@ absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
 
 absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
   absl::MutexLock lock(&mu_);
+  // Writing into a damaged b-tree can spread the damage to pages that were whole.
+  if (!archive_damage_.ok()) return archive_damage_;
   absl::Status status = Exec("BEGIN IMMEDIATE");
   for (const auto& job : jobs) {
     if (!status.ok()) break;

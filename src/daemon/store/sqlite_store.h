@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -17,10 +18,18 @@ namespace hetpool::daemon {
 class SqliteStore : public Store {
  public:
   // Opens (creating if needed) `path`, e.g. DATA_DIR/hetpool.db.
-  // FAILED_PRECONDITION naming the file when it is damaged (PRAGMA quick_check) or truncated to
-  // nothing: a damaged store is never loaded in part.
+  // FAILED_PRECONDITION naming the file when the tables a start reads are damaged (PRAGMA
+  // quick_check of the live jobs, nodes and meta rows) or the file is truncated to nothing: a
+  // damaged store is never loaded in part. The archive is not read here (CheckArchive).
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
   ~SqliteStore() override;
+
+  // Checks the archive (PRAGMA quick_check of archived_jobs) on its own read-only connection.
+  // FAILED_PRECONDITION naming the file and --recover when it is damaged; from then on
+  // ArchiveJobs refuses (finished jobs stay live) and archive reads answer what SQLite can read.
+  absl::Status CheckArchive();
+  // CheckArchive on a thread of the store's, its finding logged; the destructor interrupts it.
+  void CheckArchiveInBackground();
 
   absl::Status PutJob(const hetpool::v1::Job& job) override;
   absl::Status PutNode(const hetpool::v1::Node& node) override;
@@ -36,7 +45,7 @@ class SqliteStore : public Store {
   absl::Status RaiseHighestJobSeq(uint64_t seq);
 
  private:
-  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  SqliteStore(sqlite3* db, std::string path) : path_(std::move(path)), db_(db) {}
   absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpsertNode(const hetpool::v1::Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RaiseHighestJobSeqLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -50,8 +59,14 @@ class SqliteStore : public Store {
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Error(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string path_;
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  absl::Status archive_damage_ ABSL_GUARDED_BY(mu_);  // what CheckArchive found; OK: nothing
+  absl::Mutex check_mu_;
+  sqlite3* check_db_ ABSL_GUARDED_BY(check_mu_) = nullptr;  // CheckArchive's connection while it runs
+  bool closing_ ABSL_GUARDED_BY(check_mu_) = false;
+  std::thread archive_checker_;
   absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<std::shared_ptr<QueuedJob>> queue_ ABSL_GUARDED_BY(queue_mu_);
 };
