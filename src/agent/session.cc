@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "drivers/backend_factory.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/daemon_channel.h"
 #include "src/common/convert.h"
 #include "src/common/job_paths.h"
 #include "src/common/names.h"
@@ -102,11 +102,30 @@ NodeTelemetry Session::Telemetry() const {
   return telemetry_;
 }
 
+std::shared_ptr<grpc::Channel> Session::ChannelToServer() {
+  const size_t server = server_index_ % options_.servers.size();
+  if (channel_ == nullptr || channel_server_ != server) {
+    channel_ = MakeDaemonChannel(options_.servers[server], options_.credentials);
+    channel_server_ = server;
+  }
+  return channel_;
+}
+
+void Session::WaitToRegister(absl::Duration backoff, const std::atomic<bool>* stop) {
+  std::shared_ptr<grpc::Channel> channel = unreachable_ ? ChannelToServer() : nullptr;
+  WaitForDaemon(channel.get(), backoff, kLoopPeriod, [&] {
+    runner_.Poll();
+    FenceIfCutOff();
+    return !stop->load();
+  });
+}
+
 bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   const std::string& server = options_.servers[server_index_ % options_.servers.size()];
   auto conn = std::make_unique<Connection>();
-  conn->channel = grpc::CreateChannel(server, options_.credentials);
+  conn->channel = ChannelToServer();
   conn->stub = pb::AgentService::NewStub(conn->channel);
+  unreachable_ = false;
 
   pb::RegisterRequest req;
   req.set_node_name(options_.node_name);
@@ -123,6 +142,9 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     spdlog::warn("register with {} failed: {}", server, status.error_message());
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      // Not reached (or too slow): say so, unless the connection stands (the daemon itself
+      // answered UNAVAILABLE, a follower or one whose store refuses writes).
+      unreachable_ = conn->channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
       ++server_index_;  // try the next daemon address
     }
     return false;
@@ -470,11 +492,7 @@ void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain)
     }
     // While the daemon is away, keep reaping and logging locally; jobs keep running until the
     // fencing deadline.
-    for (absl::Time until = absl::Now() + backoff; absl::Now() < until && !stop->load();) {
-      runner_.Poll();
-      FenceIfCutOff();
-      absl::SleepFor(kLoopPeriod);
-    }
+    WaitToRegister(backoff, stop);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }
   // Graceful stop: take the job processes down with the agent.

@@ -66,7 +66,16 @@ class Session {
  private:
   struct Connection;
   absl::StatusOr<hetpool::v1::NodeInventory> Inventory();
+  // Registers over ChannelToServer(); on failure, `unreachable_` says whether the daemon could
+  // not be reached at all (then the wait before the next try ends as soon as it can be).
   bool RegisterOnce(const hetpool::v1::NodeInventory& inventory);
+  // The channel to the daemon address the next registration tries (MakeDaemonChannel): kept
+  // while that address does not change, so that the wait for it to connect and the registration
+  // share one connection.
+  std::shared_ptr<grpc::Channel> ChannelToServer();
+  // The wait after a failed registration: `backoff`, reaping and fencing meanwhile, or less when
+  // the daemon was unreachable and its address now connects (WaitForDaemon).
+  void WaitToRegister(absl::Duration backoff, const std::atomic<bool>* stop);
   // One registered session; returns when it is lost or *stop is set.
   void Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain);
   // Draining and done: no process left, every exit reported and acknowledged by the daemon.
@@ -92,6 +101,9 @@ class Session {
   ProcessLedger ledger_;  // before runner_, which records into it
   Runner runner_;
   size_t server_index_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;  // to servers[channel_server_]; see ChannelToServer
+  size_t channel_server_ = 0;
+  bool unreachable_ = false;  // the last registration failed without reaching a daemon
   std::unique_ptr<Connection> conn_;
   std::string session_id_;
   drivers::InventoryTracker tracker_;

@@ -1,6 +1,7 @@
 #include "tests/bench/fleet_sim.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -9,6 +10,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/async_stream.h"
+#include "src/agent/daemon_channel.h"
 #include "src/common/orders_parts.h"
 
 namespace hetpool::bench {
@@ -41,6 +43,7 @@ struct FleetSimulator::Node {
   };
   SimNodeSpec spec;
   pb::AgentService::Stub* stub = nullptr;
+  grpc::Channel* channel = nullptr;  // the stub's
   Tag start_tag{this, StreamOp::kStart}, read_tag{this, StreamOp::kRead}, finish_tag{this, StreamOp::kFinish};
 
   absl::Mutex mu;
@@ -53,6 +56,9 @@ struct FleetSimulator::Node {
   // Not before: registering again after a refusal, reopening a stream that ended.
   absl::Time retry_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   absl::Duration backoff ABSL_GUARDED_BY(mu) = kFirstBackoff;
+  // The last registration did not reach the daemon: retry once the channel connects, as
+  // hetpool-agent does (agent::WaitForDaemon), not only when the backoff ends.
+  bool unreachable ABSL_GUARDED_BY(mu) = false;
   bool cancelled_by_us ABSL_GUARDED_BY(mu) = false;  // the stream of an old session, to reopen
   uint64_t applied_version ABSL_GUARDED_BY(mu) = 0;
   std::map<ProcessKey, Process> processes ABSL_GUARDED_BY(mu);
@@ -70,12 +76,10 @@ struct FleetSimulator::Node {
 FleetSimulator::FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> nodes) : options_(std::move(options)) {
   auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
   for (int i = 0; i < std::max(1, options_.channels); ++i) {
-    grpc::ChannelArguments args;
-    // A channel of its own per slot: gRPC would otherwise share one connection among them.
+    // The agent's own reconnect settings, and a channel of its own per slot: gRPC would otherwise
+    // share one connection among them.
+    grpc::ChannelArguments args = agent::DaemonChannelArguments();
     args.SetInt("hetpool.fleet.channel", i);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     channels_.push_back(grpc::CreateCustomChannel(options_.daemon, credentials, args));
     stubs_.push_back(pb::AgentService::NewStub(channels_.back()));
   }
@@ -83,6 +87,7 @@ FleetSimulator::FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> no
     auto node = std::make_unique<Node>();
     node->spec = std::move(nodes[i]);
     node->stub = stubs_[i % stubs_.size()].get();
+    node->channel = channels_[i % channels_.size()].get();
     nodes_.push_back(std::move(node));
   }
 }
@@ -168,7 +173,11 @@ bool FleetSimulator::RegisterNode(Node& node) {
   const grpc::Status status = node.stub->Register(&ctx, req, &resp);
   if (!status.ok()) {
     failed_calls_.fetch_add(1);
+    const bool unreachable = (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                              status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+                             node.channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
     absl::MutexLock lock(&node.mu);
+    node.unreachable = unreachable;
     node.retry_at = absl::Now() + node.backoff;
     node.backoff = std::min(node.backoff * 2, kMaxBackoff);
     return false;
@@ -179,6 +188,7 @@ bool FleetSimulator::RegisterNode(Node& node) {
     if (node.registered_once) reregistrations_.fetch_add(1);
     node.registered_once = true;
     node.lost = false;
+    node.unreachable = false;
     node.backoff = kFirstBackoff;
     node.session_id = resp.session_id();
     node.interval = absl::Milliseconds(std::max<int64_t>(100, resp.heartbeat_interval_ms()));
@@ -341,6 +351,12 @@ void FleetSimulator::HeartbeatLoop(int slice) {
   const size_t threads = static_cast<size_t>(std::max(1, options_.heartbeat_threads));
   while (!stopping_.load()) {
     bool sent = false;
+    std::map<grpc::Channel*, bool> connected;  // asked once a round, for the nodes that wait on it
+    auto connects = [&](grpc::Channel* channel) {
+      auto [it, fresh] = connected.emplace(channel, false);
+      if (fresh) it->second = channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
+      return it->second;
+    };
     for (size_t i = static_cast<size_t>(slice); i < nodes_.size() && !stopping_.load(); i += threads) {
       Node& node = *nodes_[i];
       bool lost = false, due = false, needs_stream = false;
@@ -353,7 +369,7 @@ void FleetSimulator::HeartbeatLoop(int slice) {
             node.dirty = true;
           }
         }
-        const bool may_retry = now >= node.retry_at;
+        const bool may_retry = now >= node.retry_at || (node.lost && node.unreachable && connects(node.channel));
         lost = node.lost && may_retry;
         due = !node.lost && (node.dirty || now >= node.next_heartbeat);
         needs_stream = !node.lost && !node.stream_open && may_retry;

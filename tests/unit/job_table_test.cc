@@ -200,5 +200,60 @@ TEST(JobTable, RetirementForgetsOnlyJobsUnchangedSinceTheyWereRead) {
   EXPECT_EQ(parts.jobs.FinishedBefore(parts.now + absl::Hours(1), 10).size(), 2u);
 }
 
+// The queue is an index kept as states change, not a walk over every live job: whatever a job
+// goes through, Pending and ForEachPending name exactly the jobs whose state is PENDING.
+TEST(JobTable, TheQueueFollowsEveryStateChange) {
+  StateParts parts;
+  auto queued = [&] {
+    std::vector<std::string> ids;
+    parts.jobs.ForEachPending([&](const JobEntry& e) { ids.push_back(e.job.id()); });
+    std::vector<std::string> walked;
+    for (const auto& [id, entry] : parts.jobs.entries()) {
+      if (entry.job.state() == pb::JOB_STATE_PENDING) walked.push_back(id);
+    }
+    EXPECT_EQ(ids, walked);  // submission order, which is id order here
+    EXPECT_EQ(parts.jobs.Pending(nullptr).size(), ids.size());
+    EXPECT_EQ(parts.jobs.pending_count(), ids.size());
+    return ids;
+  };
+  pb::Job waiting;
+  waiting.set_id("job-000002");
+  waiting.set_submit_seq(2);
+  waiting.set_state(pb::JOB_STATE_PENDING);
+  pb::Job done = waiting;
+  done.set_id("job-000001");
+  done.set_submit_seq(1);
+  done.set_state(pb::JOB_STATE_SUCCEEDED);
+  parts.jobs.Load({done, waiting}, 2);
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002"}));
+
+  JobEntry& a = parts.Submit(TrainingSpec(1, 1));  // job-000003
+  JobEntry& b = parts.Submit(TrainingSpec(1, 1));  // job-000004
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003", "job-000004"}));
+  auto move_to = [&](JobEntry& entry, pb::JobState state) {
+    pb::Job next = entry.job;
+    next.set_state(state);
+    *next.mutable_finished_at() = ToProtoTime(parts.now);
+    ASSERT_TRUE(parts.jobs.Commit(entry, next).ok());
+  };
+  move_to(a, pb::JOB_STATE_SCHEDULED);
+  move_to(b, pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002"}));
+  move_to(a, pb::JOB_STATE_PENDING);  // restarted, preempted or resized: queued again
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003"}));
+
+  parts.store.Refuse(true);  // a refused change leaves the job where it was
+  pb::Job next = a.job;
+  next.set_state(pb::JOB_STATE_SCHEDULED);
+  EXPECT_FALSE(parts.jobs.Commit(a, next).ok());
+  parts.store.Refuse(false);
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003"}));
+
+  parts.now += absl::Hours(1);
+  parts.jobs.Forget(parts.jobs.FinishedBefore(parts.now, 10));  // job-000001 and job-000004 retire
+  EXPECT_EQ(parts.jobs.Find("job-000004"), nullptr);
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003"}));
+}
+
 }  // namespace
 }  // namespace hetpool::daemon

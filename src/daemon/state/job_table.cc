@@ -38,6 +38,15 @@ void JobTable::Load(std::vector<pb::Job> jobs, uint64_t highest_seq) {
     JobEntry& entry = jobs_[id];
     entry.job = std::move(job);
     by_seq_[entry.job.submit_seq()] = &entry;
+    IndexState(entry);
+  }
+}
+
+void JobTable::IndexState(JobEntry& entry) {
+  if (entry.job.state() == pb::JOB_STATE_PENDING) {
+    pending_[entry.job.submit_seq()] = &entry;
+  } else {
+    pending_.erase(entry.job.submit_seq());
   }
 }
 
@@ -60,9 +69,8 @@ std::vector<JobEntry*> JobTable::Pending(const std::vector<std::string>* only) {
     }
     return pending;
   }
-  for (auto& [id, entry] : jobs_) {
-    if (entry.job.state() == pb::JOB_STATE_PENDING) pending.push_back(&entry);
-  }
+  pending.reserve(pending_.size());
+  for (const auto& [seq, entry] : pending_) pending.push_back(entry);
   return pending;
 }
 
@@ -90,6 +98,7 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
   }
   pb::Job before = std::exchange(entry.job, std::move(next));
   ++entry.version;
+  IndexState(entry);
   if (options_.observer != nullptr) {
     const pb::Job& job = entry.job;
     if (IsTerminal(job.state()) && !IsTerminal(before.state())) options_.observer->JobEnded(job);
@@ -154,6 +163,7 @@ const pb::Job& JobTable::Admit(pb::Job job) {
   JobEntry& entry = jobs_[id];
   entry.job = std::move(job);
   by_seq_[entry.job.submit_seq()] = &entry;
+  IndexState(entry);
   wakeups_.Changed();
   return entry.job;
 }
@@ -252,6 +262,7 @@ void JobTable::Forget(const std::vector<Retiring>& retired) {
     auto it = jobs_.find(r.job.id());
     if (it == jobs_.end() || it->second.version != r.version) continue;
     by_seq_.erase(r.job.submit_seq());
+    pending_.erase(r.job.submit_seq());  // a finished job is not there; kept exact all the same
     if (!r.job.request_id().empty()) job_by_request_.erase({r.job.spec().user(), r.job.request_id()});
     jobs_.erase(it);
   }

@@ -130,9 +130,7 @@ GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
     out.held[spec.group()][spec.user()][CardClassOf(device)] += milli;
   });
   // A user who only waits holds nothing, but counts among its group's users.
-  for (const auto& [id, entry] : jobs.entries()) {
-    if (entry.job.state() == pb::JOB_STATE_PENDING) out.held[entry.job.spec().group()][entry.job.spec().user()];
-  }
+  jobs.ForEachPending([&](const JobEntry& entry) { out.held[entry.job.spec().group()][entry.job.spec().user()]; });
   return out;
 }
 
@@ -147,11 +145,10 @@ QuotaLedger HoldingsLedger(const QuotaTable& quotas, const NodeRegistry& nodes, 
 absl::Status CheckQuotaAtSubmit(const QuotaTable& quotas, const NodeRegistry& nodes, const JobTable& jobs,
                                 const pb::JobSpec& spec) {
   int64_t user_queued = 0, group_queued = 0;
-  for (const auto& [id, entry] : jobs.entries()) {
-    if (entry.job.state() != pb::JOB_STATE_PENDING) continue;
+  jobs.ForEachPending([&](const JobEntry& entry) {
     if (entry.job.spec().user() == spec.user()) ++user_queued;
     if (!spec.group().empty() && entry.job.spec().group() == spec.group()) ++group_queued;
-  }
+  });
   if (auto why = quotas.QueueBlocked(spec.user(), user_queued, spec.group(), group_queued)) {
     return absl::ResourceExhaustedError(*why);
   }

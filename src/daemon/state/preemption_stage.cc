@@ -403,8 +403,10 @@ void PreemptionStage::Release(const std::string& job_id) {
 }
 
 void PreemptionStage::RestoreHolds(absl::Time now, absl::Duration patience) {
-  for (auto& [id, entry] : jobs_.entries()) {
-    if (entry.job.state() != pb::JOB_STATE_PENDING || !entry.job.has_hold()) continue;
+  for (JobEntry* pending : jobs_.Pending(nullptr)) {
+    JobEntry& entry = *pending;
+    if (!entry.job.has_hold()) continue;
+    const std::string& id = entry.job.id();
     Hold hold = FromProto(entry.job.hold());
     hold.nodes_until = now + patience;
     if (entry.job.pending().preempting().empty()) {  // said after the hold was stored: say it again
