@@ -89,5 +89,42 @@ TEST(ClaimLedger, HostCpuAndMemoryLeftAfterClaims) {
   EXPECT_EQ(HostFreeOf(NodeInventory{}, claims).cpu_milli_total, 0);  // unreported: not limited
 }
 
+// A pass skips reading the claims of a node whose revision it has seen: any access that may
+// change them must move it, reading must not, and no two Claims ever share a revision.
+TEST(ClaimLedger, EveryAccessThatMayChangeClaimsMovesTheirRevision) {
+  Claims claims;
+  const uint64_t start = claims.revision();
+  claims[{"job-1", 1}].device_ids = {"nvidia0"};
+  uint64_t seen = claims.revision();
+  EXPECT_NE(seen, start);
+  const Claims& reading = claims;
+  for (const auto& [key, claim] : reading) EXPECT_EQ(claim.device_ids.size(), 1u);
+  EXPECT_TRUE(reading.contains({"job-1", 1}));
+  EXPECT_NE(reading.find({"job-1", 1}), reading.end());
+  EXPECT_EQ(claims.revision(), seen);  // read only
+
+  auto moved = [&] {
+    const bool did = claims.revision() != seen;
+    seen = claims.revision();
+    return did;
+  };
+  claims.find({"job-1", 1})->second.desired = false;  // a mutable iterator may write
+  EXPECT_TRUE(moved());
+  for (auto& [key, claim] : claims) claim.kill_reason = "stopping";
+  EXPECT_TRUE(moved());
+  claims.emplace(JobGen{"job-2", 1}, Claim{});
+  EXPECT_TRUE(moved());
+  claims.erase(JobGen{"job-2", 1});
+  EXPECT_TRUE(moved());
+  claims.EraseIf([](const auto& claim) { return !claim.second.desired; });
+  EXPECT_TRUE(moved());
+  EXPECT_TRUE(claims.empty());
+
+  Claims other;  // another node's: never a revision this one had
+  other[{"job-1", 1}];
+  EXPECT_NE(other.revision(), claims.revision());
+  EXPECT_GT(other.revision(), seen);
+}
+
 }  // namespace
 }  // namespace hetpool::daemon

@@ -709,7 +709,7 @@ TEST_F(ClusterStateTest, ReportsThatCannotBeStoredAreAppliedWhenTheAgentSendsThe
   EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_SUCCEEDED);
 }
 
-TEST_F(ClusterStateTest, LostNodeWhoseFailureCannotBeStoredIsRetriedEachTick) {
+TEST_F(ClusterStateTest, LostNodeWhoseFailureCannotBeStoredIsRetriedAtTheNextLeaseCheck) {
   Register("a", 2);
   auto job = state_->Submit(Spec(1, 2, /*max_restarts=*/0), "");
   state_->Tick();
@@ -719,6 +719,9 @@ TEST_F(ClusterStateTest, LostNodeWhoseFailureCannotBeStoredIsRetriedEachTick) {
   state_->Tick();
   EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
   refusable_->refuse = false;
+  state_->Tick();  // leases are looked at every 100 ms at most: not yet
+  EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_RUNNING);
+  now_ += absl::Milliseconds(100);
   state_->Tick();
   EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_FAILED);
   EXPECT_EQ(Job(job->id()).reason(), "NodeLost");

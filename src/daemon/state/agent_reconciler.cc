@@ -320,7 +320,7 @@ void AgentReconciler::ExpireLeases(absl::Time now) {
         unstored.insert(key);
       }
     }
-    std::erase_if(node.claims, [&](const auto& claim) { return !unstored.contains(claim.first); });
+    node.claims.EraseIf([&](const auto& claim) { return !unstored.contains(claim.first); });
     nodes_.BumpOrders(node);
     wakeups_.CapacityChanged();
   }

@@ -1,8 +1,18 @@
 #include "src/daemon/state/claim_ledger.h"
 
+#include <atomic>
+
 #include <algorithm>
 
 namespace hetpool::daemon {
+
+Claims::Map& Claims::Changing() {
+  // One sequence for every node's claims: a node that leaves and comes back under its name
+  // never shows a revision its old claims had.
+  static std::atomic<uint64_t> next{1};
+  revision_ = next.fetch_add(1, std::memory_order_relaxed);
+  return map_;
+}
 
 Holds HoldsByDevice(const Claims& claims) {
   Holds holds;

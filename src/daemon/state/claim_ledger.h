@@ -33,7 +33,47 @@ struct Claim {
   // that is until the agent no longer reports the generation's processes.
   std::string rendezvous_endpoint;
 };
-using Claims = std::map<JobGen, Claim>;
+
+// The claims on one node, by generation. Every access that may change one (any non-const one)
+// moves revision(), to a number no Claims has had: a scheduling pass skips reading the claims of
+// a node whose revision it has seen (at 5,000 nodes, reading every node's claims was a third of
+// each pass), and reads them when it moved to learn whether anything really changed.
+class Claims {
+ public:
+  using Map = std::map<JobGen, Claim>;
+  using iterator = Map::iterator;
+  using const_iterator = Map::const_iterator;
+
+  const_iterator begin() const { return map_.begin(); }
+  const_iterator end() const { return map_.end(); }
+  const_iterator find(const JobGen& key) const { return map_.find(key); }
+  bool contains(const JobGen& key) const { return map_.contains(key); }
+  size_t size() const { return map_.size(); }
+  bool empty() const { return map_.empty(); }
+
+  iterator begin() { return Changing().begin(); }
+  iterator end() { return map_.end(); }
+  iterator find(const JobGen& key) { return Changing().find(key); }
+  Claim& operator[](const JobGen& key) { return Changing()[key]; }
+  iterator erase(iterator it) { return Changing().erase(it); }
+  size_t erase(const JobGen& key) { return Changing().erase(key); }
+  template <typename... Args>
+  std::pair<iterator, bool> emplace(Args&&... args) {
+    return Changing().emplace(std::forward<Args>(args)...);
+  }
+  template <typename Predicate>
+  size_t EraseIf(Predicate predicate) {
+    return std::erase_if(Changing(), predicate);
+  }
+
+  uint64_t revision() const { return revision_; }
+
+ private:
+  Map& Changing();
+
+  Map map_;
+  uint64_t revision_ = 0;
+};
 
 // What the claims on a node hold of one device. Claims being stopped still hold theirs: their
 // processes may still use the card.

@@ -119,7 +119,10 @@ void ClusterState::Tick() {
   {
     absl::MutexLock lock(&mu_);
     ReloadQueues();
-    reconciler_.ExpireLeases(Now());
+    if (const absl::Time now = Now(); now >= next_lease_check_) {
+      reconciler_.ExpireLeases(now);
+      next_lease_check_ = now + kLeaseCheckEvery;
+    }
     cycle_.Run(Now());
     retiring = DueForRetirement();
   }

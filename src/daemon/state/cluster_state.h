@@ -175,6 +175,11 @@ class ClusterState {
   std::optional<WatchedFile> queues_file_ ABSL_GUARDED_BY(mu_);
   SchedulingCycle cycle_ ABSL_GUARDED_BY(mu_);
   absl::Time next_retention_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Leases are looked at every tick but at most this often: the look walks every node (14% of
+  // a loaded daemon's CPU at 5,000 nodes, ticking with every submission), and a lease of
+  // seconds does not need a finer clock.
+  static constexpr absl::Duration kLeaseCheckEvery = absl::Milliseconds(100);
+  absl::Time next_lease_check_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   std::thread loop_;  // last member: joined before the state it uses goes away
 };

@@ -150,23 +150,41 @@ absl::Status SchedulingCycle::EverFits(const scheduler::PlacementRequest& reques
 }
 
 std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const {
+  std::map<std::string, CachedView>& cache = all_free ? free_views_ : held_views_;
   std::vector<scheduler::NodeView> views;
   views.reserve(nodes_.entries().size());
-  for (const auto& [name, node] : nodes_.entries()) views.push_back(ViewOf(node, all_free));
+  auto cached = cache.begin();
+  for (const auto& [name, node] : nodes_.entries()) {
+    while (cached != cache.end() && cached->first < name) cached = cache.erase(cached);  // a node gone
+    if (cached == cache.end() || cached->first != name) cached = cache.emplace_hint(cached, name, CachedView{});
+    views.push_back(Current(cached->second, node, all_free));
+    ++cached;
+  }
+  cache.erase(cached, cache.end());
   return views;
 }
 
 scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
   if (without != nullptr && !all_free) return BuildView(node, all_free, without);
-  CachedView& cached = (all_free ? free_views_ : held_views_)[node.record.name()];
-  std::string claims = all_free ? std::string() : ClaimsSignature(node.claims);
+  return Current((all_free ? free_views_ : held_views_)[node.record.name()], node, all_free);
+}
+
+const scheduler::NodeView& SchedulingCycle::Current(CachedView& cached, const NodeEntry& node, bool all_free) const {
   const bool schedulable = all_free || node.schedulable();
-  if (cached.inventory_revision != node.inventory_revision || cached.schedulable != schedulable ||
-      cached.claims != claims || cached.view.name.empty()) {
+  bool current = !cached.view.name.empty() && cached.inventory_revision == node.inventory_revision &&
+                 cached.schedulable == schedulable;
+  // Claims untouched since they were last read are the same claims; touched ones may still be
+  // (a heartbeat looks them up): compare what they hold before building the view again.
+  if (!all_free && cached.claims_revision != node.claims.revision()) {
+    std::string claims = ClaimsSignature(node.claims);
+    current = current && claims == cached.claims;
+    cached.claims = std::move(claims);
+    cached.claims_revision = node.claims.revision();
+  }
+  if (!current) {
     cached.view = BuildView(node, all_free, nullptr);
     cached.inventory_revision = node.inventory_revision;
     cached.schedulable = schedulable;
-    cached.claims = std::move(claims);
   }
   return cached.view;
 }

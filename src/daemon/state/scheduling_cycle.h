@@ -111,10 +111,15 @@ class SchedulingCycle {
   struct CachedView {
     uint64_t inventory_revision = 0;
     bool schedulable = false;
-    std::string claims;  // ClaimsSignature of the claims it was built with
+    uint64_t claims_revision = 0;  // Claims::revision() when `claims` was last read
+    std::string claims;            // ClaimsSignature of the claims it was built with
     scheduler::NodeView view;
   };
+  // By node name, like NodeRegistry's nodes: NodeViews walks both in step (a lookup per node
+  // was a quarter of a pass at 5,000 nodes) and drops the views of nodes that are gone.
   mutable std::map<std::string, CachedView> held_views_, free_views_;
+  // `cached` brought up to date with `node` (rebuilt only when what it was built from changed).
+  const scheduler::NodeView& Current(CachedView& cached, const NodeEntry& node, bool all_free) const;
   // EverFits' answers by request shape (RefusalMemo::RequestKey), for the pool's lasting epoch.
   std::unordered_map<std::string, absl::Status> ever_fits_;
   uint64_t ever_fits_epoch_ = 0;
