@@ -83,6 +83,9 @@ FleetSimulator::FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> no
     channels_.push_back(grpc::CreateCustomChannel(options_.daemon, credentials, args));
     stubs_.push_back(pb::AgentService::NewStub(channels_.back()));
   }
+  heartbeat_threads_ = options_.heartbeat_threads > 0
+                           ? options_.heartbeat_threads
+                           : std::clamp(static_cast<int>(nodes.size() / 40), 32, 256);
   for (size_t i = 0; i < nodes.size(); ++i) {
     auto node = std::make_unique<Node>();
     node->spec = std::move(nodes[i]);
@@ -96,7 +99,7 @@ FleetSimulator::~FleetSimulator() { Stop(); }
 
 absl::Status FleetSimulator::Start(absl::Duration timeout) {
   reader_ = std::thread([this] { ReadLoop(); });
-  for (int t = 0; t < std::max(1, options_.heartbeat_threads); ++t) {
+  for (int t = 0; t < heartbeat_threads_; ++t) {
     heartbeaters_.emplace_back([this, t] { HeartbeatLoop(t); });
   }
   const absl::Time deadline = absl::Now() + timeout;
@@ -348,7 +351,7 @@ bool FleetSimulator::SendHeartbeat(Node& node) {
 }
 
 void FleetSimulator::HeartbeatLoop(int slice) {
-  const size_t threads = static_cast<size_t>(std::max(1, options_.heartbeat_threads));
+  const size_t threads = static_cast<size_t>(heartbeat_threads_);
   while (!stopping_.load()) {
     bool sent = false;
     std::map<grpc::Channel*, bool> connected;  // asked once a round, for the nodes that wait on it
