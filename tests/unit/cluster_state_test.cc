@@ -609,6 +609,35 @@ TEST_F(ClusterStateTest, BackfillUsesOnlyWhatTheHeadOfTheQueueCannot) {
   EXPECT_EQ(started.placement(0).node(), "a");
 }
 
+// A pass starts from the last pass's views (only changed nodes copied again): the cards the
+// last pass marked held for a head of the queue must not stay held once that head is gone.
+TEST_F(ClusterStateTest, CardsHeldForAHeadThatLeftAreFreeInTheNextPass) {
+  Register("a", 2);
+  Register("b", 2);
+  auto r1 = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  ASSERT_EQ(Job(r1->id()).placement(0).node(), "a");
+  ASSERT_TRUE(state_->SetDrained("a", true).ok());
+  auto r2 = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  ASSERT_EQ(Job(r2->id()).placement(0).node(), "b");
+  ASSERT_TRUE(state_->SetDrained("a", false).ok());
+  auto head = Spec(1, 2);
+  head.set_priority(10);
+  auto h = state_->Submit(head, "");
+  state_->Tick();
+  ASSERT_NE(Job(h->id()).message().find("holding a for it"), std::string::npos) << Job(h->id()).message();
+  auto small = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  ASSERT_EQ(Job(small->id()).placement(0).node(), "b");  // a's free card is held for the head
+  ASSERT_TRUE(state_->Cancel(h->id(), "not needed").ok());
+  auto next = state_->Submit(Spec(1, 1), "");
+  state_->Tick();
+  const pb::Job placed = Job(next->id());
+  ASSERT_EQ(placed.state(), pb::JOB_STATE_SCHEDULED) << placed.message();
+  EXPECT_EQ(placed.placement(0).node(), "a");
+}
+
 TEST_F(ClusterStateTest, ListJobsFiltersAndPages) {
   for (int i = 0; i < 5; ++i) {
     auto spec = Spec(1, 1);

@@ -114,12 +114,25 @@ class SchedulingCycle {
     uint64_t claims_revision = 0;  // Claims::revision() when `claims` was last read
     std::string claims;            // ClaimsSignature of the claims it was built with
     scheduler::NodeView view;
+    uint64_t build = 0;  // which build of a view this is (view_builds_ then): no two share one
   };
+  mutable uint64_t view_builds_ = 0;
   // By node name, like NodeRegistry's nodes: NodeViews walks both in step (a lookup per node
   // was a quarter of a pass at 5,000 nodes) and drops the views of nodes that are gone.
   mutable std::map<std::string, CachedView> held_views_, free_views_;
   // `cached` brought up to date with `node` (rebuilt only when what it was built from changed).
   const scheduler::NodeView& Current(CachedView& cached, const NodeEntry& node, bool all_free) const;
+  // Calls f(index, name, its CachedView brought up to date) for every node in name order,
+  // dropping the cached views of nodes that are gone.
+  template <typename F>
+  void ForEachCurrentView(bool all_free, F&& f) const;
+  // `views` (the last pass's, in name order, held cards marked) made every node's current view,
+  // copying only those that differ.
+  void SyncViews(std::vector<scheduler::NodeView>& views);
+  // The last pass's views, kept for the next one to bring up to date (SyncViews), and the build
+  // of the cached view each was copied from.
+  std::vector<scheduler::NodeView> working_views_;
+  std::vector<uint64_t> working_view_builds_;
   // EverFits' answers by request shape (RefusalMemo::RequestKey), for the pool's lasting epoch.
   std::unordered_map<std::string, absl::Status> ever_fits_;
   uint64_t ever_fits_epoch_ = 0;
