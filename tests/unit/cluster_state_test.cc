@@ -158,6 +158,22 @@ class ClusterStateTest : public ::testing::Test {
     return job.ok() ? *job : pb::Job();
   }
 
+  // Nodes a and b of 2 cards, one busy card on each (a drained while the second job is placed).
+  // Returns the id of a's job.
+  std::string OneBusyCardOnAAndB() {
+    Register("a", 2);
+    Register("b", 2);
+    auto r1 = state_->Submit(Spec(1, 1), "");
+    state_->Tick();
+    EXPECT_EQ(Job(r1->id()).placement(0).node(), "a");
+    EXPECT_TRUE(state_->SetDrained("a", true).ok());
+    auto r2 = state_->Submit(Spec(1, 1), "");
+    state_->Tick();
+    EXPECT_EQ(Job(r2->id()).placement(0).node(), "b");
+    EXPECT_TRUE(state_->SetDrained("a", false).ok());
+    return r1->id();
+  }
+
   int FreeDevices(const std::string& node) {
     auto devices = state_->ListDevices(node, "");
     int free = 0;
@@ -577,17 +593,7 @@ TEST_F(ClusterStateTest, GangsArePlacedWholeSoTwoNeverHoldPartsAndWait) {
 }
 
 TEST_F(ClusterStateTest, BackfillUsesOnlyWhatTheHeadOfTheQueueCannot) {
-  Register("a", 2);
-  Register("b", 2);
-  // One busy card on each node (drain a while the second job is placed).
-  auto r1 = state_->Submit(Spec(1, 1), "");
-  state_->Tick();
-  ASSERT_EQ(Job(r1->id()).placement(0).node(), "a");
-  ASSERT_TRUE(state_->SetDrained("a", true).ok());
-  auto r2 = state_->Submit(Spec(1, 1), "");
-  state_->Tick();
-  ASSERT_EQ(Job(r2->id()).placement(0).node(), "b");
-  ASSERT_TRUE(state_->SetDrained("a", false).ok());
+  const std::string on_a = OneBusyCardOnAAndB();
   // The head needs a whole node (2 cards); each node has one card free.
   auto head = Spec(1, 2);
   head.set_priority(10);
@@ -602,7 +608,7 @@ TEST_F(ClusterStateTest, BackfillUsesOnlyWhatTheHeadOfTheQueueCannot) {
   ASSERT_EQ(backfilled.state(), pb::JOB_STATE_SCHEDULED);
   EXPECT_EQ(backfilled.placement(0).node(), "b");
   // a's running job ends: the head gets node a at once.
-  ASSERT_TRUE(Heartbeat("a", {Proc(r1->id(), 1, false, 0)}).ok());
+  ASSERT_TRUE(Heartbeat("a", {Proc(on_a, 1, false, 0)}).ok());
   state_->Tick();
   const pb::Job started = Job(h->id());
   EXPECT_EQ(started.state(), pb::JOB_STATE_SCHEDULED);
@@ -612,16 +618,7 @@ TEST_F(ClusterStateTest, BackfillUsesOnlyWhatTheHeadOfTheQueueCannot) {
 // A pass starts from the last pass's views (only changed nodes copied again): the cards the
 // last pass marked held for a head of the queue must not stay held once that head is gone.
 TEST_F(ClusterStateTest, CardsHeldForAHeadThatLeftAreFreeInTheNextPass) {
-  Register("a", 2);
-  Register("b", 2);
-  auto r1 = state_->Submit(Spec(1, 1), "");
-  state_->Tick();
-  ASSERT_EQ(Job(r1->id()).placement(0).node(), "a");
-  ASSERT_TRUE(state_->SetDrained("a", true).ok());
-  auto r2 = state_->Submit(Spec(1, 1), "");
-  state_->Tick();
-  ASSERT_EQ(Job(r2->id()).placement(0).node(), "b");
-  ASSERT_TRUE(state_->SetDrained("a", false).ok());
+  OneBusyCardOnAAndB();
   auto head = Spec(1, 2);
   head.set_priority(10);
   auto h = state_->Submit(head, "");

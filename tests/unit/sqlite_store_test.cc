@@ -74,15 +74,20 @@ void WriteStoreWithADamagedIndex(const std::string& path) {
   DamageIndex(path, "jobs_seq");
 }
 
-// Writes 20 live jobs and archives 300 finished ones, then damages the archive's index.
+// Stores finished jobs 1..300 and archives them, as retention does.
+void ArchiveThreeHundredJobs(SqliteStore& store) {
+  std::vector<hetpool::v1::Job> finished;
+  for (int i = 1; i <= 300; ++i) finished.push_back(FinishedJob(i));
+  ASSERT_TRUE(store.PutAll(finished, {}).ok());
+  ASSERT_TRUE(store.ArchiveJobs(finished, /*keep=*/true).ok());
+}
+
+// Archives 300 finished jobs and writes 20 live ones, then damages the archive's index.
 void WriteStoreWithADamagedArchive(const std::string& path) {
   {
     auto store = SqliteStore::Open(path);
     ASSERT_TRUE(store.ok());
-    std::vector<hetpool::v1::Job> finished;
-    for (int i = 1; i <= 300; ++i) finished.push_back(FinishedJob(i));
-    ASSERT_TRUE((*store)->PutAll(finished, {}).ok());
-    ASSERT_TRUE((*store)->ArchiveJobs(finished, /*keep=*/true).ok());
+    ArchiveThreeHundredJobs(**store);
     for (int i = 301; i <= 320; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
   }
   DamageIndex(path, "archived_jobs_finished");
@@ -145,10 +150,7 @@ TEST(SqliteStore, AWholeArchivePassesItsCheck) {
   const std::string path = dir.path() + "/hetpool.db";
   auto store = SqliteStore::Open(path);
   ASSERT_TRUE(store.ok());
-  std::vector<hetpool::v1::Job> finished;
-  for (int i = 1; i <= 300; ++i) finished.push_back(FinishedJob(i));
-  ASSERT_TRUE((*store)->PutAll(finished, {}).ok());
-  ASSERT_TRUE((*store)->ArchiveJobs(finished, /*keep=*/true).ok());
+  ArchiveThreeHundredJobs(**store);
   EXPECT_TRUE((*store)->CheckArchive().ok());
   ASSERT_TRUE((*store)->PutJob(MakeJob(301, hetpool::v1::JOB_STATE_SUCCEEDED)).ok());
   EXPECT_TRUE((*store)->ArchiveJobs({FinishedJob(301)}, /*keep=*/true).ok());

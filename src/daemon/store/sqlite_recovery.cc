@@ -46,16 +46,19 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
   uint64_t highest = seq_floor;
   sqlite3* old = nullptr;
   if (sqlite3_open_v2(report.damaged_copy.c_str(), &old, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    // NOT INDEXED: read the table itself, whatever became of its indexes.
-    ScanRows(old, "SELECT data FROM jobs NOT INDEXED", [&](sqlite3_stmt* stmt) {
-      hetpool::v1::Job job;
-      if (job.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !job.id().empty()) {
-        highest = std::max<uint64_t>(highest, job.submit_seq());
-        jobs.push_back(std::move(job));
-      } else {
-        ++report.unreadable;
-      }
-    });
+    // NOT INDEXED: read each table itself, whatever became of its indexes.
+    auto read_jobs = [&](const char* sql, std::vector<hetpool::v1::Job>& into) {
+      ScanRows(old, sql, [&](sqlite3_stmt* stmt) {
+        hetpool::v1::Job job;
+        if (job.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !job.id().empty()) {
+          highest = std::max<uint64_t>(highest, job.submit_seq());
+          into.push_back(std::move(job));
+        } else {
+          ++report.unreadable;
+        }
+      });
+    };
+    read_jobs("SELECT data FROM jobs NOT INDEXED", jobs);
     ScanRows(old, "SELECT data FROM nodes", [&](sqlite3_stmt* stmt) {
       hetpool::v1::Node node;
       if (node.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !node.name().empty()) {
@@ -66,15 +69,7 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
     });
     // Archived jobs go back into the archive: `usage` and `get` reach them, and their numbers
     // stay taken.
-    ScanRows(old, "SELECT data FROM archived_jobs NOT INDEXED", [&](sqlite3_stmt* stmt) {
-      hetpool::v1::Job job;
-      if (job.ParseFromArray(sqlite3_column_blob(stmt, 0), sqlite3_column_bytes(stmt, 0)) && !job.id().empty()) {
-        highest = std::max<uint64_t>(highest, job.submit_seq());
-        archived.push_back(std::move(job));
-      } else {
-        ++report.unreadable;
-      }
-    });
+    read_jobs("SELECT data FROM archived_jobs NOT INDEXED", archived);
     ScanRows(old, "SELECT value FROM meta WHERE key = 'highest_job_seq'", [&](sqlite3_stmt* stmt) {
       highest = std::max<uint64_t>(highest, static_cast<uint64_t>(sqlite3_column_int64(stmt, 0)));
     });
