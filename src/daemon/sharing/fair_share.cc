@@ -216,21 +216,26 @@ double FairShareLedger::Usage(const std::string& group, const std::string& selec
 
 double FairShareLedger::Share(const std::string& group) const { return DominantShare(group, Entitlements(group)); }
 
-double FairShareLedger::UserShare(const std::string& group, const std::string& user) const {
+const FairShareLedger* FairShareLedger::FindUsers(const std::string& group) const {
   auto it = users_.find(group);
-  return it == users_.end() ? 0 : it->second->Share(user);
+  return it == users_.end() ? nullptr : it->second.get();
+}
+
+double FairShareLedger::UserShare(const std::string& group, const std::string& user) const {
+  const FairShareLedger* users = FindUsers(group);
+  return users == nullptr ? 0 : users->Share(user);
 }
 
 double FairShareLedger::UserClassShare(const std::string& group, const std::string& user,
                                        const CardClass& card_class) const {
-  auto it = users_.find(group);
-  return it == users_.end() ? 0 : it->second->ClassShare(user, card_class);
+  const FairShareLedger* users = FindUsers(group);
+  return users == nullptr ? 0 : users->ClassShare(user, card_class);
 }
 
 double FairShareLedger::UserHeldShare(const std::string& group, const std::string& user,
                                       const CardHoldings& plus) const {
-  auto it = users_.find(group);
-  return it == users_.end() ? 0 : it->second->HeldShare(user, plus);
+  const FairShareLedger* users = FindUsers(group);
+  return users == nullptr ? 0 : users->HeldShare(user, plus);
 }
 
 double FairShareLedger::ClassShare(const std::string& group, const CardClass& card_class, int64_t plus_milli) const {
@@ -290,10 +295,10 @@ std::vector<GroupShare> FairShareLedger::Groups() const {
       for (const auto& [card_class, milli] : it->second) g.decayed += milli / 1000;
     }
     g.share = DominantShare(name, entitlements);
-    if (auto users = users_.find(name); users != users_.end()) {
+    if (const FairShareLedger* users = FindUsers(name)) {
       // Each user's part by weight of the group's cards (GroupCards), what it holds above that
       // part, and its share of it.
-      g.users = users->second->Groups();
+      g.users = users->Groups();
     }
     out.push_back(std::move(g));
   }

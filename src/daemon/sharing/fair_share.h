@@ -90,6 +90,7 @@ class FairShareLedger {
   FairShareLedger(QueueConfig config, bool within_groups);
   QueueConfig UsersConfig(const std::string& group) const;
   FairShareLedger& UsersOf(const std::string& group);
+  const FairShareLedger* FindUsers(const std::string& group) const;  // null: none of its users known
   // What `group` is entitled to, milli-cards per selector: its nominal cards, or its weight's part
   // of each class (by fingerprint) after the nominal cards of others.
   std::vector<std::pair<std::string, double>> Entitlements(const std::string& group) const;  // selector, milli

@@ -45,6 +45,19 @@ std::string TableProblems(sqlite3* db, const char* table) {
   return problems;
 }
 
+// Steps `stmt`, whose columns are a row's key and its serialized message, into `rows` (parsed
+// afterwards, outside the store's lock: ParseRows). False when a step failed.
+bool CollectRows(sqlite3_stmt* stmt, std::vector<StoredRow>& rows) {
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const char* key = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    const char* blob = static_cast<const char*>(sqlite3_column_blob(stmt, 1));
+    rows.push_back({key != nullptr ? key : "",
+                    std::string(blob != nullptr ? blob : "", static_cast<size_t>(sqlite3_column_bytes(stmt, 1)))});
+  }
+  return rc == SQLITE_DONE;
+}
+
 absl::Status Damaged(const std::string& path, const std::string& problems, absl::string_view consequence) {
   return absl::FailedPreconditionError(absl::StrCat(
       path, " is damaged (", problems, "). ", consequence, ": restore it from a backup, or start hetpoold with "
@@ -290,33 +303,20 @@ absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::LoadJobs() {
     absl::MutexLock lock(&mu_);
     Statement stmt(db_, "SELECT id, data FROM jobs ORDER BY seq");
     if (!stmt.ok()) return Error("prepare job load");
-    int rc;
-    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-      const char* id = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0));
-      const char* blob = static_cast<const char*>(sqlite3_column_blob(stmt.get(), 1));
-      rows.push_back({id != nullptr ? id : "", std::string(blob != nullptr ? blob : "",
-                                                           static_cast<size_t>(sqlite3_column_bytes(stmt.get(), 1)))});
-    }
-    if (rc != SQLITE_DONE) return Error("load jobs");
+    if (!CollectRows(stmt.get(), rows)) return Error("load jobs");
   }
   return ParseRows<hetpool::v1::Job>(std::move(rows), "job row");
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
-  absl::MutexLock lock(&mu_);
-  Statement stmt(db_, "SELECT name, data FROM nodes ORDER BY name");
-  if (!stmt.ok()) return Error("prepare node load");
-  std::vector<hetpool::v1::Node> nodes;
-  int rc;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    hetpool::v1::Node node;
-    if (!node.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
-      return absl::DataLossError("a node row does not parse");
-    }
-    nodes.push_back(std::move(node));
+  std::vector<StoredRow> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    Statement stmt(db_, "SELECT name, data FROM nodes ORDER BY name");
+    if (!stmt.ok()) return Error("prepare node load");
+    if (!CollectRows(stmt.get(), rows)) return Error("load nodes");
   }
-  if (rc != SQLITE_DONE) return Error("load nodes");
-  return nodes;
+  return ParseRows<hetpool::v1::Node>(std::move(rows), "node row");
 }
 
 absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
@@ -371,22 +371,15 @@ absl::StatusOr<std::optional<hetpool::v1::Job>> SqliteStore::GetArchivedJob(cons
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::ArchivedJobsSince(absl::Time since) {
-  absl::MutexLock lock(&mu_);
-  Statement stmt(db_, "SELECT id, data FROM archived_jobs WHERE finished >= ?1");
-  if (!stmt.ok()) return Error("prepare archive range");
-  sqlite3_bind_int64(stmt.get(), 1, absl::ToUnixSeconds(since));
-  std::vector<hetpool::v1::Job> jobs;
-  int rc;
-  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    hetpool::v1::Job job;
-    if (!job.ParseFromArray(sqlite3_column_blob(stmt.get(), 1), sqlite3_column_bytes(stmt.get(), 1))) {
-      return absl::DataLossError(absl::StrCat(
-          "archived job '", reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), 0)), "' does not parse"));
-    }
-    jobs.push_back(std::move(job));
+  std::vector<StoredRow> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    Statement stmt(db_, "SELECT id, data FROM archived_jobs WHERE finished >= ?1");
+    if (!stmt.ok()) return Error("prepare archive range");
+    sqlite3_bind_int64(stmt.get(), 1, absl::ToUnixSeconds(since));
+    if (!CollectRows(stmt.get(), rows)) return Error("read the archive");
   }
-  if (rc != SQLITE_DONE) return Error("read the archive");
-  return jobs;
+  return ParseRows<hetpool::v1::Job>(std::move(rows), "archived job");
 }
 
 }  // namespace hetpool::daemon
