@@ -124,11 +124,6 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   auto audit =
       AuditLog::Open(options.audit_log.empty() ? options.data_dir + "/audit.log" : options.audit_log, options.audit);
   if (!audit.ok()) return audit.status();
-  d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
-                                         std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst));
-  auto logs = LogStore::Open(LogsDir(options), options.logs);
-  if (!logs.ok()) return logs.status();
-  d->logs_ = *std::move(logs);
   if (!options.metrics_listen.empty()) {
     auto metrics = DaemonMetrics::Start(options.metrics_listen);
     if (!metrics.ok()) return metrics.status();
@@ -136,6 +131,12 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     options.cluster.observer = d->metrics_.get();
     spdlog::info("metrics on port {} (/metrics)", d->metrics_->port());
   }
+  d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
+                                         std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst),
+                                         d->store_.get(), d->metrics_.get());
+  auto logs = LogStore::Open(LogsDir(options), options.logs);
+  if (!logs.ok()) return logs.status();
+  d->logs_ = *std::move(logs);
   d->state_ = std::make_unique<ClusterState>(options.cluster, d->store_.get(), d->policy_.get());
   if (d->metrics_) d->metrics_->Watch(d->state_.get());
   // On etcd, several replicas may share the state: only the elected leader loads and acts.

@@ -37,6 +37,9 @@ TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
   auto done = cluster.WaitForState(shared->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
   ASSERT_TRUE(done.ok());
 
+  // A call refused for what it asks: counted apart from the answered ones, by its code.
+  EXPECT_TRUE(absl::IsNotFound(cluster.Get("no-such-job").status()));
+
   const std::string text = Scrape(daemon_port);
   ASSERT_FALSE(text.empty()) << cluster.DaemonLog();
   // Both nodes: 2 H100s each; one node's pair is held by the running job.
@@ -65,6 +68,9 @@ TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
   EXPECT_GE(Sample(text, "hetpool_store_write_seconds_count"), 4) << text;
   EXPECT_EQ(Sample(text, "hetpool_jobs_finished_total{reason=\"Succeeded\",state=\"succeeded\"}"), 1) << text;
   EXPECT_EQ(Sample(text, "hetpool_job_duration_seconds_count{state=\"succeeded\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "hetpool_api_call_seconds_count{code=\"OK\",method=\"SubmitJob\"}"), 2) << text;
+  EXPECT_EQ(Sample(text, "hetpool_api_call_seconds_count{code=\"NOT_FOUND\",method=\"GetJob\"}"), 1) << text;
+  EXPECT_GE(Sample(text, "hetpool_api_call_seconds_count{code=\"OK\",method=\"Heartbeat\"}"), 1) << text;
   EXPECT_EQ(Sample(text, "hetpool_node_ready{node=\"node-a\"}"), 1) << text;
   const double lag = Sample(text, "hetpool_agent_lease_lag_seconds{node=\"node-b\"}");
   EXPECT_GE(lag, 0) << text;

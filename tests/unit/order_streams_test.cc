@@ -4,6 +4,11 @@
 // test's; its loop does not run (the test ticks it).
 #include "src/daemon/services/order_streams.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
 #include "absl/strings/match.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -23,16 +28,25 @@ namespace {
 class OrderStreamsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto store = SqliteStore::Open(dir_.path() + "/hetpool.db");
+    // A disk the test can make fail.
+    auto store = SqliteStore::Open(dir_.path() + "/hetpool.db", [this](int fd) {
+      if (disk_fails_.load()) {
+        errno = EIO;
+        return -1;
+      }
+      return ::fdatasync(fd);
+    });
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
+    guard_ = std::make_unique<ApiGuard>(Authenticator::Unchecked(), nullptr, std::make_unique<RateLimiter>(0, 0),
+                                        store_.get());
     ClusterOptions options;
     options.lease_ttl = absl::Seconds(10);
     options.clock = [this] { return now_; };
     state_ = std::make_unique<ClusterState>(options, store_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
     streams_ = OrderStreams::Start(state_.get());
-    service_ = std::make_unique<AgentServiceImpl>(state_.get(), streams_.get(), /*logs=*/nullptr, &gate_, &guard_);
+    service_ = std::make_unique<AgentServiceImpl>(state_.get(), streams_.get(), /*logs=*/nullptr, &gate_, guard_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -97,11 +111,12 @@ class OrderStreamsTest : public ::testing::Test {
   testing::TempDir dir_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
-  std::unique_ptr<Store> store_;
+  std::atomic<bool> disk_fails_{false};
+  std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<ClusterState> state_;
   std::shared_ptr<OrderStreams> streams_;
   LeaderGate gate_{true};
-  ApiGuard guard_{Authenticator::Unchecked(), nullptr, std::make_unique<RateLimiter>(0, 0)};
+  std::unique_ptr<ApiGuard> guard_;
   std::unique_ptr<AgentServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<pb::AgentService::Stub> stub_;
@@ -135,6 +150,43 @@ TEST_F(OrderStreamsTest, SendsTheCurrentOrdersThenEachNewVersionAndEndsWithItsSe
   ASSERT_TRUE(orders.has_value()) << Ended(*renewed).error_message();
   ASSERT_EQ(orders->launches_size(), 1);  // the job it runs, still
   EXPECT_EQ(orders->launches(0).job_id(), job->id());
+}
+
+// An agent acts on its orders, a caller on its answer: neither leaves before what it follows from
+// is on disk, and once the disk fails neither leaves at all.
+TEST_F(OrderStreamsTest, OrdersAndAnswersLeaveOnlyOnceTheirCauseIsOnDisk) {
+  const std::string session = Register("a");
+  EXPECT_EQ(store_->synced(), store_->writes());  // the registration was flushed before its answer
+  auto stream = Open("a", session);
+  ASSERT_TRUE(Next(*stream).has_value()) << Ended(*stream).error_message();
+
+  auto job = state_->Submit(testing::TrainingSpec(1, 1), "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  state_->Tick();  // the placement is written, not yet flushed
+  const uint64_t placed = store_->writes();
+  ASSERT_LT(store_->synced(), placed);
+  std::optional<pb::Orders> orders = Next(*stream);
+  ASSERT_TRUE(orders.has_value()) << Ended(*stream).error_message();
+  ASSERT_EQ(orders->launches_size(), 1);
+  EXPECT_GE(store_->synced(), placed);  // flushed before the launch order was sent
+
+  // The disk fails: the next placement is written but cannot be flushed, so it is never ordered,
+  // and the agent's calls are answered UNAVAILABLE, naming the restart that loads the disk.
+  disk_fails_.store(true);
+  auto second = state_->Submit(testing::TrainingSpec(1, 1), "");
+  ASSERT_TRUE(second.ok()) << second.status();
+  state_->Tick();
+  grpc::Status ended = Ended(*stream);
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(absl::StrContains(ended.error_message(), "Restart hetpoold")) << ended.error_message();
+  pb::HeartbeatRequest beat;
+  beat.set_node_name("a");
+  beat.set_session_id(session);
+  pb::HeartbeatResponse ignored;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status answered = stub_->Heartbeat(&ctx, beat, &ignored);
+  EXPECT_EQ(answered.error_code(), grpc::StatusCode::UNAVAILABLE) << answered.error_message();
 }
 
 TEST_F(OrderStreamsTest, AStreamOfAnUnknownSessionEndsAtOnce) {

@@ -3,10 +3,15 @@
 
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 
@@ -216,6 +221,71 @@ TEST(SqliteStore, PersistsJobsAndNodesAcrossReopen) {
   ASSERT_TRUE(nodes.ok());
   ASSERT_EQ(nodes->size(), 1u);
   EXPECT_TRUE((*nodes)[0].drained());
+}
+
+// Writes made under the state lock do not wait for the disk; Sync flushes the WAL file once for
+// every write before it, and a flush that fails stops the store for good.
+TEST(SqliteStore, SyncFlushesTheWalFileOnceForEveryWriteBeforeIt) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  int flushes = 0;
+  bool flushed_the_wal = true;
+  auto store = SqliteStore::Open(path, [&](int fd) {
+    ++flushes;
+    struct stat held {}, named {};
+    flushed_the_wal = flushed_the_wal && ::fstat(fd, &held) == 0 && ::stat((path + "-wal").c_str(), &named) == 0 &&
+                      held.st_ino == named.st_ino;
+    return ::fdatasync(fd);
+  });
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
+  EXPECT_EQ(flushes, 0);  // the writes returned without waiting for the disk
+  EXPECT_LT((*store)->synced(), (*store)->writes());
+  ASSERT_TRUE((*store)->Sync().ok());
+  EXPECT_EQ(flushes, 1);
+  EXPECT_TRUE(flushed_the_wal);
+  EXPECT_EQ((*store)->synced(), (*store)->writes());
+  ASSERT_TRUE((*store)->Sync().ok());  // nothing written since: no flush
+  EXPECT_EQ(flushes, 1);
+  hetpool::v1::Node node;
+  node.set_name("node-a");
+  ASSERT_TRUE((*store)->PutNode(node).ok());
+  ASSERT_TRUE((*store)->Sync().ok());
+  EXPECT_EQ(flushes, 2);
+}
+
+TEST(SqliteStore, AFailedFlushRefusesEveryWriteAfterIt) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  int flushes = 0;
+  {
+    auto store = SqliteStore::Open(path, [&](int) {
+      ++flushes;
+      errno = EIO;
+      return -1;
+    });
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutJob(MakeJob(1, hetpool::v1::JOB_STATE_PENDING)).ok());
+    absl::Status synced = (*store)->Sync();
+    EXPECT_TRUE(absl::IsUnavailable(synced)) << synced;
+    EXPECT_TRUE(absl::StrContains(synced.message(), "fdatasync " + path + "-wal")) << synced;
+    EXPECT_TRUE(absl::StrContains(synced.message(), "Restart hetpoold")) << synced;
+    // From now on nothing is written, and every Sync answers the same without trying again.
+    EXPECT_TRUE(absl::IsUnavailable((*store)->PutJob(MakeJob(2, hetpool::v1::JOB_STATE_PENDING))));
+    hetpool::v1::Node node;
+    node.set_name("node-a");
+    EXPECT_TRUE(absl::IsUnavailable((*store)->PutNode(node)));
+    EXPECT_TRUE(absl::IsUnavailable((*store)->ArchiveJobs({MakeJob(1, hetpool::v1::JOB_STATE_PENDING)}, true)));
+    EXPECT_EQ((*store)->Sync(), synced);
+    EXPECT_EQ(flushes, 1);
+  }
+  // The restart the message asks for loads what the file holds: the write before the failure.
+  auto reopened = SqliteStore::Open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto jobs = (*reopened)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id(), "job-1");
 }
 
 TEST(SqliteStore, UsesWalJournal) {

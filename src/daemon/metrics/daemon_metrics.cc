@@ -17,6 +17,10 @@ const prometheus::Histogram::BucketBoundaries kFastSeconds = {0.0001, 0.00025, 0
 // A pass over the queue: a millisecond for a handful of jobs, seconds for a quarter million.
 const prometheus::Histogram::BucketBoundaries kPassSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                               0.1,    0.25,  0.5,    1,     2.5,  5};
+// An API call: tens of microseconds for a heartbeat, seconds for a stream or a long usage window.
+const prometheus::Histogram::BucketBoundaries kCallSeconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                              0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
+                                                              10};
 // Jobs run from seconds to weeks.
 const prometheus::Histogram::BucketBoundaries kJobSeconds = {10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400,
                                                              3 * 86400, 7 * 86400};
@@ -141,6 +145,11 @@ DaemonMetrics::DaemonMetrics()
                         .Name("hetpool_job_restarts_total")
                         .Help("Gangs stopped and queued again, by reason")
                         .Register(*registry_)),
+      call_seconds_(prometheus::BuildHistogram()
+                        .Name("hetpool_api_call_seconds")
+                        .Help("API calls by method and status code: from the handler's start to its answer "
+                              "(for a stream, its whole life)")
+                        .Register(*registry_)),
       pool_(std::make_shared<PoolCollector>()) {}
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(const std::string& listen) {
@@ -166,6 +175,11 @@ void DaemonMetrics::Decision(absl::Duration took, bool placed) {
 
 void DaemonMetrics::SchedulingPass(absl::Duration took, bool full) {
   pass_seconds_.Add({{"kind", full ? "full" : "new"}}, kPassSeconds).Observe(absl::ToDoubleSeconds(took));
+}
+
+void DaemonMetrics::Call(absl::string_view method, absl::StatusCode code, absl::Duration took) {
+  call_seconds_.Add({{"method", std::string(method)}, {"code", absl::StatusCodeToString(code)}}, kCallSeconds)
+      .Observe(absl::ToDoubleSeconds(took));
 }
 
 void DaemonMetrics::StoreWrite(absl::Duration took, bool ok) {

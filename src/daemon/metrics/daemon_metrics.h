@@ -1,5 +1,5 @@
 // hetpoold's metrics (--metrics-listen; names in docs/operations.md): counters and histograms fed
-// by the state as things happen (StateObserver), and gauges computed from a PoolSnapshot on each
+// by the state as things happen (StateObserver) and by every API call (CallObserver), and gauges computed from a PoolSnapshot on each
 // scrape: cards by node, vendor and class (allocated, free, unhealthy, unschedulable, fractional
 // use), device memory and utilisation, the queue by state and priority, agent lease lag.
 #pragma once
@@ -13,12 +13,13 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "src/common/metrics_endpoint.h"
+#include "src/daemon/services/call_observer.h"
 #include "src/daemon/state/cluster_state.h"
 #include "src/daemon/state/state_observer.h"
 
 namespace hetpool::daemon {
 
-class DaemonMetrics final : public StateObserver {
+class DaemonMetrics final : public StateObserver, public CallObserver {
  public:
   // Serves on `listen`. The snapshot gauges appear once Watch() names the state.
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Start(const std::string& listen);
@@ -30,6 +31,7 @@ class DaemonMetrics final : public StateObserver {
   void SchedulingPass(absl::Duration took, bool full) override;
   void JobEnded(const hetpool::v1::Job& job) override;
   void JobRestarted(const hetpool::v1::Job& job, const std::string& reason) override;
+  void Call(absl::string_view method, absl::StatusCode code, absl::Duration took) override;
 
  private:
   class PoolCollector;
@@ -44,6 +46,7 @@ class DaemonMetrics final : public StateObserver {
   prometheus::Family<prometheus::Histogram>& job_duration_seconds_;
   prometheus::Family<prometheus::Counter>& jobs_finished_;
   prometheus::Family<prometheus::Counter>& job_restarts_;
+  prometheus::Family<prometheus::Histogram>& call_seconds_;
   std::shared_ptr<PoolCollector> pool_;
   std::unique_ptr<MetricsEndpoint> endpoint_;
 };

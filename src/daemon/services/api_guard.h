@@ -8,8 +8,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "src/common/grpc_status.h"
+#include "src/daemon/services/call_observer.h"
+#include "src/daemon/store/store.h"
 #include "src/daemon/security/access_policy.h"
 #include "src/daemon/security/audit_log.h"
 #include "src/daemon/security/authenticator.h"
@@ -19,35 +23,55 @@ namespace hetpool::daemon {
 
 class ApiGuard {
  public:
-  // `audit` may be null (no audit log).
+  // `store`: what every answer waits to be on disk (Store::Sync). `audit`, `store` and `calls` may
+  // be null (no audit log, nothing to flush, no call metrics).
   ApiGuard(std::unique_ptr<Authenticator> authenticator, std::unique_ptr<AuditLog> audit,
-           std::unique_ptr<RateLimiter> submissions)
-      : authenticator_(std::move(authenticator)), audit_(std::move(audit)), submissions_(std::move(submissions)) {}
+           std::unique_ptr<RateLimiter> submissions, Store* store = nullptr, CallObserver* calls = nullptr)
+      : authenticator_(std::move(authenticator)),
+        audit_(std::move(audit)),
+        submissions_(std::move(submissions)),
+        store_(store),
+        calls_(calls) {}
 
   absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& ctx) const;
   void Audit(const grpc::ServerContextBase& ctx, const Caller* caller, absl::string_view method,
              const std::string& target, const absl::Status& result) const;
   RateLimiter& submissions() const { return *submissions_; }
+  // `result`, once every change the call made or read is on disk; else why it cannot be.
+  absl::Status Durable(absl::Status result) const {
+    if (store_ == nullptr) return result;
+    absl::Status synced = store_->Sync();
+    return synced.ok() ? result : synced;
+  }
+  void Answered(absl::string_view method, const absl::Status& result, absl::Time began) const {
+    if (calls_ != nullptr) calls_->Call(method, result.code(), absl::Now() - began);
+  }
 
  private:
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<RateLimiter> submissions_;
+  Store* store_;
+  CallObserver* calls_;
 };
 
 // Identifies the caller, checks that their role allows `action` at all, runs `body(caller)` (which
-// checks what depends on the object: a job's owner, an agent's node) and writes the audit record:
-// for every refused call, and for successful ones when `audit_success` (mutating calls).
+// checks what depends on the object: a job's owner, an agent's node), waits until what it changed
+// or read is on disk (Store::Sync: nothing is acknowledged before it is stored, and no answer
+// shows what a crash of the machine could take back) and writes the audit record: for every
+// refused call, and for successful ones when `audit_success` (mutating calls).
 template <typename Body>
 grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContextBase* ctx, absl::string_view method, Action action,
                      const std::string& target, Body&& body, bool audit_success) {
+  const absl::Time began = absl::Now();
   absl::StatusOr<Caller> caller = guard.Identify(*ctx);
   absl::Status result = caller.ok() ? Allow(*caller, action) : caller.status();
-  if (result.ok()) result = body(*caller);
+  if (result.ok()) result = guard.Durable(body(*caller));
   if (audit_success || absl::IsUnauthenticated(result) || absl::IsPermissionDenied(result) ||
       (IsMutating(action) && !result.ok())) {
     guard.Audit(*ctx, caller.ok() ? &*caller : nullptr, method, target, result);
   }
+  guard.Answered(method, result, began);
   return ToGrpcStatus(result);
 }
 

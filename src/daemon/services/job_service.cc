@@ -137,6 +137,8 @@ absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const Caller& calle
     auto& [job, version] = *next;
     RedactFor(caller, job);
     if (version > seen) {
+      // A watcher sees only what is on disk, as every answer does (Guarded).
+      if (absl::Status synced = guard_->Durable(absl::OkStatus()); !synced.ok()) return synced;
       seen = version;
       pb::WatchJobResponse update;
       if (job.events_size() > 0) *update.mutable_event() = job.events(job.events_size() - 1);

@@ -431,17 +431,24 @@ std::vector<absl::StatusOr<std::optional<pb::Orders>>> ClusterState::OrdersSince
     const std::vector<OrdersCursor>& cursors) const {
   std::vector<absl::StatusOr<std::optional<pb::Orders>>> out;
   out.reserve(cursors.size());
-  absl::MutexLock lock(&mu_);
-  for (const OrdersCursor& cursor : cursors) {
-    if (stopping_) {
-      out.emplace_back(absl::UnavailableError("hetpoold is shutting down"));
-    } else if (auto s = nodes_.CheckSession(cursor.node, cursor.session); !s.ok()) {
-      out.emplace_back(s);
-    } else if (const NodeEntry& node = *nodes_.Find(cursor.node); node.orders_version > cursor.after_version) {
-      out.emplace_back(std::optional<pb::Orders>(reconciler_.OrdersFor(node)));
-    } else {
-      out.emplace_back(std::optional<pb::Orders>());
+  {
+    absl::MutexLock lock(&mu_);
+    for (const OrdersCursor& cursor : cursors) {
+      if (stopping_) {
+        out.emplace_back(absl::UnavailableError("hetpoold is shutting down"));
+      } else if (auto s = nodes_.CheckSession(cursor.node, cursor.session); !s.ok()) {
+        out.emplace_back(s);
+      } else if (const NodeEntry& node = *nodes_.Find(cursor.node); node.orders_version > cursor.after_version) {
+        out.emplace_back(std::optional<pb::Orders>(reconciler_.OrdersFor(node)));
+      } else {
+        out.emplace_back(std::optional<pb::Orders>());
+      }
     }
+  }
+  // An agent acts on its orders (starts, stops ranks): they leave only once the placements and
+  // releases they follow from are on disk, flushed here without the lock.
+  if (absl::Status synced = store_->Sync(); !synced.ok()) {
+    for (auto& orders : out) orders = synced;
   }
   return out;
 }

@@ -116,7 +116,8 @@ class ClusterState {
   void WatchOrders(OrdersListener listener);
   // What an order stream reads: the node's desired orders if their version passed
   // `after_version`, nullopt if not, or why the stream must end (the session is gone, the daemon
-  // is stopping). For many streams under one acquisition of the lock.
+  // is stopping). For many streams under one acquisition of the lock; returned once what the
+  // orders follow from is on disk (Store::Sync), or with why it cannot be.
   struct OrdersCursor {
     std::string node;
     std::string session;

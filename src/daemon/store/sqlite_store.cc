@@ -1,7 +1,11 @@
 #include "src/daemon/store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -68,6 +72,11 @@ absl::Status Damaged(const std::string& path, const std::string& problems, absl:
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  return Open(path, [](int fd) { return ::fdatasync(fd); });
+}
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
+                                                               std::function<int(int)> flush) {
   // SQLite takes a zero-length file for a new database and would start an empty pool on it. A
   // store hetpoold wrote is never empty (unless its pages are all still in the WAL), so such a
   // file is a truncated one: refuse rather than forget every job.
@@ -86,12 +95,15 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3_close(db);
     return absl::UnavailableError(absl::StrCat("open ", path, ": ", message));
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path, std::move(flush)));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 5000);
-  // WAL keeps readers off the writer's path; synchronous=FULL fsyncs the WAL on every commit, so
-  // an acknowledged write survives a crash of the process or the machine.
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+  // WAL keeps readers off the writer's path. synchronous=NORMAL: a commit writes the WAL without
+  // waiting for the disk, so the writes hetpoold makes under its state lock (a placement, a job
+  // that ended) hold it for microseconds, not a flush; Sync() flushes outside that lock, once for
+  // every write before it, and nothing is answered before it (store.h). SQLite still flushes the
+  // WAL before each checkpoint and the database after it.
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
                           "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
                           " state INTEGER NOT NULL, user TEXT NOT NULL, data BLOB NOT NULL)",
                           "CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)",
@@ -180,8 +192,63 @@ SqliteStore::~SqliteStore() {
     if (check_db_ != nullptr) sqlite3_interrupt(check_db_);  // a check of a large archive ends now
   }
   if (archive_checker_.joinable()) archive_checker_.join();
-  absl::MutexLock lock(&mu_);
-  sqlite3_close(db_);
+  {
+    absl::MutexLock lock(&mu_);
+    sqlite3_close(db_);  // checkpoints the WAL into the database, flushing both
+  }
+  absl::MutexLock lock(&sync_mu_);
+  if (wal_fd_ >= 0) ::close(wal_fd_);
+}
+
+absl::Status SqliteStore::Writable() const {
+  if (!flush_failed_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&sync_mu_);
+  return flush_failure_;
+}
+
+uint64_t SqliteStore::synced() const {
+  absl::MutexLock lock(&sync_mu_);
+  return synced_;
+}
+
+absl::Status SqliteStore::Sync() {
+  const uint64_t mine = writes_.load(std::memory_order_acquire);  // the writes this call covers
+  absl::MutexLock lock(&sync_mu_);
+  if (!flush_failure_.ok()) return flush_failure_;
+  if (synced_ >= mine) return absl::OkStatus();  // a flush that began after them covered them
+  // Every write counted by now has put its pages in the WAL file: this flush covers them all,
+  // and the callers queued behind this one find theirs done.
+  const uint64_t covering = writes_.load(std::memory_order_acquire);
+  if (absl::Status flushed = FlushWal(); !flushed.ok()) {
+    flush_failure_ = absl::UnavailableError(absl::StrCat(
+        "the store could not be flushed to disk (", flushed.message(), "): what hetpoold wrote since the last "
+        "flush may not be on disk, so it refuses every change and answer from now on. Restart hetpoold: it "
+        "loads what the disk holds"));
+    flush_failed_.store(true, std::memory_order_release);
+    spdlog::critical("{}", std::string(flush_failure_.message()));
+    return flush_failure_;
+  }
+  synced_ = covering;
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::FlushWal() {
+  const std::string wal = path_ + "-wal";
+  struct stat named {};
+  if (::stat(wal.c_str(), &named) != 0) {
+    // No WAL file: SQLite checkpointed it into the database and removed it, flushing both.
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", wal));
+  }
+  struct stat held {};
+  if (wal_fd_ < 0 || ::fstat(wal_fd_, &held) != 0 || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+    // A WAL file made anew (the old one was checkpointed and removed first).
+    if (wal_fd_ >= 0) ::close(wal_fd_);
+    wal_fd_ = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC);
+    if (wal_fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", wal));
+  }
+  if (flush_(wal_fd_) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fdatasync ", wal));
+  return absl::OkStatus();
 }
 
 absl::Status SqliteStore::Exec(const char* sql) {
@@ -201,6 +268,7 @@ absl::Status SqliteStore::Error(absl::string_view what) {
 absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
   // Group commit: the write joins the queue; whoever holds the database next commits every
   // queued write in one transaction (one fsync), and the others find theirs done.
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
   auto write = std::make_shared<QueuedJob>();
   write->job = &job;
   {
@@ -224,6 +292,7 @@ absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
     w->status = status;  // one transaction: all written, or none
     w->done = true;
   }
+  Wrote(status).IgnoreError();  // each caller returns its own
   return write->status;
 }
 
@@ -262,11 +331,13 @@ absl::StatusOr<uint64_t> SqliteStore::HighestJobSeq() {
 }
 
 absl::Status SqliteStore::RaiseHighestJobSeq(uint64_t seq) {
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
   absl::MutexLock lock(&mu_);
-  return RaiseHighestJobSeqLocked(seq);
+  return Wrote(RaiseHighestJobSeqLocked(seq));
 }
 
 absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes) {
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
   absl::MutexLock lock(&mu_);
   absl::Status status = Exec("BEGIN IMMEDIATE");
   for (const auto& job : jobs) {
@@ -277,12 +348,13 @@ absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs, cons
   }
   status = status.ok() ? Exec("COMMIT") : status;
   if (!status.ok()) Exec("ROLLBACK").IgnoreError();
-  return status;
+  return Wrote(status);
 }
 
 absl::Status SqliteStore::PutNode(const hetpool::v1::Node& node) {
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
   absl::MutexLock lock(&mu_);
-  return UpsertNode(node);
+  return Wrote(UpsertNode(node));
 }
 
 absl::Status SqliteStore::UpsertNode(const hetpool::v1::Node& node) {
@@ -320,6 +392,7 @@ absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
 }
 
 absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
   absl::MutexLock lock(&mu_);
   // Writing into a damaged b-tree can spread the damage to pages that were whole.
   if (!archive_damage_.ok()) return archive_damage_;
@@ -352,7 +425,7 @@ absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs,
   }
   status = status.ok() ? Exec("COMMIT") : status;
   if (!status.ok()) Exec("ROLLBACK").IgnoreError();
-  return status;
+  return Wrote(status);
 }
 
 absl::StatusOr<std::optional<hetpool::v1::Job>> SqliteStore::GetArchivedJob(const std::string& id) {

@@ -1,7 +1,11 @@
-// Store on SQLite in WAL mode with synchronous=FULL: a committed transaction is on disk before the
-// call returns. Rows hold the serialized protobuf plus the columns queries filter on.
+// Store on SQLite in WAL mode with synchronous=NORMAL: a committed transaction is in the WAL file
+// (the kernel's page cache) when the call returns, which a crash of the process does not lose;
+// Sync() flushes the WAL file to disk, once for every write made before it, on the calling thread
+// and beside the writer. Rows hold the serialized protobuf plus the columns queries filter on.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +26,9 @@ class SqliteStore : public Store {
   // quick_check of the live jobs, nodes and meta rows) or the file is truncated to nothing: a
   // damaged store is never loaded in part. The archive is not read here (CheckArchive).
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  // The same, flushing the WAL file with `flush` (fdatasync's contract: 0, or -1 and errno):
+  // tests make a disk that fails.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, std::function<int(int)> flush);
   ~SqliteStore() override;
 
   // Checks the archive (PRAGMA quick_check of archived_jobs) on its own read-only connection.
@@ -39,13 +46,27 @@ class SqliteStore : public Store {
   absl::Status ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) override;
   absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) override;
   absl::StatusOr<std::vector<hetpool::v1::Job>> ArchivedJobsSince(absl::Time since) override;
+  absl::Status Sync() override;
+  // Writes made, and writes known to be on disk (tests).
+  uint64_t writes() const { return writes_.load(); }
+  uint64_t synced() const;
 
   // For recovery (sqlite_recovery.h): many rows in one transaction, and a floor under job ids.
   absl::Status PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes);
   absl::Status RaiseHighestJobSeq(uint64_t seq);
 
  private:
-  SqliteStore(sqlite3* db, std::string path) : path_(std::move(path)), db_(db) {}
+  SqliteStore(sqlite3* db, std::string path, std::function<int(int)> flush)
+      : path_(std::move(path)), db_(db), flush_(std::move(flush)) {}
+  // Every write's result goes through here: it counts the write for Sync (a failed one too: a
+  // rolled-back transaction costs a flush, nothing more).
+  absl::Status Wrote(absl::Status status) {
+    writes_.fetch_add(1, std::memory_order_release);
+    return status;
+  }
+  // Refuses writes once a flush failed (Sync).
+  absl::Status Writable() const;
+  absl::Status FlushWal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpsertNode(const hetpool::v1::Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RaiseHighestJobSeqLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -69,6 +90,15 @@ class SqliteStore : public Store {
   std::thread archive_checker_;
   absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<std::shared_ptr<QueuedJob>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  // Sync: writes counted as they return, those covered by the last flush, the WAL file's own
+  // descriptor (kept open: closing a file's descriptor drops the process's locks on it).
+  const std::function<int(int)> flush_;
+  std::atomic<uint64_t> writes_{0};
+  mutable absl::Mutex sync_mu_;
+  uint64_t synced_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  int wal_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;
+  std::atomic<bool> flush_failed_{false};
+  absl::Status flush_failure_ ABSL_GUARDED_BY(sync_mu_);
 };
 
 }  // namespace hetpool::daemon

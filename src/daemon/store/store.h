@@ -1,5 +1,8 @@
-// Durable state of the control plane: jobs and nodes. Every call returns only after the change is
-// durable, so an acknowledged SubmitJob survives kill -9. SqliteStore is the embedded default;
+// Durable state of the control plane: jobs and nodes. Every write returns once the change survives
+// a crash of the process (kill -9), and once Sync() has returned after it, a crash of the machine
+// too: hetpoold answers a call, and sends an agent its orders, only after Sync (ApiGuard,
+// OrderStreams), so nothing is acknowledged or acted on before it is on disk, while the writes
+// made under the state lock do not wait for the disk. SqliteStore is the embedded default;
 // EtcdStore keeps the state on an etcd cluster. Both pass one conformance suite
 // (tests/integration/store_conformance_test.cc).
 #pragma once
@@ -39,6 +42,13 @@ class Store {
   virtual absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) = 0;
   // Archived jobs that finished at or after `since` (usage accounting), in no particular order.
   virtual absl::StatusOr<std::vector<hetpool::v1::Job>> ArchivedJobsSince(absl::Time since) = 0;
+
+  // Returns once every write that returned before this call survives a crash of the machine.
+  // Callers on many threads share one flush (group commit); none holds the state lock. An error
+  // is for good: what was written may not be on disk, so the store refuses every write after it
+  // and hetpoold must be restarted (it loads what the disk holds). Stores whose writes are on
+  // disk when they return (etcd: a quorum's fsync) have nothing to do.
+  virtual absl::Status Sync() { return absl::OkStatus(); }
 };
 
 }  // namespace hetpool::daemon
