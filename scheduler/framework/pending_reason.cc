@@ -35,6 +35,8 @@ void AttachPendingReason(absl::Status& status, const PendingReason& reason) {
   status.SetPayload(kTypeUrl, absl::Cord(j.dump()));
 }
 
+bool HasPendingReason(const absl::Status& status) { return status.GetPayload(kTypeUrl).has_value(); }
+
 std::optional<PendingReason> PendingReasonOf(const absl::Status& status) {
   const auto payload = status.GetPayload(kTypeUrl);  // absl::optional in this absl
   if (!payload) return std::nullopt;

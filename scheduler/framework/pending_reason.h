@@ -28,5 +28,7 @@ struct PendingReason {
 // Adds the reason to a non-OK status (its message is left as it is).
 void AttachPendingReason(absl::Status& status, const PendingReason& reason);
 std::optional<PendingReason> PendingReasonOf(const absl::Status& status);
+// Whether `status` carries one, without decoding it: a pass asks this of every waiting job.
+bool HasPendingReason(const absl::Status& status);
 
 }  // namespace hetpool::scheduler

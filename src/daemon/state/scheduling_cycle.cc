@@ -274,7 +274,7 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
     sized.nnodes = n;
     placement = policy_->Schedule(sized, pass.views, binder);
     // Placed, or placed but not bound (no pending reason): either way no smaller size is tried.
-    if (placement.ok() || !scheduler::PendingReasonOf(placement.status()).has_value()) break;
+    if (placement.ok() || !scheduler::HasPendingReason(placement.status())) break;
   }
   if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
   if (!placement.ok()) return placement;
@@ -304,8 +304,7 @@ scheduler::PlacementRequest RequestFor(const JobEntry& entry, const std::optiona
 }
 
 // Waiting on its owner's quota, not on the pool.
-bool WaitsOnQuota(const absl::Status& status) {
-  const auto reason = scheduler::PendingReasonOf(status);
+bool WaitsOnQuota(const std::optional<scheduler::PendingReason>& reason) {
   return reason.has_value() && reason->waiting_reasons.contains("Quota");
 }
 
@@ -385,11 +384,13 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
     auto placement = Offer(*entry, request, pass);
     if (placement.ok()) continue;
-    if (!scheduler::PendingReasonOf(placement.status()).has_value()) {  // placed but not bound: read the state again
+    // Decoded once: what it waits for decides the steps below and is recorded on the job.
+    const std::optional<scheduler::PendingReason> reason = scheduler::PendingReasonOf(placement.status());
+    if (!reason.has_value()) {  // placed but not bound: read the state again
       SyncViews(pass.views);
       pass.Hold(pass.held);
     }
-    const bool for_capacity = absl::IsUnavailable(placement.status()) && !WaitsOnQuota(placement.status());
+    const bool for_capacity = absl::IsUnavailable(placement.status()) && !WaitsOnQuota(reason);
     if (for_capacity && preemption_attempts < kMaxPreemptionAttemptsPerPass) {
       ++preemption_attempts;
       // An elastic job shrinks before anything is preempted.
@@ -402,7 +403,8 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     }
     waits_for_capacity = waits_for_capacity || for_capacity;
     const bool had_head = !pass.reserved.empty();
-    NoteWaiting(*entry, request, placement.status(), pass.views, pass.reserved);
+    NoteWaiting(*entry, request, placement.status(), reason.value_or(scheduler::PendingReason{}), pass.views,
+                pass.reserved);
     if (!had_head && !pass.reserved.empty()) pass.Hold(Merged(pass.reserved, pass.held));
   }
   if (only != nullptr) return;
@@ -416,8 +418,8 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
 }
 
 void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
-                                  std::vector<scheduler::NodeView>& views, Reservation& reserved) {
-  const scheduler::PendingReason waited = scheduler::PendingReasonOf(status).value_or(scheduler::PendingReason{});
+                                  const scheduler::PendingReason& waited, std::vector<scheduler::NodeView>& views,
+                                  Reservation& reserved) {
   pb::PendingReason why = ToProto(waited);
   if (auto quota = waited.waiting_reasons.find("Quota");
       quota != waited.waiting_reasons.end() && absl::IsUnavailable(status)) {

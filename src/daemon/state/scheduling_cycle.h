@@ -18,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "planner/pool.h"
+#include "scheduler/framework/pending_reason.h"
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
 #include "src/daemon/sharing/fair_share.h"
@@ -98,9 +99,11 @@ class SchedulingCycle {
   absl::StatusOr<scheduler::Placement> Offer(JobEntry& entry, const scheduler::PlacementRequest& request, PassState& pass);
   // Jobs whose victims have stopped are offered first, onto the cards held for them.
   void OfferPreemptors(PassState& pass);
-  // Why a job still waits, recorded (and shown to watchers) when it changed.
+  // Why a job still waits (`waited`: decoded from `status`), recorded (and shown to watchers)
+  // when it changed.
   void NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
-                   std::vector<scheduler::NodeView>& views, Reservation& reserved);
+                   const scheduler::PendingReason& waited, std::vector<scheduler::NodeView>& views,
+                   Reservation& reserved);
   // The nodes (and their qualifying devices) a waiting job is held for: those closest to
   // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
   static Reservation ReservationFor(const scheduler::PlacementRequest& request,
