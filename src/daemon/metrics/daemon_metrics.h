@@ -1,7 +1,8 @@
 // hetpoold's metrics (--metrics-listen; names in docs/operations.md): counters and histograms fed
-// by the state as things happen (StateObserver) and by every API call (CallObserver), and gauges computed from a PoolSnapshot on each
-// scrape: cards by node, vendor and class (allocated, free, unhealthy, unschedulable, fractional
-// use), device memory and utilisation, the queue by state and priority, agent lease lag.
+// by the state as things happen (StateObserver) and by every API call (CallObserver), and gauges
+// computed from a PoolSnapshot on each scrape: cards by node, vendor and class (allocated, free,
+// unhealthy, unschedulable, fractional use), device memory and utilisation, the queue by state
+// and priority, agent lease lag.
 #pragma once
 
 #include <atomic>

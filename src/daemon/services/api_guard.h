@@ -12,12 +12,12 @@
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "src/common/grpc_status.h"
-#include "src/daemon/services/call_observer.h"
-#include "src/daemon/store/store.h"
 #include "src/daemon/security/access_policy.h"
 #include "src/daemon/security/audit_log.h"
 #include "src/daemon/security/authenticator.h"
 #include "src/daemon/security/rate_limiter.h"
+#include "src/daemon/services/call_observer.h"
+#include "src/daemon/store/store.h"
 
 namespace hetpool::daemon {
 
