@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "drivers/backend_factory.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/trace/trace_replay.h"
@@ -266,6 +267,21 @@ std::pair<double, double> LoadSeconds(const std::string& log) {
   return {std::atof(at), reading != nullptr ? std::atof(reading + 3) : -1};
 }
 
+// When the daemon logged the last line holding `needle` (its log's local-time stamp), or
+// InfiniteFuture when it has no such line.
+absl::Time LoggedAt(const std::string& log, const std::string& needle) {
+  const size_t found = log.rfind(needle);
+  if (found == std::string::npos) return absl::InfiniteFuture();
+  const size_t line = log.rfind('\n', found);
+  const size_t start = line == std::string::npos ? 0 : line + 1;
+  absl::Time at;
+  std::string error;
+  if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E3S", log.substr(start, 23), absl::LocalTimeZone(), &at, &error)) {
+    return absl::InfiniteFuture();
+  }
+  return at;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -465,8 +481,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   report["restart_to_first_answer_s"] = Seconds(absl::Now() - t0);
-  const auto [load_s, read_s] = LoadSeconds(cluster.DaemonLog());
+  const std::string restart_log = cluster.DaemonLog();
+  const auto [load_s, read_s] = LoadSeconds(restart_log);
   report["restart_load_s"] = {{"all", load_s}, {"reading", read_s}};
+  // Where the time before the first answer went: the process starting and opening the store
+  // (checked), the load, then the wait until the first call was answered.
+  const absl::Time opened = LoggedAt(restart_log, "opened and checked");
+  const absl::Time listening = LoggedAt(restart_log, "listening on port");
+  report["restart_to_store_opened_s"] = opened == absl::InfiniteFuture() ? -1.0 : Seconds(opened - t0);
+  report["restart_to_listening_s"] = listening == absl::InfiniteFuture() ? -1.0 : Seconds(listening - t0);
   auto probe = cluster.Submit(SpecFor({1, 5}, total + 1));
   double first_placement = -1;
   for (absl::Time deadline = absl::Now() + absl::Seconds(60); probe.ok() && absl::Now() < deadline;) {
