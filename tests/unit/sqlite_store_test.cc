@@ -8,7 +8,10 @@
 
 #include <cerrno>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
+#include <vector>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -252,6 +255,38 @@ TEST(SqliteStore, SyncFlushesTheWalFileOnceForEveryWriteBeforeIt) {
   ASSERT_TRUE((*store)->PutNode(node).ok());
   ASSERT_TRUE((*store)->Sync().ok());
   EXPECT_EQ(flushes, 2);
+}
+
+// Many callers at once (the daemon's RPC threads): each Sync returns only once a flush that
+// began after its write ended, and callers share flushes.
+TEST(SqliteStore, ConcurrentSyncsEachWaitForAFlushCoveringTheirWrite) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  std::atomic<int> flushes{0};
+  auto store = SqliteStore::Open(path, [&](int fd) {
+    ++flushes;
+    return ::fdatasync(fd);
+  });
+  ASSERT_TRUE(store.ok()) << store.status();
+  constexpr int kThreads = 8, kEach = 40;
+  std::atomic<int> uncovered{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        if (!(*store)->PutJob(MakeJob(1 + t * kEach + i, hetpool::v1::JOB_STATE_PENDING)).ok()) ++failed;
+        const uint64_t written = (*store)->writes();  // this caller's write among them
+        if (!(*store)->Sync().ok()) ++failed;
+        if ((*store)->synced() < written) ++uncovered;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(uncovered.load(), 0);
+  EXPECT_EQ((*store)->synced(), (*store)->writes());
+  EXPECT_GE(flushes.load(), 1);
+  EXPECT_LE(flushes.load(), kThreads * kEach);
 }
 
 TEST(SqliteStore, AFailedFlushRefusesEveryWriteAfterIt) {

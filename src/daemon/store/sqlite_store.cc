@@ -196,40 +196,49 @@ SqliteStore::~SqliteStore() {
     absl::MutexLock lock(&mu_);
     sqlite3_close(db_);  // checkpoints the WAL into the database, flushing both
   }
-  absl::MutexLock lock(&sync_mu_);
+  absl::MutexLock lock(&flush_mu_);
   if (wal_fd_ >= 0) ::close(wal_fd_);
 }
 
 absl::Status SqliteStore::Writable() const {
   if (!flush_failed_.load(std::memory_order_acquire)) return absl::OkStatus();
-  absl::MutexLock lock(&sync_mu_);
+  absl::MutexLock lock(&failure_mu_);
   return flush_failure_;
-}
-
-uint64_t SqliteStore::synced() const {
-  absl::MutexLock lock(&sync_mu_);
-  return synced_;
 }
 
 absl::Status SqliteStore::Sync() {
   const uint64_t mine = writes_.load(std::memory_order_acquire);  // the writes this call covers
-  absl::MutexLock lock(&sync_mu_);
-  if (!flush_failure_.ok()) return flush_failure_;
-  if (synced_ >= mine) return absl::OkStatus();  // a flush that began after them covered them
-  // Every write counted by now has put its pages in the WAL file: this flush covers them all,
-  // and the callers queued behind this one find theirs done.
-  const uint64_t covering = writes_.load(std::memory_order_acquire);
-  if (absl::Status flushed = FlushWal(); !flushed.ok()) {
-    flush_failure_ = absl::UnavailableError(absl::StrCat(
-        "the store could not be flushed to disk (", flushed.message(), "): what hetpoold wrote since the last "
-        "flush may not be on disk, so it refuses every change and answer from now on. Restart hetpoold: it "
-        "loads what the disk holds"));
-    flush_failed_.store(true, std::memory_order_release);
-    spdlog::critical("{}", std::string(flush_failure_.message()));
-    return flush_failure_;
+  while (true) {
+    // Read before looking at synced_: a flush that ends after this moves it, so the wait below
+    // cannot miss that flush's end.
+    const uint64_t flushes = flushes_.load(std::memory_order_acquire);
+    if (absl::Status writable = Writable(); !writable.ok()) return writable;
+    if (synced_.load(std::memory_order_acquire) >= mine) return absl::OkStatus();  // a later flush covered them
+    if (!flush_mu_.TryLock()) {
+      // Another caller is flushing: wait for it to end (all waiters wake at once), then see
+      // whether it covered these writes or one more flush is needed.
+      flushes_.wait(flushes, std::memory_order_acquire);
+      continue;
+    }
+    if (synced_.load(std::memory_order_acquire) < mine) {
+      // Every write counted by now has put its pages in the WAL file: this flush covers them all.
+      const uint64_t covering = writes_.load(std::memory_order_acquire);
+      if (absl::Status flushed = FlushWal(); !flushed.ok()) {
+        absl::MutexLock lock(&failure_mu_);
+        flush_failure_ = absl::UnavailableError(absl::StrCat(
+            "the store could not be flushed to disk (", flushed.message(), "): what hetpoold wrote since the last "
+            "flush may not be on disk, so it refuses every change and answer from now on. Restart hetpoold: it "
+            "loads what the disk holds"));
+        flush_failed_.store(true, std::memory_order_release);
+        spdlog::critical("{}", std::string(flush_failure_.message()));
+      } else {
+        synced_.store(covering, std::memory_order_release);
+      }
+    }
+    flush_mu_.Unlock();
+    flushes_.fetch_add(1, std::memory_order_release);
+    flushes_.notify_all();
   }
-  synced_ = covering;
-  return absl::OkStatus();
 }
 
 absl::Status SqliteStore::FlushWal() {

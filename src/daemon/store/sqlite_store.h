@@ -49,7 +49,7 @@ class SqliteStore : public Store {
   absl::Status Sync() override;
   // Writes made, and writes known to be on disk (tests).
   uint64_t writes() const { return writes_.load(); }
-  uint64_t synced() const;
+  uint64_t synced() const { return synced_.load(); }
 
   // For recovery (sqlite_recovery.h): many rows in one transaction, and a floor under job ids.
   absl::Status PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes);
@@ -66,7 +66,7 @@ class SqliteStore : public Store {
   }
   // Refuses writes once a flush failed (Sync).
   absl::Status Writable() const;
-  absl::Status FlushWal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  absl::Status FlushWal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);
   absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpsertNode(const hetpool::v1::Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RaiseHighestJobSeqLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -90,15 +90,18 @@ class SqliteStore : public Store {
   std::thread archive_checker_;
   absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<std::shared_ptr<QueuedJob>> queue_ ABSL_GUARDED_BY(queue_mu_);
-  // Sync: writes counted as they return, those covered by the last flush, the WAL file's own
+  // Sync: writes counted as they return, those covered by the last flush, flushes ended (what
+  // callers waiting for another's flush wait on), the flusher's lock and the WAL file's own
   // descriptor (kept open: closing a file's descriptor drops the process's locks on it).
   const std::function<int(int)> flush_;
   std::atomic<uint64_t> writes_{0};
-  mutable absl::Mutex sync_mu_;
-  uint64_t synced_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  int wal_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;
+  std::atomic<uint64_t> synced_{0};
+  std::atomic<uint64_t> flushes_{0};
+  absl::Mutex flush_mu_;
+  int wal_fd_ ABSL_GUARDED_BY(flush_mu_) = -1;
   std::atomic<bool> flush_failed_{false};
-  absl::Status flush_failure_ ABSL_GUARDED_BY(sync_mu_);
+  mutable absl::Mutex failure_mu_;
+  absl::Status flush_failure_ ABSL_GUARDED_BY(failure_mu_);
 };
 
 }  // namespace hetpool::daemon
