@@ -276,7 +276,8 @@ absl::Status SqliteStore::Error(absl::string_view what) {
 
 absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
   // Group commit: the write joins the queue; whoever holds the database next commits every
-  // queued write in one transaction (one fsync), and the others find theirs done.
+  // queued write in one transaction, and the others find theirs done (the flush to disk is
+  // Sync's, shared the same way).
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
   auto write = std::make_shared<QueuedJob>();
   write->job = &job;
