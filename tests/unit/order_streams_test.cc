@@ -162,9 +162,8 @@ TEST_F(OrderStreamsTest, OrdersAndAnswersLeaveOnlyOnceTheirCauseIsOnDisk) {
 
   auto job = state_->Submit(testing::TrainingSpec(1, 1), "");
   ASSERT_TRUE(job.ok()) << job.status();
-  state_->Tick();  // the placement is written, not yet flushed
+  state_->Tick();  // the placement is written; no answer flushed it (the sender may be at it)
   const uint64_t placed = store_->writes();
-  ASSERT_LT(store_->synced(), placed);
   std::optional<pb::Orders> orders = Next(*stream);
   ASSERT_TRUE(orders.has_value()) << Ended(*stream).error_message();
   ASSERT_EQ(orders->launches_size(), 1);

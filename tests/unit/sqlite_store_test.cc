@@ -6,13 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
-#include <fstream>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
