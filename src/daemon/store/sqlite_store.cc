@@ -379,26 +379,26 @@ absl::Status SqliteStore::UpsertNode(const hetpool::v1::Node& node) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::LoadJobs() {
+template <typename Message>
+absl::StatusOr<std::vector<Message>> SqliteStore::ReadRows(const char* sql, absl::string_view rows_of,
+                                                           absl::string_view row, std::optional<int64_t> arg) {
   std::vector<StoredRow> rows;
   {
     absl::MutexLock lock(&mu_);
-    Statement stmt(db_, "SELECT id, data FROM jobs ORDER BY seq");
-    if (!stmt.ok()) return Error("prepare job load");
-    if (!CollectRows(stmt.get(), rows)) return Error("load jobs");
+    Statement stmt(db_, sql);
+    if (!stmt.ok()) return Error(absl::StrCat("prepare the read of ", rows_of));
+    if (arg.has_value()) sqlite3_bind_int64(stmt.get(), 1, *arg);
+    if (!CollectRows(stmt.get(), rows)) return Error(absl::StrCat("read ", rows_of));
   }
-  return ParseRows<hetpool::v1::Job>(std::move(rows), "job row");
+  return ParseRows<Message>(std::move(rows), row);
+}
+
+absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::LoadJobs() {
+  return ReadRows<hetpool::v1::Job>("SELECT id, data FROM jobs ORDER BY seq", "jobs", "job row");
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
-  std::vector<StoredRow> rows;
-  {
-    absl::MutexLock lock(&mu_);
-    Statement stmt(db_, "SELECT name, data FROM nodes ORDER BY name");
-    if (!stmt.ok()) return Error("prepare node load");
-    if (!CollectRows(stmt.get(), rows)) return Error("load nodes");
-  }
-  return ParseRows<hetpool::v1::Node>(std::move(rows), "node row");
+  return ReadRows<hetpool::v1::Node>("SELECT name, data FROM nodes ORDER BY name", "nodes", "node row");
 }
 
 absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
@@ -454,15 +454,8 @@ absl::StatusOr<std::optional<hetpool::v1::Job>> SqliteStore::GetArchivedJob(cons
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::ArchivedJobsSince(absl::Time since) {
-  std::vector<StoredRow> rows;
-  {
-    absl::MutexLock lock(&mu_);
-    Statement stmt(db_, "SELECT id, data FROM archived_jobs WHERE finished >= ?1");
-    if (!stmt.ok()) return Error("prepare archive range");
-    sqlite3_bind_int64(stmt.get(), 1, absl::ToUnixSeconds(since));
-    if (!CollectRows(stmt.get(), rows)) return Error("read the archive");
-  }
-  return ParseRows<hetpool::v1::Job>(std::move(rows), "archived job");
+  return ReadRows<hetpool::v1::Job>("SELECT id, data FROM archived_jobs WHERE finished >= ?1", "the archive",
+                                    "archived job", absl::ToUnixSeconds(since));
 }
 
 }  // namespace hetpool::daemon

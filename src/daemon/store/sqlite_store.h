@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,11 @@ class SqliteStore : public Store {
     absl::Status status;   // under mu_
   };
   absl::Status UpsertJob(const hetpool::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The (key, bytes) rows `sql` selects (its ?1 bound to `arg` when given), read under the lock
+  // and parsed outside it (ParseRows names a bad one as `row`); `rows_of` names them in errors.
+  template <typename Message>
+  absl::StatusOr<std::vector<Message>> ReadRows(const char* sql, absl::string_view rows_of, absl::string_view row,
+                                                std::optional<int64_t> arg = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Error(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
