@@ -253,7 +253,7 @@ absl::Status SqliteStore::FlushWal() {
   if (wal_fd_ < 0 || ::fstat(wal_fd_, &held) != 0 || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
     // A WAL file made anew (the old one was checkpointed and removed first).
     if (wal_fd_ >= 0) ::close(wal_fd_);
-    wal_fd_ = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC);
+    wal_fd_ = ::open(wal.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // SQLite's own file, never a link
     if (wal_fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", wal));
   }
   if (flush_(wal_fd_) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fdatasync ", wal));
