@@ -10,6 +10,8 @@
 //                           [--load-seconds 60] [--idle-seconds 20]
 //                           [--trace ../shared/traces/alibaba-gpu-v2023/csv] [-o json]
 //   CI size: --nodes 500 --store-jobs 25000 --load-seconds 10 --idle-seconds 5
+//   build/tests/fleet_scale --store-jobs 250000 --seed-only DIR: only seed DIR/hetpool.db, to time
+//   or profile hetpoold's start on it alone (hetpoold --data-dir DIR --insecure).
 //
 // Job shapes and durations come from the trace's pods when --trace is given (whole cards,
 // durations scaled down 100x and kept within 5-120 s so the pool keeps free capacity), else from
@@ -63,6 +65,7 @@ struct Options {
   int idle_seconds = 20;
   std::string trace;
   std::string output = "table";
+  std::string seed_only;  // a directory: seed its store and stop
 };
 
 struct Shape {
@@ -73,6 +76,7 @@ struct Shape {
 int Usage(const std::string& why) {
   std::cerr << "fleet_scale: " << why
             << "\nusage: fleet_scale [--nodes N] [--cards N] [--store-jobs N] [--rate PER_S] [--load-seconds S]"
+            << " [--seed-only DIR]"
                " [--idle-seconds S] [--trace DIR] [-o json]\n";
   return 2;
 }
@@ -258,13 +262,21 @@ double FileBytes(const std::string& path) {
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // The daemon's own figures for loading its store, from the last "loaded ... in X s (Y s reading
-// it)" line of its log: the whole load and the part spent reading and parsing the rows.
-std::pair<double, double> LoadSeconds(const std::string& log) {
-  const size_t line = log.rfind("from the store in ");
-  if (line == std::string::npos) return {-1, -1};
-  const char* at = log.c_str() + line + std::strlen("from the store in ");
-  const char* reading = std::strstr(at, "s (");
-  return {std::atof(at), reading != nullptr ? std::atof(reading + 3) : -1};
+// it: nodes A s, job rows B s, decoding them C s)" line of its log: the whole load, the part
+// before the state lock (reading and decoding the rows) and that part's three steps; -1 for a
+// figure the line does not have.
+nlohmann::json LoadSeconds(const std::string& log) {
+  nlohmann::json out = {{"all", -1.0}, {"reading", -1.0}, {"nodes", -1.0}, {"job_rows", -1.0}, {"decoding", -1.0}};
+  const size_t start = log.rfind("from the store in ");
+  if (start == std::string::npos) return out;
+  const std::string line = log.substr(start, log.find('\n', start) - start);
+  for (const auto& [key, label] : std::vector<std::pair<const char*, const char*>>{
+           {"all", "from the store in "}, {"reading", "s ("}, {"nodes", "nodes "}, {"job_rows", "job rows "},
+           {"decoding", "decoding them "}}) {
+    const size_t at = line.find(label);
+    if (at != std::string::npos) out[key] = std::atof(line.c_str() + at + std::strlen(label));
+  }
+  return out;
 }
 
 // When the daemon logged the last line holding `needle` (its log's local-time stamp), or
@@ -302,6 +314,7 @@ int main(int argc, char** argv) {
     else if (flag == "--idle-seconds") o.idle_seconds = std::stoi(value);
     else if (flag == "--trace") o.trace = value;
     else if (flag == "-o") o.output = value;
+    else if (flag == "--seed-only") o.seed_only = value;
     else return Usage("unknown flag " + flag);
   }
   if (o.nodes < 1 || o.cards < 1 || o.cards > 64 || o.rate <= 0 || o.store_jobs < 0) return Usage("bad sizes");
@@ -311,6 +324,33 @@ int main(int argc, char** argv) {
     if (o.output != "json") std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << line << "\n";
   };
 
+  if (!o.seed_only.empty()) {  // a store to time or profile hetpoold's start on, alone
+    const std::string path = o.seed_only + "/hetpool.db";
+    auto live = SeedStore(path, o.store_jobs, Shapes(o));
+    auto inventory = TemplateInventory(o.cards, o.seed_only);
+    absl::Status nodes = inventory.status();
+    if (live.ok() && inventory.ok()) {  // the fleet's nodes as their registrations store them
+      std::vector<pb::Node> records;
+      for (const SimNodeSpec& spec : FleetNodes(*inventory, o.nodes)) {
+        pb::Node& node = records.emplace_back();
+        node.set_name(spec.name);
+        node.set_address("127.0.0.1");
+        node.set_state(pb::NODE_STATE_READY);
+        *node.mutable_inventory() = spec.inventory;
+        node.set_torchrun_path("/usr/bin/torchrun");
+        node.set_work_dir("/var/lib/hetpool-agent");
+      }
+      auto store = hetpool::daemon::SqliteStore::Open(path);
+      nodes = store.ok() ? (*store)->PutAll({}, records) : store.status();
+    }
+    if (!live.ok() || !nodes.ok()) {
+      std::cerr << "fleet_scale: seeding the store: " << (live.ok() ? nodes : live.status()) << "\n";
+      return 1;
+    }
+    std::cout << "seeded " << path << ": " << *live << " live jobs of " << o.store_jobs << ", " << o.nodes
+              << " nodes; start hetpoold --data-dir " << o.seed_only << " --insecure --listen 127.0.0.1:0\n";
+    return 0;
+  }
   TestCluster::Options options;
   options.orphan_grace = absl::Minutes(10);  // the product's default: jobs ride out a restart
   const int metrics_port = hetpool::testing::FreeTcpPort();
@@ -482,8 +522,7 @@ int main(int argc, char** argv) {
   }
   report["restart_to_first_answer_s"] = Seconds(absl::Now() - t0);
   const std::string restart_log = cluster.DaemonLog();
-  const auto [load_s, read_s] = LoadSeconds(restart_log);
-  report["restart_load_s"] = {{"all", load_s}, {"reading", read_s}};
+  report["restart_load_s"] = LoadSeconds(restart_log);
   // Where the time before the first answer went: the process starting and opening the store
   // (checked), the load, then the wait until the first call was answered.
   const absl::Time opened = LoggedAt(restart_log, "opened and checked");

@@ -27,16 +27,16 @@ class MemoryStore final : public daemon::Store {
     nodes_[node.name()] = node;
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override {
+  absl::StatusOr<std::vector<daemon::StoredRow>> LoadJobRows() override {
     absl::MutexLock lock(&mu_);
-    std::vector<hetpool::v1::Job> out;
-    for (const auto& [id, job] : jobs_) out.push_back(job);
+    std::vector<daemon::StoredRow> out;
+    for (const auto& [id, job] : jobs_) out.push_back({id, job.SerializeAsString()});
     return out;
   }
-  absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override {
+  absl::StatusOr<std::vector<daemon::StoredRow>> LoadNodeRows() override {
     absl::MutexLock lock(&mu_);
-    std::vector<hetpool::v1::Node> out;
-    for (const auto& [name, node] : nodes_) out.push_back(node);
+    std::vector<daemon::StoredRow> out;
+    for (const auto& [name, node] : nodes_) out.push_back({name, node.SerializeAsString()});
     return out;
   }
 

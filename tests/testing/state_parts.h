@@ -86,6 +86,14 @@ struct StateParts {
     EXPECT_TRUE(daemon::WriteJobTimed(&store, nullptr, job).ok());
     return *jobs.Find(jobs.Admit(std::move(job)).id());
   }
+  // Loads `stored` as hetpoold loads its store: written, read back as rows, decoded.
+  void Load(const std::vector<pb::Job>& stored, uint64_t highest_seq) {
+    std::vector<daemon::StoredRow> rows;
+    for (const pb::Job& job : stored) rows.push_back({job.id(), job.SerializeAsString()});
+    auto entries = daemon::DecodeStoredJobs(std::move(rows));
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    jobs.Load(*std::move(entries), highest_seq);
+  }
   daemon::NodeEntry& Register(const std::string& node, int cards) {
     return nodes.Register(Registration(node), H100s(cards), now);
   }

@@ -39,8 +39,8 @@ class AgentReconcilerTest : public ::testing::Test {
 
   static pb::ProcessStatus Process(const JobEntry& entry, bool running, int exit_code = 0) {
     pb::ProcessStatus p;
-    p.set_job_id(entry.job.id());
-    p.set_generation(entry.job.generation());
+    p.set_job_id(entry.job().id());
+    p.set_generation(entry.job().generation());
     p.set_running(running);
     p.set_exited(!running);
     p.set_exit_code(exit_code);
@@ -56,18 +56,18 @@ TEST_F(AgentReconcilerTest, ANonZeroExitRestartsTheGangUntilRestartsRunOut) {
   parts_.Register("b", 2);
   JobEntry& job = parts_.Submit(TrainingSpec(2, 2, /*max_restarts=*/1));
   Bind(job, {"a", "b"}, 2);
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(parts_.store.StoredJob(job.job.id()).state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(parts_.store.StoredJob(job.job().id()).state(), pb::JOB_STATE_SCHEDULED);
   EXPECT_EQ(reconciler_.OrdersFor(*parts_.nodes.Find("a")).launches_size(), 1);
 
   Report("a", {Process(job, true)});
   Report("b", {Process(job, true)});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_RUNNING);
 
   const pb::ProcessStatus failed = Process(job, false, 3);
   Report("a", {failed});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(job.job.restart_count(), 1);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job().restart_count(), 1);
   EXPECT_TRUE(parts_.wakeups.capacity_changed());
   // b's part of the gang is ordered stopped and holds its cards until b says it is gone.
   const pb::Orders b_orders = reconciler_.OrdersFor(*parts_.nodes.Find("b"));
@@ -79,8 +79,8 @@ TEST_F(AgentReconcilerTest, ANonZeroExitRestartsTheGangUntilRestartsRunOut) {
 
   Bind(job, {"a", "b"}, 2);
   Report("b", {Process(job, false, 3)});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_FAILED);
-  EXPECT_EQ(job.job.reason(), "NonZeroExit");
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(job.job().reason(), "NonZeroExit");
 }
 
 TEST_F(AgentReconcilerTest, TheFailingRankIsRecordedAndAMissingScriptSpendsNoRestart) {
@@ -92,12 +92,12 @@ TEST_F(AgentReconcilerTest, TheFailingRankIsRecordedAndAMissingScriptSpendsNoRes
   failed.mutable_rank_failure()->set_exit_code(3);  // the script's
   failed.mutable_rank_failure()->add_last_lines("ValueError: bad batch size 0");
   Report("a", {failed});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);  // a restart is left
-  EXPECT_EQ(job.job.failure().node(), "a");
-  EXPECT_EQ(job.job.failure().exit_code(), 3);
-  EXPECT_NE(job.job.message().find("rank 0 on a exited with code 3: ValueError: bad batch size 0"), std::string::npos)
-      << job.job.message();
-  EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_UNSPECIFIED);  // not FAILED (yet)
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_PENDING);  // a restart is left
+  EXPECT_EQ(job.job().failure().node(), "a");
+  EXPECT_EQ(job.job().failure().exit_code(), 3);
+  EXPECT_NE(job.job().message().find("rank 0 on a exited with code 3: ValueError: bad batch size 0"), std::string::npos)
+      << job.job().message();
+  EXPECT_EQ(job.job().failure_origin(), pb::FAILURE_ORIGIN_UNSPECIFIED);  // not FAILED (yet)
   Report("a", {});
 
   Bind(job, {"a"}, 1);
@@ -105,10 +105,10 @@ TEST_F(AgentReconcilerTest, TheFailingRankIsRecordedAndAMissingScriptSpendsNoRes
   missing.set_message("ScriptNotFound: cannot read script train.py in /work: No such file or directory");
   missing.mutable_rank_failure()->set_launch_failure("ScriptNotFound");
   Report("a", {missing});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_FAILED);  // at once: another try cannot find it either
-  EXPECT_EQ(job.job.restart_count(), 1);
-  EXPECT_EQ(job.job.reason(), "ScriptNotFound");
-  EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_JOB);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);  // at once: another try cannot find it either
+  EXPECT_EQ(job.job().restart_count(), 1);
+  EXPECT_EQ(job.job().reason(), "ScriptNotFound");
+  EXPECT_EQ(job.job().failure_origin(), pb::FAILURE_ORIGIN_JOB);
 }
 
 // A report carrying more than an agent keeps is cut, newest lines kept.
@@ -121,7 +121,7 @@ TEST_F(AgentReconcilerTest, AnOversizedFailureReportIsCutToTheAgentsBounds) {
   for (int i = 0; i < 30; ++i) failed.mutable_rank_failure()->add_last_lines(std::to_string(i) + std::string(1000, 'x'));
   failed.mutable_rank_failure()->set_signal(std::string(10000, 'S'));
   Report("a", {failed});
-  const pb::RankFailure& kept = job.job.failure();
+  const pb::RankFailure& kept = job.job().failure();
   ASSERT_EQ(kept.last_lines_size(), 10);
   EXPECT_EQ(kept.last_lines(0).substr(0, 3), "20x");
   EXPECT_EQ(kept.last_lines(9).substr(0, 3), "29x");
@@ -140,7 +140,7 @@ TEST_F(AgentReconcilerTest, AReportThatIsNotUtf8IsMadeValidBeforeItIsStored) {
   failed.mutable_rank_failure()->add_last_lines("half a character: \xE6\x8D");
   Report("a", {failed});
   pb::Job parsed;
-  ASSERT_TRUE(parsed.ParseFromString(job.job.SerializeAsString())) << "the job must be a valid message";
+  ASSERT_TRUE(parsed.ParseFromString(job.job().SerializeAsString())) << "the job must be a valid message";
   EXPECT_EQ(parsed.failure().last_lines(0), "half a character: \xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_LE(parsed.placement(0).exit_message().size(), 1024u);
   EXPECT_EQ(parsed.placement(0).exit_message().substr(0, 16), "exec failed: \xEF\xBF\xBD");
@@ -155,9 +155,9 @@ TEST_F(AgentReconcilerTest, ALostNodeIsTheInfrastructuresFailure) {
   JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
   Bind(job, {"a"}, 1);
   reconciler_.ExpireLeases(parts_.now + absl::Seconds(31));
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_FAILED);
-  EXPECT_EQ(job.job.reason(), "NodeLost");
-  EXPECT_EQ(job.job.failure_origin(), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(job.job().reason(), "NodeLost");
+  EXPECT_EQ(job.job().failure_origin(), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
 }
 
 TEST_F(AgentReconcilerTest, AReportTheStoreRefusesIsAppliedWhenTheAgentSendsItAgain) {
@@ -166,11 +166,11 @@ TEST_F(AgentReconcilerTest, AReportTheStoreRefusesIsAppliedWhenTheAgentSendsItAg
   Bind(job, {"a"}, 1);
   parts_.store.Refuse(true);
   Report("a", {Process(job, false, 0)});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_SCHEDULED);
   EXPECT_EQ(parts_.nodes.Find("a")->claims.size(), 1u);  // the cards stay held
   parts_.store.Refuse(false);
   Report("a", {Process(job, false, 0)});
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(parts_.nodes.Find("a")->claims.empty());
 }
 
@@ -183,12 +183,12 @@ TEST_F(AgentReconcilerTest, ASilentNodeKeepsItsJobsThroughTheGraceThenLosesThem)
   const NodeEntry& node = *parts_.nodes.Find("a");
   EXPECT_FALSE(node.ready);
   EXPECT_TRUE(node.session_id.empty());
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED);  // within the 20 s grace
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_SCHEDULED);  // within the 20 s grace
   EXPECT_EQ(node.claims.size(), 1u);
 
   reconciler_.ExpireLeases(beat + absl::Seconds(31));
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(job.job.events(job.job.events_size() - 1).reason(), "NodeLost");
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job().events(job.job().events_size() - 1).reason(), "NodeLost");
   EXPECT_TRUE(node.claims.empty());
 }
 
@@ -214,9 +214,9 @@ TEST_F(AgentReconcilerTest, OnlyTheNodesAGenerationRanOnMayPushItsLogs) {
   parts_.Register("b", 1);
   JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
   Bind(job, {"a"}, 1);
-  EXPECT_TRUE(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job.id(), 1).ok());
-  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("b"), job.job.id(), 1)));
-  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job.id(), 2)));
+  EXPECT_TRUE(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job().id(), 1).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("b"), job.job().id(), 1)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job().id(), 2)));
   EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), "job-424242", 1)));
 }
 

@@ -2,6 +2,7 @@
 // injected clock (no threads, no network).
 #include "src/daemon/state/cluster_state.h"
 
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "drivers/fingerprint/fingerprint.h"
 #include "scheduler/framework/profile.h"
@@ -25,8 +26,8 @@ class RefusableStore : public Store {
     if (refuse) return absl::InternalError("sqlite: database or disk is full");
     return inner_->PutNode(node);
   }
-  absl::StatusOr<std::vector<pb::Job>> LoadJobs() override { return inner_->LoadJobs(); }
-  absl::StatusOr<std::vector<pb::Node>> LoadNodes() override { return inner_->LoadNodes(); }
+  absl::StatusOr<std::vector<StoredRow>> LoadJobRows() override { return inner_->LoadJobRows(); }
+  absl::StatusOr<std::vector<StoredRow>> LoadNodeRows() override { return inner_->LoadNodeRows(); }
   absl::StatusOr<uint64_t> HighestJobSeq() override { return inner_->HighestJobSeq(); }
   absl::Status ArchiveJobs(const std::vector<pb::Job>& jobs, bool keep) override {
     if (refuse) return absl::InternalError("sqlite: database or disk is full");
@@ -66,6 +67,7 @@ class ClusterStateTest : public ::testing::Test {
     options.retain_finished = retain_finished_;  // off unless a test sets it
     options.archive_finished = archive_finished_;
     options.preemption = preemption_;
+    options.queues = queues_;
     state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
@@ -186,6 +188,7 @@ class ClusterStateTest : public ::testing::Test {
   absl::Duration retain_finished_ = absl::ZeroDuration();
   bool archive_finished_ = true;
   PreemptionMode preemption_ = PreemptionMode::kOff;
+  std::optional<QueueConfig> queues_;
   // The daemon's policy: the default plugin profile.
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::unique_ptr<SqliteStore> store_;
@@ -326,6 +329,44 @@ TEST_F(ClusterStateTest, RestartedDaemonReadoptsRunningJobs) {
   EXPECT_EQ(Job(pending->id()).state(), pb::JOB_STATE_PENDING);  // the cards are still in use
   auto third = state_->Submit(Spec(1, 1), "");
   EXPECT_EQ(third->id(), "job-000003");  // ids continue after the restart
+}
+
+// Issue 19: a restart keeps finished jobs as their stored bytes. They come back whole when asked
+// for, and with queues configured what they ran still counts in their group's past usage.
+TEST_F(ClusterStateTest, FinishedJobsComeBackWholeAndKeepTheirUsageAfterARestart) {
+  queues_ = *QueueConfig::Parse(R"({"usage_half_life": "1h"})");
+  Open();
+  Register("a", 2);
+  pb::JobSpec spec = Spec(1, 2);
+  spec.set_group("vision");
+  auto job = state_->Submit(spec, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  now_ += absl::Minutes(30);
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, false, 0)}).ok());
+  const pb::Job before = Job(job->id());
+  ASSERT_EQ(before.state(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_GT(before.events_size(), 2);
+  auto decayed = [&] {
+    const pb::ListQueuesResponse queues = state_->ListQueues();
+    for (const auto& q : queues.queues()) {
+      if (q.group() == "vision") return q.decayed_usage();
+    }
+    return -1.0;
+  };
+  state_->Tick();
+  const double used = decayed();
+  EXPECT_GT(used, 0.5);  // 2 cards for half an hour, with a half-life of an hour
+
+  Open();  // a new daemon process on the same store
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Job(job->id()), before)) << Job(job->id()).DebugString();
+  auto page = state_->ListJobs(pb::ListJobsRequest());
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs_size(), 1);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(page->jobs(0), before));
+  state_->Tick();
+  EXPECT_NEAR(decayed(), used, used * 0.01);
 }
 
 // A preemptor's hold on its victim's cards is stored with it: a restarted daemon keeps waiting for

@@ -271,14 +271,14 @@ class FairShareCycleTest : public ::testing::Test {
   std::map<std::string, int> ScheduledByUser() {
     std::map<std::string, int> out;
     for (const auto& [id, entry] : parts_.jobs.entries()) {
-      if (entry.job.state() == pb::JOB_STATE_SCHEDULED) ++out[entry.job.spec().user()];
+      if (entry.job().state() == pb::JOB_STATE_SCHEDULED) ++out[entry.job().spec().user()];
     }
     return out;
   }
   std::map<std::string, int> ScheduledByGroup() {
     std::map<std::string, int> out;
     for (const auto& [id, entry] : parts_.jobs.entries()) {
-      if (entry.job.state() == pb::JOB_STATE_SCHEDULED) ++out[entry.job.spec().group()];
+      if (entry.job().state() == pb::JOB_STATE_SCHEDULED) ++out[entry.job().spec().group()];
     }
     return out;
   }
@@ -353,7 +353,7 @@ TEST(QueueOrder, OneGroupsJobsKeepThePolicysOrder) {
   }
   QueueOrder order(pending, *policy, &ledger);
   std::vector<int> priorities;
-  while (JobEntry* e = order.Next()) priorities.push_back(e->job.spec().priority());
+  while (JobEntry* e = order.Next()) priorities.push_back(e->job().spec().priority());
   EXPECT_EQ(priorities, (std::vector<int>{7, 3, 0}));
 }
 

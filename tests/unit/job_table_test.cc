@@ -2,6 +2,7 @@
 #include "src/daemon/state/job_table.h"
 
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "src/common/convert.h"
 #include "tests/testing/state_parts.h"
@@ -18,21 +19,21 @@ TEST(JobTable, ACommitIsStoredBeforeItIsSeenAndARefusedOneChangesNothing) {
   const uint64_t version = entry.version;
   const uint64_t changes = parts.wakeups.changes();
 
-  pb::Job next = entry.job;
+  pb::Job next = entry.job();
   next.set_state(pb::JOB_STATE_CANCELLED);
   parts.store.Refuse(true);
   const absl::Status refused = parts.jobs.Commit(entry, next);
   EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
   EXPECT_NE(refused.message().find("nothing was changed"), std::string::npos) << refused;
-  EXPECT_EQ(entry.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(entry.job().state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(entry.version, version);
   EXPECT_EQ(parts.wakeups.changes(), changes);  // nobody was told of a change that did not happen
   EXPECT_FALSE(parts.jobs.store_healthy());
 
   parts.store.Refuse(false);
   ASSERT_TRUE(parts.jobs.Commit(entry, next).ok());
-  EXPECT_EQ(entry.job.state(), pb::JOB_STATE_CANCELLED);
-  EXPECT_EQ(parts.store.StoredJob(entry.job.id()).state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(entry.job().state(), pb::JOB_STATE_CANCELLED);
+  EXPECT_EQ(parts.store.StoredJob(entry.job().id()).state(), pb::JOB_STATE_CANCELLED);
   EXPECT_EQ(entry.version, version + 1);
   EXPECT_GT(parts.wakeups.changes(), changes);
   EXPECT_TRUE(parts.jobs.store_healthy());
@@ -67,7 +68,7 @@ TEST(JobTable, LoadedJobsKeepTheirKeysAndIdsContinueAboveTheHighestRecorded) {
   old.set_request_id("nightly");
   old.mutable_spec()->set_user("alice");
   old.set_state(pb::JOB_STATE_SUCCEEDED);
-  parts.jobs.Load({old}, /*highest_seq=*/7);  // the store handed out 7 before losing rows
+  parts.Load({old}, /*highest_seq=*/7);  // the store handed out 7 before losing rows
   ASSERT_NE(parts.jobs.ByRequest({"alice", "nightly"}), nullptr);
   EXPECT_EQ(parts.jobs.NewJob(TrainingSpec(1, 1), "", nullptr).id(), "job-000008");
   EXPECT_TRUE(parts.jobs.Pending(nullptr).empty());
@@ -76,7 +77,7 @@ TEST(JobTable, LoadedJobsKeepTheirKeysAndIdsContinueAboveTheHighestRecorded) {
 TEST(JobTable, EventsKeepTheSubmissionAndTheNewest) {
   StateParts parts;  // at most 3 events per job
   JobEntry& entry = parts.Submit(TrainingSpec(1, 1));
-  pb::Job job = entry.job;
+  pb::Job job = entry.job();
   for (int i = 0; i < 4; ++i) parts.jobs.AddEvent(job, "Step", std::to_string(i));
   ASSERT_EQ(job.events_size(), 3);
   EXPECT_EQ(job.events(0).reason(), "Submitted");
@@ -118,7 +119,7 @@ std::vector<std::string> Walk(const JobTable& jobs, pb::ListJobsRequest request,
 TEST(JobTable, ListsNewestFirstInPagesThatNeitherRepeatNorSkip) {
   StateParts parts;
   const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
-  parts.jobs.Load(Submitted(7, start), 7);
+  parts.Load(Submitted(7, start), 7);
   pb::ListJobsRequest request;
   request.set_newest_first(true);
   request.set_page_size(3);
@@ -146,7 +147,7 @@ TEST(JobTable, ListsNewestFirstInPagesThatNeitherRepeatNorSkip) {
 TEST(JobTable, ListFiltersByUserAndSubmissionTime) {
   StateParts parts;
   const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
-  parts.jobs.Load(Submitted(9, start), 9);
+  parts.Load(Submitted(9, start), 9);
   pb::ListJobsRequest request;
   request.set_newest_first(true);
   request.set_user("bob");
@@ -161,7 +162,7 @@ TEST(JobTable, AFilterThatMatchesLittleAnswersInBoundedStepsAndStillFindsEveryth
   // 45,000 jobs, bob's the one in three: the user nobody has gets pages of nothing, each after
   // looking at a bounded number of jobs, with a token to go on; the walk still ends.
   StateParts parts;
-  parts.jobs.Load(Submitted(45'000, absl::FromUnixSeconds(1'800'000'000)), 45'000);
+  parts.Load(Submitted(45'000, absl::FromUnixSeconds(1'800'000'000)), 45'000);
   pb::ListJobsRequest request;
   request.set_user("nobody");
   int pages = 0;
@@ -172,16 +173,63 @@ TEST(JobTable, AFilterThatMatchesLittleAnswersInBoundedStepsAndStillFindsEveryth
   EXPECT_EQ(Walk(parts.jobs, request).size(), 15'000u);
 }
 
+// Issue 19: a restart loads finished jobs as their stored bytes. Nothing a pass, a page, usage or
+// retirement does parses them into the table: only a reader of the whole job in place does.
+TEST(JobTable, LoadedFinishedJobsStayBytesThroughPagesUsageRetirementAndTheQueue) {
+  StateParts parts;
+  const absl::Time start = absl::FromUnixSeconds(1'800'000'000);
+  std::vector<pb::Job> stored = Submitted(30, start);
+  for (pb::Job& job : stored) {
+    *job.mutable_started_at() = ToProtoTime(start + absl::Hours(1));
+    *job.mutable_finished_at() = ToProtoTime(start + absl::Hours(2));
+    (*job.mutable_spec()->mutable_labels())["team"] = job.submit_seq() % 2 == 0 ? "even" : "odd";
+  }
+  stored[4].set_request_id("nightly");
+  parts.Load(stored, 30);
+  JobEntry& waiting = parts.Submit(TrainingSpec(1, 1));
+  auto kept_as_bytes = [&] {
+    size_t n = 0;
+    for (const auto& [id, entry] : parts.jobs.entries()) n += entry.kept_as_bytes() ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(kept_as_bytes(), 30u);
+
+  pb::ListJobsRequest request;
+  request.set_page_size(7);
+  (*request.mutable_labels())["team"] = "even";
+  std::vector<std::string> ids = Walk(parts.jobs, request);
+  EXPECT_EQ(ids.size(), 15u);
+  auto page = parts.jobs.List(pb::ListJobsRequest());
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs_size(), 31);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(page->jobs(4), stored[4]));  // whole
+  EXPECT_EQ(parts.jobs.RunningSince(start, "bob").size(), 10u);
+  EXPECT_EQ(parts.jobs.FinishedBefore(start + absl::Hours(3), 100).size(), 30u);
+  EXPECT_EQ(parts.jobs.Pending(nullptr).size(), 1u);
+  EXPECT_EQ(kept_as_bytes(), 30u);
+
+  // A job that ends is kept as its bytes too.
+  pb::Job next = waiting.job();
+  next.set_state(pb::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(parts.jobs.Commit(waiting, next).ok());
+  EXPECT_EQ(kept_as_bytes(), 31u);
+  EXPECT_TRUE(parts.jobs.Pending(nullptr).empty());
+  // A retried submission's key reads the whole job in place: that one is parsed.
+  ASSERT_NE(parts.jobs.ByRequest({"alice", "nightly"}), nullptr);
+  EXPECT_EQ(parts.jobs.ByRequest({"alice", "nightly"})->id(), "job-000005");
+  EXPECT_EQ(kept_as_bytes(), 30u);
+}
+
 TEST(JobTable, RetirementForgetsOnlyJobsUnchangedSinceTheyWereRead) {
   StateParts parts;
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
     JobEntry& entry = parts.Submit(TrainingSpec(1, 1));
-    pb::Job next = entry.job;
+    pb::Job next = entry.job();
     next.set_state(pb::JOB_STATE_CANCELLED);
     *next.mutable_finished_at() = ToProtoTime(parts.now);
     ASSERT_TRUE(parts.jobs.Commit(entry, next).ok());
-    ids.push_back(entry.job.id());
+    ids.push_back(entry.job().id());
   }
   parts.now += absl::Hours(1);
   std::vector<JobTable::Retiring> due = parts.jobs.FinishedBefore(parts.now - absl::Minutes(30), 2);
@@ -190,7 +238,7 @@ TEST(JobTable, RetirementForgetsOnlyJobsUnchangedSinceTheyWereRead) {
   EXPECT_EQ(due[1].job.id(), ids[1]);
   // The second changes while the archive is being written (without the state lock): it stays.
   JobEntry& changed = *parts.jobs.Find(ids[1]);
-  pb::Job next = changed.job;
+  pb::Job next = changed.job();
   next.set_message("changed after it was read");
   ASSERT_TRUE(parts.jobs.Commit(changed, next).ok());
   parts.jobs.Forget(due);
@@ -206,10 +254,10 @@ TEST(JobTable, TheQueueFollowsEveryStateChange) {
   StateParts parts;
   auto queued = [&] {
     std::vector<std::string> ids;
-    parts.jobs.ForEachPending([&](const JobEntry& e) { ids.push_back(e.job.id()); });
+    parts.jobs.ForEachPending([&](const JobEntry& e) { ids.push_back(e.job().id()); });
     std::vector<std::string> walked;
     for (const auto& [id, entry] : parts.jobs.entries()) {
-      if (entry.job.state() == pb::JOB_STATE_PENDING) walked.push_back(id);
+      if (entry.job().state() == pb::JOB_STATE_PENDING) walked.push_back(id);
     }
     EXPECT_EQ(ids, walked);  // submission order, which is id order here
     EXPECT_EQ(parts.jobs.Pending(nullptr).size(), ids.size());
@@ -224,14 +272,14 @@ TEST(JobTable, TheQueueFollowsEveryStateChange) {
   done.set_id("job-000001");
   done.set_submit_seq(1);
   done.set_state(pb::JOB_STATE_SUCCEEDED);
-  parts.jobs.Load({done, waiting}, 2);
+  parts.Load({done, waiting}, 2);
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002"}));
 
   JobEntry& a = parts.Submit(TrainingSpec(1, 1));  // job-000003
   JobEntry& b = parts.Submit(TrainingSpec(1, 1));  // job-000004
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003", "job-000004"}));
   auto move_to = [&](JobEntry& entry, pb::JobState state) {
-    pb::Job next = entry.job;
+    pb::Job next = entry.job();
     next.set_state(state);
     *next.mutable_finished_at() = ToProtoTime(parts.now);
     ASSERT_TRUE(parts.jobs.Commit(entry, next).ok());
@@ -243,7 +291,7 @@ TEST(JobTable, TheQueueFollowsEveryStateChange) {
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003"}));
 
   parts.store.Refuse(true);  // a refused change leaves the job where it was
-  pb::Job next = a.job;
+  pb::Job next = a.job();
   next.set_state(pb::JOB_STATE_SCHEDULED);
   EXPECT_FALSE(parts.jobs.Commit(a, next).ok());
   parts.store.Refuse(false);

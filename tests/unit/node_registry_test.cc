@@ -1,7 +1,9 @@
 // NodeRegistry: sessions, lasting inventory changes, drains stored first, rendezvous ports.
 #include "src/daemon/state/node_registry.h"
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "src/common/convert.h"
 #include "tests/testing/state_parts.h"
 
 namespace hetpool::daemon {
@@ -40,6 +42,36 @@ TEST(NodeRegistry, RegisteringAgainUnchangedWritesNothing) {
   parts.nodes.Register(relabelled, testing::H100s(2), parts.now);
   EXPECT_EQ(parts.store.StoredNode("a").labels().at("rack"), "r7");
   EXPECT_NE(parts.store.StoredNode("a").torchrun_path(), "marker: not rewritten");
+}
+
+// A start decodes the stored nodes on several threads, inventories converted there too; a node
+// whose stored inventory is unusable loads without cards and waits for its agent to register.
+TEST(NodeRegistry, StoredNodesDecodeOnThreadsAndAnUnusableInventoryWaitsForTheAgent) {
+  std::vector<StoredRow> rows;
+  for (int i = 0; i < 3'000; ++i) {
+    pb::Node node;
+    node.set_name(absl::StrFormat("n-%04d", i));
+    *node.mutable_inventory() = ToProto(testing::H100s(8));
+    if (i == 1'234) node.mutable_inventory()->add_collectives("NOT A NAME");
+    rows.push_back({node.name(), node.SerializeAsString()});
+  }
+  auto stored = DecodeStoredNodes(rows);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 3'000u);
+  ASSERT_TRUE((*stored)[7].inventory.ok());
+  EXPECT_EQ((*stored)[7].inventory->devices.size(), 8u);
+  EXPECT_FALSE((*stored)[1'234].inventory.ok());
+  StateParts parts;
+  parts.nodes.Load(*std::move(stored), parts.now);
+  EXPECT_EQ(parts.nodes.Find("n-0007")->inventory.devices.size(), 8u);
+  EXPECT_TRUE(parts.nodes.Find("n-1234")->inventory.devices.empty());
+  EXPECT_FALSE(parts.nodes.Find("n-0007")->ready);  // until its agent registers again
+
+  rows[2'999].bytes = "\xff";
+  rows[1'500].bytes = "\xff";
+  auto bad = DecodeStoredNodes(std::move(rows));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("node row 'n-1500'"), std::string::npos) << bad.status();
 }
 
 TEST(NodeRegistry, OnlyLastingInventoryChangesAreStoredAndWakeTheScheduler) {

@@ -38,11 +38,13 @@ TEST(ParseRows, NamesTheFirstRowThatDoesNotParseWhicheverThreadFindsIt) {
   EXPECT_NE(jobs.status().message().find("job row 'job-12345'"), absl::string_view::npos) << jobs.status();
 }
 
-TEST(ParseRows, ThreadsFollowTheRowsAndTheCores) {
-  EXPECT_EQ(ParseThreads(0), 1u);
-  EXPECT_EQ(ParseThreads(100), 1u);
-  EXPECT_LE(ParseThreads(1'000'000), 8u);
-  EXPECT_EQ(ParseThreads(1'000'000), std::min<size_t>(8, std::max(1u, std::thread::hardware_concurrency())));
+TEST(ParseRows, ThreadsFollowTheRowsTheirBytesAndTheCores) {
+  const size_t all = std::min<size_t>(8, std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(ParseThreads(0, 0), 1u);
+  EXPECT_EQ(ParseThreads(100, 100 * 900), 1u);
+  EXPECT_LE(ParseThreads(1'000'000, 1'000'000 * 50), 8u);
+  EXPECT_EQ(ParseThreads(1'000'000, 1'000'000 * 50), all);
+  EXPECT_EQ(ParseThreads(5'000, 5'000 * 3'500), all);  // few rows, each large (nodes)
 }
 
 TEST(ParseRows, NoRowsIsNoMessages) {

@@ -191,11 +191,11 @@ class PreemptionCycleTest : public ::testing::Test {
   // Submitted and placed now, its processes reported running (so it started now).
   JobEntry& Running(pb::JobSpec spec, SchedulingCycle& cycle) {
     JobEntry& entry = parts_.Submit(std::move(spec));
-    cycle.Submitted(entry.job.id());
+    cycle.Submitted(entry.job().id());
     cycle.Run(parts_.now);
-    EXPECT_EQ(entry.job.state(), pb::JOB_STATE_SCHEDULED) << entry.job.message();
+    EXPECT_EQ(entry.job().state(), pb::JOB_STATE_SCHEDULED) << entry.job().message();
     ReportAll();
-    EXPECT_EQ(entry.job.state(), pb::JOB_STATE_RUNNING);
+    EXPECT_EQ(entry.job().state(), pb::JOB_STATE_RUNNING);
     return entry;
   }
   // Every agent acted on its orders: the processes of desired claims run, the rest exited
@@ -220,7 +220,7 @@ class PreemptionCycleTest : public ::testing::Test {
   // Submitted now and offered in a pass of `cycle` (it preempts there, or not).
   JobEntry& Offered(pb::JobSpec spec, SchedulingCycle& cycle) {
     JobEntry& entry = parts_.Submit(std::move(spec));
-    cycle.Submitted(entry.job.id());
+    cycle.Submitted(entry.job().id());
     cycle.Run(parts_.now);
     return entry;
   }
@@ -238,55 +238,55 @@ TEST_F(PreemptionCycleTest, ALowerPriorityJobIsRequeuedAndItsCardsGoToTheJobThat
   pb::JobSpec low_spec = Spec(1, 4, 0);
   low_spec.mutable_preemption_grace()->set_seconds(45);
   JobEntry& low = Running(low_spec, cycle_);
-  const uint64_t low_generation = low.job.generation();
+  const uint64_t low_generation = low.job().generation();
   Later(absl::Minutes(30));
   JobEntry& high = Offered(Spec(1, 4, 10), cycle_);
 
   // The victim: back in the queue, no restart spent, the preemption recorded and stored.
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(low.job.reason(), "Preempted");
-  EXPECT_EQ(low.job.restart_count(), 0);
-  EXPECT_EQ(low.job.preemption_count(), 1);
-  EXPECT_EQ(low.job.last_preemption().by_job(), high.job.id());
-  EXPECT_EQ(low.job.last_preemption().reason(), "priority 0 < 10");
-  EXPECT_EQ(low.job.last_preemption().generation(), low_generation);
-  EXPECT_NEAR(low.job.last_preemption().card_hours_lost(), 2.0, 1e-9);  // 4 cards x 30 min
-  EXPECT_EQ(parts_.store.StoredJob(low.job.id()).reason(), "Preempted");
-  EXPECT_NE(low.job.message().find("preempted by job " + high.job.id()), std::string::npos) << low.job.message();
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job().reason(), "Preempted");
+  EXPECT_EQ(low.job().restart_count(), 0);
+  EXPECT_EQ(low.job().preemption_count(), 1);
+  EXPECT_EQ(low.job().last_preemption().by_job(), high.job().id());
+  EXPECT_EQ(low.job().last_preemption().reason(), "priority 0 < 10");
+  EXPECT_EQ(low.job().last_preemption().generation(), low_generation);
+  EXPECT_NEAR(low.job().last_preemption().card_hours_lost(), 2.0, 1e-9);  // 4 cards x 30 min
+  EXPECT_EQ(parts_.store.StoredJob(low.job().id()).reason(), "Preempted");
+  EXPECT_NE(low.job().message().find("preempted by job " + high.job().id()), std::string::npos) << low.job().message();
   // Its processes get its own grace; the cards stay held until they are gone.
   const NodeEntry& node = *parts_.nodes.Find("a");
   const pb::Orders orders = parts_.reconciler.OrdersFor(node);
   ASSERT_EQ(orders.kills_size(), 1);
   EXPECT_EQ(orders.kills(0).grace_ms(), 45000);
-  EXPECT_EQ(orders.kills(0).reason(), "preempted by job " + high.job.id());
+  EXPECT_EQ(orders.kills(0).reason(), "preempted by job " + high.job().id());
   // The preemptor waits for them and says so.
-  EXPECT_EQ(high.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(high.job.pending().preempting(), low.job.id());
-  EXPECT_EQ(high.job.events(high.job.events_size() - 1).reason(), "Preempting");
+  EXPECT_EQ(high.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(high.job().pending().preempting(), low.job().id());
+  EXPECT_EQ(high.job().events(high.job().events_size() - 1).reason(), "Preempting");
 
   // Another pass while the victim stops: nothing more is stopped, nobody else gets the cards.
   parts_.wakeups.CapacityChanged();
   cycle_.Run(parts_.now + absl::Seconds(1));
-  EXPECT_EQ(high.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(low.job.preemption_count(), 1);
+  EXPECT_EQ(high.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job().preemption_count(), 1);
 
   // The victim's processes are gone: the preemptor is placed on its cards, the victim waits.
   ReportAll();
   EXPECT_TRUE(parts_.nodes.Find("a")->claims.empty());
   cycle_.Run(parts_.now + absl::Seconds(2));
-  EXPECT_EQ(high.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(high.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_PENDING);
 
   // Once the preemptor is done, the victim's next generation knows it was preempted.
   ReportAll();
-  ReportAll({{high.job.id(), 0}});
-  ASSERT_EQ(high.job.state(), pb::JOB_STATE_SUCCEEDED);
+  ReportAll({{high.job().id(), 0}});
+  ASSERT_EQ(high.job().state(), pb::JOB_STATE_SUCCEEDED);
   cycle_.Run(parts_.now + absl::Seconds(3));
-  ASSERT_EQ(low.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(low.job.generation(), low_generation + 1);
-  ASSERT_EQ(low.job.launch_plan_size(), 1);
-  EXPECT_EQ(low.job.launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
-  EXPECT_EQ(high.job.launch_plan(0).env().count("HETPOOL_PREEMPTED"), 0u);
+  ASSERT_EQ(low.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(low.job().generation(), low_generation + 1);
+  ASSERT_EQ(low.job().launch_plan_size(), 1);
+  EXPECT_EQ(low.job().launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
+  EXPECT_EQ(high.job().launch_plan(0).env().count("HETPOOL_PREEMPTED"), 0u);
 }
 
 TEST_F(PreemptionCycleTest, EqualPriorityIsNotPreemptedWithoutFairShare) {
@@ -294,9 +294,9 @@ TEST_F(PreemptionCycleTest, EqualPriorityIsNotPreemptedWithoutFairShare) {
   JobEntry& first = Running(Spec(1, 2, 5), cycle_);
   Later(absl::Minutes(1));
   JobEntry& second = Offered(Spec(1, 2, 5), cycle_);
-  EXPECT_EQ(first.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(second.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(second.job.pending().preempting(), "");
+  EXPECT_EQ(first.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(second.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(second.job().pending().preempting(), "");
 }
 
 TEST_F(PreemptionCycleTest, NothingIsStoppedForAJobThatWouldStillNotFit) {
@@ -305,24 +305,24 @@ TEST_F(PreemptionCycleTest, NothingIsStoppedForAJobThatWouldStillNotFit) {
   JobEntry& higher = Running(Spec(1, 2, 20), cycle_);
   Later(absl::Minutes(1));
   JobEntry& waiting = parts_.Submit(Spec(1, 4, 10));  // only by stopping `higher` too
-  cycle_.Submitted(waiting.job.id());
+  cycle_.Submitted(waiting.job().id());
   cycle_.Run(parts_.now);
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(higher.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(low.job.preemption_count(), 0);
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(higher.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(waiting.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job().preemption_count(), 0);
 }
 
 TEST_F(PreemptionCycleTest, AJobPlacedByTheSamePassIsNotUndone) {
   parts_.Register("a", 2);
   JobEntry& low = Running(Spec(1, 2, 0), cycle_);  // placed at `now`, which has not moved
   JobEntry& high = Offered(Spec(1, 2, 10), cycle_);
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_RUNNING);
   Later(absl::Seconds(1));  // a later pass may
   parts_.wakeups.CapacityChanged();
   cycle_.Run(parts_.now);
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(high.job.pending().preempting(), low.job.id());
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(high.job().pending().preempting(), low.job().id());
 }
 
 TEST_F(PreemptionCycleTest, AGangIsStoppedWholeOnEveryNode) {
@@ -331,7 +331,7 @@ TEST_F(PreemptionCycleTest, AGangIsStoppedWholeOnEveryNode) {
   JobEntry& gang = Running(Spec(2, 2, 0), cycle_);
   Later(absl::Minutes(1));
   JobEntry& high = Offered(Spec(1, 2, 10), cycle_);
-  EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(gang.job().state(), pb::JOB_STATE_PENDING);
   for (const char* name : {"a", "b"}) {
     const NodeEntry& node = *parts_.nodes.Find(name);
     ASSERT_EQ(node.claims.size(), 1u) << name;
@@ -339,7 +339,7 @@ TEST_F(PreemptionCycleTest, AGangIsStoppedWholeOnEveryNode) {
   }
   ReportAll();
   cycle_.Run(parts_.now + absl::Seconds(1));
-  EXPECT_EQ(high.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(high.job().state(), pb::JOB_STATE_SCHEDULED);
 }
 
 TEST_F(PreemptionCycleTest, AGangTakesAFreeNodeBesideOneItPreemptsOn) {
@@ -348,11 +348,11 @@ TEST_F(PreemptionCycleTest, AGangTakesAFreeNodeBesideOneItPreemptsOn) {
   JobEntry& low = Running(Spec(1, 2, 0), cycle_);
   Later(absl::Minutes(1));
   JobEntry& high = Offered(Spec(2, 2, 10), cycle_);
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_PENDING);
   ReportAll();
   cycle_.Run(parts_.now + absl::Seconds(1));
-  ASSERT_EQ(high.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(high.job.placement_size(), 2);
+  ASSERT_EQ(high.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(high.job().placement_size(), 2);
 }
 
 TEST_F(PreemptionCycleTest, TheVictimIsTheJobThatLosesTheLeastWorkSinceItsCheckpoint) {
@@ -363,8 +363,8 @@ TEST_F(PreemptionCycleTest, TheVictimIsTheJobThatLosesTheLeastWorkSinceItsCheckp
   Later(absl::Minutes(5));
   // No checkpoints: the younger has run 5 minutes, the older an hour.
   Offered(Spec(1, 1, 10), cycle_);
-  EXPECT_EQ(younger.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(older.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(younger.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(older.job().state(), pb::JOB_STATE_RUNNING);
 }
 
 TEST_F(PreemptionCycleTest, ACheckpointingJobLosesLessAndGoesFirst) {
@@ -376,9 +376,9 @@ TEST_F(PreemptionCycleTest, ACheckpointingJobLosesLessAndGoesFirst) {
   JobEntry& younger = Running(Spec(1, 1, 0), cycle_);
   Later(absl::Minutes(5));
   Offered(Spec(1, 1, 10), cycle_);
-  EXPECT_EQ(older.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(younger.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_NEAR(older.job.last_preemption().card_hours_lost(), 2.0 / 60, 1e-9);
+  EXPECT_EQ(older.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(younger.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_NEAR(older.job().last_preemption().card_hours_lost(), 2.0 / 60, 1e-9);
 }
 
 TEST_F(PreemptionCycleTest, AGroupBelowItsShareReclaimsFromOneAboveIt) {
@@ -390,14 +390,14 @@ TEST_F(PreemptionCycleTest, AGroupBelowItsShareReclaimsFromOneAboveIt) {
   }
   // vision holds the whole pool, twice its share; ml holds nothing.
   JobEntry& ml = Offered(Spec(1, 1, 0, "ml"), reclaiming_cycle_);
-  EXPECT_EQ(vision[3]->job.state(), pb::JOB_STATE_PENDING);  // the youngest
-  EXPECT_NE(vision[3]->job.last_preemption().reason().find("group vision above its fair share"), std::string::npos)
-      << vision[3]->job.last_preemption().reason();
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(vision[static_cast<size_t>(i)]->job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(vision[3]->job().state(), pb::JOB_STATE_PENDING);  // the youngest
+  EXPECT_NE(vision[3]->job().last_preemption().reason().find("group vision above its fair share"), std::string::npos)
+      << vision[3]->job().last_preemption().reason();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(vision[static_cast<size_t>(i)]->job().state(), pb::JOB_STATE_RUNNING);
   ReportAll();
   reclaiming_cycle_.Run(parts_.now + absl::Seconds(1));
-  EXPECT_EQ(ml.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(vision[3]->job.preemption_count(), 1);
+  EXPECT_EQ(ml.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(vision[3]->job().preemption_count(), 1);
 }
 
 TEST_F(PreemptionCycleTest, AGroupAtItsShareReclaimsNothing) {
@@ -407,8 +407,8 @@ TEST_F(PreemptionCycleTest, AGroupAtItsShareReclaimsNothing) {
   for (int i = 0; i < 2; ++i) vision.push_back(&Running(Spec(1, 1, 0, "vision"), reclaiming_cycle_));
   Later(absl::Minutes(1));
   JobEntry& ml = Offered(Spec(1, 1, 0, "ml"), reclaiming_cycle_);
-  EXPECT_EQ(ml.job.state(), pb::JOB_STATE_PENDING);
-  for (JobEntry* v : vision) EXPECT_EQ(v->job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(ml.job().state(), pb::JOB_STATE_PENDING);
+  for (JobEntry* v : vision) EXPECT_EQ(v->job().state(), pb::JOB_STATE_RUNNING);
 }
 
 TEST_F(PreemptionCycleTest, WithinAGroupAUserBelowItsPartReclaimsFromAColleagueAboveIt) {
@@ -427,22 +427,22 @@ TEST_F(PreemptionCycleTest, WithinAGroupAUserBelowItsPartReclaimsFromAColleagueA
     Later(absl::Minutes(1));
   }
   JobEntry& bob = Offered(of("vision", "bob"), reclaiming_cycle_);
-  EXPECT_EQ(alice[1]->job.state(), pb::JOB_STATE_PENDING);  // her youngest
-  EXPECT_NE(alice[1]->job.last_preemption().reason().find("user alice above its part of group vision"),
+  EXPECT_EQ(alice[1]->job().state(), pb::JOB_STATE_PENDING);  // her youngest
+  EXPECT_NE(alice[1]->job().last_preemption().reason().find("user alice above its part of group vision"),
             std::string::npos)
-      << alice[1]->job.last_preemption().reason();
-  EXPECT_EQ(alice[0]->job.state(), pb::JOB_STATE_RUNNING);
-  for (JobEntry* j : ml) EXPECT_EQ(j->job.state(), pb::JOB_STATE_RUNNING) << "ml is within its share";
+      << alice[1]->job().last_preemption().reason();
+  EXPECT_EQ(alice[0]->job().state(), pb::JOB_STATE_RUNNING);
+  for (JobEntry* j : ml) EXPECT_EQ(j->job().state(), pb::JOB_STATE_RUNNING) << "ml is within its share";
   ReportAll();
   reclaiming_cycle_.Run(parts_.now + absl::Seconds(1));
-  EXPECT_EQ(bob.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(bob.job().state(), pb::JOB_STATE_SCHEDULED);
 
   // carol joins vision's queue too: three users' parts of two cards are two thirds each, and a
   // whole card would take her above hers, so she reclaims nothing.
   JobEntry& carol = Offered(of("vision", "carol"), reclaiming_cycle_);
-  EXPECT_EQ(carol.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(alice[0]->job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(bob.job.state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(carol.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(alice[0]->job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(bob.job().state(), pb::JOB_STATE_SCHEDULED);
 }
 
 // --- Defragmentation: the same stage, moving movable jobs
@@ -470,13 +470,13 @@ class DefragCycleTest : public PreemptionCycleTest {
     for (auto& [name, entry] : parts_.nodes.entries()) entry.record.set_drained(name != node);
     JobEntry& job = Running(std::move(spec), defrag_cycle_);
     for (auto& [name, entry] : parts_.nodes.entries()) entry.record.set_drained(false);
-    EXPECT_EQ(job.job.placement(0).node(), node);
+    EXPECT_EQ(job.job().placement(0).node(), node);
     return job;
   }
   // A gang that has waited past --defrag-after when `cycle` next runs.
   JobEntry& WaitingGang(int cards, SchedulingCycle& cycle) {
     JobEntry& gang = Offered(Spec(1, cards, 0), cycle);
-    EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
+    EXPECT_EQ(gang.job().state(), pb::JOB_STATE_PENDING);
     Later(absl::Minutes(11));
     return gang;
   }
@@ -489,30 +489,30 @@ TEST_F(DefragCycleTest, AGangWaitingOnScatteredCardsGetsThemByMovingAMovableJob)
   JobEntry& moved = On("a", Movable(1));
   JobEntry& fixed = On("b", Spec(1, 1, 0));  // 3 + 3 cards free, not 4 on one node
   JobEntry& gang = parts_.Submit(Spec(1, 4, 0));
-  defrag_cycle_.Submitted(gang.job.id());
+  defrag_cycle_.Submitted(gang.job().id());
   Later(absl::Minutes(9));
   defrag_cycle_.Run(parts_.now);
-  EXPECT_EQ(moved.job.state(), pb::JOB_STATE_RUNNING) << "not before it waited --defrag-after";
+  EXPECT_EQ(moved.job().state(), pb::JOB_STATE_RUNNING) << "not before it waited --defrag-after";
 
   Later(absl::Minutes(2));
   defrag_cycle_.Run(parts_.now);
-  EXPECT_EQ(moved.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(moved.job.reason(), "Moved");
-  EXPECT_TRUE(moved.job.last_preemption().defragmentation());
-  EXPECT_EQ(moved.job.restart_count(), 0);
-  EXPECT_EQ(fixed.job.state(), pb::JOB_STATE_RUNNING) << "not movable";
-  EXPECT_EQ(gang.job.pending().preempting(), moved.job.id());
-  EXPECT_EQ(gang.job.events(gang.job.events_size() - 1).reason(), "Defragmenting");
+  EXPECT_EQ(moved.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(moved.job().reason(), "Moved");
+  EXPECT_TRUE(moved.job().last_preemption().defragmentation());
+  EXPECT_EQ(moved.job().restart_count(), 0);
+  EXPECT_EQ(fixed.job().state(), pb::JOB_STATE_RUNNING) << "not movable";
+  EXPECT_EQ(gang.job().pending().preempting(), moved.job().id());
+  EXPECT_EQ(gang.job().events(gang.job().events_size() - 1).reason(), "Defragmenting");
 
   ReportAll();
   Later(absl::Seconds(1));
   defrag_cycle_.Run(parts_.now);
-  ASSERT_EQ(gang.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(gang.job.placement(0).node(), "a");
+  ASSERT_EQ(gang.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(gang.job().placement(0).node(), "a");
   // The moved job found room beside the other one, and knows it was stopped.
-  ASSERT_EQ(moved.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(moved.job.placement(0).node(), "b");
-  EXPECT_EQ(moved.job.launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
+  ASSERT_EQ(moved.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(moved.job().placement(0).node(), "b");
+  EXPECT_EQ(moved.job().launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
 }
 
 TEST_F(DefragCycleTest, SharesOnTwoCardsAreRepackedOntoOneToFreeAWholeCard) {
@@ -527,22 +527,22 @@ TEST_F(DefragCycleTest, SharesOnTwoCardsAreRepackedOntoOneToFreeAWholeCard) {
   JobEntry& halfjob = On("a", half);
   JobEntry& fill = On("a", filler);  // fills the half's card, so the quarter takes a card of its own
   JobEntry& quarterjob = On("a", quarter);
-  ASSERT_EQ(fill.job.placement(0).device_ids(0), halfjob.job.placement(0).device_ids(0));
-  ASSERT_NE(halfjob.job.placement(0).device_ids(0), quarterjob.job.placement(0).device_ids(0));
-  ReportAll({{fill.job.id(), 0}});  // the filler ends: 500 + 750 milli free, no whole card
-  ASSERT_EQ(fill.job.state(), pb::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(fill.job().placement(0).device_ids(0), halfjob.job().placement(0).device_ids(0));
+  ASSERT_NE(halfjob.job().placement(0).device_ids(0), quarterjob.job().placement(0).device_ids(0));
+  ReportAll({{fill.job().id(), 0}});  // the filler ends: 500 + 750 milli free, no whole card
+  ASSERT_EQ(fill.job().state(), pb::JOB_STATE_SUCCEEDED);
   for (auto& [name, node] : parts_.nodes.entries()) node.record.set_drained(name != "a");
   JobEntry& whole = WaitingGang(1, defrag_cycle_);
   defrag_cycle_.Run(parts_.now);
-  ASSERT_EQ(quarterjob.job.state(), pb::JOB_STATE_PENDING) << whole.job.message();  // the cheaper to move
-  EXPECT_EQ(halfjob.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(fixed.job.state(), pb::JOB_STATE_RUNNING);
+  ASSERT_EQ(quarterjob.job().state(), pb::JOB_STATE_PENDING) << whole.job().message();  // the cheaper to move
+  EXPECT_EQ(halfjob.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(fixed.job().state(), pb::JOB_STATE_RUNNING);
   ReportAll();
   Later(absl::Seconds(1));
   defrag_cycle_.Run(parts_.now);
-  ASSERT_EQ(whole.job.state(), pb::JOB_STATE_SCHEDULED);
-  ASSERT_EQ(quarterjob.job.state(), pb::JOB_STATE_SCHEDULED);
-  EXPECT_EQ(quarterjob.job.placement(0).device_ids(0), halfjob.job.placement(0).device_ids(0));  // repacked
+  ASSERT_EQ(whole.job().state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(quarterjob.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(quarterjob.job().placement(0).device_ids(0), halfjob.job().placement(0).device_ids(0));  // repacked
 }
 
 TEST_F(DefragCycleTest, NothingMovesWhenThePoolIsFull) {
@@ -550,7 +550,7 @@ TEST_F(DefragCycleTest, NothingMovesWhenThePoolIsFull) {
   On("b", Spec(1, 3, 0));  // 2 + 1 free: a 4-card job waits on capacity, not on scattering
   WaitingGang(4, defrag_cycle_);
   defrag_cycle_.Run(parts_.now);
-  EXPECT_EQ(movable.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(movable.job().state(), pb::JOB_STATE_RUNNING);
 }
 
 TEST_F(DefragCycleTest, AMovedJobMustFitElsewhere) {
@@ -559,7 +559,7 @@ TEST_F(DefragCycleTest, AMovedJobMustFitElsewhere) {
   On("b", Spec(1, 3, 0));
   WaitingGang(3, defrag_cycle_);
   defrag_cycle_.Run(parts_.now);
-  EXPECT_EQ(movable.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(movable.job().state(), pb::JOB_STATE_RUNNING);
 }
 
 TEST_F(DefragCycleTest, MovesStayWithinTheHourlyBudget) {
@@ -569,11 +569,11 @@ TEST_F(DefragCycleTest, MovesStayWithinTheHourlyBudget) {
   On("b", Spec(1, 1, 0));
   WaitingGang(4, one_move_cycle_);
   one_move_cycle_.Run(parts_.now);
-  EXPECT_EQ(first.job.state(), pb::JOB_STATE_RUNNING) << "one move an hour is not enough";
-  EXPECT_EQ(second.job.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(first.job().state(), pb::JOB_STATE_RUNNING) << "one move an hour is not enough";
+  EXPECT_EQ(second.job().state(), pb::JOB_STATE_RUNNING);
   defrag_cycle_.Run(parts_.now);
-  EXPECT_EQ(first.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(second.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(first.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(second.job().state(), pb::JOB_STATE_PENDING);
 }
 
 // --- Elastic jobs (issue 16, item 3): placed as large as fits, grown into free cards, shrunk
@@ -610,9 +610,9 @@ class ElasticCycleTest : public PreemptionCycleTest {
 TEST_F(ElasticCycleTest, StartsOnAsManyNodesAsFitWithTorchrunsRange) {
   JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
   JobEntry& elastic = Running(Elastic(1, 3), elastic_cycle_);
-  EXPECT_EQ(other.job.placement_size(), 1);
-  ASSERT_EQ(elastic.job.placement_size(), 2);  // 3 do not fit, 2 do
-  const pb::NodeLaunchPlan& plan = elastic.job.launch_plan(0);
+  EXPECT_EQ(other.job().placement_size(), 1);
+  ASSERT_EQ(elastic.job().placement_size(), 2);  // 3 do not fit, 2 do
+  const pb::NodeLaunchPlan& plan = elastic.job().launch_plan(0);
   const std::vector<std::string> argv(plan.argv().begin(), plan.argv().end());
   auto nnodes = std::find(argv.begin(), argv.end(), "--nnodes");
   ASSERT_NE(nnodes, argv.end());
@@ -628,62 +628,62 @@ TEST_F(ElasticCycleTest, StartsOnAsManyNodesAsFitWithTorchrunsRange) {
 TEST_F(ElasticCycleTest, GrowsIntoFreedCardsOnceItHasRunLongEnough) {
   JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
   JobEntry& elastic = Running(Elastic(1, 3), elastic_cycle_);
-  const uint64_t generation = elastic.job.generation();
-  ReportAll({{other.job.id(), 0}});  // a node frees up
-  ASSERT_EQ(other.job.state(), pb::JOB_STATE_SUCCEEDED);
+  const uint64_t generation = elastic.job().generation();
+  ReportAll({{other.job().id(), 0}});  // a node frees up
+  ASSERT_EQ(other.job().state(), pb::JOB_STATE_SUCCEEDED);
   elastic_cycle_.Run(parts_.now);
   // Not yet: its generation has just started (each resize restarts it from its checkpoint).
-  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(elastic.job.resize_count(), 0);
+  EXPECT_EQ(elastic.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(elastic.job().resize_count(), 0);
 
   // Once it is due, a pass runs by itself (nothing else changed) and grows it.
   Later(absl::Minutes(5));
   elastic_cycle_.Run(parts_.now);
-  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_PENDING) << elastic.job.message();
-  EXPECT_EQ(elastic.job.reason(), "Resized");
-  EXPECT_EQ(elastic.job.resize_count(), 1);
-  EXPECT_EQ(elastic.job.restart_count(), 0);
-  EXPECT_EQ(elastic.job.preemption_count(), 0);
-  EXPECT_EQ(elastic.job.last_resize().from_nodes(), 2);
-  EXPECT_EQ(elastic.job.last_resize().to_nodes(), 3);
-  EXPECT_EQ(elastic.job.last_resize().by_job(), "");
-  EXPECT_EQ(elastic.job.last_resize().generation(), generation);
-  EXPECT_NEAR(elastic.job.last_resize().card_hours_lost(), 4.0 / 12, 1e-9);  // 4 cards x 5 min
-  EXPECT_EQ(parts_.store.StoredJob(elastic.job.id()).reason(), "Resized");
-  const pb::Orders orders = parts_.reconciler.OrdersFor(*parts_.nodes.Find(elastic.job.placement(0).node()));
+  ASSERT_EQ(elastic.job().state(), pb::JOB_STATE_PENDING) << elastic.job().message();
+  EXPECT_EQ(elastic.job().reason(), "Resized");
+  EXPECT_EQ(elastic.job().resize_count(), 1);
+  EXPECT_EQ(elastic.job().restart_count(), 0);
+  EXPECT_EQ(elastic.job().preemption_count(), 0);
+  EXPECT_EQ(elastic.job().last_resize().from_nodes(), 2);
+  EXPECT_EQ(elastic.job().last_resize().to_nodes(), 3);
+  EXPECT_EQ(elastic.job().last_resize().by_job(), "");
+  EXPECT_EQ(elastic.job().last_resize().generation(), generation);
+  EXPECT_NEAR(elastic.job().last_resize().card_hours_lost(), 4.0 / 12, 1e-9);  // 4 cards x 5 min
+  EXPECT_EQ(parts_.store.StoredJob(elastic.job().id()).reason(), "Resized");
+  const pb::Orders orders = parts_.reconciler.OrdersFor(*parts_.nodes.Find(elastic.job().placement(0).node()));
   ASSERT_EQ(orders.kills_size(), 1);
   EXPECT_EQ(orders.kills(0).grace_ms(), 20000);
   EXPECT_EQ(orders.kills(0).reason(), "growing from 2 to 3 nodes");
 
   // A job submitted while it stops does not take the cards held for it.
   JobEntry& late = Offered(Spec(1, 2, 0), elastic_cycle_);
-  EXPECT_EQ(late.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(late.job().state(), pb::JOB_STATE_PENDING);
   Stopped();
-  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_SCHEDULED) << elastic.job.message();
-  EXPECT_EQ(elastic.job.placement_size(), 3);
-  EXPECT_EQ(elastic.job.generation(), generation + 1);
-  EXPECT_EQ(elastic.job.launch_plan(0).env().at("HETPOOL_RESIZED"), "1");
-  EXPECT_EQ(elastic.job.launch_plan(0).env().count("HETPOOL_PREEMPTED"), 0u);
+  ASSERT_EQ(elastic.job().state(), pb::JOB_STATE_SCHEDULED) << elastic.job().message();
+  EXPECT_EQ(elastic.job().placement_size(), 3);
+  EXPECT_EQ(elastic.job().generation(), generation + 1);
+  EXPECT_EQ(elastic.job().launch_plan(0).env().at("HETPOOL_RESIZED"), "1");
+  EXPECT_EQ(elastic.job().launch_plan(0).env().count("HETPOOL_PREEMPTED"), 0u);
 }
 
 TEST_F(ElasticCycleTest, AJobWhoseNodesAreFinishingIsNotResized) {
   JobEntry& other = Running(Spec(1, 2, 0), elastic_cycle_);
   JobEntry& elastic = Running(Elastic(1, 3), elastic_cycle_);
-  ReportAll({{other.job.id(), 0}});
+  ReportAll({{other.job().id(), 0}});
   // One node's ranks are done (its claim goes); the other's still run.
-  NodeEntry& done = *parts_.nodes.Find(elastic.job.placement(0).node());
+  NodeEntry& done = *parts_.nodes.Find(elastic.job().placement(0).node());
   google::protobuf::RepeatedPtrField<pb::ProcessStatus> reports;
   pb::ProcessStatus& p = *reports.Add();
-  p.set_job_id(elastic.job.id());
-  p.set_generation(elastic.job.generation());
+  p.set_job_id(elastic.job().id());
+  p.set_generation(elastic.job().generation());
   p.set_exited(true);
   parts_.reconciler.ApplyProcessReports(done, reports, /*registering=*/false);
-  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
+  ASSERT_EQ(elastic.job().state(), pb::JOB_STATE_RUNNING);
   Later(absl::Minutes(10));
   parts_.wakeups.CapacityChanged();
   elastic_cycle_.Run(parts_.now);
-  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING) << elastic.job.message();
-  EXPECT_EQ(elastic.job.resize_count(), 0);
+  EXPECT_EQ(elastic.job().state(), pb::JOB_STATE_RUNNING) << elastic.job().message();
+  EXPECT_EQ(elastic.job().resize_count(), 0);
 }
 
 TEST_F(ElasticCycleTest, DoesNotGrowWhileAJobWaitsForCards) {
@@ -691,58 +691,58 @@ TEST_F(ElasticCycleTest, DoesNotGrowWhileAJobWaitsForCards) {
   JobEntry& elastic = Running(Elastic(1, 3, 5), elastic_cycle_);
   // A lower-priority gang of two nodes waits (it may not shrink a job above its priority).
   JobEntry& gang = Offered(Spec(2, 2, 0), elastic_cycle_);
-  ReportAll({{other.job.id(), 0}});
+  ReportAll({{other.job().id(), 0}});
   Later(absl::Minutes(10));
   elastic_cycle_.Run(parts_.now);
-  EXPECT_EQ(gang.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(elastic.job.resize_count(), 0);
+  EXPECT_EQ(gang.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(elastic.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(elastic.job().resize_count(), 0);
 }
 
 TEST_F(ElasticCycleTest, ShrinksForAWaitingJobBeforePreemptingAnything) {
   JobEntry& low = Running(Spec(1, 2, -5), elastic_cycle_);
   JobEntry& elastic = Running(Elastic(1, 2), elastic_cycle_);
-  ASSERT_EQ(elastic.job.placement_size(), 2);
+  ASSERT_EQ(elastic.job().placement_size(), 2);
   Later(absl::Minutes(1));
   // Priority 10 could preempt either; the elastic job gives up a node instead.
   JobEntry& waiting = Offered(Spec(1, 2, 10), elastic_cycle_);
-  EXPECT_EQ(low.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(low.job.preemption_count(), 0);
-  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(elastic.job.resize_count(), 1);
-  EXPECT_EQ(elastic.job.last_resize().by_job(), waiting.job.id());
-  EXPECT_EQ(elastic.job.last_resize().from_nodes(), 2);
-  EXPECT_EQ(elastic.job.last_resize().to_nodes(), 1);
-  EXPECT_EQ(elastic.job.preemption_count(), 0);
-  EXPECT_EQ(waiting.job.pending().preempting(), elastic.job.id());
-  EXPECT_EQ(waiting.job.events(waiting.job.events_size() - 1).reason(), "Shrinking");
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(low.job().preemption_count(), 0);
+  ASSERT_EQ(elastic.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(elastic.job().resize_count(), 1);
+  EXPECT_EQ(elastic.job().last_resize().by_job(), waiting.job().id());
+  EXPECT_EQ(elastic.job().last_resize().from_nodes(), 2);
+  EXPECT_EQ(elastic.job().last_resize().to_nodes(), 1);
+  EXPECT_EQ(elastic.job().preemption_count(), 0);
+  EXPECT_EQ(waiting.job().pending().preempting(), elastic.job().id());
+  EXPECT_EQ(waiting.job().events(waiting.job().events_size() - 1).reason(), "Shrinking");
 
   Stopped();
-  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_SCHEDULED) << waiting.job.message();
-  ASSERT_EQ(elastic.job.state(), pb::JOB_STATE_SCHEDULED) << elastic.job.message();
-  EXPECT_EQ(elastic.job.placement_size(), 1);
-  EXPECT_EQ(elastic.job.launch_plan(0).env().at("HETPOOL_RESIZED"), "1");
+  EXPECT_EQ(waiting.job().state(), pb::JOB_STATE_SCHEDULED) << waiting.job().message();
+  ASSERT_EQ(elastic.job().state(), pb::JOB_STATE_SCHEDULED) << elastic.job().message();
+  EXPECT_EQ(elastic.job().placement_size(), 1);
+  EXPECT_EQ(elastic.job().launch_plan(0).env().at("HETPOOL_RESIZED"), "1");
 }
 
 TEST_F(ElasticCycleTest, NeverShrinksBelowMinNorForALowerPriority) {
   Running(Spec(1, 2, 0), elastic_cycle_);
   JobEntry& at_min = Running(Elastic(2, 3, 0), elastic_cycle_);
-  ASSERT_EQ(at_min.job.placement_size(), 2);
+  ASSERT_EQ(at_min.job().placement_size(), 2);
   Later(absl::Minutes(1));
   JobEntry& waiting = Offered(Spec(1, 2, 0), elastic_cycle_);
-  EXPECT_EQ(at_min.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(waiting.job.pending().preempting(), "");
+  EXPECT_EQ(at_min.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(waiting.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(waiting.job().pending().preempting(), "");
 }
 
 TEST_F(ElasticCycleTest, AHigherPriorityElasticJobIsNotShrunk) {
   JobEntry& elastic = Running(Elastic(1, 3, 10), elastic_cycle_);
-  ASSERT_EQ(elastic.job.placement_size(), 3);
+  ASSERT_EQ(elastic.job().placement_size(), 3);
   Later(absl::Minutes(1));
   JobEntry& waiting = Offered(Spec(1, 2, 0), elastic_cycle_);
-  EXPECT_EQ(elastic.job.state(), pb::JOB_STATE_RUNNING);
-  EXPECT_EQ(elastic.job.resize_count(), 0);
-  EXPECT_EQ(waiting.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(elastic.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(elastic.job().resize_count(), 0);
+  EXPECT_EQ(waiting.job().state(), pb::JOB_STATE_PENDING);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include "src/daemon/state/scheduling_cycle.h"
 
 #include "gtest/gtest.h"
+#include "absl/strings/str_format.h"
 #include "scheduler/framework/profile.h"
+#include "src/daemon/state/pool_queries.h"
 #include "tests/testing/state_parts.h"
 
 namespace hetpool::daemon {
@@ -24,7 +26,7 @@ class SchedulingCycleTest : public ::testing::Test {
   }
   JobEntry& Submit(pb::JobSpec spec) {
     JobEntry& entry = parts_.Submit(std::move(spec));
-    cycle_.Submitted(entry.job.id());
+    cycle_.Submitted(entry.job().id());
     return entry;
   }
 
@@ -38,18 +40,46 @@ TEST_F(SchedulingCycleTest, APlacementIsBoundStoredAndClaimed) {
   parts_.Register("a", 4);
   JobEntry& job = Submit(TrainingSpec(1, 2));
   cycle_.Run(parts_.now);
-  ASSERT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED) << job.job.message();
-  EXPECT_EQ(parts_.store.StoredJob(job.job.id()).state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(job.job().state(), pb::JOB_STATE_SCHEDULED) << job.job().message();
+  EXPECT_EQ(parts_.store.StoredJob(job.job().id()).state(), pb::JOB_STATE_SCHEDULED);
   const NodeEntry& node = *parts_.nodes.Find("a");
   ASSERT_EQ(node.claims.size(), 1u);
   EXPECT_EQ(node.claims.begin()->second.device_ids.size(), 2u);
-  EXPECT_FALSE(job.job.has_pending());
+  EXPECT_FALSE(job.job().has_pending());
   // The views the next decision sees count the claim.
   int free = 0;
   for (const auto& view : cycle_.NodeViews(false)) {
     for (const auto& dv : view.devices) free += dv.free;
   }
   EXPECT_EQ(free, 2);
+}
+
+// Issue 19: a restarted daemon keeps its finished jobs as their stored bytes; a full pass, the
+// metrics' snapshot and the groups' holdings read only their summaries, so none is parsed.
+TEST_F(SchedulingCycleTest, FullPassesAndSnapshotsLeaveFinishedJobsAsBytes) {
+  parts_.Register("a", 4);
+  std::vector<pb::Job> history;
+  for (int i = 1; i <= 20; ++i) {
+    pb::Job job;
+    job.set_id(absl::StrFormat("job-%06d", i));
+    job.set_submit_seq(static_cast<uint64_t>(i));
+    job.set_state(i % 2 == 0 ? pb::JOB_STATE_SUCCEEDED : pb::JOB_STATE_FAILED);
+    *job.mutable_spec() = TrainingSpec(1, 1);
+    job.mutable_spec()->set_priority(i % 3);
+    history.push_back(std::move(job));
+  }
+  parts_.Load(history, 20);
+  JobEntry& waiting = Submit(TrainingSpec(1, 2));
+  cycle_.Run(parts_.now);
+  ASSERT_EQ(waiting.job().state(), pb::JOB_STATE_SCHEDULED);
+  parts_.wakeups.CapacityChanged();
+  cycle_.Run(parts_.now + absl::Minutes(2));  // past full_pass_every: a full pass
+  const PoolSnapshot snapshot = SnapshotOf(parts_.nodes, parts_.jobs, parts_.now);
+  EXPECT_EQ((snapshot.jobs.at({pb::JOB_STATE_SUCCEEDED, 1})), 3);  // 4, 10, 16
+  HoldingsByGroup(parts_.nodes, parts_.jobs);
+  size_t kept_as_bytes = 0;
+  for (const auto& [id, entry] : parts_.jobs.entries()) kept_as_bytes += entry.kept_as_bytes() ? 1 : 0;
+  EXPECT_EQ(kept_as_bytes, 20u);
 }
 
 // Issue 19: views of unchanged nodes are reused (same content, same generation) and rebuilt as
@@ -73,8 +103,8 @@ TEST_F(SchedulingCycleTest, ViewsOfUnchangedNodesAreReusedAndChangedOnesRebuilt)
 
   JobEntry& job = Submit(TrainingSpec(1, 2));
   cycle_.Run(parts_.now);
-  ASSERT_EQ(job.job.state(), pb::JOB_STATE_SCHEDULED) << job.job.message();
-  const std::string used = job.job.placement(0).node();
+  ASSERT_EQ(job.job().state(), pb::JOB_STATE_SCHEDULED) << job.job().message();
+  const std::string used = job.job().placement(0).node();
   const auto placed = cycle_.NodeViews(false);
   EXPECT_EQ(free_on(placed, used), 2) << "the claim shows";
   EXPECT_EQ(free_on(placed, used == "a" ? "b" : "a"), 4);
@@ -119,32 +149,32 @@ TEST_F(SchedulingCycleTest, TheHeadOfTheQueueHoldsNodesAndItsReasonIsRecordedOnc
   parts_.Register("b", 4);
   JobEntry& running = Submit(TrainingSpec(1, 3));
   cycle_.Run(parts_.now);
-  ASSERT_EQ(running.job.state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(running.job().state(), pb::JOB_STATE_SCHEDULED);
   JobEntry& big = Submit(TrainingSpec(2, 4));  // needs both nodes whole
   JobEntry& small = Submit(TrainingSpec(1, 1));
   parts_.wakeups.CapacityChanged();
   cycle_.Run(parts_.now + absl::Seconds(1));
-  ASSERT_EQ(big.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(big.job.reason(), "Unschedulable");
-  EXPECT_EQ(big.job.pending().held_for_it(), "a,b");
+  ASSERT_EQ(big.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(big.job().reason(), "Unschedulable");
+  EXPECT_EQ(big.job().pending().held_for_it(), "a,b");
   // Both nodes' cards are held for the head: the small job behind it may not take them.
-  EXPECT_EQ(small.job.state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(small.job().state(), pb::JOB_STATE_PENDING);
   const uint64_t version = big.version;
-  const int events = big.job.events_size();
+  const int events = big.job().events_size();
   parts_.wakeups.CapacityChanged();
   cycle_.Run(parts_.now + absl::Seconds(2));
   EXPECT_EQ(big.version, version);  // the same reason again is not news
-  EXPECT_EQ(big.job.events_size(), events);
-  EXPECT_EQ(parts_.store.StoredJob(big.job.id()).reason(), "");  // why a job waits is not stored
+  EXPECT_EQ(big.job().events_size(), events);
+  EXPECT_EQ(parts_.store.StoredJob(big.job().id()).reason(), "");  // why a job waits is not stored
 }
 
 TEST_F(SchedulingCycleTest, AJobNoNodeCouldEverHoldIsUnresolvable) {
   parts_.Register("a", 2);
   JobEntry& job = Submit(TrainingSpec(1, 8));
   cycle_.Run(parts_.now);
-  EXPECT_EQ(job.job.state(), pb::JOB_STATE_PENDING);
-  EXPECT_EQ(job.job.reason(), "Unresolvable");
-  EXPECT_TRUE(job.job.pending().never_fits());
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job().reason(), "Unresolvable");
+  EXPECT_TRUE(job.job().pending().never_fits());
 }
 
 }  // namespace

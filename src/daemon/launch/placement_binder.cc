@@ -63,7 +63,7 @@ absl::StatusOr<BatchSplit> SplitBatch(const pb::JobSpec& spec, const scheduler::
 
 absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry, const scheduler::Placement& placement,
                            const planner::PriceTable& prices) {
-  pb::Job job = entry.job;  // the next state: it counts (claims, orders) once it is stored
+  pb::Job job = entry.job();  // the next state: it counts (claims, orders) once it is stored
   std::vector<NodeEntry*> placed;
   for (const auto& assignment : placement.nodes) {
     NodeEntry* node = nodes.Find(assignment.node);
@@ -164,8 +164,8 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   for (size_t i = 0; i < placed.size(); ++i) {  // the stored placement is in the same (rank) order
     NodeEntry& node = *placed[i];
     nodes.BumpOrders(node);
-    node.claims[{entry.job.id(), generation}] =
-        PlacedClaim(entry.job, entry.job.placement(static_cast<int>(i)), node.orders_version);
+    node.claims[{entry.job().id(), generation}] =
+        PlacedClaim(entry.job(), entry.job().placement(static_cast<int>(i)), node.orders_version);
   }
   return absl::OkStatus();
 }

@@ -12,7 +12,7 @@ QueueOrder::QueueOrder(const std::vector<JobEntry*>& pending, const scheduler::P
   std::map<std::string, size_t> group_index;
   std::map<std::pair<std::string, std::string>, size_t> user_index;  // (group, user) -> its place in the group
   for (JobEntry* entry : pending) {
-    const pb::JobSpec& spec = entry->job.spec();
+    const pb::JobSpec& spec = entry->job().spec();
     const std::string group = ledger_ != nullptr ? spec.group() : std::string();
     const std::string user = ledger_ != nullptr ? spec.user() : std::string();
     auto [g, new_group] = group_index.try_emplace(group, groups_.size());
@@ -34,7 +34,7 @@ QueueOrder::QueueOrder(const std::vector<JobEntry*>& pending, const scheduler::P
 }
 
 scheduler::QueuedJob QueueOrder::Queued(const JobEntry& entry, double share) {
-  return scheduler::QueuedJob{entry.job.spec().priority(), entry.job.submit_seq(), share};
+  return scheduler::QueuedJob{entry.job().spec().priority(), entry.job().submit_seq(), share};
 }
 
 void QueueOrder::ReadUserShares(Group& group) {

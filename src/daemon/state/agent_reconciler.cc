@@ -19,8 +19,8 @@ AgentReconciler::AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& w
     : jobs_(jobs), nodes_(nodes), wakeups_(wakeups), leases_(leases) {}
 
 void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace) {
-  const JobGen key{entry.job.id(), entry.job.generation()};
-  for (const auto& p : entry.job.placement()) {
+  const JobGen key{entry.job().id(), entry.job().generation()};
+  for (const auto& p : entry.job().placement()) {
     NodeEntry* node = nodes_.Find(p.node());
     if (node == nullptr) continue;
     auto claim = node->claims.find(key);
@@ -56,7 +56,7 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
 }
 
 absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption) {
-  pb::Job job = entry.job;
+  pb::Job job = entry.job();
   preemption.set_generation(job.generation());
   *preemption.mutable_at() = ToProtoTime(jobs_.Now());
   const bool moved = preemption.defragmentation();
@@ -70,7 +70,7 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
 }
 
 absl::Status AgentReconciler::Resize(JobEntry& entry, pb::Preemption resize) {
-  pb::Job job = entry.job;
+  pb::Job job = entry.job();
   resize.set_generation(job.generation());
   *resize.mutable_at() = ToProtoTime(jobs_.Now());
   const std::string resized = absl::StrCat(resize.to_nodes() > resize.from_nodes() ? "growing" : "shrinking", " from ",
@@ -92,7 +92,7 @@ absl::Status AgentReconciler::StopGeneration(JobEntry& entry, pb::Job job, const
   job.set_message(message);
   jobs_.AddEvent(job, reason, message);
   if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, kill_reason, FromProtoDuration(entry.job.spec().preemption_grace()));
+  ReleaseClaims(entry, kill_reason, FromProtoDuration(entry.job().spec().preemption_grace()));
   return absl::OkStatus();
 }
 
@@ -130,7 +130,7 @@ std::string DescribeFailure(const std::string& node, int exit_code, const std::s
 }  // namespace
 
 absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report) {
-  pb::Job job = entry.job;
+  pb::Job job = entry.job();
   pb::NodePlacement* p = PlacementOn(job, node);
   if (p == nullptr) return absl::OkStatus();
   p->set_started(true);
@@ -176,7 +176,7 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
 }
 
 void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, const pb::ProcessStatus& r) {
-  pb::Job next = entry.job;
+  pb::Job next = entry.job();
   pb::NodePlacement* p = PlacementOn(next, node);
   if (p == nullptr) return;
   const bool ranks_news = p->global_ranks_size() == 0 && r.global_ranks_size() > 0;
@@ -217,8 +217,8 @@ void AgentReconciler::ApplyProcessReports(NodeEntry& node,
         Claim& claim = node.claims[key];
         claim.device_ids.assign(r.device_ids().begin(), r.device_ids().end());
         if (const JobEntry* job = jobs_.Find(r.job_id())) {  // it holds what its job asks
-          claim.cpu_milli = HostCpuMilliPerNode(job->job.spec());
-          claim.host_memory_mib = HostMemoryMibPerNode(job->job.spec());
+          claim.cpu_milli = HostCpuMilliPerNode(job->job().spec());
+          claim.host_memory_mib = HostMemoryMibPerNode(job->job().spec());
         }
         claim.desired = false;
         claim.kill_reason = "not assigned to this node by the daemon";
@@ -268,7 +268,7 @@ void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& 
       continue;
     }
     JobEntry* entry = jobs_.Find(key.first);
-    pb::NodePlacement* p = entry == nullptr ? nullptr : PlacementOn(entry->job, node_name);
+    const pb::NodePlacement* p = entry == nullptr ? nullptr : PlacementOn(entry->job(), node_name);
     const bool should_know = registering ? (p != nullptr && p->started()) : node.applied_version >= claim.created_at_version;
     if (!should_know || p == nullptr) {
       ++it;
@@ -276,7 +276,7 @@ void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& 
     }
     // The agent acted on the launch (or ran it before) but has no record: the processes are gone.
     // Unstored, the claim stays and the next report tries again.
-    if (!FailOrRestart(*entry, entry->job, kRestartProcessLost,
+    if (!FailOrRestart(*entry, entry->job(), kRestartProcessLost,
                        absl::StrCat("node ", node_name, " no longer has the job's processes"),
                        pb::FAILURE_ORIGIN_INFRASTRUCTURE)
              .ok()) {
@@ -313,8 +313,8 @@ void AgentReconciler::ExpireLeases(absl::Time now) {
     std::set<JobGen> unstored;
     for (const auto& key : lost) {
       JobEntry* entry = jobs_.Find(key.first);
-      if (entry == nullptr || entry->job.generation() != key.second) continue;
-      if (!FailOrRestart(*entry, entry->job, kRestartNodeLost, absl::StrCat("node ", name, " stopped renewing its lease"),
+      if (entry == nullptr || entry->job().generation() != key.second) continue;
+      if (!FailOrRestart(*entry, entry->job(), kRestartNodeLost, absl::StrCat("node ", name, " stopped renewing its lease"),
                          pb::FAILURE_ORIGIN_INFRASTRUCTURE)
                .ok()) {
         unstored.insert(key);
@@ -340,7 +340,7 @@ pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {
     }
     const JobEntry* entry = jobs_.Find(key.first);
     if (entry == nullptr) continue;
-    for (const auto& plan : entry->job.launch_plan()) {
+    for (const auto& plan : entry->job().launch_plan()) {
       if (plan.node() != node.record.name()) continue;
       auto* launch = orders.add_launches();
       launch->set_job_id(key.first);
@@ -354,7 +354,7 @@ pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {
 
 absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::string& job_id, uint64_t generation) const {
   const JobEntry* entry = jobs_.Find(job_id);
-  if (entry == nullptr || generation == 0 || generation > entry->job.generation()) {
+  if (entry == nullptr || generation == 0 || generation > entry->job().generation()) {
     // Distinct from the session's NOT_FOUND: the agent drops these logs instead of re-registering.
     return absl::FailedPreconditionError(absl::StrCat("no job ", job_id, " generation ", generation));
   }
@@ -362,8 +362,8 @@ absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::str
   // reporting the process, which is after its logs are pushed), or the current placement.
   // FAILED_PRECONDITION like an unknown job: the agent drops the bytes instead of retrying.
   bool placed = node.claims.contains({job_id, generation});
-  if (generation == entry->job.generation()) {
-    for (const auto& p : entry->job.placement()) placed = placed || p.node() == node.record.name();
+  if (generation == entry->job().generation()) {
+    for (const auto& p : entry->job().placement()) placed = placed || p.node() == node.record.name();
   }
   if (!placed) {
     return absl::FailedPreconditionError(

@@ -22,8 +22,8 @@ std::map<std::string, ElasticStage::Running>& ElasticStage::RunningElastic() {
       ForEachKeptClaim(nodes_, [&](const std::string& name, const NodeEntry&, const JobGen& key, const Claim& claim) {
         JobEntry* entry = jobs_.Find(key.first);
         // RUNNING only: a generation still starting has done nothing a resize would keep.
-        if (entry == nullptr || entry->job.generation() != key.second ||
-            entry->job.state() != pb::JOB_STATE_RUNNING || !entry->job.spec().has_elastic_nnodes()) {
+        if (entry == nullptr || entry->job().generation() != key.second ||
+            entry->job().state() != pb::JOB_STATE_RUNNING || !entry->job().spec().has_elastic_nnodes()) {
           return;
         }
         Running& r = running[key.first];
@@ -32,7 +32,7 @@ std::map<std::string, ElasticStage::Running>& ElasticStage::RunningElastic() {
         r.claims.emplace_back(name, key);
       });
   for (auto it = running.begin(); it != running.end();) {
-    const pb::Job& job = it->second.entry->job;
+    const pb::Job& job = it->second.entry->job();
     // A node that has exited (its ranks done) means the job is finishing, not one to resize:
     // its claim is gone, so its size is the placement's, not the claims'.
     const bool finishing = std::any_of(job.placement().begin(), job.placement().end(),
@@ -48,7 +48,7 @@ std::map<std::string, ElasticStage::Running>& ElasticStage::RunningElastic() {
 }
 
 bool ElasticStage::StillRunning(const Running& r) {
-  const pb::Job& job = r.entry->job;
+  const pb::Job& job = r.entry->job();
   return job.state() == pb::JOB_STATE_RUNNING && !r.claims.empty() && job.generation() == r.claims.front().second.second;
 }
 
@@ -63,7 +63,7 @@ std::optional<std::pair<int, scheduler::Placement>> ElasticStage::LargestFit(
 }
 
 double ElasticStage::LostCardHours(const Running& job, absl::Time now) const {
-  const pb::Job& j = job.entry->job;
+  const pb::Job& j = job.entry->job();
   return LostCardSeconds(job.cards, FromProtoTime(j.started_at()), FromProtoDuration(j.spec().checkpoint_interval()),
                          now) /
          3600;
@@ -71,46 +71,46 @@ double ElasticStage::LostCardHours(const Running& job, absl::Time now) const {
 
 bool ElasticStage::TryShrink(JobEntry& waiting, const scheduler::PlacementRequest& request,
                              const ViewsWithout& views_without, absl::Time now) {
-  if (request.devices_per_node < 1 || request.Grouped() || holds_.Waiting(waiting.job.id())) return false;
+  if (request.devices_per_node < 1 || request.Grouped() || holds_.Waiting(waiting.job().id())) return false;
   std::map<std::string, Running>& running = RunningElastic();
   // Lower priority first, then the one that loses the least work.
   std::vector<Running*> order;
   for (auto& [id, r] : running) {
-    const pb::JobSpec& spec = r.entry->job.spec();
-    if (id == waiting.job.id() || !StillRunning(r) || r.nodes <= spec.elastic_nnodes().min() ||
-        spec.priority() > waiting.job.spec().priority()) {
+    const pb::JobSpec& spec = r.entry->job().spec();
+    if (id == waiting.job().id() || !StillRunning(r) || r.nodes <= spec.elastic_nnodes().min() ||
+        spec.priority() > waiting.job().spec().priority()) {
       continue;
     }
     order.push_back(&r);
   }
   std::sort(order.begin(), order.end(), [&](const Running* a, const Running* b) {
-    const int pa = a->entry->job.spec().priority(), pb = b->entry->job.spec().priority();
+    const int pa = a->entry->job().spec().priority(), pb = b->entry->job().spec().priority();
     if (pa != pb) return pa < pb;
     const double la = LostCardHours(*a, now), lb = LostCardHours(*b, now);
     if (la != lb) return la < lb;
-    return a->entry->job.id() < b->entry->job.id();
+    return a->entry->job().id() < b->entry->job().id();
   });
   for (Running* r : order) {
     std::vector<scheduler::NodeView> trial = views_without(r->claims);
     auto room = policy_.Place(request, trial);
     if (!room.ok()) continue;
     scheduler::TakeOnViews(request, *room, trial);
-    const pb::JobSpec& spec = r->entry->job.spec();
+    const pb::JobSpec& spec = r->entry->job().spec();
     // Smaller than it is: no quota can refuse it.
     auto smaller = LargestFit(ToPlacementRequest(spec), r->nodes - 1, spec.elastic_nnodes().min(), trial);
     if (!smaller) continue;
     pb::Preemption resize;
-    resize.set_by_job(waiting.job.id());
-    resize.set_reason(absl::StrCat("job ", waiting.job.id(), " of priority ", waiting.job.spec().priority(),
+    resize.set_by_job(waiting.job().id());
+    resize.set_reason(absl::StrCat("job ", waiting.job().id(), " of priority ", waiting.job().spec().priority(),
                                    " waits for its cards"));
     resize.set_from_nodes(r->nodes);
     resize.set_to_nodes(smaller->first);
     resize.set_card_hours_lost(LostCardHours(*r, now));
-    const std::string elastic_id = r->entry->job.id();
+    const std::string elastic_id = r->entry->job().id();
     const int from = r->nodes;
     // A refused store write stops nothing: the job is tried again in the next pass.
     if (!reconciler_.Resize(*r->entry, std::move(resize)).ok()) return false;
-    holds_.HoldFor(waiting.job.id(), *room, r->claims);
+    holds_.HoldFor(waiting.job().id(), *room, r->claims);
     holds_.HoldFor(elastic_id, smaller->second, r->claims);
     running.erase(elastic_id);  // r dangles from here
     holds_.Forget(elastic_id);   // no longer a victim the preemption stage gathered
@@ -122,11 +122,7 @@ bool ElasticStage::TryShrink(JobEntry& waiting, const scheduler::PlacementReques
                                              "; waiting for it to stop");
     pb::PendingReason pending;
     pending.set_preempting(elastic_id);
-    waiting.job.set_reason("Unschedulable");
-    waiting.job.set_message(message);
-    *waiting.job.mutable_pending() = std::move(pending);
-    jobs_.AddEvent(waiting.job, "Shrinking", message);
-    jobs_.Touch(waiting);  // like any pending reason: shown now, stored with the next change
+    jobs_.SayWhyWaiting(waiting, "Unschedulable", message, std::move(pending), "Shrinking");
     return true;
   }
   return false;
@@ -137,7 +133,7 @@ bool ElasticStage::TryGrow(const RequestFor& request_for, const ViewsWithout& vi
   std::map<std::string, Running>& running = RunningElastic();
   std::vector<Running*> due;
   for (auto& [id, r] : running) {
-    const pb::Job& job = r.entry->job;
+    const pb::Job& job = r.entry->job();
     if (!StillRunning(r) || r.nodes >= job.spec().elastic_nnodes().max()) continue;
     const absl::Time at = FromProtoTime(job.started_at()) + grow_after_;
     if (at > now) {
@@ -148,12 +144,12 @@ bool ElasticStage::TryGrow(const RequestFor& request_for, const ViewsWithout& vi
   }
   // Higher priority first, then the oldest submission.
   std::sort(due.begin(), due.end(), [](const Running* a, const Running* b) {
-    const pb::Job &ja = a->entry->job, &jb = b->entry->job;
+    const pb::Job &ja = a->entry->job(), &jb = b->entry->job();
     if (ja.spec().priority() != jb.spec().priority()) return ja.spec().priority() > jb.spec().priority();
     return ja.submit_seq() < jb.submit_seq();
   });
   for (Running* r : due) {
-    const pb::JobSpec& spec = r->entry->job.spec();
+    const pb::JobSpec& spec = r->entry->job().spec();
     auto larger = LargestFit(request_for(*r->entry), spec.elastic_nnodes().max(), r->nodes + 1, views_without(r->claims));
     if (!larger) continue;
     pb::Preemption resize;
@@ -161,7 +157,7 @@ bool ElasticStage::TryGrow(const RequestFor& request_for, const ViewsWithout& vi
     resize.set_from_nodes(r->nodes);
     resize.set_to_nodes(larger->first);
     resize.set_card_hours_lost(LostCardHours(*r, now));
-    const std::string id = r->entry->job.id();
+    const std::string id = r->entry->job().id();
     if (!reconciler_.Resize(*r->entry, std::move(resize)).ok()) return false;
     holds_.HoldFor(id, larger->second, r->claims);
     running.erase(id);

@@ -18,35 +18,39 @@ constexpr size_t kMaxJobsLookedAtPerPage = 20000;
 
 bool IsActive(pb::JobState state) { return state == pb::JOB_STATE_SCHEDULED || state == pb::JOB_STATE_RUNNING; }
 
-pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) {
-  for (auto& p : *job.mutable_placement()) {
+const pb::NodePlacement* PlacementOn(const pb::Job& job, const std::string& node) {
+  for (const auto& p : job.placement()) {
     if (p.node() == node) return &p;
   }
   return nullptr;
 }
 
+pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node) {
+  return const_cast<pb::NodePlacement*>(PlacementOn(static_cast<const pb::Job&>(job), node));
+}
+
 JobTable::JobTable(Store* store, Wakeups& wakeups, JobTableOptions options)
     : store_(store), wakeups_(wakeups), options_(std::move(options)) {}
 
-void JobTable::Load(std::vector<pb::Job> jobs, uint64_t highest_seq) {
+void JobTable::Load(std::vector<JobEntry> jobs, uint64_t highest_seq) {
   // Ids are never handed out twice: above every job loaded and every number the store recorded.
   next_seq_ = std::max<uint64_t>(next_seq_, highest_seq + 1);
-  for (auto& job : jobs) {
-    next_seq_ = std::max<uint64_t>(next_seq_, job.submit_seq() + 1);
-    if (!job.request_id().empty()) job_by_request_[{job.spec().user(), job.request_id()}] = job.id();
-    const std::string id = job.id();
-    JobEntry& entry = jobs_[id];
-    entry.job = std::move(job);
-    by_seq_[entry.job.submit_seq()] = &entry;
+  for (JobEntry& loaded : jobs) {
+    const JobSummary& summary = loaded.summary();
+    next_seq_ = std::max<uint64_t>(next_seq_, summary.submit_seq + 1);
+    if (!summary.request_id.empty()) job_by_request_[{summary.user, summary.request_id}] = summary.id;
+    JobEntry& entry = jobs_[summary.id];
+    entry = std::move(loaded);
+    by_seq_[entry.summary().submit_seq] = &entry;
     IndexState(entry);
   }
 }
 
 void JobTable::IndexState(JobEntry& entry) {
-  if (entry.job.state() == pb::JOB_STATE_PENDING) {
-    pending_[entry.job.submit_seq()] = &entry;
+  if (entry.summary().state == pb::JOB_STATE_PENDING) {
+    pending_[entry.summary().submit_seq] = &entry;
   } else {
-    pending_.erase(entry.job.submit_seq());
+    pending_.erase(entry.summary().submit_seq);
   }
 }
 
@@ -65,7 +69,7 @@ std::vector<JobEntry*> JobTable::Pending(const std::vector<std::string>* only) {
   if (only != nullptr) {
     for (const std::string& id : *only) {
       JobEntry* entry = Find(id);
-      if (entry != nullptr && entry->job.state() == pb::JOB_STATE_PENDING) pending.push_back(entry);
+      if (entry != nullptr && entry->summary().state == pb::JOB_STATE_PENDING) pending.push_back(entry);
     }
     return pending;
   }
@@ -96,11 +100,9 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     return absl::UnavailableError(absl::StrCat("the store refused the change to job ", next.id(), " (",
                                                written.message(), "); nothing was changed"));
   }
-  pb::Job before = std::exchange(entry.job, std::move(next));
-  ++entry.version;
-  IndexState(entry);
   if (options_.observer != nullptr) {
-    const pb::Job& job = entry.job;
+    const pb::Job& job = next;
+    const pb::Job& before = entry.job();
     if (IsTerminal(job.state()) && !IsTerminal(before.state())) options_.observer->JobEnded(job);
     if (job.restart_count() > before.restart_count() && job.events_size() > 0) {
       options_.observer->JobRestarted(job, job.events(job.events_size() - 1).reason());
@@ -110,6 +112,9 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     }
     if (job.resize_count() > before.resize_count()) options_.observer->JobRestarted(job, kRestartResized);
   }
+  entry.Replace(std::move(next));
+  ++entry.version;
+  IndexState(entry);
   wakeups_.Changed();
   return absl::OkStatus();
 }
@@ -117,6 +122,16 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
 void JobTable::Touch(JobEntry& entry) {
   ++entry.version;
   wakeups_.Changed();
+}
+
+void JobTable::SayWhyWaiting(JobEntry& entry, const std::string& reason, const std::string& message,
+                             pb::PendingReason why, const std::string& event) {
+  pb::Job& job = entry.mutable_job();
+  job.set_reason(reason);
+  job.set_message(message);
+  *job.mutable_pending() = std::move(why);
+  AddEvent(job, event, message);
+  Touch(entry);
 }
 
 void JobTable::AddEvent(pb::Job& job, std::string reason, std::string message) const {
@@ -135,7 +150,7 @@ const pb::Job* JobTable::ByRequest(const RequestKey& key) const {
   auto it = job_by_request_.find(key);
   if (it == job_by_request_.end()) return nullptr;
   const JobEntry* entry = Find(it->second);
-  return entry == nullptr ? nullptr : &entry->job;
+  return entry == nullptr ? nullptr : &entry->job();
 }
 
 pb::Job JobTable::NewJob(pb::JobSpec spec, const std::string& request_id, const pb::PlanRow* plan) {
@@ -161,11 +176,11 @@ const pb::Job& JobTable::Admit(pb::Job job) {
     job_by_request_[key] = id;
   }
   JobEntry& entry = jobs_[id];
-  entry.job = std::move(job);
-  by_seq_[entry.job.submit_seq()] = &entry;
+  entry = JobEntry(std::move(job));
+  by_seq_[entry.summary().submit_seq] = &entry;
   IndexState(entry);
   wakeups_.Changed();
-  return entry.job;
+  return entry.job();
 }
 
 void JobTable::Abandon(const pb::Job& job) {
@@ -174,16 +189,15 @@ void JobTable::Abandon(const pb::Job& job) {
 
 namespace {
 
-bool Matches(const pb::Job& job, const pb::ListJobsRequest& req, const std::set<int>& states) {
-  if (!states.empty() && !states.contains(job.state())) return false;
-  if (!req.user().empty() && job.spec().user() != req.user()) return false;
+bool Matches(const JobSummary& job, const pb::ListJobsRequest& req, const std::set<int>& states) {
+  if (!states.empty() && !states.contains(job.state)) return false;
+  if (!req.user().empty() && job.user != req.user()) return false;
   for (const auto& [k, v] : req.labels()) {
-    auto it = job.spec().labels().find(k);
-    if (it == job.spec().labels().end() || it->second != v) return false;
+    const std::string* value = job.Label(k);
+    if (value == nullptr || *value != v) return false;
   }
-  const absl::Time created = FromProtoTime(job.created_at());
-  if (req.has_submitted_after() && created < FromProtoTime(req.submitted_after())) return false;
-  if (req.has_submitted_before() && created >= FromProtoTime(req.submitted_before())) return false;
+  if (req.has_submitted_after() && job.created_at < FromProtoTime(req.submitted_after())) return false;
+  if (req.has_submitted_before() && job.created_at >= FromProtoTime(req.submitted_before())) return false;
   return true;
 }
 
@@ -209,15 +223,14 @@ absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& r
       return false;
     }
     ++looked_at;
-    const pb::Job& job = entry->job;
-    if (!Matches(job, req, states)) return true;
-    const size_t job_bytes = job.ByteSizeLong();
+    if (!Matches(entry->summary(), req, states)) return true;
+    const size_t job_bytes = entry->ByteSize();
     if (response.jobs_size() == page_size || (response.jobs_size() > 0 && bytes + job_bytes > kMaxListPageBytes)) {
       response.set_next_page_token(absl::StrCat(seq));
       return false;
     }
     bytes += job_bytes;
-    *response.add_jobs() = job;
+    entry->CopyTo(*response.add_jobs());
     return true;
   };
   if (req.newest_first()) {
@@ -237,11 +250,11 @@ absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& r
 std::vector<pb::Job> JobTable::RunningSince(absl::Time since, const std::string& user) const {
   std::vector<pb::Job> out;
   for (const auto& [id, entry] : jobs_) {
-    const pb::Job& job = entry.job;
-    if (!job.has_started_at()) continue;
-    if (job.has_finished_at() && FromProtoTime(job.finished_at()) < since) continue;
-    if (!user.empty() && job.spec().user() != user) continue;
-    out.push_back(job);
+    const JobSummary& job = entry.summary();
+    if (!job.started_at) continue;
+    if (job.finished_at && *job.finished_at < since) continue;
+    if (!user.empty() && job.user != user) continue;
+    entry.CopyTo(out.emplace_back());
   }
   return out;
 }
@@ -250,9 +263,13 @@ std::vector<JobTable::Retiring> JobTable::FinishedBefore(absl::Time before, size
   std::vector<Retiring> out;
   for (const auto& [seq, entry] : by_seq_) {
     if (out.size() >= limit) break;
-    const pb::Job& job = entry->job;
-    if (!IsTerminal(job.state()) || !job.has_finished_at()) continue;
-    if (FromProtoTime(job.finished_at()) < before) out.push_back({job, entry->version});
+    const JobSummary& job = entry->summary();
+    if (!IsTerminal(job.state) || !job.finished_at) continue;
+    if (*job.finished_at < before) {
+      Retiring& retiring = out.emplace_back();
+      entry->CopyTo(retiring.job);
+      retiring.version = entry->version;
+    }
   }
   return out;
 }

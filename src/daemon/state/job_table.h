@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "hetpool/v1/job.pb.h"
 #include "hetpool/v1/planner.pb.h"
+#include "src/daemon/state/job_entry.h"
 #include "src/daemon/state/state_observer.h"
 #include "src/daemon/state/wakeups.h"
 #include "src/daemon/store/store.h"
@@ -24,11 +25,6 @@
 namespace hetpool::daemon {
 
 namespace pb = ::hetpool::v1;
-
-struct JobEntry {
-  pb::Job job;
-  uint64_t version = 1;  // passes WaitJob's `after_version` on every visible change
-};
 
 // Idempotency keys are the submitting user's own: (user, request_id).
 using RequestKey = std::pair<std::string, std::string>;
@@ -43,8 +39,9 @@ class JobTable {
  public:
   JobTable(Store* store, Wakeups& wakeups, JobTableOptions options);
 
-  // The stored jobs; ids continue above every one of them and above `highest_seq`.
-  void Load(std::vector<pb::Job> jobs, uint64_t highest_seq);
+  // The stored jobs (JobEntry::FromStored); ids continue above every one of them and above
+  // `highest_seq`.
+  void Load(std::vector<JobEntry> jobs, uint64_t highest_seq);
 
   JobEntry* Find(const std::string& id);
   const JobEntry* Find(const std::string& id) const;
@@ -62,10 +59,15 @@ class JobTable {
   size_t pending_count() const { return pending_.size(); }
 
   // Stores `next` as the job's state, and only then makes it the state in memory (and tells
-  // watchers). UNAVAILABLE, with nothing changed, when the store refuses it.
+  // watchers). UNAVAILABLE, with nothing changed, when the store refuses it. `entry` is one of
+  // this table's (Find, Pending, Admit).
   absl::Status Commit(JobEntry& entry, pb::Job next);
   // A change watchers should see that is not stored (why a job waits: recomputed every cycle).
   void Touch(JobEntry& entry);
+  // Why a pending job waits (its reason, message and PendingReason, and an event `event`), shown
+  // now and not stored: the job's next stored change carries it.
+  void SayWhyWaiting(JobEntry& entry, const std::string& reason, const std::string& message, pb::PendingReason why,
+                     const std::string& event);
   // Adds an event at the clock's time, keeping the first (submission) and the newest ones.
   void AddEvent(pb::Job& job, std::string reason, std::string message) const;
   absl::Time Now() const { return options_.clock(); }
@@ -125,6 +127,7 @@ absl::Status WriteJobTimed(Store* store, StateObserver* observer, const pb::Job&
 
 // The job's placement on `node`, or null.
 pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node);
+const pb::NodePlacement* PlacementOn(const pb::Job& job, const std::string& node);
 
 bool IsActive(pb::JobState state);  // SCHEDULED or RUNNING: holds claims
 

@@ -9,6 +9,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
+#include "src/daemon/store/parse_rows.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -45,10 +46,20 @@ bool SameLabels(const google::protobuf::Map<std::string, std::string>& a,
 NodeRegistry::NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_ports)
     : store_(store), wakeups_(wakeups), ports_(rendezvous_ports) {}
 
-void NodeRegistry::Load(std::vector<pb::Node> records, absl::Time now) {
+absl::StatusOr<std::vector<StoredNode>> DecodeStoredNodes(std::vector<StoredRow> rows) {
+  return DecodeRows<StoredNode>(std::move(rows), [](const StoredRow& row, StoredNode& node) {
+    if (!node.record.ParseFromString(row.bytes)) {
+      return absl::DataLossError(absl::StrCat("node row '", row.key, "' does not parse as ",
+                                              pb::Node::descriptor()->full_name()));
+    }
+    node.inventory = FromProto(node.record.inventory());
+    return absl::OkStatus();
+  });
+}
+
+void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
   const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
-  for (auto& record : records) {
-    auto inventory = FromProto(record.inventory());
+  for (auto& [record, inventory] : stored) {
     if (!inventory.ok()) {
       spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register",
                    record.name(), std::string(inventory.status().message()));

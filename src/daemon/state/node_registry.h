@@ -43,6 +43,16 @@ struct NodeEntry {
   bool schedulable() const { return ready && !record.drained(); }
 };
 
+// A stored node as a start reads it: its record, and its inventory converted for the scheduler
+// (or why it cannot be), both done on the decoding threads before the state lock is taken.
+struct StoredNode {
+  pb::Node record;
+  absl::StatusOr<NodeInventory> inventory;
+};
+// The rows of Store::LoadNodeRows, decoded on several threads; DATA_LOSS naming the first row
+// that is not a node.
+absl::StatusOr<std::vector<StoredNode>> DecodeStoredNodes(std::vector<StoredRow> rows);
+
 struct PortRange {
   int min = 29500;
   int max = 30499;
@@ -61,9 +71,10 @@ class NodeRegistry {
   // told to `listener` from then on.
   void WatchOrders(OrdersListener listener) { orders_listener_ = std::move(listener); }
 
-  // The stored nodes, NotReady with one lease of grace from `now` to register again. Orders
-  // versions start at `now` in microseconds, above anything an earlier daemon handed out.
-  void Load(std::vector<pb::Node> records, absl::Time now);
+  // The stored nodes (DecodeStoredNodes), NotReady with one lease of grace from `now` to
+  // register again. Orders versions start at `now` in microseconds, above anything an earlier
+  // daemon handed out.
+  void Load(std::vector<StoredNode> stored, absl::Time now);
 
   NodeEntry* Find(const std::string& name);
   const NodeEntry* Find(const std::string& name) const;

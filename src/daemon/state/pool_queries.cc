@@ -95,7 +95,7 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
       snap.devices.push_back(std::move(sample));
     }
   }
-  for (const auto& [id, entry] : jobs.entries()) ++snap.jobs[{entry.job.state(), entry.job.spec().priority()}];
+  for (const auto& [id, entry] : jobs.entries()) ++snap.jobs[{entry.summary().state, entry.summary().priority}];
   return snap;
 }
 
@@ -110,7 +110,7 @@ void ForEachClaimedCard(const NodeRegistry& nodes, const JobTable& jobs,
       if (entry == nullptr) continue;
       for (const auto& device : node.inventory.devices) {
         for (const auto& id : claim.device_ids) {
-          if (device.id == id) card(entry->job.spec(), device, claim.device_milli);
+          if (device.id == id) card(entry->job().spec(), device, claim.device_milli);
         }
       }
     }
@@ -130,7 +130,7 @@ GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
     out.held[spec.group()][spec.user()][CardClassOf(device)] += milli;
   });
   // A user who only waits holds nothing, but counts among its group's users.
-  jobs.ForEachPending([&](const JobEntry& entry) { out.held[entry.job.spec().group()][entry.job.spec().user()]; });
+  jobs.ForEachPending([&](const JobEntry& entry) { out.held[entry.job().spec().group()][entry.job().spec().user()]; });
   return out;
 }
 
@@ -146,8 +146,8 @@ absl::Status CheckQuotaAtSubmit(const QuotaTable& quotas, const NodeRegistry& no
                                 const pb::JobSpec& spec) {
   int64_t user_queued = 0, group_queued = 0;
   jobs.ForEachPending([&](const JobEntry& entry) {
-    if (entry.job.spec().user() == spec.user()) ++user_queued;
-    if (!spec.group().empty() && entry.job.spec().group() == spec.group()) ++group_queued;
+    if (entry.job().spec().user() == spec.user()) ++user_queued;
+    if (!spec.group().empty() && entry.job().spec().group() == spec.group()) ++group_queued;
   });
   if (auto why = quotas.QueueBlocked(spec.user(), user_queued, spec.group(), group_queued)) {
     return absl::ResourceExhaustedError(*why);

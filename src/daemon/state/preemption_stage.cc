@@ -46,11 +46,11 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
   const std::set<std::string> stopping =
       ForEachKeptClaim(nodes_, [&](const std::string& name, const NodeEntry& node, const JobGen& key, const Claim& claim) {
         JobEntry* entry = jobs_.Find(key.first);
-        if (entry == nullptr || entry->job.generation() != key.second) return;
-        const pb::JobState state = entry->job.state();
+        if (entry == nullptr || entry->job().generation() != key.second) return;
+        const pb::JobState state = entry->job().state();
         if (state != pb::JOB_STATE_SCHEDULED && state != pb::JOB_STATE_RUNNING) return;
         // Placed by this very pass, ahead of the waiting job in the queue's order: not undone.
-        if (FromProtoTime(entry->job.scheduled_at()) >= now) return;
+        if (FromProtoTime(entry->job().scheduled_at()) >= now) return;
         Candidate& c = (*candidates_)[key.first];
         c.entry = entry;
         c.claims.emplace_back(name, key);
@@ -66,7 +66,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
       continue;
     }
     Candidate& c = it->second;
-    const pb::Job& job = c.entry->job;
+    const pb::Job& job = c.entry->job();
     c.job.id = job.id();
     c.priority = job.spec().priority();
     c.group = job.spec().group();
@@ -82,7 +82,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
 }
 
 std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const Candidate& c, ShareMemo& shares) const {
-  const pb::JobSpec& spec = entry.job.spec();
+  const pb::JobSpec& spec = entry.job().spec();
   if (c.priority < spec.priority()) return absl::StrCat("priority ", c.priority, " < ", spec.priority());
   if (mode_ != PreemptionMode::kFairShare || fair_share_ == nullptr) return std::nullopt;
   if (c.priority > spec.priority()) return std::nullopt;
@@ -174,7 +174,7 @@ bool PreemptionStage::StaysWithinShare(const JobEntry& entry, const scheduler::P
   if (fair_share_ == nullptr) return false;
   CardHoldings plus;
   ForEachPlacedCard(placement, views, [&](const DeviceRecord& device, int64_t milli) { plus[CardClassOf(device)] += milli; });
-  const pb::JobSpec& spec = entry.job.spec();
+  const pb::JobSpec& spec = entry.job().spec();
   if (from_others && fair_share_->HeldShare(spec.group(), plus) > 1 + kShareSlack) return false;
   return !from_own || fair_share_->UserHeldShare(spec.group(), spec.user(), plus) <= 1 + kShareSlack;
 }
@@ -185,7 +185,7 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
   // A job across vendors waits for its cards (victims are chosen for one shape of node; its groups
   // have several): it may still be a victim, whole.
   if (mode_ == PreemptionMode::kOff || request.devices_per_node < 1 || request.Grouped() ||
-      holds_.contains(entry.job.id())) {
+      holds_.contains(entry.job().id())) {
     return false;
   }
   if (!candidates_) GatherCandidates(now);
@@ -213,8 +213,8 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
   bool from_others = false, from_own = false;
   for (const PreemptibleJob* v : choice->victims) {
     const Candidate& c = candidates_->at(v->id);
-    if (c.priority < entry.job.spec().priority()) continue;
-    (c.group == entry.job.spec().group() ? from_own : from_others) = true;
+    if (c.priority < entry.job().spec().priority()) continue;
+    (c.group == entry.job().spec().group() ? from_own : from_others) = true;
   }
   if ((from_others || from_own) && !StaysWithinShare(entry, choice->placement, placed_on, from_others, from_own)) {
     return false;
@@ -232,7 +232,7 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
   for (const std::string& id : victim_ids) {
     Candidate& c = candidates_->at(id);
     pb::Preemption preemption;
-    preemption.set_by_job(entry.job.id());
+    preemption.set_by_job(entry.job().id());
     preemption.set_reason(why.at(id));
     preemption.set_card_hours_lost(c.job.lost_card_seconds / 3600);
     preemption.set_defragmentation(defragmentation);
@@ -243,7 +243,7 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
     candidates_->erase(id);
   }
   if (stopped.empty()) return false;
-  HoldFor(entry.job.id(), choice.placement, std::move(claims));
+  HoldFor(entry.job().id(), choice.placement, std::move(claims));
 
   std::vector<std::string> where;
   for (const auto& assignment : choice.placement.nodes) where.push_back(assignment.node);
@@ -251,11 +251,7 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
                                            " for room on ", absl::StrJoin(where, ","), "; waiting for them to stop");
   pb::PendingReason pending;
   pending.set_preempting(absl::StrJoin(victim_ids, ","));
-  entry.job.set_reason("Unschedulable");
-  entry.job.set_message(message);
-  *entry.job.mutable_pending() = std::move(pending);
-  jobs_.AddEvent(entry.job, defragmentation ? "Defragmenting" : "Preempting", message);
-  jobs_.Touch(entry);  // like any pending reason: shown now, stored with the next change
+  jobs_.SayWhyWaiting(entry, "Unschedulable", message, std::move(pending), defragmentation ? "Defragmenting" : "Preempting");
   return true;
 }
 
@@ -263,23 +259,23 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
                               const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without,
                               absl::Time now) {
   if (defrag_.after <= absl::ZeroDuration() || request.devices_per_node < 1 || request.Grouped() ||
-      holds_.contains(entry.job.id())) {
+      holds_.contains(entry.job().id())) {
     return false;
   }
-  if (now - FromProtoTime(entry.job.created_at()) < defrag_.after) return false;
+  if (now - FromProtoTime(entry.job().created_at()) < defrag_.after) return false;
   while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
   const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
   if (budget <= 0) return false;
   if (!candidates_) GatherCandidates(now);
   const std::string reason = absl::StrCat(
-      "defragmentation: job ", entry.job.id(), " waited ",
-      absl::FormatDuration(absl::Trunc(now - FromProtoTime(entry.job.created_at()), absl::Seconds(1))),
+      "defragmentation: job ", entry.job().id(), " waited ",
+      absl::FormatDuration(absl::Trunc(now - FromProtoTime(entry.job().created_at()), absl::Seconds(1))),
       " with enough cards free, scattered");
   std::map<std::string, const PreemptibleJob*> movable;
   std::map<std::string, std::string> why;
   for (auto& [id, c] : *candidates_) {
-    const pb::Job& job = c.entry->job;
-    if (!job.spec().movable() || c.priority > entry.job.spec().priority()) continue;
+    const pb::Job& job = c.entry->job();
+    if (!job.spec().movable() || c.priority > entry.job().spec().priority()) continue;
     const pb::Preemption& last = job.last_preemption();
     if (last.defragmentation() && FromProtoTime(last.at()) > now - defrag_.window) continue;  // moved lately
     movable[id] = &c.job;
@@ -302,7 +298,7 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
     if (!placement.ok()) return placement;
     scheduler::TakeOnViews(request, *placement, trial);
     for (const auto& id : victims) {
-      const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job.spec());
+      const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job().spec());
       auto elsewhere = policy_.Place(moved, trial);
       if (!elsewhere.ok()) return absl::UnavailableError(absl::StrCat("job ", id, " would not fit elsewhere"));
       scheduler::TakeOnViews(moved, *elsewhere, trial);
@@ -383,7 +379,7 @@ void PreemptionStage::HoldFor(const std::string& job_id_ref, const scheduler::Pl
   }
   hold.claims = std::move(claims);
   if (JobEntry* entry = jobs_.Find(job_id)) {
-    pb::Job next = entry->job;
+    pb::Job next = entry->job();
     *next.mutable_hold() = ToProto(hold);
     // Refused by the store, the hold still counts in this daemon; only a restart would forget it
     // (as every daemon did before holds were stored).
@@ -397,22 +393,22 @@ void PreemptionStage::HoldFor(const std::string& job_id_ref, const scheduler::Pl
 void PreemptionStage::Release(const std::string& job_id) {
   holds_.erase(job_id);
   JobEntry* entry = jobs_.Find(job_id);
-  if (entry == nullptr || !entry->job.has_hold()) return;
-  entry->job.clear_hold();
+  if (entry == nullptr || !entry->job().has_hold()) return;
+  entry->mutable_job().clear_hold();
   jobs_.Touch(*entry);  // stored with its next change; a stale stored hold only waits on nothing
 }
 
 void PreemptionStage::RestoreHolds(absl::Time now, absl::Duration patience) {
   for (JobEntry* pending : jobs_.Pending(nullptr)) {
     JobEntry& entry = *pending;
-    if (!entry.job.has_hold()) continue;
-    const std::string& id = entry.job.id();
-    Hold hold = FromProto(entry.job.hold());
+    if (!entry.job().has_hold()) continue;
+    const std::string& id = entry.job().id();
+    Hold hold = FromProto(entry.job().hold());
     hold.nodes_until = now + patience;
-    if (entry.job.pending().preempting().empty()) {  // said after the hold was stored: say it again
+    if (entry.job().pending().preempting().empty()) {  // said after the hold was stored: say it again
       std::set<std::string> victims;
       for (const auto& [node, key] : hold.claims) victims.insert(key.first);
-      entry.job.mutable_pending()->set_preempting(absl::StrJoin(victims, ","));
+      entry.mutable_job().mutable_pending()->set_preempting(absl::StrJoin(victims, ","));
     }
     next_seq_ = std::max(next_seq_, hold.seq + 1);
     holds_[id] = std::move(hold);

@@ -269,7 +269,7 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
   // An elastic job takes as many nodes as fit, its max first; `request` (its min) is the last
   // try, and says why it waits.
   absl::StatusOr<scheduler::Placement> placement = absl::UnavailableError("not offered");
-  for (int n : ElasticSizes(entry.job.spec())) {
+  for (int n : ElasticSizes(entry.job().spec())) {
     scheduler::PlacementRequest sized = request;
     sized.nnodes = n;
     placement = policy_->Schedule(sized, pass.views, binder);
@@ -278,12 +278,12 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
   }
   if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
   if (!placement.ok()) return placement;
-  if (pass.quota) pass.quota->HoldPlacement(entry.job.spec(), *placement, pass.views);
+  if (pass.quota) pass.quota->HoldPlacement(entry.job().spec(), *placement, pass.views);
   if (FairShareLedger* const fair_share = options_.fair_share; fair_share != nullptr) {
     ForEachPlacedCard(*placement, pass.views, [&](const DeviceRecord& device, int64_t milli) {
-      fair_share->Hold(entry.job.spec().group(), entry.job.spec().user(), CardClassOf(device), milli);
+      fair_share->Hold(entry.job().spec().group(), entry.job().spec().user(), CardClassOf(device), milli);
     });
-    if (pass.queue != nullptr) pass.queue->SharesChanged(entry.job.spec().group());
+    if (pass.queue != nullptr) pass.queue->SharesChanged(entry.job().spec().group());
   }
   for (const auto& assignment : placement->nodes) Refresh(pass.views, assignment.node, pass.held);
   return placement;
@@ -294,8 +294,8 @@ namespace {
 // The job's placement request, with the Quota filter asking the ledger whether the owner may
 // take more cards of a class.
 scheduler::PlacementRequest RequestFor(const JobEntry& entry, const std::optional<QuotaLedger>& quota) {
-  scheduler::PlacementRequest request = ToPlacementRequest(entry.job.spec());
-  const pb::JobSpec& spec = entry.job.spec();
+  scheduler::PlacementRequest request = ToPlacementRequest(entry.job().spec());
+  const pb::JobSpec& spec = entry.job().spec();
   if (quota && CardsNeeded(spec) > 0) {
     request.quota_blocked = [&quota, &spec](const DeviceRecord& device) { return quota->Blocked(spec, device); };
     request.quota_owner = absl::StrCat(spec.user(), "/", spec.group());
@@ -313,7 +313,7 @@ bool WaitsOnQuota(const std::optional<scheduler::PendingReason>& reason) {
 void SchedulingCycle::OfferPreemptors(PassState& pass) {
   for (const std::string& id : preemption_.Preemptors()) {
     JobEntry* entry = jobs_.Find(id);
-    if (entry == nullptr || entry->job.state() != pb::JOB_STATE_PENDING) {
+    if (entry == nullptr || entry->job().state() != pb::JOB_STATE_PENDING) {
       preemption_.Release(id);
       continue;
     }
@@ -380,7 +380,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
   int preemption_attempts = 0;
   bool waits_for_capacity = false;  // some job still waits for cards: no elastic job grows
   while (JobEntry* entry = queue.Next()) {
-    if (preemption_.Waiting(entry->job.id())) continue;  // its victims are still stopping
+    if (preemption_.Waiting(entry->job().id())) continue;  // its victims are still stopping
     const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
     auto placement = Offer(*entry, request, pass);
     if (placement.ok()) continue;
@@ -439,17 +439,13 @@ void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementReq
   // Still pending: record why, once per distinct reason.
   const std::string reason = absl::IsFailedPrecondition(status) ? "Unresolvable" : "Unschedulable";
   const std::string message = std::string(status.message());
-  if (entry.job.reason() == reason && entry.job.message() == message &&
-      google::protobuf::util::MessageDifferencer::Equals(entry.job.pending(), why)) {
+  if (entry.job().reason() == reason && entry.job().message() == message &&
+      google::protobuf::util::MessageDifferencer::Equals(entry.job().pending(), why)) {
     return;
   }
-  entry.job.set_reason(reason);
-  entry.job.set_message(message);
-  *entry.job.mutable_pending() = std::move(why);
-  jobs_.AddEvent(entry.job, reason, message);
   // Why a job waits is recomputed every pass (and after a restart), so it is not written to the
   // store: the next state change carries it. Watchers still hear of it now.
-  jobs_.Touch(entry);
+  jobs_.SayWhyWaiting(entry, reason, message, std::move(why), reason);
 }
 
 SchedulingCycle::Reservation SchedulingCycle::ReservationFor(const scheduler::PlacementRequest& request,

@@ -129,26 +129,18 @@ absl::Status EtcdStore::PutNode(const hetpool::v1::Node& node) {
   return Put(absl::StrCat(prefix_, "nodes/", node.name()), node.SerializeAsString());
 }
 
-template <typename Message>
-absl::StatusOr<std::vector<Message>> EtcdStore::LoadAll(const std::string& dir) {
+absl::StatusOr<std::vector<StoredRow>> EtcdStore::Rows(const std::string& dir) {
   auto listed = List(dir);
   if (!listed.ok()) return listed.status();
   std::vector<StoredRow> rows;
   rows.reserve(listed->size());
   for (auto& [key, value] : *listed) rows.push_back({std::move(key), std::move(value)});
-  return ParseRows<Message>(std::move(rows), "etcd key");
+  return rows;
 }
 
-absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::LoadJobs() {
-  auto jobs = LoadAll<hetpool::v1::Job>(prefix_ + "jobs/");
-  if (!jobs.ok()) return jobs;
-  std::sort(jobs->begin(), jobs->end(), [](const auto& a, const auto& b) { return a.submit_seq() < b.submit_seq(); });
-  return jobs;
-}
+absl::StatusOr<std::vector<StoredRow>> EtcdStore::LoadJobRows() { return Rows(prefix_ + "jobs/"); }
 
-absl::StatusOr<std::vector<hetpool::v1::Node>> EtcdStore::LoadNodes() {
-  return LoadAll<hetpool::v1::Node>(prefix_ + "nodes/");
-}
+absl::StatusOr<std::vector<StoredRow>> EtcdStore::LoadNodeRows() { return Rows(prefix_ + "nodes/"); }
 
 absl::StatusOr<uint64_t> EtcdStore::HighestJobSeq() {
   auto value = Get(prefix_ + "meta/highest_job_seq");
@@ -196,7 +188,9 @@ absl::StatusOr<std::optional<hetpool::v1::Job>> EtcdStore::GetArchivedJob(const 
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> EtcdStore::ArchivedJobsSince(absl::Time since) {
-  auto all = LoadAll<hetpool::v1::Job>(prefix_ + "archive/");
+  auto rows = Rows(prefix_ + "archive/");
+  if (!rows.ok()) return rows.status();
+  auto all = ParseRows<hetpool::v1::Job>(*std::move(rows), "etcd key");
   if (!all.ok()) return all.status();
   std::vector<hetpool::v1::Job> out;
   for (auto& job : *all) {

@@ -34,8 +34,8 @@ class EtcdStore : public Store {
 
   absl::Status PutJob(const hetpool::v1::Job& job) override;
   absl::Status PutNode(const hetpool::v1::Node& node) override;
-  absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
-  absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
+  absl::StatusOr<std::vector<StoredRow>> LoadJobRows() override;
+  absl::StatusOr<std::vector<StoredRow>> LoadNodeRows() override;
   absl::StatusOr<uint64_t> HighestJobSeq() override;
   // Each job moves in its own transaction (archive key written, live key deleted, the highest
   // sequence raised), batched up to etcd's 128 operations per transaction.
@@ -54,9 +54,8 @@ class EtcdStore : public Store {
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
   // Every key/value under `dir` (pages of kPageSize, so no reply outgrows gRPC's message limit).
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(const std::string& dir);
-  // Every value under `dir`, parsed as Message (a value that does not parse is DATA_LOSS).
-  template <typename Message>
-  absl::StatusOr<std::vector<Message>> LoadAll(const std::string& dir);
+  // Every key and value under `dir`, as rows.
+  absl::StatusOr<std::vector<StoredRow>> Rows(const std::string& dir);
 
   EtcdEndpoints endpoints_;
   const std::string prefix_;

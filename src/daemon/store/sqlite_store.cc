@@ -379,26 +379,23 @@ absl::Status SqliteStore::UpsertNode(const hetpool::v1::Node& node) {
   return absl::OkStatus();
 }
 
-template <typename Message>
-absl::StatusOr<std::vector<Message>> SqliteStore::ReadRows(const char* sql, absl::string_view rows_of,
-                                                           absl::string_view row, std::optional<int64_t> arg) {
+absl::StatusOr<std::vector<StoredRow>> SqliteStore::ReadRows(const char* sql, absl::string_view rows_of,
+                                                             std::optional<int64_t> arg) {
   std::vector<StoredRow> rows;
-  {
-    absl::MutexLock lock(&mu_);
-    Statement stmt(db_, sql);
-    if (!stmt.ok()) return Error(absl::StrCat("prepare the read of ", rows_of));
-    if (arg.has_value()) sqlite3_bind_int64(stmt.get(), 1, *arg);
-    if (!CollectRows(stmt.get(), rows)) return Error(absl::StrCat("read ", rows_of));
-  }
-  return ParseRows<Message>(std::move(rows), row);
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, sql);
+  if (!stmt.ok()) return Error(absl::StrCat("prepare the read of ", rows_of));
+  if (arg.has_value()) sqlite3_bind_int64(stmt.get(), 1, *arg);
+  if (!CollectRows(stmt.get(), rows)) return Error(absl::StrCat("read ", rows_of));
+  return rows;
 }
 
-absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::LoadJobs() {
-  return ReadRows<hetpool::v1::Job>("SELECT id, data FROM jobs ORDER BY seq", "jobs", "job row");
+absl::StatusOr<std::vector<StoredRow>> SqliteStore::LoadJobRows() {
+  return ReadRows("SELECT id, data FROM jobs ORDER BY seq", "jobs");
 }
 
-absl::StatusOr<std::vector<hetpool::v1::Node>> SqliteStore::LoadNodes() {
-  return ReadRows<hetpool::v1::Node>("SELECT name, data FROM nodes ORDER BY name", "nodes", "node row");
+absl::StatusOr<std::vector<StoredRow>> SqliteStore::LoadNodeRows() {
+  return ReadRows("SELECT name, data FROM nodes ORDER BY name", "nodes");
 }
 
 absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) {
@@ -454,8 +451,10 @@ absl::StatusOr<std::optional<hetpool::v1::Job>> SqliteStore::GetArchivedJob(cons
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::ArchivedJobsSince(absl::Time since) {
-  return ReadRows<hetpool::v1::Job>("SELECT id, data FROM archived_jobs WHERE finished >= ?1", "the archive",
-                                    "archived job", absl::ToUnixSeconds(since));
+  auto rows = ReadRows("SELECT id, data FROM archived_jobs WHERE finished >= ?1", "the archive",
+                       absl::ToUnixSeconds(since));
+  if (!rows.ok()) return rows.status();
+  return ParseRows<hetpool::v1::Job>(*std::move(rows), "archived job");
 }
 
 }  // namespace hetpool::daemon

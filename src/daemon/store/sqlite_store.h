@@ -41,8 +41,8 @@ class SqliteStore : public Store {
 
   absl::Status PutJob(const hetpool::v1::Job& job) override;
   absl::Status PutNode(const hetpool::v1::Node& node) override;
-  absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() override;
-  absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() override;
+  absl::StatusOr<std::vector<StoredRow>> LoadJobRows() override;
+  absl::StatusOr<std::vector<StoredRow>> LoadNodeRows() override;
   absl::StatusOr<uint64_t> HighestJobSeq() override;
   absl::Status ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs, bool keep) override;
   absl::StatusOr<std::optional<hetpool::v1::Job>> GetArchivedJob(const std::string& id) override;
@@ -79,10 +79,9 @@ class SqliteStore : public Store {
   };
   absl::Status UpsertJob(const hetpool::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The (key, bytes) rows `sql` selects (its ?1 bound to `arg` when given), read under the lock
-  // and parsed outside it (ParseRows names a bad one as `row`); `rows_of` names them in errors.
-  template <typename Message>
-  absl::StatusOr<std::vector<Message>> ReadRows(const char* sql, absl::string_view rows_of, absl::string_view row,
-                                                std::optional<int64_t> arg = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
+  // (parsed by the caller outside it); `rows_of` names them in errors.
+  absl::StatusOr<std::vector<StoredRow>> ReadRows(const char* sql, absl::string_view rows_of,
+                                                  std::optional<int64_t> arg = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Error(absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -19,15 +19,27 @@
 
 namespace hetpool::daemon {
 
+// One stored row: its key (an id, an etcd key: named when it does not parse) and its bytes.
+struct StoredRow {
+  std::string key;
+  std::string bytes;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
   // Insert or replace by id.
   virtual absl::Status PutJob(const hetpool::v1::Job& job) = 0;
   virtual absl::Status PutNode(const hetpool::v1::Node& node) = 0;
-  // Everything, jobs in submission order.
-  virtual absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs() = 0;
-  virtual absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes() = 0;
+  // Every live job as stored, in no particular order: what hetpoold reads at start (it keeps a
+  // finished job as its bytes and parses it only when asked for it).
+  virtual absl::StatusOr<std::vector<StoredRow>> LoadJobRows() = 0;
+  // Every live job, parsed, in submission order; DATA_LOSS naming the first row that is not a job.
+  absl::StatusOr<std::vector<hetpool::v1::Job>> LoadJobs();
+  // Every node as stored, in no particular order (hetpoold decodes them on several threads).
+  virtual absl::StatusOr<std::vector<StoredRow>> LoadNodeRows() = 0;
+  // Every node, parsed; DATA_LOSS naming the first row that is not a node.
+  absl::StatusOr<std::vector<hetpool::v1::Node>> LoadNodes();
   // The highest job sequence number ever handed out, when the store keeps one apart from the
   // jobs (SQLite: a recovered store may have lost the newest rows, never their numbers). Job ids
   // continue above it and above every loaded job. 0: none kept.
