@@ -79,6 +79,10 @@ TEST_F(AgentReconcilerTest, ANonZeroExitRestartsTheGangUntilRestartsRunOut) {
 
   Bind(job, {"a", "b"}, 2);
   Report("b", {Process(job, false, 3)});
+  // Ended, the job is kept as its bytes, and stopping the rest of its gang did not parse it back.
+  EXPECT_TRUE(job.kept_as_bytes());
+  EXPECT_EQ(reconciler_.OrdersFor(*parts_.nodes.Find("a")).kills_size(), 1);
+  EXPECT_TRUE(job.kept_as_bytes());
   EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);
   EXPECT_EQ(job.job().reason(), "NonZeroExit");
 }
@@ -218,6 +222,16 @@ TEST_F(AgentReconcilerTest, OnlyTheNodesAGenerationRanOnMayPushItsLogs) {
   EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("b"), job.job().id(), 1)));
   EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), job.job().id(), 2)));
   EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), "job-424242", 1)));
+  // A job's last lines may come after its end: the check reads the ended job without parsing
+  // it back into the table.
+  const std::string id = job.job().id();
+  pb::Job cancelled = job.job();
+  cancelled.set_state(pb::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(parts_.jobs.Commit(job, cancelled).ok());
+  reconciler_.ReleaseClaims(job, "job cancelled");
+  EXPECT_TRUE(reconciler_.CheckLogPush(*parts_.nodes.Find("a"), id, 1).ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(reconciler_.CheckLogPush(*parts_.nodes.Find("b"), id, 1)));
+  EXPECT_TRUE(job.kept_as_bytes());
 }
 
 }  // namespace

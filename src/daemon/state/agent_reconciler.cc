@@ -19,8 +19,10 @@ AgentReconciler::AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& w
     : jobs_(jobs), nodes_(nodes), wakeups_(wakeups), leases_(leases) {}
 
 void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace) {
-  const JobGen key{entry.job().id(), entry.job().generation()};
-  for (const auto& p : entry.job().placement()) {
+  pb::Job ended;  // a job that just failed or was cancelled is kept as bytes: not parsed back in
+  const pb::Job& job = entry.Read(ended);
+  const JobGen key{job.id(), job.generation()};
+  for (const auto& p : job.placement()) {
     NodeEntry* node = nodes_.Find(p.node());
     if (node == nullptr) continue;
     auto claim = node->claims.find(key);
@@ -354,7 +356,9 @@ pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {
 
 absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::string& job_id, uint64_t generation) const {
   const JobEntry* entry = jobs_.Find(job_id);
-  if (entry == nullptr || generation == 0 || generation > entry->job().generation()) {
+  pb::Job ended;  // a finished job's last lines come after its end: read it, do not parse it back in
+  const pb::Job* job = entry == nullptr ? nullptr : &entry->Read(ended);
+  if (job == nullptr || generation == 0 || generation > job->generation()) {
     // Distinct from the session's NOT_FOUND: the agent drops these logs instead of re-registering.
     return absl::FailedPreconditionError(absl::StrCat("no job ", job_id, " generation ", generation));
   }
@@ -362,8 +366,8 @@ absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::str
   // reporting the process, which is after its logs are pushed), or the current placement.
   // FAILED_PRECONDITION like an unknown job: the agent drops the bytes instead of retrying.
   bool placed = node.claims.contains({job_id, generation});
-  if (generation == entry->job().generation()) {
-    for (const auto& p : entry->job().placement()) placed = placed || p.node() == node.record.name();
+  if (generation == job->generation()) {
+    for (const auto& p : job->placement()) placed = placed || p.node() == node.record.name();
   }
   if (!placed) {
     return absl::FailedPreconditionError(

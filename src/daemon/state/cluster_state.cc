@@ -93,16 +93,11 @@ absl::Status ClusterState::Load() {
     pb::Job parsed;
     for (const auto& [id, entry] : jobs_.entries()) {
       if (!entry.summary().started_at) continue;
-      const pb::Job* job = &parsed;
-      if (entry.kept_as_bytes()) {
-        entry.CopyTo(parsed);
-      } else {
-        job = &entry.job();
-      }
-      if (job->placement_size() == 0) continue;
-      for (const UsageWindow& span : RunningSpans(*job, now)) {
-        fair_share_->AddPastUsage(job->spec().group(), job->spec().user(), {job->vendor(), job->placement(0).fingerprint()},
-                                  CardsNeeded(job->spec()), span.since, span.until);
+      const pb::Job& job = entry.Read(parsed);
+      if (job.placement_size() == 0) continue;
+      for (const UsageWindow& span : RunningSpans(job, now)) {
+        fair_share_->AddPastUsage(job.spec().group(), job.spec().user(), {job.vendor(), job.placement(0).fingerprint()},
+                                  CardsNeeded(job.spec()), span.since, span.until);
       }
     }
   }

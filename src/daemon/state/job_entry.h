@@ -71,6 +71,13 @@ class JobEntry {
   // The job, copied into `out`; a job kept as bytes is parsed into `out` and stays bytes here
   // (a `list` page of finished jobs leaves the table as small as it found it).
   void CopyTo(pb::Job& out) const;
+  // The whole job without parsing it into the entry: the entry's own when it is parsed, else
+  // `scratch`, filled (a reader of a job that may have ended: claims released, a log push).
+  const pb::Job& Read(pb::Job& scratch) const {
+    if (job_ != nullptr) return *job_;
+    CopyTo(scratch);
+    return scratch;
+  }
   pb::Job Copy() const {
     pb::Job out;
     CopyTo(out);
