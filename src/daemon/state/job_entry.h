@@ -94,9 +94,9 @@ class JobEntry {
 
  private:
   void Set(pb::Job job);
-  // Parses `stored_` into `job_` and lets the bytes go. A record that scanned at load but does not parse (damaged
-  // inside a field) is logged and answered with the fields its summary has and a message that
-  // says so: the job is never dropped nor does the daemon stop on it.
+  // Parses `stored_` into `job_` and lets the bytes go. A record that scanned at load but does
+  // not parse (damaged inside a field) is logged and answered with the fields its summary has
+  // and a message that says so: the job is never dropped nor does the daemon stop on it.
   void Parse() const;
 
   JobSummary summary_;
