@@ -214,7 +214,7 @@ absl::StatusOr<JobEntry> JobEntry::FromStored(StoredRow& row) {
   }
   pb::Job job;
   if (!summary.ok() || !job.ParseFromString(row.bytes)) {
-    return absl::DataLossError(absl::StrCat("job row '", row.key, "' does not parse as ", pb::Job::descriptor()->full_name()));
+    return RowDoesNotParse<pb::Job>("job row", row);
   }
   entry.Set(std::move(job));
   return entry;

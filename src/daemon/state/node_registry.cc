@@ -48,10 +48,7 @@ NodeRegistry::NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_
 
 absl::StatusOr<std::vector<StoredNode>> DecodeStoredNodes(std::vector<StoredRow> rows) {
   return DecodeRows<StoredNode>(std::move(rows), [](const StoredRow& row, StoredNode& node) {
-    if (!node.record.ParseFromString(row.bytes)) {
-      return absl::DataLossError(absl::StrCat("node row '", row.key, "' does not parse as ",
-                                              pb::Node::descriptor()->full_name()));
-    }
+    if (!node.record.ParseFromString(row.bytes)) return RowDoesNotParse<pb::Node>("node row", row);
     node.inventory = FromProto(node.record.inventory());
     return absl::OkStatus();
   });

@@ -58,14 +58,19 @@ absl::StatusOr<std::vector<Out>> DecodeRows(std::vector<StoredRow> rows, Decode 
   return out;
 }
 
+// DATA_LOSS for a row that is not a `Message`, naming it as `what` ("job row", "etcd key").
+template <typename Message>
+absl::Status RowDoesNotParse(absl::string_view what, const StoredRow& row) {
+  return absl::DataLossError(
+      absl::StrCat(what, " '", row.key, "' does not parse as ", Message::descriptor()->full_name()));
+}
+
 // Every row parsed into `Message`, in the rows' order; DATA_LOSS naming `what` and the first
 // row (in order) that does not parse.
 template <typename Message>
 absl::StatusOr<std::vector<Message>> ParseRows(std::vector<StoredRow> rows, absl::string_view what) {
   return DecodeRows<Message>(std::move(rows), [what](const StoredRow& row, Message& message) {
-    if (message.ParseFromString(row.bytes)) return absl::OkStatus();
-    return absl::DataLossError(
-        absl::StrCat(what, " '", row.key, "' does not parse as ", Message::descriptor()->full_name()));
+    return message.ParseFromString(row.bytes) ? absl::OkStatus() : RowDoesNotParse<Message>(what, row);
   });
 }
 
