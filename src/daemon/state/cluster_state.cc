@@ -47,20 +47,23 @@ bool ClusterState::stopping() const {
 
 absl::Status ClusterState::Load() {
   const absl::Time began = absl::Now();
-  // Nodes and jobs are read and decoded side by side, each on its own thread(s), before the
-  // state lock: a start of a large pool is 5,000 nodes' inventories and 83,000 jobs' rows.
+  // Nodes are decoded beside the jobs' reading and decoding, before the state lock: a start of a
+  // large pool is 5,000 nodes' inventories and 83,000 jobs' rows. Their rows are read first (a
+  // store reads one thing at a time; the nodes' are the smaller), so the two overlap.
+  auto node_rows = store_->LoadNodeRows();
+  if (!node_rows.ok()) return node_rows.status();
+  const absl::Time node_rows_read = absl::Now();
   absl::Duration nodes_took;
   absl::StatusOr<std::vector<StoredNode>> nodes;
-  std::thread node_reader([&] {
-    auto rows = store_->LoadNodeRows();
-    nodes = rows.ok() ? DecodeStoredNodes(*std::move(rows)) : rows.status();
+  std::thread node_decoder([&] {
+    nodes = DecodeStoredNodes(*std::move(node_rows));
     nodes_took = absl::Now() - began;
   });
   auto rows = store_->LoadJobRows();
   const absl::Time rows_read = absl::Now();
   auto jobs = rows.ok() ? DecodeStoredJobs(*std::move(rows)) : rows.status();
   const absl::Time jobs_decoded = absl::Now();
-  node_reader.join();
+  node_decoder.join();
   if (!nodes.ok()) return nodes.status();
   if (!jobs.ok()) return jobs.status();
   auto highest_seq = store_->HighestJobSeq();
@@ -107,7 +110,7 @@ absl::Status ClusterState::Load() {
       "loaded {} jobs and {} nodes from the store in {:.3f} s ({:.3f} s reading it: nodes {:.3f} s, and beside them "
       "job rows {:.3f} s, decoding them {:.3f} s)",
       jobs_.entries().size(), nodes_.entries().size(), absl::ToDoubleSeconds(absl::Now() - began),
-      absl::ToDoubleSeconds(read - began), absl::ToDoubleSeconds(nodes_took), absl::ToDoubleSeconds(rows_read - began),
+      absl::ToDoubleSeconds(read - began), absl::ToDoubleSeconds(nodes_took), absl::ToDoubleSeconds(rows_read - node_rows_read),
       absl::ToDoubleSeconds(jobs_decoded - rows_read));
   return absl::OkStatus();
 }
