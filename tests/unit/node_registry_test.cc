@@ -74,6 +74,51 @@ TEST(NodeRegistry, StoredNodesDecodeOnThreadsAndAnUnusableInventoryWaitsForTheAg
   EXPECT_NE(bad.status().message().find("node row 'n-1500'"), std::string::npos) << bad.status();
 }
 
+// Issue 19: a loaded node keeps its stored row, not its cards parsed twice, until its agent
+// registers again; its inventory is whole wherever the reported one is read: ListNodes, the
+// comparison a registration makes (so coming back as it was writes nothing), a drain's write.
+TEST(NodeRegistry, ALoadedNodeKeepsItsRowUntilAskedAndItsInventoryIsWholeWhereRead) {
+  std::vector<StoredRow> rows;
+  for (const std::string name : {"a", "b"}) {
+    const pb::RegisterRequest req = testing::Registration(name);
+    pb::Node node;
+    node.set_name(name);
+    node.set_address(req.address());
+    node.set_torchrun_path(req.torchrun_path());
+    node.set_work_dir(req.work_dir());
+    *node.mutable_inventory() = ToProto(testing::H100s(2));
+    rows.push_back({name, node.SerializeAsString()});
+  }
+  auto stored = DecodeStoredNodes(rows);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  StateParts parts;
+  parts.nodes.Load(*std::move(stored), parts.now);
+  NodeEntry& a = *parts.nodes.Find("a");
+  EXPECT_EQ(a.record.inventory().devices_size(), 0);  // left in the row
+  EXPECT_EQ(a.stored_row, rows[0].bytes);
+  EXPECT_EQ(a.inventory.devices.size(), 2u);  // converted for the scheduler
+  const pb::Node listed = NodeRegistry::Snapshot(a);
+  EXPECT_EQ(listed.inventory().devices_size(), 2);
+  EXPECT_EQ(listed.inventory().devices(1).uuid(), ToProto(testing::H100s(2)).devices(1).uuid());
+  EXPECT_FALSE(a.stored_row.empty());  // listing parsed into its copy
+
+  pb::Node marked;
+  ASSERT_TRUE(marked.ParseFromString(rows[0].bytes));
+  marked.set_torchrun_path("marker: not rewritten");
+  ASSERT_TRUE(parts.store.PutNode(marked).ok());
+  pb::RegisterRequest again = testing::Registration("a");
+  *again.mutable_inventory() = ToProto(testing::H100s(2));
+  parts.nodes.Register(again, testing::H100s(2), parts.now);
+  EXPECT_EQ(parts.store.StoredNode("a").torchrun_path(), "marker: not rewritten");  // unchanged: no write
+  EXPECT_TRUE(a.stored_row.empty());
+  EXPECT_EQ(a.record.inventory().devices_size(), 2);
+
+  NodeEntry& b = *parts.nodes.Find("b");
+  ASSERT_TRUE(parts.nodes.SetDrained(b, true, "by a test").ok());
+  EXPECT_TRUE(parts.store.StoredNode("b").drained());
+  EXPECT_EQ(parts.store.StoredNode("b").inventory().devices_size(), 2);  // written whole
+}
+
 TEST(NodeRegistry, OnlyLastingInventoryChangesAreStoredAndWakeTheScheduler) {
   StateParts parts;
   NodeEntry& node = parts.Register("a", 1);

@@ -31,6 +31,21 @@ bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
+// Parses a node's stored row back in for its reported inventory (NodeEntry::stored_row). The row
+// parsed when it was loaded; should it not now, the inventory stays empty and the agent's next
+// registration sets it.
+void ParseStoredInventory(NodeEntry& node) {
+  if (node.stored_row.empty()) return;
+  pb::Node whole;
+  if (whole.ParseFromString(node.stored_row)) {
+    node.record.mutable_inventory()->Swap(whole.mutable_inventory());
+  } else {
+    spdlog::error("node {}: its stored row no longer parses; its inventory is empty until its agent registers",
+                  node.record.name());
+  }
+  node.stored_row = std::string();
+}
+
 bool SameLabels(const google::protobuf::Map<std::string, std::string>& a,
                 const google::protobuf::Map<std::string, std::string>& b) {
   if (a.size() != b.size()) return false;
@@ -47,16 +62,20 @@ NodeRegistry::NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_
     : store_(store), wakeups_(wakeups), ports_(rendezvous_ports) {}
 
 absl::StatusOr<std::vector<StoredNode>> DecodeStoredNodes(std::vector<StoredRow> rows) {
-  return DecodeRows<StoredNode>(std::move(rows), [](const StoredRow& row, StoredNode& node) {
+  return DecodeRows<StoredNode>(std::move(rows), [](StoredRow& row, StoredNode& node) {
     if (!node.record.ParseFromString(row.bytes)) return RowDoesNotParse<pb::Node>("node row", row);
     node.inventory = FromProto(node.record.inventory());
+    // Let go of the parsed cards at once: the next row's parse reuses their memory, where keeping
+    // them would fault in fresh pages for every node (most of a start's time in a VM).
+    node.record.clear_inventory();
+    node.row = std::move(row.bytes);
     return absl::OkStatus();
   });
 }
 
 void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
   const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
-  for (auto& [record, inventory] : stored) {
+  for (auto& [record, row, inventory] : stored) {
     if (!inventory.ok()) {
       spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register",
                    record.name(), std::string(inventory.status().message()));
@@ -64,6 +83,7 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
     }
     NodeEntry& node = nodes_[record.name()];
     node.record = std::move(record);
+    node.stored_row = std::move(row);
     node.inventory = *std::move(inventory);
     node.inventory_revision = ++last_inventory_revision_;
     node.ready = false;
@@ -91,6 +111,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
     *node.record.mutable_registered_at() = ToProtoTime(now);
     node.orders_version = static_cast<uint64_t>(absl::ToUnixMicros(now));
   }
+  ParseStoredInventory(node);
   // A node registering again as it was (a daemon restart, a lost session) needs no store write:
   // after a restart of a large pool every node registers within seconds, and a durable write
   // each would queue them all behind one fsync after another.
@@ -152,6 +173,7 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
   }
   node.inventory = std::move(parsed);
   node.inventory_revision = ++last_inventory_revision_;
+  ParseStoredInventory(node);
   const bool lasting_change = !SameLastingInventory(node.record.inventory(), reported);
   *node.record.mutable_inventory() = reported;
   if (!lasting_change) return false;
@@ -166,6 +188,7 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
 
 absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::string_view why) {
   if (node.record.drained() == drained) return absl::OkStatus();
+  ParseStoredInventory(node);  // the record is written whole
   node.record.set_drained(drained);
   if (auto s = store_->PutNode(node.record); !s.ok()) {
     node.record.set_drained(!drained);
@@ -208,6 +231,10 @@ absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address)
 
 pb::Node NodeRegistry::Snapshot(const NodeEntry& node) {
   pb::Node out = node.record;
+  if (!node.stored_row.empty()) {
+    pb::Node whole;
+    if (whole.ParseFromString(node.stored_row)) out.mutable_inventory()->Swap(whole.mutable_inventory());
+  }
   out.set_state(node.ready ? pb::NODE_STATE_READY : pb::NODE_STATE_NOT_READY);
   *out.mutable_last_heartbeat() = ToProtoTime(node.last_heartbeat);
   for (const auto& [key, claim] : node.claims) {
