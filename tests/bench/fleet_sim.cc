@@ -33,6 +33,9 @@ bool SessionLost(const grpc::Status& status) {
 // hetpool-agent's Session::Run does: a fleet must not hammer a daemon that is starting.
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(200);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+// How often a node whose daemon is unreachable asks its channel whether it connected: as often as
+// hetpool-agent's loop does (agent::WaitForDaemon's period).
+constexpr absl::Duration kChannelPoll = absl::Milliseconds(200);
 
 }  // namespace
 
@@ -42,6 +45,7 @@ struct FleetSimulator::Node {
     StreamOp op;
   };
   SimNodeSpec spec;
+  size_t slice = 0;  // the heartbeat thread that serves it
   pb::AgentService::Stub* stub = nullptr;
   grpc::Channel* channel = nullptr;  // the stub's
   Tag start_tag{this, StreamOp::kStart}, read_tag{this, StreamOp::kRead}, finish_tag{this, StreamOp::kFinish};
@@ -86,9 +90,11 @@ FleetSimulator::FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> no
   heartbeat_threads_ = options_.heartbeat_threads > 0
                            ? options_.heartbeat_threads
                            : std::clamp(static_cast<int>(nodes.size() / 40), 32, 256);
+  for (int t = 0; t < heartbeat_threads_; ++t) slices_.push_back(std::make_unique<Slice>());
   for (size_t i = 0; i < nodes.size(); ++i) {
     auto node = std::make_unique<Node>();
     node->spec = std::move(nodes[i]);
+    node->slice = i % static_cast<size_t>(heartbeat_threads_);
     node->stub = stubs_[i % stubs_.size()].get();
     node->channel = channels_[i % channels_.size()].get();
     nodes_.push_back(std::move(node));
@@ -120,6 +126,11 @@ absl::Status FleetSimulator::Start(absl::Duration timeout) {
 
 void FleetSimulator::Stop() {
   if (stopping_.exchange(true)) return;
+  for (auto& slice : slices_) {
+    absl::MutexLock lock(&slice->mu);
+    slice->kicked = true;
+    slice->wake.Signal();
+  }
   for (auto& t : heartbeaters_) t.join();
   heartbeaters_.clear();
   // Cancel every open stream; the reader thread drains their completions, then the queue.
@@ -155,6 +166,18 @@ int FleetSimulator::RunningProcesses() const {
 }
 
 bool FleetSimulator::RegisterNode(Node& node) {
+  auto failed = [&](bool unreachable) {
+    failed_calls_.fetch_add(1);
+    absl::MutexLock lock(&node.mu);
+    node.unreachable = unreachable;
+    node.retry_at = absl::Now() + node.backoff;
+    node.backoff = std::min(node.backoff * 2, kMaxBackoff);
+    return false;
+  };
+  // gRPC fails a call on a channel in TRANSIENT_FAILURE at once, without sending it: a real agent
+  // pays for building its request on its own machine, the simulator on the daemon's cores (5,000
+  // inventories copied and serialized a few times each while a restarted daemon loads).
+  if (node.channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_TRANSIENT_FAILURE) return failed(true);
   pb::RegisterRequest req;
   req.set_node_name(node.spec.name);
   req.set_address("127.0.0.1");
@@ -175,15 +198,9 @@ bool FleetSimulator::RegisterNode(Node& node) {
   pb::RegisterResponse resp;
   const grpc::Status status = node.stub->Register(&ctx, req, &resp);
   if (!status.ok()) {
-    failed_calls_.fetch_add(1);
-    const bool unreachable = (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                              status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
-                             node.channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
-    absl::MutexLock lock(&node.mu);
-    node.unreachable = unreachable;
-    node.retry_at = absl::Now() + node.backoff;
-    node.backoff = std::min(node.backoff * 2, kMaxBackoff);
-    return false;
+    return failed((status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                   status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+                  node.channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY);
   }
   bool reopen = false;
   {
@@ -244,19 +261,29 @@ void FleetSimulator::ReadLoop() {
         // The stream ends when the daemon goes or ends the session: the heartbeat thread
         // registers again after the backoff (a restarted daemon has forgotten the session). The
         // stream of an old session, cancelled after registering again, is reopened instead.
-        absl::MutexLock lock(&node.mu);
-        node.stream_open = false;
-        if (!node.cancelled_by_us) node.lost = true;
-        node.cancelled_by_us = false;
-        node.retry_at = absl::Now() + node.backoff;
+        {
+          absl::MutexLock lock(&node.mu);
+          node.stream_open = false;
+          if (!node.cancelled_by_us) node.lost = true;
+          node.cancelled_by_us = false;
+          node.retry_at = absl::Now() + node.backoff;
+        }
+        Kick(node);  // its heartbeat thread may sleep past the retry
         break;
       }
     }
   }
 }
 
+void FleetSimulator::Kick(const Node& node) {
+  Slice& slice = *slices_[node.slice];
+  absl::MutexLock lock(&slice.mu);
+  slice.kicked = true;
+  slice.wake.Signal();
+}
+
 void FleetSimulator::ApplyOrders(Node& node, const pb::Orders& part) {
-  absl::MutexLock lock(&node.mu);
+  absl::ReleasableMutexLock lock(&node.mu);
   std::optional<pb::Orders> orders = node.assembler.Add(part);
   if (!orders) return;
   const absl::Time now = absl::Now();
@@ -301,6 +328,9 @@ void FleetSimulator::ApplyOrders(Node& node, const pb::Orders& part) {
     }
   }
   node.applied_version = orders->version();
+  const bool report = node.dirty;
+  lock.Release();
+  if (report) Kick(node);
 }
 
 bool FleetSimulator::SendHeartbeat(Node& node) {
@@ -352,8 +382,10 @@ bool FleetSimulator::SendHeartbeat(Node& node) {
 
 void FleetSimulator::HeartbeatLoop(int slice) {
   const size_t threads = static_cast<size_t>(heartbeat_threads_);
+  Slice& wakeups = *slices_[static_cast<size_t>(slice)];
   while (!stopping_.load()) {
     bool sent = false;
+    absl::Time next = absl::Now() + kMaxBackoff;  // the earliest thing due in the slice after this round
     std::map<grpc::Channel*, bool> connected;  // asked once a round, for the nodes that wait on it
     auto connects = [&](grpc::Channel* channel) {
       auto [it, fresh] = connected.emplace(channel, false);
@@ -367,15 +399,24 @@ void FleetSimulator::HeartbeatLoop(int slice) {
         absl::MutexLock lock(&node.mu);
         const absl::Time now = absl::Now();
         for (auto& [key, p] : node.processes) {
-          if (!p.exited && p.ends <= now) {
+          if (p.exited) continue;
+          if (p.ends <= now) {
             p.exited = true, p.exit_code = 0;
             node.dirty = true;
+          } else {
+            next = std::min(next, p.ends);
           }
         }
         const bool may_retry = now >= node.retry_at || (node.lost && node.unreachable && connects(node.channel));
         lost = node.lost && may_retry;
         due = !node.lost && (node.dirty || now >= node.next_heartbeat);
         needs_stream = !node.lost && !node.stream_open && may_retry;
+        if (node.lost) {
+          next = std::min(next, node.unreachable ? now + kChannelPoll : node.retry_at);
+        } else {
+          next = std::min(next, node.next_heartbeat);
+          if (!node.stream_open) next = std::min(next, node.retry_at);
+        }
       }
       if (lost) {
         sent = RegisterNode(node) || sent;
@@ -384,9 +425,13 @@ void FleetSimulator::HeartbeatLoop(int slice) {
       if (needs_stream) OpenStream(node);
       if (due) sent = SendHeartbeat(node) || sent;
     }
-    // Nothing was due: look again in 5 ms (a finished process is reported that much later at
-    // most; scanning a slice of thousands of nodes every 2 ms cost more CPU than the daemon).
-    if (!sent) absl::SleepFor(absl::Milliseconds(5));
+    if (sent) continue;  // a call took time: look again at once
+    // Nothing was due: sleep until something is, or until orders change a node's processes (a
+    // finished or started process is reported at once). Polling every slice every 5 ms instead
+    // cost the simulator more than a core while a restarted daemon was loading.
+    absl::MutexLock lock(&wakeups.mu);
+    if (!wakeups.kicked) wakeups.wake.WaitWithDeadline(&wakeups.mu, std::max(next, absl::Now() + absl::Milliseconds(1)));
+    wakeups.kicked = false;
   }
 }
 

@@ -8,7 +8,8 @@
 // Used by tests/bench/fleet_scale.cc (issue 19); documented in docs/benchmarks.md ("Fleet scale").
 // One thread reads every node's order stream (gRPC's async API on one completion queue); a few
 // threads send heartbeats, each for a slice of the nodes, at once when a node's processes change
-// and otherwise at the interval the daemon announced.
+// and otherwise at the interval the daemon announced, sleeping in between: the simulator shares
+// the daemon's machine, and every core it spins is one the daemon under test does not have.
 #pragma once
 
 #include <atomic>
@@ -89,8 +90,16 @@ class FleetSimulator {
     absl::Time ends = absl::InfiniteFuture();
     std::vector<std::string> device_ids;
   };
+  // A heartbeat thread sleeps until the next thing due in its slice (a heartbeat, a retry, a
+  // simulated process's end); orders that change a node's processes wake it at once.
+  struct Slice {
+    absl::Mutex mu;
+    absl::CondVar wake;
+    bool kicked ABSL_GUARDED_BY(mu) = false;
+  };
   void ReadLoop();
   void HeartbeatLoop(int slice);
+  void Kick(const Node& node);
   bool RegisterNode(Node& node);
   void OpenStream(Node& node);
   void ApplyOrders(Node& node, const pb::Orders& orders);
@@ -101,6 +110,7 @@ class FleetSimulator {
   int heartbeat_threads_ = 1;  // FleetOptions::heartbeat_threads, resolved
   std::vector<std::unique_ptr<pb::AgentService::Stub>> stubs_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<Slice>> slices_;  // one per heartbeat thread
   grpc::CompletionQueue cq_;
   std::atomic<bool> stopping_{false};
   std::thread reader_;
