@@ -1,6 +1,8 @@
 // JobTable: the store-first commit, the submission steps (ids, idempotency keys) and events.
 #include "src/daemon/state/job_table.h"
 
+#include <map>
+
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -248,17 +250,21 @@ TEST(JobTable, RetirementForgetsOnlyJobsUnchangedSinceTheyWereRead) {
   EXPECT_EQ(parts.jobs.FinishedBefore(parts.now + absl::Hours(1), 10).size(), 2u);
 }
 
-// The queue is an index kept as states change, not a walk over every live job: whatever a job
-// goes through, Pending and ForEachPending name exactly the jobs whose state is PENDING.
-TEST(JobTable, TheQueueFollowsEveryStateChange) {
+// The queue and the counts by state and priority (what a metrics scrape reads) are kept as
+// states change, not walked over every live job: whatever a job goes through, Pending and
+// ForEachPending name exactly the jobs whose state is PENDING, and counts() agrees with a count.
+TEST(JobTable, TheQueueAndTheCountsFollowEveryStateChange) {
   StateParts parts;
   auto queued = [&] {
     std::vector<std::string> ids;
     parts.jobs.ForEachPending([&](const JobEntry& e) { ids.push_back(e.job().id()); });
     std::vector<std::string> walked;
+    std::map<std::pair<int, int>, int64_t> counted;
     for (const auto& [id, entry] : parts.jobs.entries()) {
       if (entry.job().state() == pb::JOB_STATE_PENDING) walked.push_back(id);
+      ++counted[{entry.job().state(), entry.job().spec().priority()}];
     }
+    EXPECT_EQ(parts.jobs.counts(), counted);
     EXPECT_EQ(ids, walked);  // submission order, which is id order here
     EXPECT_EQ(parts.jobs.Pending(nullptr).size(), ids.size());
     EXPECT_EQ(parts.jobs.pending_count(), ids.size());
@@ -276,7 +282,9 @@ TEST(JobTable, TheQueueFollowsEveryStateChange) {
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002"}));
 
   JobEntry& a = parts.Submit(TrainingSpec(1, 1));  // job-000003
-  JobEntry& b = parts.Submit(TrainingSpec(1, 1));  // job-000004
+  pb::JobSpec urgent = TrainingSpec(1, 1);
+  urgent.set_priority(7);
+  JobEntry& b = parts.Submit(urgent);  // job-000004
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003", "job-000004"}));
   auto move_to = [&](JobEntry& entry, pb::JobState state) {
     pb::Job next = entry.job();

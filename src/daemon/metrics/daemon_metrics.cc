@@ -61,7 +61,9 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
     };
     std::map<Key, Cards> by_class;
     for (const DeviceSample& d : snap.devices) {
-      const Key key{d.node, d.vendor, d.model, d.fingerprint};
+      const std::string& node = snap.nodes[d.node].name;
+      const CardKind& kind = snap.kinds[d.kind];
+      const Key key{node, kind.vendor, kind.model, kind.fingerprint};
       const char* status = !d.healthy                ? "unhealthy"
                            : !d.schedulable          ? "unschedulable"
                            : d.allocated_milli >= 1000 ? "allocated"
@@ -70,7 +72,7 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
       Cards& c = by_class[key];
       ++c.by_status[status];
       c.share += d.allocated_milli / 1000.0;
-      const std::map<std::string, std::string> device = {{"node", d.node}, {"device", d.device}, {"vendor", d.vendor}};
+      const std::map<std::string, std::string> device = {{"node", node}, {"device", d.device}, {"vendor", kind.vendor}};
       memory_total.Add(device, static_cast<double>(d.memory_mib) * 1048576.0);
       memory_used.Add(device, static_cast<double>(d.memory_used_mib) * 1048576.0);
       if (d.utilization_percent >= 0) utilization.Add(device, d.utilization_percent / 100.0);

@@ -39,11 +39,19 @@ void JobTable::Load(std::vector<JobEntry> jobs, uint64_t highest_seq) {
     const JobSummary& summary = loaded.summary();
     next_seq_ = std::max<uint64_t>(next_seq_, summary.submit_seq + 1);
     if (!summary.request_id.empty()) job_by_request_[{summary.user, summary.request_id}] = summary.id;
-    JobEntry& entry = jobs_[summary.id];
+    auto [it, fresh] = jobs_.try_emplace(summary.id);
+    JobEntry& entry = it->second;
+    if (!fresh) Count(entry, -1);
     entry = std::move(loaded);
     by_seq_[entry.summary().submit_seq] = &entry;
     IndexState(entry);
+    Count(entry, +1);
   }
+}
+
+void JobTable::Count(const JobEntry& entry, int by) {
+  const std::pair<int, int> key{entry.summary().state, entry.summary().priority};
+  if ((counts_[key] += by) == 0) counts_.erase(key);
 }
 
 void JobTable::IndexState(JobEntry& entry) {
@@ -112,9 +120,11 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     }
     if (job.resize_count() > before.resize_count()) options_.observer->JobRestarted(job, kRestartResized);
   }
+  Count(entry, -1);
   entry.Replace(std::move(next));
   ++entry.version;
   IndexState(entry);
+  Count(entry, +1);
   wakeups_.Changed();
   return absl::OkStatus();
 }
@@ -175,10 +185,13 @@ const pb::Job& JobTable::Admit(pb::Job job) {
     requests_in_flight_.erase(key);
     job_by_request_[key] = id;
   }
-  JobEntry& entry = jobs_[id];
+  auto [it, fresh] = jobs_.try_emplace(id);
+  JobEntry& entry = it->second;
+  if (!fresh) Count(entry, -1);
   entry = JobEntry(std::move(job));
   by_seq_[entry.summary().submit_seq] = &entry;
   IndexState(entry);
+  Count(entry, +1);
   wakeups_.Changed();
   return entry.job();
 }
@@ -280,6 +293,7 @@ void JobTable::Forget(const std::vector<Retiring>& retired) {
     if (it == jobs_.end() || it->second.version != r.version) continue;
     by_seq_.erase(r.job.submit_seq());
     pending_.erase(r.job.submit_seq());  // a finished job is not there; kept exact all the same
+    Count(it->second, -1);
     if (!r.job.request_id().empty()) job_by_request_.erase({r.job.spec().user(), r.job.request_id()});
     jobs_.erase(it);
   }

@@ -57,6 +57,9 @@ class JobTable {
     for (const auto& [seq, entry] : pending_) f(static_cast<const JobEntry&>(*entry));
   }
   size_t pending_count() const { return pending_.size(); }
+  // How many live jobs each (JobState, priority) has, kept as jobs come, change and go: what a
+  // metrics scrape reads under the state lock, where counting 83,000 live jobs took 3-9 ms.
+  const std::map<std::pair<int, int>, int64_t>& counts() const { return counts_; }
 
   // Stores `next` as the job's state, and only then makes it the state in memory (and tells
   // watchers). UNAVAILABLE, with nothing changed, when the store refuses it. `entry` is one of
@@ -108,6 +111,8 @@ class JobTable {
  private:
   // Files the entry under pending_ or takes it out, as its state now says.
   void IndexState(JobEntry& entry);
+  // Counts the entry under its state and priority (`by` +1), or stops counting it (-1).
+  void Count(const JobEntry& entry, int by);
 
   Store* const store_;
   Wakeups& wakeups_;
@@ -116,6 +121,7 @@ class JobTable {
   // Submission order (submit_seq): a page starts where the last one ended, not at the start.
   std::map<uint64_t, const JobEntry*> by_seq_;
   std::map<uint64_t, JobEntry*> pending_;  // the PENDING jobs by submit_seq; IndexState keeps it
+  std::map<std::pair<int, int>, int64_t> counts_;  // (state, priority) -> live jobs; Count keeps it
   std::map<RequestKey, std::string> job_by_request_;
   std::set<RequestKey> requests_in_flight_;
   uint64_t next_seq_ = 1;

@@ -3,6 +3,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -76,26 +78,32 @@ std::vector<planner::PoolClass> PlannerPool(const NodeRegistry& nodes) {
 
 PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::Time now) {
   PoolSnapshot snap;
+  size_t cards = 0;
+  for (const auto& [name, node] : nodes.entries()) cards += node.inventory.devices.size();
+  snap.nodes.reserve(nodes.entries().size());
+  snap.devices.reserve(cards);
+  // Views into the inventories, valid while the lock is held: the kinds are copied once each.
+  std::map<std::tuple<Vendor, std::string_view, std::string_view>, uint32_t> kinds;
   for (const auto& [name, node] : nodes.entries()) {
+    const auto node_index = static_cast<uint32_t>(snap.nodes.size());
     snap.nodes.push_back({name, node.ready, node.record.drained(), absl::ToDoubleSeconds(now - node.last_heartbeat)});
     const Holds holds = HoldsByDevice(node.claims);
     for (const auto& d : node.inventory.devices) {
-      DeviceSample sample;
-      sample.node = name;
+      auto [kind, added] = kinds.try_emplace({d.vendor, d.model, d.fingerprint}, static_cast<uint32_t>(snap.kinds.size()));
+      if (added) snap.kinds.push_back({std::string(VendorName(d.vendor)), d.model, d.fingerprint});
+      DeviceSample& sample = snap.devices.emplace_back();
+      sample.node = node_index;
+      sample.kind = kind->second;
       sample.device = d.id;
-      sample.vendor = std::string(VendorName(d.vendor));
-      sample.model = d.model;
-      sample.fingerprint = d.fingerprint;
       sample.healthy = d.healthy;
       sample.schedulable = node.schedulable();
       sample.allocated_milli = AllocatedOf(d, HoldOn(holds, d.id)).milli;
       sample.memory_mib = d.memory_mib;
       sample.memory_used_mib = d.memory_used_mib;
       sample.utilization_percent = d.utilization_percent;
-      snap.devices.push_back(std::move(sample));
     }
   }
-  for (const auto& [id, entry] : jobs.entries()) ++snap.jobs[{entry.summary().state, entry.summary().priority}];
+  snap.jobs = jobs.counts();
   return snap;
 }
 
