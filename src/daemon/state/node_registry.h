@@ -28,7 +28,9 @@ namespace hetpool::daemon {
 namespace pb = ::hetpool::v1;
 
 struct NodeEntry {
-  pb::Node record;  // persisted fields: name, address, inventory, drained, torchrun, work_dir
+  // Persisted fields: name, address, inventory (in stored_row until parsed back), drained,
+  // torchrun, work_dir.
+  pb::Node record;
   // A node read from the store, until its agent registers again: the stored row, whose
   // inventory `record` leaves out. The registry parses it back in when the reported inventory
   // is needed (a registration or heartbeat compares with it, a drain writes it); ListNodes
