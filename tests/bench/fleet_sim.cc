@@ -126,11 +126,7 @@ absl::Status FleetSimulator::Start(absl::Duration timeout) {
 
 void FleetSimulator::Stop() {
   if (stopping_.exchange(true)) return;
-  for (auto& slice : slices_) {
-    absl::MutexLock lock(&slice->mu);
-    slice->kicked = true;
-    slice->wake.Signal();
-  }
+  for (auto& slice : slices_) Wake(*slice);
   for (auto& t : heartbeaters_) t.join();
   heartbeaters_.clear();
   // Cancel every open stream; the reader thread drains their completions, then the queue.
@@ -268,15 +264,14 @@ void FleetSimulator::ReadLoop() {
           node.cancelled_by_us = false;
           node.retry_at = absl::Now() + node.backoff;
         }
-        Kick(node);  // its heartbeat thread may sleep past the retry
+        Wake(*slices_[node.slice]);  // its heartbeat thread may sleep past the retry
         break;
       }
     }
   }
 }
 
-void FleetSimulator::Kick(const Node& node) {
-  Slice& slice = *slices_[node.slice];
+void FleetSimulator::Wake(Slice& slice) {
   absl::MutexLock lock(&slice.mu);
   slice.kicked = true;
   slice.wake.Signal();
@@ -330,7 +325,7 @@ void FleetSimulator::ApplyOrders(Node& node, const pb::Orders& part) {
   node.applied_version = orders->version();
   const bool report = node.dirty;
   lock.Release();
-  if (report) Kick(node);
+  if (report) Wake(*slices_[node.slice]);
 }
 
 bool FleetSimulator::SendHeartbeat(Node& node) {

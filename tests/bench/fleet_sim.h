@@ -99,7 +99,7 @@ class FleetSimulator {
   };
   void ReadLoop();
   void HeartbeatLoop(int slice);
-  void Kick(const Node& node);
+  void Wake(Slice& slice);  // its thread looks at its nodes now
   bool RegisterNode(Node& node);
   void OpenStream(Node& node);
   void ApplyOrders(Node& node, const pb::Orders& orders);

@@ -31,15 +31,20 @@ bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
-// Parses a node's stored row back in for its reported inventory (NodeEntry::stored_row). The row
-// parsed when it was loaded; should it not now, the inventory stays empty and the agent's next
-// registration sets it.
+// Moves the inventory of `stored_row` (a node's stored record, NodeEntry::stored_row) into
+// `record`; false, leaving `record` as it is, when the row does not parse.
+bool TakeStoredInventory(const std::string& stored_row, pb::Node& record) {
+  pb::Node whole;
+  if (!whole.ParseFromString(stored_row)) return false;
+  record.mutable_inventory()->Swap(whole.mutable_inventory());
+  return true;
+}
+
+// Parses a node's stored row back in for its reported inventory. The row parsed when it was
+// loaded; should it not now, the inventory stays empty and the agent's next registration sets it.
 void ParseStoredInventory(NodeEntry& node) {
   if (node.stored_row.empty()) return;
-  pb::Node whole;
-  if (whole.ParseFromString(node.stored_row)) {
-    node.record.mutable_inventory()->Swap(whole.mutable_inventory());
-  } else {
+  if (!TakeStoredInventory(node.stored_row, node.record)) {
     spdlog::error("node {}: its stored row no longer parses; its inventory is empty until its agent registers",
                   node.record.name());
   }
@@ -231,10 +236,7 @@ absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address)
 
 pb::Node NodeRegistry::Snapshot(const NodeEntry& node) {
   pb::Node out = node.record;
-  if (!node.stored_row.empty()) {
-    pb::Node whole;
-    if (whole.ParseFromString(node.stored_row)) out.mutable_inventory()->Swap(whole.mutable_inventory());
-  }
+  if (!node.stored_row.empty()) TakeStoredInventory(node.stored_row, out);  // parsed at load: it parses
   out.set_state(node.ready ? pb::NODE_STATE_READY : pb::NODE_STATE_NOT_READY);
   *out.mutable_last_heartbeat() = ToProtoTime(node.last_heartbeat);
   for (const auto& [key, claim] : node.claims) {
