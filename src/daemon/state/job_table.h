@@ -58,7 +58,7 @@ class JobTable {
   }
   size_t pending_count() const { return pending_.size(); }
   // How many live jobs each (JobState, priority) has, kept as jobs come, change and go: what a
-  // metrics scrape reads under the state lock, where counting 83,000 live jobs took 3-9 ms.
+  // metrics scrape reads under the state lock, where counting 83,000 live jobs took 2.5-10 ms.
   const std::map<std::pair<int, int>, int64_t>& counts() const { return counts_; }
 
   // Stores `next` as the job's state, and only then makes it the state in memory (and tells
