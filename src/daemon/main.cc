@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
                  "docs/sharing.md)");
   flags.Int("defrag-moves-per-hour", &options.cluster.defrag.moves_per_hour, "at most this many moves an hour");
   flags.Duration("defrag-window", &options.cluster.defrag.window, "a job is moved at most once within this long");
+  flags.Duration("defrag-requeue-after", &options.cluster.defrag.requeue_after,
+                 "for a job that has waited this long, jobs smaller than it may be moved even when they cannot "
+                 "land elsewhere at once: they wait in the queue for their next place (0 = never; docs/sharing.md)");
   flags.Duration("elastic-grow-after", &options.cluster.elastic_grow_after,
                  "an elastic job's generation runs this long before it may grow into free cards (each resize "
                  "restarts it from its checkpoint; docs/sharing.md)");
@@ -170,9 +173,13 @@ int main(int argc, char** argv) {
   }
   options.cluster.preemption = *preemption_mode;
   if (options.cluster.defrag.after < absl::ZeroDuration() || options.cluster.defrag.moves_per_hour < 1 ||
-      options.cluster.defrag.window < absl::ZeroDuration()) {
-    return Fail(absl::InvalidArgumentError(
-        "--defrag-after and --defrag-window must not be negative, --defrag-moves-per-hour at least 1"));
+      options.cluster.defrag.window < absl::ZeroDuration() || options.cluster.defrag.requeue_after < absl::ZeroDuration()) {
+    return Fail(absl::InvalidArgumentError("--defrag-after, --defrag-window and --defrag-requeue-after must not be "
+                                           "negative, --defrag-moves-per-hour at least 1"));
+  }
+  if (options.cluster.defrag.requeue_after > absl::ZeroDuration() &&
+      options.cluster.defrag.requeue_after < options.cluster.defrag.after) {
+    return Fail(absl::InvalidArgumentError("--defrag-requeue-after must be 0 (never) or at least --defrag-after"));
   }
   if (options.cluster.elastic_grow_after < absl::ZeroDuration()) {
     return Fail(absl::InvalidArgumentError("--elastic-grow-after must not be negative"));

@@ -66,6 +66,7 @@ struct Options {
   absl::Duration stop = absl::Seconds(30);        // kill order to exit
   absl::Duration defrag_after = absl::Minutes(10);
   int defrag_moves_per_hour = 30;
+  absl::Duration defrag_requeue_after = absl::Minutes(30);
   absl::Duration elastic_grow_after = absl::Minutes(10);
   std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption",
                                        "fair-share+preemption+elastic", "fair-share+preemption+defrag"};
@@ -117,6 +118,10 @@ struct Pod {
   uint64_t generation = 0;
   absl::Time started, ends_at;
   absl::Duration done;
+  // Stopped by the daemon (preempted, moved, resized) and waiting for its next place: since when,
+  // and why (the cost a stop puts on the stopped job beyond its lost work).
+  std::optional<absl::Time> requeued_at;
+  std::string requeued_by;
 };
 
 // Hears the daemon preempt, move or resize a job (hetpoold's StateObserver seam, which its
@@ -213,7 +218,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   if (policy == "fair-share+preemption" || defrag || elastic) {
     options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
   }
-  if (defrag) options.defrag = {o.defrag_after, o.defrag_moves_per_hour, absl::Hours(1)};
+  if (defrag) options.defrag = {o.defrag_after, o.defrag_moves_per_hour, absl::Hours(1), o.defrag_requeue_after};
   options.elastic_grow_after = o.elastic_grow_after;
   hetpool::daemon::ClusterState state(options, &store, framework.get());
   if (auto s = state.Load(); !s.ok()) {
@@ -248,6 +253,9 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   std::multimap<absl::Time, Stop> stops;  // preempted runs, exiting
   size_t preempted = 0, moved = 0, resized = 0, grown = 0;
   double card_hours_lost = 0, move_card_hours_lost = 0, resize_card_hours_lost = 0;
+  // Stopped jobs' waits for their next place, by kind of stop (minutes; card-hours waited).
+  std::map<std::string, std::vector<double>> requeued_wait;
+  std::map<std::string, double> requeued_card_hours;
   std::map<std::string, int> pending_by_group;
   std::map<std::string, int64_t> held_by_group;
   // Dominant shares, as fair share weighs them: per group and model, held over an equal part of
@@ -364,6 +372,12 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
         if (pod == nullptr || pod->running) continue;
         if (!pod->scheduled) pod->scheduled = now;
         if (!pod->decided) pod->decided = now;
+        if (pod->requeued_at) {
+          const double minutes = absl::ToDoubleMinutes(now - *pod->requeued_at);
+          requeued_wait[pod->requeued_by].push_back(minutes);
+          requeued_card_hours[pod->requeued_by] += minutes / 60 * static_cast<double>(pod->trace.GpuDemand()) / 1000;
+          pod->requeued_at.reset();
+        }
         pod->running = true;
         pod->on.clear();
         for (const auto& p : job.placement()) pod->on.push_back(p.node());
@@ -409,6 +423,10 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
         }
       }
       stops.emplace(now + o.stop, Stop{victim, victim->on});
+      victim->requeued_at = now;
+      victim->requeued_by = stopped.kind == Kind::kMoved     ? "moved"
+                            : stopped.kind == Kind::kResized ? "resized"
+                                                             : "preempted";
       ++pending_by_group[victim->group];
     }
     preemptions.victims.clear();
@@ -475,6 +493,19 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       {"waiting_at_end", waiting_reasons},
       {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()},
   };
+  // A stopped job still waiting at the end waits until then.
+  for (const Pod& pod : pods) {
+    if (!pod.requeued_at) continue;
+    const double minutes = absl::ToDoubleMinutes(end - *pod.requeued_at);
+    requeued_wait[pod.requeued_by].push_back(minutes);
+    requeued_card_hours[pod.requeued_by] += minutes / 60 * static_cast<double>(pod.trace.GpuDemand()) / 1000;
+  }
+  for (const auto& [kind, v] : requeued_wait) {
+    out["requeued_wait"][kind] = {{"n", v.size()},
+                                  {"p50_minutes", Percentile(v, 0.5)},
+                                  {"p99_minutes", Percentile(v, 0.99)},
+                                  {"card_hours", requeued_card_hours[kind]}};
+  }
   for (const auto& [cls, v] : delays) {
     out["delay_minutes"][cls] = {{"n", v.size()}, {"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}};
   }
@@ -486,7 +517,7 @@ int Usage(const std::string& message) {
             << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
                " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
                "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
-               " [--defrag-moves-per-hour 30] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
+               " [--defrag-moves-per-hour 30] [--defrag-requeue-after 30m] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
                " [--max-runtime 24h] [-o table|json]\n";
   return 2;
 }
@@ -524,6 +555,8 @@ int main(int argc, char** argv) {
       if (!absl::ParseDuration(value, &o.defrag_after)) return Usage("--defrag-after: not a duration");
     } else if (flag == "--elastic-grow-after") {
       if (!absl::ParseDuration(value, &o.elastic_grow_after)) return Usage("--elastic-grow-after: not a duration");
+    } else if (flag == "--defrag-requeue-after") {
+      if (!absl::ParseDuration(value, &o.defrag_requeue_after)) return Usage("--defrag-requeue-after: not a duration");
     } else if (flag == "--defrag-moves-per-hour") {
       o.defrag_moves_per_hour = std::stoi(value);
     } else if (flag == "--high") {
@@ -614,6 +647,7 @@ int main(int argc, char** argv) {
                            {"stop", absl::FormatDuration(o.stop)},
                            {"defrag_after", absl::FormatDuration(o.defrag_after)},
                            {"defrag_moves_per_hour", o.defrag_moves_per_hour},
+                           {"defrag_requeue_after", absl::FormatDuration(o.defrag_requeue_after)},
                            {"elastic_grow_after", absl::FormatDuration(o.elastic_grow_after)},
                            {"policies", nlohmann::json::array()}};
   for (const std::string& policy : o.policies) report["policies"].push_back(Run(policy, nodes, pods, o));

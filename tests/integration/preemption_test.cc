@@ -31,13 +31,16 @@ std::pair<int, std::string> RunDaemon(const std::string& flags) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-TEST(Preemption, HetpooldRefusesAModeItDoesNotKnowAndFairShareWithoutQueues) {
+TEST(Preemption, HetpooldRefusesAnUnknownModeFairShareWithoutQueuesAndMovesThatWaitFirst) {
   auto [code, out] = RunDaemon("--preemption always");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--preemption: 'always' is not one of off, priority, fair-share"), std::string::npos) << out;
   std::tie(code, out) = RunDaemon("--preemption fair-share");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--preemption fair-share needs --queues"), std::string::npos) << out;
+  std::tie(code, out) = RunDaemon("--defrag-after 10m --defrag-requeue-after 5m");
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--defrag-requeue-after must be 0 (never) or at least --defrag-after"), std::string::npos) << out;
 }
 
 std::string Checksum(const std::string& logs) {

@@ -5,6 +5,8 @@
 // the elastic stage: how large an elastic job starts, when it grows and for whom it shrinks.
 #include "src/daemon/sharing/preemption.h"
 
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/framework/profile.h"
 #include "src/daemon/state/scheduling_cycle.h"
@@ -13,6 +15,7 @@
 namespace hetpool::daemon {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::StateParts;
 using testing::TrainingSpec;
 
@@ -451,13 +454,15 @@ class DefragCycleTest : public PreemptionCycleTest {
  protected:
   DefragCycleTest()
       : defrag_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(12)),
-        one_move_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(1)) {
+        one_move_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(1)),
+        requeue_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups,
+                       Defrag(12, absl::Minutes(30))) {
     parts_.Register("a", 4);
     parts_.Register("b", 4);
   }
-  static CycleOptions Defrag(int moves_per_hour) {
+  static CycleOptions Defrag(int moves_per_hour, absl::Duration requeue_after = absl::ZeroDuration()) {
     CycleOptions options;
-    options.defrag = DefragOptions{absl::Minutes(10), moves_per_hour, absl::Hours(1)};
+    options.defrag = DefragOptions{absl::Minutes(10), moves_per_hour, absl::Hours(1), requeue_after};
     return options;
   }
   static pb::JobSpec Movable(int cards) {
@@ -483,6 +488,7 @@ class DefragCycleTest : public PreemptionCycleTest {
 
   SchedulingCycle defrag_cycle_;
   SchedulingCycle one_move_cycle_;
+  SchedulingCycle requeue_cycle_;  // --defrag-requeue-after 30m
 };
 
 TEST_F(DefragCycleTest, AGangWaitingOnScatteredCardsGetsThemByMovingAMovableJob) {
@@ -574,6 +580,130 @@ TEST_F(DefragCycleTest, MovesStayWithinTheHourlyBudget) {
   defrag_cycle_.Run(parts_.now);
   EXPECT_EQ(first.job().state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(second.job().state(), pb::JOB_STATE_PENDING);
+}
+
+TEST_F(DefragCycleTest, PastRequeueAfterASmallerMovedJobMayWaitForItsNextPlace) {
+  // 2 + 1 free for a 3-card job: moving the 2-card job frees a, and then it fits nowhere at once.
+  JobEntry& movable = On("a", Movable(2));
+  JobEntry& fixed = On("b", Spec(1, 3, 0));
+  JobEntry& gang = WaitingGang(3, requeue_cycle_);
+  requeue_cycle_.Run(parts_.now);
+  EXPECT_EQ(movable.job().state(), pb::JOB_STATE_RUNNING) << "past --defrag-after only: a move must land";
+
+  Later(absl::Minutes(20));  // 31 minutes waited
+  requeue_cycle_.Run(parts_.now);
+  ASSERT_EQ(movable.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  EXPECT_EQ(movable.job().reason(), "Moved");
+  EXPECT_THAT(movable.job().last_preemption().reason(), HasSubstr("waits in the queue for its next place"));
+  EXPECT_EQ(gang.job().pending().preempting(), movable.job().id());
+  ReportAll();
+  Later(absl::Seconds(1));
+  requeue_cycle_.Run(parts_.now);
+  ASSERT_EQ(gang.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(gang.job().placement(0).node(), "a");
+  EXPECT_EQ(movable.job().state(), pb::JOB_STATE_PENDING) << "no room for it yet";
+  EXPECT_EQ(movable.job().restart_count(), 0);
+
+  ReportAll({{fixed.job().id(), 0}});  // room comes back: the moved job is placed like any other
+  Later(absl::Seconds(1));
+  requeue_cycle_.Run(parts_.now);
+  ASSERT_EQ(movable.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(movable.job().placement(0).node(), "b");
+  EXPECT_EQ(movable.job().launch_plan(0).env().at("HETPOOL_PREEMPTED"), "1");
+}
+
+TEST_F(DefragCycleTest, AJobAsLargeAsTheWaitingOneIsNotMovedToWait) {
+  // 1 + 2 free for a 3-card job; the only movable job holds 3 cards itself: moving it would only
+  // swap which 3-card job waits.
+  JobEntry& movable = On("a", Movable(3));
+  On("b", Spec(1, 2, 0));
+  JobEntry& gang = WaitingGang(3, requeue_cycle_);
+  Later(absl::Minutes(30));
+  requeue_cycle_.Run(parts_.now);
+  EXPECT_EQ(movable.job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(gang.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_TRUE(gang.job().pending().preempting().empty());
+}
+
+TEST_F(DefragCycleTest, AGangBehindALongQueueOfWaitingJobsStillHasJobsMovedForIt) {
+  // 17 jobs of priority 1 wait ahead of the gang in the queue, for A100s that node c's job
+  // holds (the head's reservation is c's cards); the gang waits on H100 cards scattered over a
+  // and b. Only the first 16 waiting jobs of a pass may preempt: the moves are a stage of their own.
+  NodeInventory a100s = testing::H100s(4);
+  for (auto& device : a100s.devices) {
+    device.model = "A100";
+    device.capability.arch_major = 8;
+    drivers::ApplyFingerprint(drivers::SpecTable::Defaults(), device);
+  }
+  parts_.nodes.Register(testing::Registration("c"), std::move(a100s), parts_.now);
+  auto a100 = [](pb::JobSpec spec) {
+    spec.mutable_requirements()->add_models("A100");
+    return spec;
+  };
+  On("c", a100(Spec(1, 4, 0)));
+  JobEntry& movable = On("a", Movable(1));
+  On("b", Spec(1, 1, 0));
+  std::vector<JobEntry*> ahead;
+  for (int i = 0; i < 17; ++i) {
+    ahead.push_back(&Offered(a100(Spec(1, 1, 1)), defrag_cycle_));
+    ASSERT_EQ(ahead.back()->job().state(), pb::JOB_STATE_PENDING);
+  }
+  JobEntry& gang = WaitingGang(4, defrag_cycle_);
+  defrag_cycle_.Run(parts_.now);
+  ASSERT_EQ(movable.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  EXPECT_EQ(gang.job().pending().preempting(), movable.job().id());
+}
+
+TEST_F(DefragCycleTest, TheHoursMovesAreKeptForTheFirstJobThatNeedsMoreThanAreLeft) {
+  // Three moves an hour. a holds three movable jobs of priority 1 and a free card; b, c and f a
+  // free card each beside jobs that stay; g a movable job of priority 1 and a free card beside
+  // a 2-card job that stays.
+  SchedulingCycle three_moves(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(3));
+  for (const char* node : {"c", "f", "g"}) parts_.Register(node, 4);
+  auto priority_1 = [](pb::JobSpec spec) {
+    spec.set_priority(1);
+    return spec;
+  };
+  std::vector<JobEntry*> on_a;
+  for (int i = 0; i < 3; ++i) on_a.push_back(&On("a", priority_1(Movable(1))));
+  for (const char* node : {"b", "c", "f"}) On(node, Spec(1, 3, 0));
+  JobEntry& on_g = On("g", priority_1(Movable(1)));
+  On("g", Spec(1, 2, 0));
+  // First, with only d and e open, a 2-card job spends one move (d's movable job goes to e).
+  parts_.Register("d", 4);
+  parts_.Register("e", 4);
+  JobEntry& first_moved = On("d", Movable(1));
+  On("d", Spec(1, 2, 0));
+  On("e", Spec(1, 3, 0));
+  auto drain = [&](bool drained) {
+    for (const char* node : {"a", "b", "c", "f", "g"}) parts_.nodes.Find(node)->record.set_drained(drained);
+  };
+  drain(true);
+  JobEntry& pair = WaitingGang(2, three_moves);
+  three_moves.Run(parts_.now);
+  ASSERT_EQ(first_moved.job().state(), pb::JOB_STATE_PENDING) << pair.job().message();
+  ReportAll();
+  Later(absl::Seconds(1));
+  three_moves.Run(parts_.now);
+  ASSERT_EQ(pair.job().state(), pb::JOB_STATE_SCHEDULED);
+  ReportAll();
+  drain(false);
+
+  // Within the hour: a 4-card gang needs a's three jobs moved (two moves are left); a 2-card job
+  // behind it would need one (g's).
+  JobEntry& gang = Offered(priority_1(Spec(1, 4, 0)), three_moves);
+  JobEntry& pair_behind = Offered(priority_1(Spec(1, 2, 0)), three_moves);
+  Later(absl::Minutes(11));
+  three_moves.Run(parts_.now);
+  for (const JobEntry* job : on_a) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(on_g.job().state(), pb::JOB_STATE_RUNNING) << "the moves left are kept for the gang";
+  EXPECT_TRUE(pair_behind.job().pending().preempting().empty());
+
+  Later(absl::Minutes(50));  // the first move is an hour old
+  three_moves.Run(parts_.now);
+  for (const JobEntry* job : on_a) EXPECT_EQ(job->job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(gang.job().pending().preempting(),
+            absl::StrJoin({on_a[0]->job().id(), on_a[1]->job().id(), on_a[2]->job().id()}, ","));
 }
 
 // --- Elastic jobs (issue 16, item 3): placed as large as fits, grown into free cards, shrunk

@@ -255,17 +255,24 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
   return true;
 }
 
-bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
-                              const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without,
-                              absl::Time now) {
+bool PreemptionStage::MayMoveFor(const JobEntry& entry, absl::Time now) const {
+  return defrag_.after > absl::ZeroDuration() && !holds_.contains(entry.job().id()) &&
+         now - FromProtoTime(entry.job().created_at()) >= defrag_.after;
+}
+
+PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
+                                                           const std::vector<scheduler::NodeView>& views,
+                                                           const ViewsWithout& views_without, absl::Time now) {
   if (defrag_.after <= absl::ZeroDuration() || request.devices_per_node < 1 || request.Grouped() ||
       holds_.contains(entry.job().id())) {
-    return false;
+    return MoveOutcome::kNone;
   }
-  if (now - FromProtoTime(entry.job().created_at()) < defrag_.after) return false;
+  const absl::Duration waited = now - FromProtoTime(entry.job().created_at());
+  if (waited < defrag_.after) return MoveOutcome::kNone;
+  const bool moved_may_wait = defrag_.requeue_after > absl::ZeroDuration() && waited >= defrag_.requeue_after;
   while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
   const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
-  if (budget <= 0) return false;
+  if (budget <= 0) return MoveOutcome::kNone;
   if (!candidates_) GatherCandidates(now);
   const std::string reason = absl::StrCat(
       "defragmentation: job ", entry.job().id(), " waited ",
@@ -281,7 +288,7 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
     movable[id] = &c.job;
     why[id] = reason;
   }
-  if (movable.empty()) return false;
+  if (movable.empty()) return MoveOutcome::kNone;
   const std::vector<NodeOffer> offers = Offers(request, views, movable);
   // Fragmentation, not a full pool: the shares left on the qualifying cards add up to what the
   // job asks (partly used cards count: repacking their jobs frees whole ones).
@@ -290,26 +297,45 @@ bool PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest
     for (const auto& card : node.cards) free_milli += card.milli_free;
   }
   const int64_t share = request.Fractional() ? request.device_milli : 1000;
-  if (free_milli < share * request.nnodes * request.devices_per_node) return false;
-  // The job fits without the moved jobs, and then every moved job fits on what is left.
-  auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
-    std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
-    auto placement = policy_.Place(request, trial);
-    if (!placement.ok()) return placement;
-    scheduler::TakeOnViews(request, *placement, trial);
-    for (const auto& id : victims) {
-      const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job().spec());
-      auto elsewhere = policy_.Place(moved, trial);
-      if (!elsewhere.ok()) return absl::UnavailableError(absl::StrCat("job ", id, " would not fit elsewhere"));
-      scheduler::TakeOnViews(moved, *elsewhere, trial);
-    }
-    return placement;
+  if (free_milli < share * request.nnodes * request.devices_per_node) return MoveOutcome::kNone;
+  // The job fits without the moved jobs, and then every moved job fits on what is left (`land`),
+  // or, for a job past --defrag-requeue-after, the moved jobs may wait in the queue.
+  auto choose = [&](const std::vector<NodeOffer>& from, bool land) {
+    auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+      std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
+      auto placement = policy_.Place(request, trial);
+      if (!placement.ok() || !land) return placement;
+      scheduler::TakeOnViews(request, *placement, trial);
+      for (const auto& id : victims) {
+        const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job().spec());
+        auto elsewhere = policy_.Place(moved, trial);
+        if (!elsewhere.ok()) return absl::UnavailableError(absl::StrCat("job ", id, " would not fit elsewhere"));
+        scheduler::TakeOnViews(moved, *elsewhere, trial);
+      }
+      return placement;
+    };
+    return ChooseVictims(VictimRequestOf(request), from, fits);
   };
-  std::optional<PreemptionChoice> choice = ChooseVictims(VictimRequestOf(request), offers, fits);
-  if (!choice || static_cast<int>(choice->victims.size()) > budget) return false;
-  if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return false;
-  for (size_t i = 0; i < choice->victims.size(); ++i) moves_.push_back(now);
-  return true;
+  std::optional<PreemptionChoice> choice = choose(offers, /*land=*/true);
+  if (!choice && moved_may_wait) {
+    // Only jobs smaller than the waiting one wait for it: they find room far sooner than it does
+    // (moving a job for one of its own size only swaps who waits).
+    const double cards = VictimRequestOf(request).Cards();
+    std::map<std::string, const PreemptibleJob*> smaller;
+    for (const auto& [id, job] : movable) {
+      if (job->cards < cards) smaller[id] = job;
+    }
+    if (!smaller.empty()) {
+      for (auto& [id, reason_text] : why) absl::StrAppend(&reason_text, "; it waits in the queue for its next place");
+      choice = choose(Offers(request, views, smaller), /*land=*/false);
+    }
+  }
+  if (!choice) return MoveOutcome::kNone;
+  const int needed = static_cast<int>(choice->victims.size());
+  if (needed > budget) return needed <= defrag_.moves_per_hour ? MoveOutcome::kOverBudget : MoveOutcome::kNone;
+  if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return MoveOutcome::kNone;
+  for (int i = 0; i < needed; ++i) moves_.push_back(now);
+  return MoveOutcome::kMoved;
 }
 
 std::vector<std::pair<std::string, JobGen>> PreemptionStage::ClaimsOf(const std::set<std::string>& victims) const {

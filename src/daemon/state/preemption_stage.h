@@ -7,12 +7,14 @@
 // SIGKILL), and holds the cards the job will get until the victims' processes are gone: the
 // cycle marks them held for everyone else and offers them to the job first.
 //
-// Defragmentation (hetpoold --defrag-after) is the same stage with other victims: for a job that
-// has waited that long although the pool has enough free qualifying cards, scattered, it moves
-// jobs that declare themselves `movable` (of at most its priority) when the policy confirms that
-// the job then fits and that every moved job fits elsewhere at once; at most --defrag-moves-per-
-// hour moves, and no job twice within --defrag-window. Thread-free: SchedulingCycle runs it
-// under ClusterState's lock.
+// Defragmentation (hetpoold --defrag-after) is the same victim choice with other victims: for a
+// job that has waited that long although the pool has enough free qualifying cards, scattered, it
+// moves jobs that declare themselves `movable` (of at most its priority) when the policy confirms
+// that the job then fits and that every moved job fits elsewhere at once, or, once the job has
+// waited --defrag-requeue-after, that jobs smaller than it may wait in the queue; at most
+// --defrag-moves-per-hour moves, and no job twice within --defrag-window. The cycle runs it after
+// the queue, for the largest waiting jobs first. Thread-free: SchedulingCycle runs it under
+// ClusterState's lock.
 #pragma once
 
 #include <deque>
@@ -45,6 +47,9 @@ struct DefragOptions {
   absl::Duration after = absl::ZeroDuration();  // how long a job waits before moves; zero: never
   int moves_per_hour = 12;
   absl::Duration window = absl::Hours(1);  // a job is moved at most once within this long
+  // How long a job waits before the jobs moved for it may wait for their own place in the queue
+  // (not placed elsewhere at once); zero: never.
+  absl::Duration requeue_after = absl::ZeroDuration();
 };
 
 // Cards per node: node -> device ids.
@@ -69,11 +74,18 @@ class PreemptionStage {
   // that make it fit and holds their cards for it. False when none would, or none may be stopped.
   bool TryPreempt(JobEntry& entry, const scheduler::PlacementRequest& request,
                   const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without, absl::Time now);
+  // Whether `entry` has waited past --defrag-after for room (TryMove may move jobs for it).
+  bool MayMoveFor(const JobEntry& entry, absl::Time now) const;
   // `entry` has waited past --defrag-after with enough free qualifying cards in the pool, but
   // scattered: moves the movable jobs that lose the least work when the job then fits and each
-  // of them fits elsewhere. False when no such move exists or the hour's moves are spent.
-  bool TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
-               const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without, absl::Time now);
+  // of them fits elsewhere (or, past --defrag-requeue-after, waits in the queue).
+  enum class MoveOutcome {
+    kMoved,
+    kNone,        // no such move, or the hour's moves are spent
+    kOverBudget,  // a move exists but needs more moves than the hour has left
+  };
+  MoveOutcome TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
+                      const std::vector<scheduler::NodeView>& views, const ViewsWithout& views_without, absl::Time now);
 
   // The jobs waiting for their victims to stop, in the order they preempted.
   std::vector<std::string> Preemptors() const;

@@ -10,6 +10,7 @@
 #include "scheduler/framework/refusal_memo.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/framework/pending_reason.h"
+#include "src/common/convert.h"
 #include "src/daemon/launch/placement_binder.h"
 #include "src/daemon/sharing/queue_order.h"
 #include "src/daemon/state/job_request.h"
@@ -61,6 +62,8 @@ HeldCards Merged(HeldCards a, const HeldCards& b) {
 // Preemption attempts per pass: each asks the policy a few times, so a long queue of jobs that
 // could preempt costs a bounded time; the rest try again in the next pass.
 constexpr int kMaxPreemptionAttemptsPerPass = 16;
+// Defragmentation attempts per full pass (the largest waiting jobs first, then the longest waiting).
+constexpr int kMaxMoveAttemptsPerPass = 8;
 
 // Binding is BindPlacement: claims, launch plans and the store, under the caller's lock.
 class JobBinder final : public scheduler::Binder {
@@ -379,6 +382,8 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
   };
   int preemption_attempts = 0;
   bool waits_for_capacity = false;  // some job still waits for cards: no elastic job grows
+  std::vector<JobEntry*> scattered;  // waiting for capacity past --defrag-after: may have jobs moved
+  const JobEntry* head = nullptr;    // the job pass.reserved is held for
   while (JobEntry* entry = queue.Next()) {
     if (preemption_.Waiting(entry->job().id())) continue;  // its victims are still stopping
     const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
@@ -395,19 +400,43 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
       ++preemption_attempts;
       // An elastic job shrinks before anything is preempted.
       if (elastic_.TryShrink(*entry, request, views_without, now) ||
-          (preemption_.enabled() && (preemption_.TryPreempt(*entry, request, pass.views, views_without, now) ||
-                                     preemption_.TryMove(*entry, request, pass.views, views_without, now)))) {
+          (preemption_.enabled() && preemption_.TryPreempt(*entry, request, pass.views, views_without, now))) {
         pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
         continue;
       }
     }
+    if (for_capacity && only == nullptr && preemption_.MayMoveFor(*entry, now)) scattered.push_back(entry);
     waits_for_capacity = waits_for_capacity || for_capacity;
     const bool had_head = !pass.reserved.empty();
     NoteWaiting(*entry, request, placement.status(), reason.value_or(scheduler::PendingReason{}), pass.views,
                 pass.reserved);
-    if (!had_head && !pass.reserved.empty()) pass.Hold(Merged(pass.reserved, pass.held));
+    if (!had_head && !pass.reserved.empty()) {
+      head = entry;
+      pass.Hold(Merged(pass.reserved, pass.held));
+    }
   }
   if (only != nullptr) return;
+  // Defragmentation: for the largest jobs first, then those that waited longest, wherever the
+  // queue's order puts them (a gang behind a long queue of small jobs is the one fragmentation
+  // starves).
+  std::stable_sort(scattered.begin(), scattered.end(), [](const JobEntry* a, const JobEntry* b) {
+    const int64_t cards_a = CardsNeeded(a->job().spec()), cards_b = CardsNeeded(b->job().spec());
+    if (cards_a != cards_b) return cards_a > cards_b;
+    return FromProtoTime(a->job().created_at()) < FromProtoTime(b->job().created_at());
+  });
+  int move_attempts = 0;
+  for (JobEntry* entry : scattered) {
+    if (move_attempts++ >= kMaxMoveAttemptsPerPass) break;
+    // The head's own reservation is not held against it; once jobs move for it, its hold on
+    // their cards takes the reservation's place.
+    if (entry == head) pass.Hold(preemption_.HeldForPreemptors());
+    const auto outcome = preemption_.TryMove(*entry, RequestFor(*entry, pass.quota), pass.views, views_without, now);
+    if (entry == head && outcome == PreemptionStage::MoveOutcome::kMoved) pass.reserved.clear();
+    pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
+    // The hour's moves are kept for the first job that needs more than are left: smaller sets
+    // for the jobs after it would spend them as they come back, and it would wait for ever.
+    if (outcome == PreemptionStage::MoveOutcome::kOverBudget) break;
+  }
   // Cards nobody waits for: an elastic job below its max may grow into them (one per pass).
   if (waits_for_capacity) {
     elastic_.Postpone();
