@@ -244,11 +244,14 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   }
 
   std::map<std::string, Pod*> by_job;
-  std::map<std::string, std::map<std::string, uint64_t>> running_on;  // node -> job id -> generation
+  // node -> the (job id, generation) of every process on it: a stopped generation still exiting
+  // and the job's next one may share a node, and each ends on its own.
+  std::map<std::string, std::set<std::pair<std::string, uint64_t>>> running_on;
   std::multimap<absl::Time, Pod*> departures;
   struct Stop {
     Pod* pod;
     std::vector<std::string> on;
+    uint64_t generation = 0;
   };
   std::multimap<absl::Time, Stop> stops;  // preempted runs, exiting
   size_t preempted = 0, moved = 0, resized = 0, grown = 0;
@@ -274,28 +277,29 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   int64_t allocated = 0;
   const auto wall_start = std::chrono::steady_clock::now();
 
-  // The node's agent reports every process it has: the running ones, and `exited` as ended.
-  auto report = [&](const std::string& node, const std::string& exited) {
+  // The node's agent reports every process it has: the running ones, and `exited` (a job and
+  // generation) as ended.
+  auto report = [&](const std::string& node, const std::pair<std::string, uint64_t>& exited) {
     pb::HeartbeatRequest hb;
     hb.set_node_name(node);
     hb.set_session_id(sessions[node]);
     hb.set_applied_orders_version(UINT64_MAX);
-    for (const auto& [id, generation] : running_on[node]) {
+    for (const auto& process : running_on[node]) {
       pb::ProcessStatus* p = hb.add_processes();
-      p->set_job_id(id);
-      p->set_generation(generation);
-      p->set_running(id != exited);
-      p->set_exited(id == exited);
+      p->set_job_id(process.first);
+      p->set_generation(process.second);
+      p->set_running(process != exited);
+      p->set_exited(process == exited);
     }
     if (auto s = state.Heartbeat(hb); !s.ok()) std::cerr << "sharing_replay: heartbeat: " << s << "\n";
   };
 
   // A run ends (it finished, or its preempted processes exited): its nodes report it, and its
   // cards are free.
-  auto run_ended = [&](Pod* pod, const std::vector<std::string>& on) {
+  auto run_ended = [&](Pod* pod, const std::vector<std::string>& on, uint64_t generation) {
     for (const std::string& node : on) {
-      report(node, pod->job_id);
-      running_on[node].erase(pod->job_id);
+      report(node, {pod->job_id, generation});
+      running_on[node].erase({pod->job_id, generation});
       allocated -= pod->trace.GpuDemand();
       held_by_group[pod->group] -= pod->trace.GpuDemand();
       held_by_group_model[pod->group][model_of[node]] -= pod->trace.GpuDemand();
@@ -340,12 +344,12 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       Pod* pod = departures.begin()->second;
       departures.erase(departures.begin());
       pod->running = false;
-      run_ended(pod, pod->on);
+      run_ended(pod, pod->on, pod->generation);
     }
     while (!stops.empty() && stops.begin()->first <= now) {
       const Stop stop = stops.begin()->second;
       stops.erase(stops.begin());
-      run_ended(stop.pod, stop.on);
+      run_ended(stop.pod, stop.on, stop.generation);
     }
     while (next_arrival < pods.size() && pods[next_arrival].arrival <= now) {
       Pod& pod = pods[next_arrival++];
@@ -387,7 +391,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
         pod->ends_at = now + (pod->runtime - pod->done) / static_cast<double>(pod->on.size());
         departures.emplace(pod->ends_at, pod);
         for (const std::string& node : pod->on) {
-          running_on[node][job.id()] = pod->generation;
+          running_on[node].insert({job.id(), pod->generation});
           nodes_to_report.insert(node);
           allocated += pod->trace.GpuDemand();
           held_by_group[pod->group] += pod->trace.GpuDemand();
@@ -397,7 +401,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       }
       scheduled.set_page_token(page->next_page_token());
     } while (!scheduled.page_token().empty());
-    for (const auto& node : nodes_to_report) report(node, "");
+    for (const auto& node : nodes_to_report) report(node, {});
     // Runs the daemon preempted, moved or resized: they keep the work up to their last
     // checkpoint, and their processes exit after --stop (their cards stay held until then).
     for (const auto& stopped : preemptions.victims) {
@@ -422,7 +426,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
           break;
         }
       }
-      stops.emplace(now + o.stop, Stop{victim, victim->on});
+      stops.emplace(now + o.stop, Stop{victim, victim->on, victim->generation});
       victim->requeued_at = now;
       victim->requeued_by = stopped.kind == Kind::kMoved     ? "moved"
                             : stopped.kind == Kind::kResized ? "resized"
