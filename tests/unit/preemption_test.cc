@@ -328,6 +328,15 @@ TEST_F(PreemptionCycleTest, AJobPlacedByTheSamePassIsNotUndone) {
   EXPECT_EQ(high.job().pending().preempting(), low.job().id());
 }
 
+TEST_F(PreemptionCycleTest, AJobPlacedAtTheSameInstantIsNotUndoneOnAClockFinerThanNanoseconds) {
+  // A placement stores its time in whole nanoseconds; the pass's clock may have quarters of one.
+  parts_.now += absl::Nanoseconds(0.25);
+  parts_.Register("a", 2);
+  JobEntry& low = Running(Spec(1, 2, 0), cycle_);
+  Offered(Spec(1, 2, 10), cycle_);
+  EXPECT_EQ(low.job().state(), pb::JOB_STATE_RUNNING);
+}
+
 TEST_F(PreemptionCycleTest, AGangIsStoppedWholeOnEveryNode) {
   parts_.Register("a", 2);
   parts_.Register("b", 2);

@@ -42,6 +42,9 @@ PreemptionStage::PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentRecon
 
 void PreemptionStage::GatherCandidates(absl::Time now) {
   candidates_.emplace();
+  // The pass's time as a placement stores it (whole nanoseconds): a clock with finer ticks (the
+  // trace replay's) would otherwise see a job placed by this very pass as placed before it.
+  const absl::Time this_pass = FromProtoTime(ToProtoTime(now));
   // Claims tell which jobs run where; a job any of whose claims is being stopped is not one.
   const std::set<std::string> stopping =
       ForEachKeptClaim(nodes_, [&](const std::string& name, const NodeEntry& node, const JobGen& key, const Claim& claim) {
@@ -50,7 +53,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
         const pb::JobState state = entry->job().state();
         if (state != pb::JOB_STATE_SCHEDULED && state != pb::JOB_STATE_RUNNING) return;
         // Placed by this very pass, ahead of the waiting job in the queue's order: not undone.
-        if (FromProtoTime(entry->job().scheduled_at()) >= now) return;
+        if (FromProtoTime(entry->job().scheduled_at()) >= this_pass) return;
         Candidate& c = (*candidates_)[key.first];
         c.entry = entry;
         c.claims.emplace_back(name, key);
