@@ -67,6 +67,9 @@ struct FleetSimulator::Node {
   uint64_t applied_version ABSL_GUARDED_BY(mu) = 0;
   std::map<ProcessKey, Process> processes ABSL_GUARDED_BY(mu);
   std::set<ProcessKey> unreported_running ABSL_GUARDED_BY(mu);  // to stamp once a heartbeat lands
+  // A heartbeat is on its way (at most one per node, as an agent sends them): the next waits for
+  // its answer.
+  bool heartbeat_in_flight ABSL_GUARDED_BY(mu) = false;
   OrdersAssembler assembler ABSL_GUARDED_BY(mu);
 
   // The order stream, driven by the reader thread through the completion queue.
@@ -129,6 +132,11 @@ void FleetSimulator::Stop() {
   for (auto& slice : slices_) Wake(*slice);
   for (auto& t : heartbeaters_) t.join();
   heartbeaters_.clear();
+  {
+    // Heartbeats still on their way answer within their deadline; their callbacks touch nodes.
+    absl::MutexLock lock(&calls_mu_);
+    calls_mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &calls_in_flight_));
+  }
   // Cancel every open stream; the reader thread drains their completions, then the queue.
   for (auto& node : nodes_) {
     absl::MutexLock lock(&node->mu);
@@ -328,11 +336,20 @@ void FleetSimulator::ApplyOrders(Node& node, const pb::Orders& part) {
   if (report) Wake(*slices_[node.slice]);
 }
 
-bool FleetSimulator::SendHeartbeat(Node& node) {
+// One heartbeat on its way: what gRPC reads and writes until the answer, and what to stamp then.
+struct FleetSimulator::HeartbeatCall {
+  grpc::ClientContext ctx;
   pb::HeartbeatRequest req;
+  pb::HeartbeatResponse resp;
   std::vector<ProcessKey> stamping;
+};
+
+bool FleetSimulator::SendHeartbeat(Node& node) {
+  auto call = std::make_unique<HeartbeatCall>();
   {
     absl::MutexLock lock(&node.mu);
+    if (node.heartbeat_in_flight) return false;
+    pb::HeartbeatRequest& req = call->req;
     req.set_session_id(node.session_id);
     req.set_node_name(node.spec.name);
     req.set_applied_orders_version(node.applied_version);
@@ -344,35 +361,54 @@ bool FleetSimulator::SendHeartbeat(Node& node) {
       s->set_pid(100000 + static_cast<int64_t>(key.second));
       for (const auto& id : p.device_ids) s->add_device_ids(id);
     }
-    stamping.assign(node.unreported_running.begin(), node.unreported_running.end());
+    call->stamping.assign(node.unreported_running.begin(), node.unreported_running.end());
     node.dirty = false;
     node.next_heartbeat = absl::Now() + node.interval;
+    node.heartbeat_in_flight = true;
   }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  pb::HeartbeatResponse resp;
-  const grpc::Status status = node.stub->Heartbeat(&ctx, req, &resp);
+  {
+    absl::MutexLock lock(&calls_mu_);
+    ++calls_in_flight_;
+  }
+  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  // Sent without waiting for the answer, as 5,000 agents on their own machines would: a slice's
+  // nodes do not queue behind one another's calls (which made the daemon's latency the
+  // simulator's, and hid what batching the daemon's work does to it).
+  HeartbeatCall* raw = call.release();
+  node.stub->async()->Heartbeat(&raw->ctx, &raw->req, &raw->resp, [this, &node, raw](grpc::Status status) {
+    HeartbeatAnswered(node, std::unique_ptr<HeartbeatCall>(raw), status);
+  });
+  return true;
+}
+
+void FleetSimulator::HeartbeatAnswered(Node& node, std::unique_ptr<HeartbeatCall> call, const grpc::Status& status) {
   heartbeats_.fetch_add(1);
-  if (!status.ok()) {
-    failed_calls_.fetch_add(1);
-    absl::MutexLock lock(&node.mu);
-    node.next_heartbeat = absl::Now() + node.interval;  // reported again then, not at once
-    if (SessionLost(status)) node.lost = true;
-    return false;
-  }
   const absl::Time now = absl::Now();
+  bool wake = false;
   {
     absl::MutexLock lock(&node.mu);
-    for (const ProcessKey& key : stamping) node.unreported_running.erase(key);
+    node.heartbeat_in_flight = false;
+    if (!status.ok()) {
+      failed_calls_.fetch_add(1);
+      node.next_heartbeat = now + node.interval;  // reported again then, not at once
+      if (SessionLost(status)) node.lost = true;
+    } else {
+      for (const ProcessKey& key : call->stamping) node.unreported_running.erase(key);
+    }
+    wake = node.dirty || node.lost;  // changed while the call was out: its thread sends again
   }
-  absl::MutexLock records(&launches_mu_);
-  for (const ProcessKey& key : stamping) {
-    auto it = launch_index_.find(key);
-    if (it != launch_index_.end() && launches_[it->second].reported_running == absl::InfiniteFuture()) {
-      launches_[it->second].reported_running = now;
+  if (status.ok()) {
+    absl::MutexLock records(&launches_mu_);
+    for (const ProcessKey& key : call->stamping) {
+      auto it = launch_index_.find(key);
+      if (it != launch_index_.end() && launches_[it->second].reported_running == absl::InfiniteFuture()) {
+        launches_[it->second].reported_running = now;
+      }
     }
   }
-  return true;
+  if (wake) Wake(*slices_[node.slice]);
+  absl::MutexLock lock(&calls_mu_);
+  --calls_in_flight_;
 }
 
 void FleetSimulator::HeartbeatLoop(int slice) {
@@ -404,7 +440,7 @@ void FleetSimulator::HeartbeatLoop(int slice) {
         }
         const bool may_retry = now >= node.retry_at || (node.lost && node.unreachable && connects(node.channel));
         lost = node.lost && may_retry;
-        due = !node.lost && (node.dirty || now >= node.next_heartbeat);
+        due = !node.lost && !node.heartbeat_in_flight && (node.dirty || now >= node.next_heartbeat);
         needs_stream = !node.lost && !node.stream_open && may_retry;
         if (node.lost) {
           next = std::min(next, node.unreachable ? now + kChannelPoll : node.retry_at);
@@ -418,9 +454,9 @@ void FleetSimulator::HeartbeatLoop(int slice) {
         continue;
       }
       if (needs_stream) OpenStream(node);
-      if (due) sent = SendHeartbeat(node) || sent;
+      if (due) SendHeartbeat(node);
     }
-    if (sent) continue;  // a call took time: look again at once
+    if (sent) continue;  // a registration took time: look again at once
     // Nothing was due: sleep until something is, or until orders change a node's processes (a
     // finished or started process is reported at once). Polling every slice every 5 ms instead
     // cost the simulator more than a core while a restarted daemon was loading.

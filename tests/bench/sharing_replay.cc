@@ -8,8 +8,9 @@
 // every pod saves a checkpoint every --checkpoint (its checkpoint_interval), so a preempted pod
 // keeps the work up to its last one and runs the rest when placed again; its processes take
 // --stop to exit after the kill order (the SIGTERM a real job checkpoints on). Under the
-// defragmentation policy every pod is `movable`, and hetpoold's --defrag-after and
-// --defrag-moves-per-hour are the bench's flags of the same names. Under the elastic policy every
+// defragmentation policy every pod is `movable`, and hetpoold's --defrag-after,
+// --defrag-moves-per-hour and --defrag-requeue-after are the bench's flags of the same names
+// (the json's `requeued_wait`: how long stopped pods waited for their next place). Under the elastic policy every
 // pod of two or more whole cards is elastic over one or two nodes of that many cards (an
 // assumption the trace cannot confirm: it says which pods asked for several cards, not whether
 // they scale) and runs twice as fast on two (linear scaling); hetpoold's --elastic-grow-after is
