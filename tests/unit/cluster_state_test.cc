@@ -2,6 +2,10 @@
 // injected clock (no threads, no network).
 #include "src/daemon/state/cluster_state.h"
 
+#include <atomic>
+#include <map>
+#include <thread>
+
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "drivers/fingerprint/fingerprint.h"
@@ -226,6 +230,56 @@ TEST_F(ClusterStateTest, JobRunsToSuccessAndFreesDevices) {
   EXPECT_EQ(Orders("a").launches_size(), 0);  // the agent may now forget the process
   EXPECT_EQ(FreeDevices("a"), 2);
   EXPECT_EQ(FreeDevices("b"), 2);
+}
+
+// Issue 19: heartbeats arriving together are applied in batches under one acquisition of the
+// state lock; each caller still gets its own answer and every report is applied.
+TEST_F(ClusterStateTest, HeartbeatsSentTogetherEachGetTheirOwnAnswerAndAllApply) {
+  constexpr int kNodes = 16;
+  std::map<std::string, std::string> job_on;  // node -> the job placed there
+  for (int i = 0; i < kNodes; ++i) Register(absl::StrCat("n", i), 2);
+  std::vector<std::string> ids;
+  for (int i = 0; i < kNodes; ++i) {
+    auto job = state_->Submit(Spec(1, 2), "");
+    ASSERT_TRUE(job.ok()) << job.status();
+    ids.push_back(job->id());
+  }
+  state_->Tick();
+  for (int i = 0; i < kNodes; ++i) {
+    const std::string node = absl::StrCat("n", i);
+    const pb::Orders orders = Orders(node);
+    ASSERT_EQ(orders.launches_size(), 1) << node;
+    job_on[node] = orders.launches(0).job_id();
+  }
+  auto report = [&](const std::string& node, bool live_session, bool running) {
+    pb::HeartbeatRequest req;
+    req.set_node_name(node);
+    req.set_session_id(live_session ? sessions_[node] : "a-session-long-gone");
+    *req.add_processes() = Proc(job_on[node], 1, running, 0);
+    return state_->Heartbeat(req);
+  };
+  std::atomic<int> wrong_answers{0};
+  auto send_all = [&](bool running) {
+    std::vector<std::thread> senders;
+    for (int t = 0; t < 8; ++t) {
+      senders.emplace_back([&, t] {
+        for (int round = 0; round < 100; ++round) {
+          for (int i = t; i < kNodes; i += 8) {
+            const std::string node = absl::StrCat("n", i);
+            if (!report(node, true, running).ok()) ++wrong_answers;
+            if (!absl::IsNotFound(report(node, false, running))) ++wrong_answers;
+          }
+        }
+      });
+    }
+    for (std::thread& s : senders) s.join();
+  };
+  send_all(/*running=*/true);
+  EXPECT_EQ(wrong_answers.load(), 0);
+  for (const std::string& id : ids) EXPECT_EQ(Job(id).state(), pb::JOB_STATE_RUNNING) << id;
+  send_all(/*running=*/false);
+  EXPECT_EQ(wrong_answers.load(), 0);
+  for (const std::string& id : ids) EXPECT_EQ(Job(id).state(), pb::JOB_STATE_SUCCEEDED) << id;
 }
 
 TEST_F(ClusterStateTest, CancelHoldsDevicesUntilTheAgentConfirmsTheKill) {
