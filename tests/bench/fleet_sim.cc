@@ -391,7 +391,8 @@ void FleetSimulator::HeartbeatAnswered(Node& node, std::unique_ptr<HeartbeatCall
     if (!status.ok()) {
       failed_calls_.fetch_add(1);
       node.next_heartbeat = now + node.interval;  // reported again then, not at once
-      if (SessionLost(status)) node.lost = true;
+      // Only for the session it was sent in: the node may have registered again meanwhile.
+      if (SessionLost(status) && call->req.session_id() == node.session_id) node.lost = true;
     } else {
       for (const ProcessKey& key : call->stamping) node.unreported_running.erase(key);
     }
