@@ -260,6 +260,11 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   // Stopped jobs' waits for their next place, by kind of stop (minutes; card-hours waited).
   std::map<std::string, std::vector<double>> requeued_wait;
   std::map<std::string, double> requeued_card_hours;
+  auto count_requeued_wait = [&](const Pod& pod, absl::Time placed) {
+    const double minutes = absl::ToDoubleMinutes(placed - *pod.requeued_at);
+    requeued_wait[pod.requeued_by].push_back(minutes);
+    requeued_card_hours[pod.requeued_by] += minutes / 60 * static_cast<double>(pod.trace.GpuDemand()) / 1000;
+  };
   std::map<std::string, int> pending_by_group;
   std::map<std::string, int64_t> held_by_group;
   // Dominant shares, as fair share weighs them: per group and model, held over an equal part of
@@ -378,9 +383,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
         if (!pod->scheduled) pod->scheduled = now;
         if (!pod->decided) pod->decided = now;
         if (pod->requeued_at) {
-          const double minutes = absl::ToDoubleMinutes(now - *pod->requeued_at);
-          requeued_wait[pod->requeued_by].push_back(minutes);
-          requeued_card_hours[pod->requeued_by] += minutes / 60 * static_cast<double>(pod->trace.GpuDemand()) / 1000;
+          count_requeued_wait(*pod, now);
           pod->requeued_at.reset();
         }
         pod->running = true;
@@ -500,10 +503,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   };
   // A stopped job still waiting at the end waits until then.
   for (const Pod& pod : pods) {
-    if (!pod.requeued_at) continue;
-    const double minutes = absl::ToDoubleMinutes(end - *pod.requeued_at);
-    requeued_wait[pod.requeued_by].push_back(minutes);
-    requeued_card_hours[pod.requeued_by] += minutes / 60 * static_cast<double>(pod.trace.GpuDemand()) / 1000;
+    if (pod.requeued_at) count_requeued_wait(pod, end);
   }
   for (const auto& [kind, v] : requeued_wait) {
     out["requeued_wait"][kind] = {{"n", v.size()},

@@ -266,12 +266,8 @@ bool PreemptionStage::MayMoveFor(const JobEntry& entry, absl::Time now) const {
 PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
                                                            const std::vector<scheduler::NodeView>& views,
                                                            const ViewsWithout& views_without, absl::Time now) {
-  if (defrag_.after <= absl::ZeroDuration() || request.devices_per_node < 1 || request.Grouped() ||
-      holds_.contains(entry.job().id())) {
-    return MoveOutcome::kNone;
-  }
+  if (!MayMoveFor(entry, now) || request.devices_per_node < 1 || request.Grouped()) return MoveOutcome::kNone;
   const absl::Duration waited = now - FromProtoTime(entry.job().created_at());
-  if (waited < defrag_.after) return MoveOutcome::kNone;
   const bool moved_may_wait = defrag_.requeue_after > absl::ZeroDuration() && waited >= defrag_.requeue_after;
   while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
   const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
