@@ -28,12 +28,12 @@ namespace {
 constexpr absl::Duration kLoopPeriod = absl::Milliseconds(200);
 
 // How often to heartbeat when nothing happens: what the daemon suggests (`hetpoold
-// --heartbeat-interval`), but at least three beats per lease so that one lost heartbeat never
-// makes the node NotReady, and 1 s from daemons that suggest nothing.
-absl::Duration HeartbeatPeriod(const pb::RegisterResponse& resp) {
-  absl::Duration period = resp.heartbeat_interval_ms() > 0 ? absl::Milliseconds(resp.heartbeat_interval_ms())
-                                                           : absl::Seconds(1);
-  if (resp.lease_ttl_ms() > 0) period = std::min(period, absl::Milliseconds(resp.lease_ttl_ms()) / 3);
+// --heartbeat-interval`, stretched for a large fleet by --max-heartbeats-per-second; 0: none,
+// then 1 s), but at least three beats per lease so that one lost heartbeat never makes the node
+// NotReady.
+absl::Duration HeartbeatPeriod(int64_t suggested_ms, absl::Duration lease_ttl) {
+  absl::Duration period = suggested_ms > 0 ? absl::Milliseconds(suggested_ms) : absl::Seconds(1);
+  if (lease_ttl > absl::ZeroDuration()) period = std::min(period, lease_ttl / 3);
   return std::max(period, kLoopPeriod);
 }
 constexpr size_t kLogPushBytes = 256 * 1024;
@@ -163,7 +163,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     fence_after_ = std::min(*options_.fence_after, announced);
   }
   lease_ttl_ = absl::Milliseconds(resp.lease_ttl_ms());
-  heartbeat_every_ = HeartbeatPeriod(resp);
+  heartbeat_every_ = HeartbeatPeriod(resp.heartbeat_interval_ms(), absl::Milliseconds(resp.lease_ttl_ms()));
   Contacted(absl::Now());
   reported_inventory_ = inventory;
   unreported_inventory_.reset();
@@ -431,6 +431,8 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
       if (status.ok()) {
         last_heartbeat = absl::Now();
         Contacted(last_heartbeat);
+        // The fleet grew or shrank since this session began: the daemon spreads beats anew.
+        if (resp.heartbeat_interval_ms() > 0) heartbeat_every_ = HeartbeatPeriod(resp.heartbeat_interval_ms(), lease_ttl_);
         if (unreported_inventory_) {
           reported_inventory_ = *unreported_inventory_;
           unreported_inventory_.reset();

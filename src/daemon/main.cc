@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
                  "outage) before they restart elsewhere (docs/reliability.md)");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval,
                  "how often agents heartbeat when nothing changes (at most a third of --lease-ttl is used)");
+  flags.Double("max-heartbeats-per-second", &options.cluster.max_heartbeats_per_second,
+               "what the whole fleet's heartbeats may come to when nothing changes: past --heartbeat-interval x this "
+               "many nodes, agents are told to beat less often, down to three beats a lease (0: no cap)");
   flags.String("rdzv-port-range", &port_range, "ports for torchrun rendezvous on rank-0 nodes, MIN-MAX");
   flags.Bool("metax-cuda-translation", &options.cluster.metax_cuda_translation,
              "MetaX nodes have a CUDA translation layer (cu-bridge): CUDA builds may run there");
@@ -127,6 +130,9 @@ int main(int argc, char** argv) {
   options.cluster.archive_finished = archive != "drop";
   if (options.cluster.retain_finished < absl::ZeroDuration()) {
     return Fail(absl::InvalidArgumentError("--retain-finished must not be negative"));
+  }
+  if (!(options.cluster.max_heartbeats_per_second >= 0)) {  // NaN too
+    return Fail(absl::InvalidArgumentError("--max-heartbeats-per-second must be a number, not negative (0: no cap)"));
   }
   if (options.cluster.heartbeat_interval <= absl::ZeroDuration() || options.cluster.lease_ttl <= absl::ZeroDuration()) {
     return Fail(absl::InvalidArgumentError("--heartbeat-interval and --lease-ttl must be positive"));

@@ -353,6 +353,7 @@ int main(int argc, char** argv) {
   }
   TestCluster::Options options;
   options.orphan_grace = absl::Minutes(10);  // the product's default: jobs ride out a restart
+  options.lease_ttl = absl::Seconds(15);      // likewise (the harness's tests use 10 s)
   const int metrics_port = hetpool::testing::FreeTcpPort();
   options.daemon_args = {"--metrics-listen", absl::StrCat("127.0.0.1:", metrics_port)};
   TestCluster cluster(options);
@@ -393,8 +394,12 @@ int main(int argc, char** argv) {
   // Heartbeats alone.
   say(absl::StrCat("heartbeats alone for ", o.idle_seconds, " s"));
   double cpu0 = CpuSeconds(daemon);
+  const int idle_heartbeats0 = fleet.Heartbeats();
   absl::SleepFor(absl::Seconds(o.idle_seconds));
   report["idle_cpu_cores"] = (CpuSeconds(daemon) - cpu0) / o.idle_seconds;
+  // What the daemon's --max-heartbeats-per-second left of the fleet's beats (nodes that
+  // registered while the fleet was small learn the spread-out period from their next answer).
+  report["idle_heartbeats_per_s"] = static_cast<double>(fleet.Heartbeats() - idle_heartbeats0) / o.idle_seconds;
   report["idle_rss_mib"] = RssBytes(daemon) / (1 << 20);
   report["heartbeats_per_s"] = 0.0;
 

@@ -395,6 +395,10 @@ void FleetSimulator::HeartbeatAnswered(Node& node, std::unique_ptr<HeartbeatCall
       if (SessionLost(status) && call->req.session_id() == node.session_id) node.lost = true;
     } else {
       for (const ProcessKey& key : call->stamping) node.unreported_running.erase(key);
+      // As the agent does: the daemon spreads a growing fleet's beats (--max-heartbeats-per-second).
+      if (call->resp.heartbeat_interval_ms() > 0) {
+        node.interval = absl::Milliseconds(std::max<int64_t>(100, call->resp.heartbeat_interval_ms()));
+      }
     }
     wake = node.dirty || node.lost;  // changed while the call was out: its thread sends again
   }

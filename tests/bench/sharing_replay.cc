@@ -297,7 +297,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       p->set_running(process != exited);
       p->set_exited(process == exited);
     }
-    if (auto s = state.Heartbeat(hb); !s.ok()) std::cerr << "sharing_replay: heartbeat: " << s << "\n";
+    if (auto s = state.Heartbeat(hb); !s.ok()) std::cerr << "sharing_replay: heartbeat: " << s.status() << "\n";
   };
 
   // A run ends (it finished, or its preempted processes exited): its nodes report it, and its

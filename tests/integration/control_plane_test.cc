@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "hetpool/v1/agent.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "src/common/grpc_status.h"
 #include "tests/testing/cluster_harness.h"
@@ -263,6 +264,72 @@ TEST_F(ControlPlaneTest, WatchStreamsStateChangesToTheEnd) {
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->vendor(), "cpu");
   EXPECT_EQ(done->launch_plan(0).env().at("HETPOOL_DIST_BACKEND"), "gloo");
+}
+
+// Issue 19: hetpoold spreads a growing fleet's heartbeats (--max-heartbeats-per-second), and an
+// agent that registered while the fleet was small follows the period its heartbeats' answers give.
+TEST(HeartbeatSpreading, AnAgentBeatsLessOftenOnceTheFleetGrowsAfterItRegistered) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);  // node-a
+  options.lease_ttl = absl::Seconds(30);
+  // One node: every 0.5 s (1 node at 2 a second); ten nodes: every 5 s (a third of the lease is 10 s).
+  options.daemon_args = {"--heartbeat-interval", "300ms", "--max-heartbeats-per-second", "2"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  auto node_a = [&]() -> absl::StatusOr<pb::Node> {
+    pb::GetNodeRequest req;
+    req.set_name("node-a");
+    pb::Node node;
+    grpc::ClientContext ctx;
+    grpc::Status status = cluster.cluster().GetNode(&ctx, req, &node);
+    if (!status.ok()) return absl::UnavailableError(status.error_message());
+    return node;
+  };
+  // node-a's distinct heartbeats seen within `window` (each moves its last_heartbeat).
+  auto beats_within = [&](absl::Duration window) {
+    int beats = 0;
+    std::string last;
+    for (absl::Time end = absl::Now() + window; absl::Now() < end; absl::SleepFor(absl::Milliseconds(50))) {
+      auto node = node_a();
+      if (!node.ok()) continue;
+      const std::string seen = node->last_heartbeat().SerializeAsString();
+      if (!last.empty() && seen != last) ++beats;
+      last = seen;
+    }
+    return beats;
+  };
+  EXPECT_GE(beats_within(absl::Seconds(3)), 3);  // every 0.5 s: about six
+
+  // Nine more nodes register (as agents would; no agent runs for them).
+  auto first = node_a();
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto agents = pb::AgentService::NewStub(cluster.channel());
+  for (int i = 0; i < 9; ++i) {
+    pb::RegisterRequest req;
+    req.set_node_name("extra-" + std::to_string(i));
+    req.set_address("127.0.0.1");
+    req.set_torchrun_path("/usr/bin/torchrun");
+    req.set_work_dir("/tmp/extra");
+    *req.mutable_inventory() = first->inventory();
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(agents->Register(&ctx, req, &resp).ok());
+    if (i == 8) {
+      EXPECT_EQ(resp.heartbeat_interval_ms(), 5000);
+    }
+  }
+  // node-a's next answer tells it 5 s; from then on it beats about once in 6 s (12 times at 0.5 s).
+  EXPECT_GE(beats_within(absl::Seconds(2)), 1);
+  EXPECT_LE(beats_within(absl::Seconds(6)), 3) << cluster.AgentLog(0);
+}
+
+TEST(HeartbeatSpreading, HetpooldRefusesANegativeOrNonNumericCap) {
+  for (const char* value : {"-1", "nan"}) {
+    auto [code, out] = RunRefusedDaemon(std::string("--max-heartbeats-per-second ") + value);
+    EXPECT_NE(code, 0) << value;
+    EXPECT_NE(out.find("--max-heartbeats-per-second must be a number, not negative (0: no cap)"), std::string::npos)
+        << value << ": " << out;
+  }
 }
 
 }  // namespace

@@ -18,27 +18,14 @@ namespace {
 
 constexpr int kSteps = 40;
 
-// hetpoold's exit status and what it printed, for flags it must refuse before serving.
-std::pair<int, std::string> RunDaemon(const std::string& flags) {
-  const std::string command = std::string(HETPOOLD_BIN) + " --insecure --listen 127.0.0.1:0 --data-dir " +
-                              ::testing::TempDir() + "/refused " + flags + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string out;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 TEST(Preemption, HetpooldRefusesAnUnknownModeFairShareWithoutQueuesAndMovesThatWaitFirst) {
-  auto [code, out] = RunDaemon("--preemption always");
+  auto [code, out] = RunRefusedDaemon("--preemption always");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--preemption: 'always' is not one of off, priority, fair-share"), std::string::npos) << out;
-  std::tie(code, out) = RunDaemon("--preemption fair-share");
+  std::tie(code, out) = RunRefusedDaemon("--preemption fair-share");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--preemption fair-share needs --queues"), std::string::npos) << out;
-  std::tie(code, out) = RunDaemon("--defrag-after 10m --defrag-requeue-after 5m");
+  std::tie(code, out) = RunRefusedDaemon("--defrag-after 10m --defrag-requeue-after 5m");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--defrag-requeue-after must be 0 (never) or at least --defrag-after"), std::string::npos) << out;
 }

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,18 @@ ChildProcess::~ChildProcess() {
     Signal(SIGKILL);
     Wait(absl::Seconds(5));
   }
+}
+
+std::pair<int, std::string> RunRefusedDaemon(const std::string& flags) {
+  const std::string command = std::string(HETPOOLD_BIN) + " --insecure --listen 127.0.0.1:0 --data-dir " +
+                              ::testing::TempDir() + "/refused " + flags + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 TestCluster::Options TestCluster::ExamplePool() {

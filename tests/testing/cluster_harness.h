@@ -74,6 +74,9 @@ absl::StatusOr<pb::Job> SubmitToAnyReplica(const std::vector<pb::JobService::Stu
 // /tmp) and, when the tests run as root, root job processes (the sandbox test checks the default).
 std::vector<std::string> PlainAgentFlags();
 
+// hetpoold's exit status and what it printed, for flags it must refuse before serving.
+std::pair<int, std::string> RunRefusedDaemon(const std::string& flags);
+
 class TestCluster {
  public:
   struct Options {

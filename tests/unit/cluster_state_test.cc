@@ -72,6 +72,7 @@ class ClusterStateTest : public ::testing::Test {
     options.archive_finished = archive_finished_;
     options.preemption = preemption_;
     options.queues = queues_;
+    options.max_heartbeats_per_second = max_heartbeats_per_second_;
     state_ = std::make_unique<ClusterState>(options, refusable_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
   }
@@ -151,7 +152,7 @@ class ClusterStateTest : public ::testing::Test {
     if (orders.ok() && orders->has_value()) req.set_applied_orders_version((*orders)->version());
     for (auto& p : processes) *req.add_processes() = p;
     if (inventory) *req.mutable_inventory() = *inventory;
-    return state_->Heartbeat(req);
+    return state_->Heartbeat(req).status();
   }
 
   pb::JobSpec Spec(int nnodes, int devices, int max_restarts = 0) {
@@ -193,6 +194,7 @@ class ClusterStateTest : public ::testing::Test {
   bool archive_finished_ = true;
   PreemptionMode preemption_ = PreemptionMode::kOff;
   std::optional<QueueConfig> queues_;
+  double max_heartbeats_per_second_ = 1000;
   // The daemon's policy: the default plugin profile.
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::unique_ptr<SqliteStore> store_;
@@ -256,7 +258,7 @@ TEST_F(ClusterStateTest, HeartbeatsSentTogetherEachGetTheirOwnAnswerAndAllApply)
     req.set_node_name(node);
     req.set_session_id(live_session ? sessions_[node] : "a-session-long-gone");
     *req.add_processes() = Proc(job_on[node], 1, running, 0);
-    return state_->Heartbeat(req);
+    return state_->Heartbeat(req).status();
   };
   std::atomic<int> wrong_answers{0};
   auto send_all = [&](bool running) {
@@ -591,7 +593,7 @@ TEST_F(ClusterStateTest, UnhealthyCardsReportedByHeartbeatAreNotScheduled) {
   // A malformed inventory is refused and changes nothing.
   pb::HeartbeatRequest bad = hb;
   bad.mutable_inventory()->mutable_devices(0)->set_vendor("amd");
-  EXPECT_EQ(state_->Heartbeat(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->Heartbeat(bad).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(state_->GetNode("a")->inventory().devices(0).vendor(), "nvidia");
   // Utilisation alone is kept in memory, not written: after a restart the health change is there,
   // the utilisation reading is not.
@@ -846,6 +848,57 @@ TEST_F(ClusterStateTest, LostNodeWhoseFailureCannotBeStoredIsRetriedAtTheNextLea
   state_->Tick();
   EXPECT_EQ(Job(job->id()).state(), pb::JOB_STATE_FAILED);
   EXPECT_EQ(Job(job->id()).reason(), "NodeLost");
+}
+
+// A node that registers while no lease is due (the look is put off until one can lapse) is still
+// found silent at its lease's end: a registration brings the next look forward.
+TEST_F(ClusterStateTest, ANodeRegisteringWhenNoLeaseIsDueIsStillFoundSilentAtItsLeasesEnd) {
+  state_->Tick();  // no node: the next look is put off indefinitely
+  now_ += absl::Minutes(5);
+  state_->Tick();
+  Register("a", 1);
+  now_ += absl::Seconds(5);
+  state_->Tick();
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_READY);
+  now_ += absl::Seconds(6);  // 11 s of silence, past the 10 s lease
+  state_->Tick();
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_NOT_READY);
+}
+
+// Issue 19: a growing fleet's heartbeats are spread out to stay within
+// --max-heartbeats-per-second (each is a gRPC call, most of an idle daemon's CPU), never to
+// fewer than three a lease; agents registered earlier learn the new period from their next answer.
+TEST_F(ClusterStateTest, AgentsAreToldToBeatLessOftenAsTheFleetGrowsButThreeTimesALeaseAtLeast) {
+  max_heartbeats_per_second_ = 2;  // the fixture's agents are asked every 2 s; the lease is 10 s
+  Open();
+  auto told = [&](const std::string& node) -> int64_t {
+    pb::HeartbeatRequest req;
+    req.set_node_name(node);
+    req.set_session_id(sessions_[node]);
+    auto resp = state_->Heartbeat(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? resp->heartbeat_interval_ms() : -1;
+  };
+  pb::RegisterRequest req;
+  req.set_node_name("n0");
+  req.set_address("127.0.0.1");
+  req.set_torchrun_path("/usr/bin/torchrun");
+  req.set_work_dir("/tmp/n0");
+  *req.mutable_inventory() = Inventory(1);
+  auto first = state_->Register(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  sessions_["n0"] = first->session_id();
+  EXPECT_EQ(first->heartbeat_interval_ms(), 2000);  // one node: the configured period
+  for (int i = 1; i < 5; ++i) Register("n" + std::to_string(i), 1);
+  EXPECT_EQ(told("n0"), 2500);  // 5 nodes at 2 a second
+  for (int i = 5; i < 10; ++i) Register("n" + std::to_string(i), 1);
+  EXPECT_EQ(told("n0"), 3333);  // 10 nodes would be 5 s: a third of the lease at most
+  EXPECT_EQ(told("n9"), 3333);
+
+  max_heartbeats_per_second_ = 0;  // no cap
+  Open();
+  Register("n0", 1);
+  EXPECT_EQ(told("n0"), 2000);
 }
 
 TEST_F(ClusterStateTest, SubmissionThatCannotBeStoredIsRefusedAndItsIdNeverReused) {

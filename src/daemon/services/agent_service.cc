@@ -24,13 +24,16 @@ grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const pb::Regi
 }
 
 grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
-                                         pb::HeartbeatResponse*) {
+                                         pb::HeartbeatResponse* resp) {
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   return Guarded(
       *guard_, ctx, "Heartbeat", Action::kAgent, req->node_name(),
       [&](const Caller& caller) -> absl::Status {
         if (auto s = CheckNodeIdentity(caller, req->node_name()); !s.ok()) return s;
-        return state_->Heartbeat(*req);
+        auto response = state_->Heartbeat(*req);
+        if (!response.ok()) return response.status();
+        *resp = *std::move(response);
+        return absl::OkStatus();
       },
       /*audit_success=*/false);
 }

@@ -290,10 +290,15 @@ void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& 
   }
 }
 
-void AgentReconciler::ExpireLeases(absl::Time now) {
+absl::Time AgentReconciler::ExpireLeases(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
   for (auto& [name, node] : nodes_.entries()) {
     const absl::Duration silent = now - node.last_heartbeat;
-    if (silent <= leases_.lease_ttl || (!node.ready && node.claims.empty())) continue;
+    if (!node.ready && node.claims.empty()) continue;
+    if (silent <= leases_.lease_ttl) {
+      next = std::min(next, node.last_heartbeat + leases_.lease_ttl);
+      continue;
+    }
     // Past the lease: no new work, and the agent must register again and report what still runs.
     // Its jobs keep their claims: the agent keeps them running through a control-plane outage.
     if (node.ready) {
@@ -305,13 +310,16 @@ void AgentReconciler::ExpireLeases(absl::Time now) {
     // Past the orphan grace as well, the agent and its fence watchdog have stopped the processes
     // (they stop them at the grace after their last answer, which came before this node's last
     // heartbeat): only now may the jobs run elsewhere.
-    if (silent <= leases_.lease_ttl + leases_.orphan_grace) continue;
+    if (silent <= leases_.lease_ttl + leases_.orphan_grace) {
+      next = std::min(next, node.last_heartbeat + leases_.lease_ttl + leases_.orphan_grace);
+      continue;
+    }
     std::vector<JobGen> lost;
     for (const auto& [key, claim] : node.claims) {
       if (claim.desired) lost.push_back(key);
     }
     // Claims go with the node, except those of jobs whose failure the store did not take: they
-    // keep the node in this loop, so the next tick tries again.
+    // keep the node in this loop, so the next look tries again.
     std::set<JobGen> unstored;
     for (const auto& key : lost) {
       JobEntry* entry = jobs_.Find(key.first);
@@ -323,9 +331,11 @@ void AgentReconciler::ExpireLeases(absl::Time now) {
       }
     }
     node.claims.EraseIf([&](const auto& claim) { return !unstored.contains(claim.first); });
+    if (!node.claims.empty()) next = now;  // claims whose jobs still hold them: again at the next look
     nodes_.BumpOrders(node);
     wakeups_.CapacityChanged();
   }
+  return next;
 }
 
 pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {

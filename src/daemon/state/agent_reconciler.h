@@ -34,8 +34,10 @@ class AgentReconciler {
   void ApplyProcessReports(NodeEntry& node, const google::protobuf::RepeatedPtrField<pb::ProcessStatus>& reports,
                            bool registering);
   // Nodes silent past the lease become NotReady; past the orphan grace too, their jobs are
-  // restarted elsewhere or fail.
-  void ExpireLeases(absl::Time now);
+  // restarted elsewhere or fail. Returns when the next lease or grace can lapse at the earliest
+  // (a heartbeat only moves a node's later; a registration's comes a lease after it):
+  // InfiniteFuture when no node has one to lapse.
+  absl::Time ExpireLeases(absl::Time now);
   // Orders every node running a claim of the job's current generation to stop it, with `reason`,
   // SIGKILL following SIGTERM after `grace` (zero: the agent's --kill-grace).
   void ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace = absl::ZeroDuration());

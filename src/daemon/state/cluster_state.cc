@@ -144,8 +144,7 @@ void ClusterState::Tick() {
     absl::MutexLock lock(&mu_);
     ReloadQueues();
     if (const absl::Time now = Now(); now >= next_lease_check_) {
-      reconciler_.ExpireLeases(now);
-      next_lease_check_ = now + kLeaseCheckEvery;
+      next_lease_check_ = std::max(reconciler_.ExpireLeases(now), now + kLeaseCheckEvery);
     }
     cycle_.Run(Now());
     retiring = DueForRetirement();
@@ -404,7 +403,10 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   if (!inventory.ok()) return inventory.status();
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
-  NodeEntry& node = nodes_.Register(req, *std::move(inventory), Now());
+  const absl::Time now = Now();
+  NodeEntry& node = nodes_.Register(req, *std::move(inventory), now);
+  // The leases are next looked at when the earliest can lapse; this one's may be the earliest.
+  next_lease_check_ = std::min(next_lease_check_, now + options_.lease_ttl);
   reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/true);
   nodes_.BumpOrders(node);
   wakeups_.CapacityChanged();
@@ -413,24 +415,41 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   pb::RegisterResponse response;
   response.set_session_id(node.session_id);
   response.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
-  // Three heartbeats per lease at least, so that one lost beat never makes a node NotReady.
-  response.set_heartbeat_interval_ms(
-      absl::ToInt64Milliseconds(std::min(options_.heartbeat_interval, options_.lease_ttl / 3)));
+  response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(HeartbeatInterval()));
   response.set_orphan_grace_ms(absl::ToInt64Milliseconds(options_.orphan_grace));
   return response;
+}
+
+absl::Duration ClusterState::HeartbeatInterval() {
+  absl::Duration interval = options_.heartbeat_interval;
+  const size_t nodes = nodes_.entries().size();
+  if (options_.max_heartbeats_per_second > 0) {
+    interval = std::max(interval, absl::Seconds(static_cast<double>(nodes) / options_.max_heartbeats_per_second));
+  }
+  // Three heartbeats per lease at least, so that one lost beat never makes a node NotReady.
+  const absl::Duration most = options_.lease_ttl / 3;
+  if (interval > most && options_.max_heartbeats_per_second > 0 && !said_lease_binds_) {
+    said_lease_binds_ = true;
+    spdlog::warn("{} nodes beating three times a lease ({}) send {:.0f} heartbeats a second, more than "
+                 "--max-heartbeats-per-second {:.0f}: a longer --lease-ttl would let them beat less often",
+                 nodes, absl::FormatDuration(options_.lease_ttl),
+                 static_cast<double>(nodes) / absl::ToDoubleSeconds(most), options_.max_heartbeats_per_second);
+  }
+  return std::min(interval, most);
 }
 
 struct ClusterState::QueuedHeartbeat {
   const pb::HeartbeatRequest* request = nullptr;
   std::optional<NodeInventory> inventory;  // converted before the lock
   absl::Status status;
+  absl::Duration interval;  // what the agent is told, read under the lock
   // Under heartbeats_mu_: applied (its thread returns), or its thread's turn to apply the queue.
   bool applied = false;
   bool applies_next = false;
   absl::CondVar woken;  // each waiting thread is woken once, for one of the two
 };
 
-absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
+absl::StatusOr<pb::HeartbeatResponse> ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
   QueuedHeartbeat mine;
   mine.request = &req;
   if (req.has_inventory()) {
@@ -444,8 +463,15 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
     applying_heartbeats_ = true;
     mine.applies_next = true;
   }
+  // Answered once applied: the node's orders acknowledged, its process reports taken.
+  auto answer = [&mine]() -> absl::StatusOr<pb::HeartbeatResponse> {
+    if (!mine.status.ok()) return mine.status;
+    pb::HeartbeatResponse response;
+    response.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(mine.interval));
+    return response;
+  };
   while (!mine.applied && !mine.applies_next) mine.woken.Wait(&heartbeats_mu_);
-  if (mine.applied) return mine.status;
+  if (mine.applied) return answer();
   // This thread applies the queue, its own heartbeat among them (only an applier takes from it),
   // and what comes meanwhile for a few milliseconds: handing each batch to a sleeping thread
   // waited for a core every time (heartbeats p50 8-15 ms on two busy cores).
@@ -456,7 +482,11 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
     heartbeats_mu_.Unlock();
     {
       absl::MutexLock lock(&mu_);
-      for (QueuedHeartbeat* heartbeat : batch) heartbeat->status = ApplyHeartbeat(*heartbeat);
+      const absl::Duration interval = HeartbeatInterval();
+      for (QueuedHeartbeat* heartbeat : batch) {
+        heartbeat->status = ApplyHeartbeat(*heartbeat);
+        heartbeat->interval = interval;
+      }
     }
     heartbeats_mu_.Lock();
     for (QueuedHeartbeat* heartbeat : batch) {
@@ -471,7 +501,7 @@ absl::Status ClusterState::Heartbeat(const pb::HeartbeatRequest& req) {
     heartbeats_.front()->applies_next = true;
     heartbeats_.front()->woken.Signal();
   }
-  return mine.status;
+  return answer();
 }
 
 absl::Status ClusterState::ApplyHeartbeat(QueuedHeartbeat& heartbeat) {
