@@ -168,6 +168,41 @@ TEST_F(SchedulingCycleTest, TheHeadOfTheQueueHoldsNodesAndItsReasonIsRecordedOnc
   EXPECT_EQ(parts_.store.StoredJob(big.job().id()).reason(), "");  // why a job waits is not stored
 }
 
+// The head of the queue is held the node closest to holding all it asks, host CPU included: not
+// a node whose cores could never hold it (its cards would be kept from others for nothing), nor
+// one with more cards free whose cores a CPU-heavy job takes.
+TEST_F(SchedulingCycleTest, TheHeadIsHeldTheNodeClosestToItsWholeAskHostCpuIncluded) {
+  auto with_cores = [](int cores) {
+    NodeInventory inventory = testing::H100s(4);
+    inventory.cpus = cores;
+    return inventory;
+  };
+  auto job_asking = [](int cards, int64_t cpu_milli) {
+    pb::JobSpec spec = TrainingSpec(1, cards);
+    spec.mutable_host()->set_cpu_milli_per_node(cpu_milli);
+    return spec;
+  };
+  // The nodes come one at a time, each job landing on the only node there is.
+  parts_.nodes.Register(testing::Registration("b"), with_cores(32), parts_.now);  // 4 cards, 32 cores
+  JobEntry& on_b = Submit(job_asking(2, 6000));                                    // b: 2 cards and 26 cores left
+  cycle_.Run(parts_.now);
+  parts_.nodes.Register(testing::Registration("c"), with_cores(32), parts_.now);  // 4 cards, 32 cores
+  JobEntry& on_c = Submit(job_asking(1, 28000));                                   // c: 3 cards but 4 cores left
+  cycle_.Run(parts_.now);
+  parts_.nodes.Register(testing::Registration("a"), with_cores(16), parts_.now);  // 4 cards, 16 cores
+  ASSERT_EQ(on_b.job().state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(on_c.job().state(), pb::JOB_STATE_SCHEDULED);
+  ASSERT_EQ(on_b.job().placement(0).node(), "b");
+  ASSERT_EQ(on_c.job().placement(0).node(), "c");
+  // 4 cards and 24 cores: never on a (16 cores in all, though its 4 cards are free); on c only
+  // once 20 more cores free there; b is half-way on cards and has the cores.
+  JobEntry& head = Submit(job_asking(4, 24000));
+  parts_.wakeups.CapacityChanged();
+  cycle_.Run(parts_.now + absl::Seconds(1));
+  ASSERT_EQ(head.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(head.job().pending().held_for_it(), "b") << head.job().message();
+}
+
 TEST_F(SchedulingCycleTest, AJobNoNodeCouldEverHoldIsUnresolvable) {
   parts_.Register("a", 2);
   JobEntry& job = Submit(TrainingSpec(1, 8));

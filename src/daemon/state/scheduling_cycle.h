@@ -105,7 +105,9 @@ class SchedulingCycle {
                    const scheduler::PendingReason& waited, std::vector<scheduler::NodeView>& views,
                    Reservation& reserved);
   // The nodes (and their qualifying devices) a waiting job is held for: those closest to
-  // holding it, i.e. with the most free qualifying devices. Empty if the pool lacks such nodes.
+  // holding it (the least-free part of its ask, cards, host CPU or host memory, the largest;
+  // then the most free qualifying cards), never a node whose host could not hold it at all.
+  // Empty if the pool lacks such nodes.
   static Reservation ReservationFor(const scheduler::PlacementRequest& request,
                                     const std::vector<scheduler::NodeView>& views);
 
