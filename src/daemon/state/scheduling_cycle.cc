@@ -488,8 +488,8 @@ SchedulingCycle::Reservation SchedulingCycle::ReservationFor(const scheduler::Pl
     std::set<std::string> devices;
     double closeness = 0;
   };
-  // `free` of `asked`, as a fraction at most 1 (a node that does not report the resource, or a
-  // job that does not ask for it, is not limited by it).
+  // `free` of `asked` of a host resource, as a fraction at most 1 (a node that does not report
+  // the resource, its `total` 0, or a job that does not ask for it, is not limited by it).
   auto part = [](double free, double asked, double total) {
     return asked <= 0 || total <= 0 ? 1.0 : std::min(1.0, std::max(0.0, free) / asked);
   };
@@ -519,7 +519,8 @@ SchedulingCycle::Reservation SchedulingCycle::ReservationFor(const scheduler::Pl
     }
     if (best == nullptr) continue;
     Option chosen = *best;
-    chosen.closeness = std::min({part(static_cast<double>(chosen.free), request.devices_per_node, 1),
+    const double cards = std::min(1.0, static_cast<double>(chosen.free) / std::max(1, request.devices_per_node));
+    chosen.closeness = std::min({cards,
                                  part(static_cast<double>(view.cpu_milli_free), static_cast<double>(request.cpu_milli),
                                       static_cast<double>(view.cpu_milli_total)),
                                  part(static_cast<double>(view.host_memory_free_mib),
