@@ -37,6 +37,10 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 // hetpool-agent's loop does (agent::WaitForDaemon's period).
 constexpr absl::Duration kChannelPoll = absl::Milliseconds(200);
 
+// The period the daemon announces (at registration and in every heartbeat's answer, which
+// spreads a growing fleet's beats), at least 100 ms.
+absl::Duration HeartbeatPeriod(int64_t announced_ms) { return absl::Milliseconds(std::max<int64_t>(100, announced_ms)); }
+
 }  // namespace
 
 struct FleetSimulator::Node {
@@ -215,7 +219,7 @@ bool FleetSimulator::RegisterNode(Node& node) {
     node.unreachable = false;
     node.backoff = kFirstBackoff;
     node.session_id = resp.session_id();
-    node.interval = absl::Milliseconds(std::max<int64_t>(100, resp.heartbeat_interval_ms()));
+    node.interval = HeartbeatPeriod(resp.heartbeat_interval_ms());
     node.next_heartbeat = absl::Now() + node.interval;
     // A stream of the old session is cancelled; its completion opens the new one.
     if (node.stream_open) {
@@ -397,7 +401,7 @@ void FleetSimulator::HeartbeatAnswered(Node& node, std::unique_ptr<HeartbeatCall
       for (const ProcessKey& key : call->stamping) node.unreported_running.erase(key);
       // As the agent does: the daemon spreads a growing fleet's beats (--max-heartbeats-per-second).
       if (call->resp.heartbeat_interval_ms() > 0) {
-        node.interval = absl::Milliseconds(std::max<int64_t>(100, call->resp.heartbeat_interval_ms()));
+        node.interval = HeartbeatPeriod(call->resp.heartbeat_interval_ms());
       }
     }
     wake = node.dirty || node.lost;  // changed while the call was out: its thread sends again

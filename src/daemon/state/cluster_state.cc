@@ -422,18 +422,19 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
 
 absl::Duration ClusterState::HeartbeatInterval() {
   absl::Duration interval = options_.heartbeat_interval;
-  const size_t nodes = nodes_.entries().size();
-  if (options_.max_heartbeats_per_second > 0) {
-    interval = std::max(interval, absl::Seconds(static_cast<double>(nodes) / options_.max_heartbeats_per_second));
-  }
   // Three heartbeats per lease at least, so that one lost beat never makes a node NotReady.
   const absl::Duration most = options_.lease_ttl / 3;
-  if (interval > most && options_.max_heartbeats_per_second > 0 && !said_lease_binds_) {
-    said_lease_binds_ = true;
-    spdlog::warn("{} nodes beating three times a lease ({}) send {:.0f} heartbeats a second, more than "
-                 "--max-heartbeats-per-second {:.0f}: a longer --lease-ttl would let them beat less often",
-                 nodes, absl::FormatDuration(options_.lease_ttl),
-                 static_cast<double>(nodes) / absl::ToDoubleSeconds(most), options_.max_heartbeats_per_second);
+  if (options_.max_heartbeats_per_second > 0) {
+    const size_t nodes = nodes_.entries().size();
+    const absl::Duration spread = absl::Seconds(static_cast<double>(nodes) / options_.max_heartbeats_per_second);
+    interval = std::max(interval, spread);
+    if (spread > most && !said_lease_binds_) {
+      said_lease_binds_ = true;
+      spdlog::warn("{} nodes beating three times a lease ({}) send {:.0f} heartbeats a second, more than "
+                   "--max-heartbeats-per-second {:.0f}: a longer --lease-ttl would let them beat less often",
+                   nodes, absl::FormatDuration(options_.lease_ttl),
+                   static_cast<double>(nodes) / absl::ToDoubleSeconds(most), options_.max_heartbeats_per_second);
+    }
   }
   return std::min(interval, most);
 }
