@@ -16,6 +16,10 @@
 // they scale) and runs twice as fast on two (linear scaling); hetpoold's --elastic-grow-after is
 // the bench's flag of that name.
 //
+// A pod still waiting at the last arrival counts as waiting until then, which understates the
+// longest waits; with --drain the replay runs on without arrivals until every pod is placed, so
+// each wait is the pod's own (the figures over time stay those of the arrival window).
+//
 // The trace's pods carry creation, scheduled and deletion times; a pod runs for its own
 // (deletion - scheduled) seconds once hetpool places it. Over its 150 days the trace keeps ~14 of
 // its 6,212 GPUs busy on average, so arrivals are compressed (--compress, or --load: offered
@@ -69,6 +73,9 @@ struct Options {
   int defrag_moves_per_hour = 30;
   absl::Duration defrag_requeue_after = absl::Minutes(30);
   absl::Duration elastic_grow_after = absl::Minutes(10);
+  // Past the last arrival, run on with no new pods until every pod has been placed: its true
+  // wait, where the window would cut it off (see Run).
+  bool drain = false;
   std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption",
                                        "fair-share+preemption+elastic", "fair-share+preemption+defrag"};
   std::string output = "table";
@@ -311,14 +318,24 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       held_by_group_model[pod->group][model_of[node]] -= pod->trace.GpuDemand();
     }
   };
+  // A pod not placed by the last arrival waits on: within the window its wait is cut off at the
+  // window's end, which understates the longest waits, most under the policy that keeps gangs
+  // waiting longest. With --drain the replay goes on (departures and stops, no arrivals) until
+  // every pod has been placed; the figures over time stay those of the window.
+  const absl::Time horizon = o.drain ? absl::InfiniteFuture() : end;
+  auto any_pending = [&] {
+    return std::any_of(pending_by_group.begin(), pending_by_group.end(), [](const auto& g) { return g.second > 0; });
+  };
   while (next_arrival < pods.size() || (!departures.empty() && departures.begin()->first <= end) ||
-         (!stops.empty() && stops.begin()->first <= end)) {
-    absl::Time t = end;
+         (!stops.empty() && stops.begin()->first <= end) ||
+         (o.drain && any_pending() && (!departures.empty() || !stops.empty()))) {
+    absl::Time t = horizon;
     if (next_arrival < pods.size()) t = std::min(t, pods[next_arrival].arrival);
     if (!departures.empty()) t = std::min(t, departures.begin()->first);
     if (!stops.empty()) t = std::min(t, stops.begin()->first);
-    // Time-weighted figures over the interval that just passed.
-    const double dt = absl::ToDoubleSeconds(t - now);
+    if (o.drain && next_arrival == pods.size() && now < end) t = std::min(t, end);
+    // Time-weighted figures over the interval that just passed, within the window.
+    const double dt = absl::ToDoubleSeconds(std::min(t, end) - now);
     if (dt > 0 && now >= start) {
       allocation_integral += dt * static_cast<double>(allocated) / static_cast<double>(capacity);
       const bool all_backlogged = static_cast<int>(pending_by_group.size()) == o.groups &&
@@ -440,6 +457,9 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     preemptions.victims.clear();
   }
 
+  // Where a wait not ended by a placement is cut off: the window's end, or (with --drain) the
+  // last event, when nothing runs any more to make room.
+  const absl::Time cut = std::max(now, end);
   // Why jobs still wait at the end, by the first words of the reason.
   std::map<std::string, int> waiting_reasons;
   for (const Pod& pod : pods) {
@@ -448,16 +468,17 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (job.ok()) ++waiting_reasons[job->message().substr(0, 90)];
   }
   std::map<std::string, std::vector<double>> delays;  // class -> minutes
-  size_t never = 0;
+  size_t never = 0, placed_after_window = 0;
   for (const Pod& pod : pods) {
     if (pod.job_id.empty()) continue;
-    const absl::Time placed = pod.scheduled.value_or(end);
+    if (pod.scheduled && *pod.scheduled > end) ++placed_after_window;
+    const absl::Time placed = pod.scheduled.value_or(cut);
     if (!pod.scheduled) ++never;
     delays[ClassOf(pod.trace)].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
     delays["all"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
     if (pod.priority > 0) {
       delays["high"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
-      delays["high-decided"].push_back(absl::ToDoubleMinutes(pod.decided.value_or(end) - pod.arrival));
+      delays["high-decided"].push_back(absl::ToDoubleMinutes(pod.decided.value_or(cut) - pod.arrival));
     }
   }
   // The gangs of 4+ cards that waited longest, with their shape: what a policy did not place.
@@ -465,7 +486,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   for (const Pod& pod : pods) {
     if (!pod.job_id.empty() && ClassOf(pod.trace) == "4+-cards") gangs.push_back(&pod);
   }
-  auto waited = [&](const Pod* pod) { return pod->scheduled.value_or(end) - pod->arrival; };
+  auto waited = [&](const Pod* pod) { return pod->scheduled.value_or(cut) - pod->arrival; };
   std::sort(gangs.begin(), gangs.end(), [&](const Pod* a, const Pod* b) { return waited(a) > waited(b); });
   nlohmann::json slowest = nlohmann::json::array();
   for (size_t i = 0; i < std::min<size_t>(gangs.size(), 5); ++i) {
@@ -491,6 +512,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
       {"pods", pods.size()},
       {"refused_at_submit", refused},
       {"never_placed", never},
+      {"placed_after_window", placed_after_window},
+      {"drained_hours", absl::ToDoubleHours(cut - end)},
       {"preemptions", preempted},
       {"card_hours_lost", card_hours_lost},
       {"moves", moved},
@@ -523,7 +546,7 @@ int Usage(const std::string& message) {
                " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
                "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
                " [--defrag-moves-per-hour 30] [--defrag-requeue-after 30m] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
-               " [--max-runtime 24h] [-o table|json]\n";
+               " [--max-runtime 24h] [--drain] [-o table|json]\n";
   return 2;
 }
 
@@ -532,8 +555,15 @@ int Usage(const std::string& message) {
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);  // every job's events are the daemon's info lines
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--drain") {  // the one flag without a value
+      o.drain = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) return Usage(flag + ": needs a value");
+    const std::string value = argv[i + 1];
     if (flag == "--trace") {
       o.trace_dir = value;
     } else if (flag == "--workload") {
@@ -654,6 +684,7 @@ int main(int argc, char** argv) {
                            {"defrag_moves_per_hour", o.defrag_moves_per_hour},
                            {"defrag_requeue_after", absl::FormatDuration(o.defrag_requeue_after)},
                            {"elastic_grow_after", absl::FormatDuration(o.elastic_grow_after)},
+                           {"drain", o.drain},
                            {"policies", nlohmann::json::array()}};
   for (const std::string& policy : o.policies) report["policies"].push_back(Run(policy, nodes, pods, o));
   if (o.output == "json") {
@@ -679,6 +710,13 @@ int main(int argc, char** argv) {
                                  r["card_hours_lost"].get<double>() + r["move_card_hours_lost"].get<double>() +
                                      r["resize_card_hours_lost"].get<double>(),
                                  r["never_placed"].get<int>());
+  }
+  if (o.drain) {
+    for (const auto& r : report["policies"]) {
+      std::cout << absl::StrFormat("%s: drained %.1f h past the window, %d pods placed in it\n",
+                                   r["policy"].get<std::string>(), r["drained_hours"].get<double>(),
+                                   r["placed_after_window"].get<int>());
+    }
   }
   return 0;
 }
