@@ -36,6 +36,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -76,6 +77,9 @@ struct Options {
   // Past the last arrival, run on with no new pods until every pod has been placed: its true
   // wait, where the window would cut it off (see Run).
   bool drain = false;
+  // Salts the hashes that assign groups and priorities (0: the names alone): other draws of the
+  // same mix, to tell a policy's effect from one draw's luck.
+  int seed = 0;
   std::vector<std::string> policies = {"fifo+backfill", "fair-share", "fair-share+preemption",
                                        "fair-share+preemption+elastic", "fair-share+preemption+defrag"};
   std::string output = "table";
@@ -87,9 +91,16 @@ uint64_t StableHash(const std::string& text) {  // FNV-1a: the same group on eve
   return h;
 }
 
+// The name hashed with --seed's salt.
+uint64_t SeededHash(const std::string& text, const Options& o) {
+  // The salt goes first: FNV-1a carries a difference in early bytes through every later one, while
+  // one in the last byte barely reaches the high bits (priorities) and only relabels the groups.
+  return StableHash(o.seed == 0 ? text : absl::StrCat(o.seed, "/", text));
+}
+
 // Equal groups by a stable hash of the pod's name; with --heavy, g0 submits that share of them.
 std::string GroupOf(const std::string& pod, const Options& o) {
-  const uint64_t h = StableHash(pod);
+  const uint64_t h = SeededHash(pod, o);
   if (o.heavy <= 0) return "g" + std::to_string(h % static_cast<uint64_t>(o.groups));
   const double u = static_cast<double>(h >> 11) / static_cast<double>(1ull << 53);
   if (u < o.heavy || o.groups == 1) return "g0";
@@ -98,7 +109,7 @@ std::string GroupOf(const std::string& pod, const Options& o) {
 
 // Priority 10 for a share `high` of the pods (a hash other than the group's), else 0.
 int PriorityOf(const std::string& pod, const Options& o) {
-  const uint64_t h = StableHash("priority/" + pod);
+  const uint64_t h = SeededHash("priority/" + pod, o);
   return static_cast<double>(h >> 11) / static_cast<double>(1ull << 53) < o.high ? 10 : 0;
 }
 
@@ -333,7 +344,6 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (next_arrival < pods.size()) t = std::min(t, pods[next_arrival].arrival);
     if (!departures.empty()) t = std::min(t, departures.begin()->first);
     if (!stops.empty()) t = std::min(t, stops.begin()->first);
-    if (o.drain && next_arrival == pods.size() && now < end) t = std::min(t, end);
     // Time-weighted figures over the interval that just passed, within the window.
     const double dt = absl::ToDoubleSeconds(std::min(t, end) - now);
     if (dt > 0 && now >= start) {
@@ -476,6 +486,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (!pod.scheduled) ++never;
     delays[ClassOf(pod.trace)].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
     delays["all"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
+    // The same waits cut off at the window's end, as a run without --drain reports them.
+    if (o.drain) delays[ClassOf(pod.trace) + "@window"].push_back(absl::ToDoubleMinutes(std::min(placed, end) - pod.arrival));
     if (pod.priority > 0) {
       delays["high"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
       delays["high-decided"].push_back(absl::ToDoubleMinutes(pod.decided.value_or(cut) - pod.arrival));
@@ -546,7 +558,7 @@ int Usage(const std::string& message) {
                " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
                "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
                " [--defrag-moves-per-hour 30] [--defrag-requeue-after 30m] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
-               " [--max-runtime 24h] [--drain] [-o table|json]\n";
+               " [--max-runtime 24h] [--drain] [--seed 0] [-o table|json]\n";
   return 2;
 }
 
@@ -574,6 +586,8 @@ int main(int argc, char** argv) {
       o.load = std::stod(value);
     } else if (flag == "--compress") {
       o.compress = std::stod(value);
+    } else if (flag == "--seed") {
+      if (!absl::SimpleAtoi(value, &o.seed) || o.seed < 0) return Usage("--seed: not a whole number of at least 0");
     } else if (flag == "--heavy") {
       o.heavy = std::stod(value);
     } else if (flag == "--policies") {
@@ -685,6 +699,7 @@ int main(int argc, char** argv) {
                            {"defrag_requeue_after", absl::FormatDuration(o.defrag_requeue_after)},
                            {"elastic_grow_after", absl::FormatDuration(o.elastic_grow_after)},
                            {"drain", o.drain},
+                           {"seed", o.seed},
                            {"policies", nlohmann::json::array()}};
   for (const std::string& policy : o.policies) report["policies"].push_back(Run(policy, nodes, pods, o));
   if (o.output == "json") {
