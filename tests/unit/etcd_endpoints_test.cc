@@ -1,5 +1,6 @@
-// EtcdEndpoints: an etcd member back from an outage is used by the very next call, although the
-// call that found it gone left its channel in reconnect backoff (which fails every call at once).
+// EtcdEndpoints: an etcd member back from an outage is used by the store's very next call,
+// although the call that found it gone left its channel in reconnect backoff (which fails every
+// call at once); leadership's calls fail at once.
 #include "src/daemon/store/etcd_endpoints.h"
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +28,8 @@ std::unique_ptr<grpc::Server> Listen(const std::string& address, int* port) {
   return builder.BuildAndStart();
 }
 
-grpc::Status RangeOn(EtcdEndpoints& endpoints) {
-  return endpoints.Call(absl::Seconds(2), [](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext& ctx) {
+grpc::Status RangeOn(EtcdEndpoints& endpoints, absl::Duration timeout = absl::Seconds(2)) {
+  return endpoints.Call(timeout, [](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext& ctx) {
     etcdserverpb::RangeRequest request;
     request.set_key("/k");
     etcdserverpb::RangeResponse response;
@@ -41,7 +42,7 @@ TEST(EtcdEndpoints, AMemberBackFromAnOutageAnswersTheNextCall) {
   auto server = Listen("127.0.0.1:0", &port);
   ASSERT_GT(port, 0);
   const std::string address = absl::StrCat("127.0.0.1:", port);
-  EtcdEndpoints endpoints(address);
+  EtcdEndpoints endpoints(address, /*wait_for_reconnect=*/true);
   ASSERT_TRUE(RangeOn(endpoints).ok());
 
   server->Shutdown();
@@ -55,12 +56,21 @@ TEST(EtcdEndpoints, AMemberBackFromAnOutageAnswersTheNextCall) {
   server->Shutdown();
 }
 
+TEST(EtcdEndpoints, WithoutWaitingACallToAnEndpointThatIsGoneFailsAtOnce) {
+  int port = 0;
+  Listen("127.0.0.1:0", &port)->Shutdown();
+  EtcdEndpoints endpoints(absl::StrCat("127.0.0.1:", port));
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(RangeOn(endpoints, absl::Seconds(60)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // far below the call's timeout: it did not wait
+}
+
 TEST(EtcdEndpoints, AnEndpointThatRefusesIsSkippedForOneThatAnswers) {
   int dead_port = 0;
   Listen("127.0.0.1:0", &dead_port)->Shutdown();  // a port nothing listens on any more
   int port = 0;
   auto server = Listen("127.0.0.1:0", &port);
-  EtcdEndpoints endpoints(absl::StrCat("127.0.0.1:", dead_port, ",127.0.0.1:", port));
+  EtcdEndpoints endpoints(absl::StrCat("127.0.0.1:", dead_port, ",127.0.0.1:", port), /*wait_for_reconnect=*/true);
   const grpc::Status status = RangeOn(endpoints);
   EXPECT_TRUE(status.ok()) << status.error_message();
   server->Shutdown();

@@ -2,9 +2,9 @@
 // leadership): a call goes to the endpoint that last answered and, while endpoints are
 // unreachable, on to the next. A member back from an outage is used at once: the channels retry
 // a broken connection at least every second (gRPC's default backoff grows to two minutes, and a
-// channel waiting it out fails every call at once), and when every endpoint refuses at once the
-// call waits, within its timeout, for the endpoint that last answered to connect again.
-// Thread-safe.
+// channel waiting it out fails every call at once), and, for the store, when every endpoint
+// refuses at once the call waits, within its timeout, for the endpoint that last answered to
+// connect again. Thread-safe.
 #pragma once
 
 #include <memory>
@@ -25,8 +25,11 @@ namespace hetpool::daemon {
 
 class EtcdEndpoints {
  public:
-  // "host:port[,host:port...]"
-  explicit EtcdEndpoints(const std::string& endpoints) {
+  // "host:port[,host:port...]". `wait_for_reconnect`: see Call. The store waits; leadership
+  // does not (a renewal that fails must fail at once, or the leader learns late that its lease
+  // lapsed).
+  explicit EtcdEndpoints(const std::string& endpoints, bool wait_for_reconnect = false)
+      : wait_for_reconnect_(wait_for_reconnect) {
     for (absl::string_view e : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
@@ -39,10 +42,11 @@ class EtcdEndpoints {
   bool empty() const { return channels_.empty(); }
 
   // Runs call(channel, ctx) with `timeout` per attempt, until an endpoint answers (any status
-  // but UNAVAILABLE / DEADLINE_EXCEEDED); returns the last status. When every endpoint failed
-  // at once (UNAVAILABLE, none timed out: refused, or a channel still in reconnect backoff),
-  // the call is made once more to the endpoint that last answered, waiting up to `timeout` for
-  // it to connect; if it does not, the first round's status is returned.
+  // but UNAVAILABLE / DEADLINE_EXCEEDED); returns the last status. With `wait_for_reconnect`,
+  // when every endpoint failed at once (UNAVAILABLE, none timed out: refused, or a channel still
+  // in reconnect backoff), the call is made once more to the endpoint that last answered,
+  // waiting up to `timeout` for it to connect; if it does not, the first round's status is
+  // returned.
   template <typename Fn>
   grpc::Status Call(absl::Duration timeout, Fn&& call) {
     size_t first;
@@ -58,7 +62,7 @@ class EtcdEndpoints {
       timed_out = timed_out || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
       if (!Unreachable(status)) return status;
     }
-    if (timed_out || channels_.empty()) return status;
+    if (!wait_for_reconnect_ || timed_out || channels_.empty()) return status;
     for (const auto& channel : channels_) grpc::experimental::ChannelResetConnectionBackoff(channel.get());
     grpc::Status again = Attempt(first, timeout, /*wait_for_ready=*/true, call);
     return Unreachable(again) ? status : again;
@@ -84,6 +88,7 @@ class EtcdEndpoints {
     return status;
   }
 
+  const bool wait_for_reconnect_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   absl::Mutex mu_;
   size_t current_ ABSL_GUARDED_BY(mu_) = 0;

@@ -26,7 +26,7 @@ std::string PrefixEnd(std::string prefix) {
 }  // namespace
 
 EtcdStore::EtcdStore(const std::string& endpoints, std::string prefix, absl::Duration timeout)
-    : endpoints_(endpoints), prefix_(std::move(prefix)), timeout_(timeout) {}
+    : endpoints_(endpoints, /*wait_for_reconnect=*/true), prefix_(std::move(prefix)), timeout_(timeout) {}
 
 absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, std::string prefix,
                                                             absl::Duration timeout) {
