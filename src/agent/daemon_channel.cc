@@ -2,18 +2,11 @@
 
 #include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
+#include "src/common/channel_backoff.h"
 
 namespace hetpool::agent {
 
-grpc::ChannelArguments DaemonChannelArguments() {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC reads it as the shortest time a connection
-  // attempt is given (20 s by default), and 200 ms cannot hold a TLS handshake to a distant or
-  // busy daemon, which then is never reached.
-  return args;
-}
+grpc::ChannelArguments DaemonChannelArguments() { return ReconnectBackoff(); }
 
 std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address,
                                                  const std::shared_ptr<grpc::ChannelCredentials>& credentials) {

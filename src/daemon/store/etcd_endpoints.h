@@ -18,8 +18,8 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/security/credentials.h"
+#include "src/common/channel_backoff.h"
 
 namespace hetpool::daemon {
 
@@ -31,12 +31,8 @@ class EtcdEndpoints {
   explicit EtcdEndpoints(const std::string& endpoints, bool wait_for_reconnect = false)
       : wait_for_reconnect_(wait_for_reconnect) {
     for (absl::string_view e : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) {
-      grpc::ChannelArguments args;
-      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      // (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC takes it as the time a connection attempt
-      // is given, 20 s by default; a short one fails every handshake to a busy etcd.)
-      channels_.push_back(grpc::CreateCustomChannel(std::string(e), grpc::InsecureChannelCredentials(), args));
+      channels_.push_back(
+          grpc::CreateCustomChannel(std::string(e), grpc::InsecureChannelCredentials(), ReconnectBackoff()));
     }
   }
   bool empty() const { return channels_.empty(); }
