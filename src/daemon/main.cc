@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
                  "move movable jobs for a job that has waited this long on free but scattered cards (0 = never; "
                  "docs/sharing.md)");
   flags.Int("defrag-moves-per-hour", &options.cluster.defrag.moves_per_hour, "at most this many moves an hour");
+  flags.Int("defrag-move-burst", &options.cluster.defrag.move_burst,
+            "at most this many moves at once, the hour's others spread over it (0: all at once)");
   flags.Duration("defrag-window", &options.cluster.defrag.window, "a job is moved at most once within this long");
   flags.Duration("defrag-requeue-after", &options.cluster.defrag.requeue_after,
                  "for a job that has waited this long, jobs smaller than it may be moved even when they cannot "
@@ -179,9 +181,10 @@ int main(int argc, char** argv) {
   }
   options.cluster.preemption = *preemption_mode;
   if (options.cluster.defrag.after < absl::ZeroDuration() || options.cluster.defrag.moves_per_hour < 1 ||
+      options.cluster.defrag.move_burst < 0 ||
       options.cluster.defrag.window < absl::ZeroDuration() || options.cluster.defrag.requeue_after < absl::ZeroDuration()) {
     return Fail(absl::InvalidArgumentError("--defrag-after, --defrag-window and --defrag-requeue-after must not be "
-                                           "negative, --defrag-moves-per-hour at least 1"));
+                                           "negative, --defrag-moves-per-hour at least 1, --defrag-move-burst not negative"));
   }
   if (options.cluster.defrag.requeue_after > absl::ZeroDuration() &&
       options.cluster.defrag.requeue_after < options.cluster.defrag.after) {

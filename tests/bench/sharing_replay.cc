@@ -9,7 +9,7 @@
 // keeps the work up to its last one and runs the rest when placed again; its processes take
 // --stop to exit after the kill order (the SIGTERM a real job checkpoints on). Under the
 // defragmentation policy every pod is `movable`, and hetpoold's --defrag-after,
-// --defrag-moves-per-hour and --defrag-requeue-after are the bench's flags of the same names
+// --defrag-moves-per-hour, --defrag-move-burst and --defrag-requeue-after are the bench's flags of the same names
 // (the json's `requeued_wait`: how long stopped pods waited for their next place). Under the elastic policy every
 // pod of two or more whole cards is elastic over one or two nodes of that many cards (an
 // assumption the trace cannot confirm: it says which pods asked for several cards, not whether
@@ -19,6 +19,7 @@
 // A pod still waiting at the last arrival counts as waiting until then, which understates the
 // longest waits; with --drain the replay runs on without arrivals until every pod is placed, so
 // each wait is the pod's own (the figures over time stay those of the arrival window).
+// --explain adds the slowest gangs' events (hetpoold's own: why each waited, who moved for it).
 //
 // The trace's pods carry creation, scheduled and deletion times; a pod runs for its own
 // (deletion - scheduled) seconds once hetpool places it. Over its 150 days the trace keeps ~14 of
@@ -72,11 +73,13 @@ struct Options {
   absl::Duration stop = absl::Seconds(30);        // kill order to exit
   absl::Duration defrag_after = absl::Minutes(10);
   int defrag_moves_per_hour = 30;
+  int defrag_move_burst = 0;  // hetpoold's --defrag-move-burst (0: the hour's moves at once)
   absl::Duration defrag_requeue_after = absl::Minutes(30);
   absl::Duration elastic_grow_after = absl::Minutes(10);
   // Past the last arrival, run on with no new pods until every pod has been placed: its true
   // wait, where the window would cut it off (see Run).
   bool drain = false;
+  bool explain = false;  // the slowest gangs' events (hetpoold's own, with minutes since arrival)
   // Salts the hashes that assign groups and priorities (0: the names alone): other draws of the
   // same mix, to tell a policy's effect from one draw's luck.
   int seed = 0;
@@ -223,7 +226,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   hetpool::daemon::ClusterOptions options;
   options.clock = [&now] { return now; };
   options.lease_ttl = absl::Hours(100000);  // simulated agents report only when something changes
-  options.max_events_per_job = 20;
+  options.max_events_per_job = o.explain ? 100000 : 20;  // --explain keeps every event of a job
   PreemptionLog preemptions;
   options.observer = &preemptions;
   if (policy != "fifo+backfill") {
@@ -237,7 +240,10 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   if (policy == "fair-share+preemption" || defrag || elastic) {
     options.preemption = hetpool::daemon::PreemptionMode::kFairShare;
   }
-  if (defrag) options.defrag = {o.defrag_after, o.defrag_moves_per_hour, absl::Hours(1), o.defrag_requeue_after};
+  if (defrag) {
+    options.defrag = {o.defrag_after, o.defrag_moves_per_hour, absl::Hours(1), o.defrag_requeue_after,
+                      o.defrag_move_burst};
+  }
   options.elastic_grow_after = o.elastic_grow_after;
   hetpool::daemon::ClusterState state(options, &store, framework.get());
   if (auto s = state.Load(); !s.ok()) {
@@ -510,7 +516,14 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
                           {"models", pod.trace.gpu_spec},
                           {"waited_minutes", absl::ToDoubleMinutes(waited(&pod))},
                           {"placed", pod.scheduled.has_value()}};
-    if (auto job = state.GetJob(pod.job_id); job.ok() && !pod.scheduled) row["message"] = job->message();
+    auto job = state.GetJob(pod.job_id);
+    if (job.ok() && !pod.scheduled) row["message"] = job->message();
+    if (job.ok() && o.explain) {
+      for (const pb::JobEvent& event : job->events()) {
+        row["events"].push_back(absl::StrFormat("%.1f %s %s", absl::ToDoubleMinutes(hetpool::FromProtoTime(event.time()) - pod.arrival),
+                                                event.reason(), event.message()));
+      }
+    }
     slowest.push_back(std::move(row));
   }
   const double window = absl::ToDoubleSeconds(end - start);
@@ -557,7 +570,7 @@ int Usage(const std::string& message) {
             << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
                " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
                "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
-               " [--defrag-moves-per-hour 30] [--defrag-requeue-after 30m] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
+               " [--defrag-moves-per-hour 30] [--defrag-move-burst 0] [--explain] [--defrag-requeue-after 30m] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
                " [--max-runtime 24h] [--drain] [--seed 0] [-o table|json]\n";
   return 2;
 }
@@ -569,8 +582,8 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--drain") {  // the one flag without a value
-      o.drain = true;
+    if (flag == "--drain" || flag == "--explain") {  // the flags without a value
+      (flag == "--drain" ? o.drain : o.explain) = true;
       --i;
       continue;
     }
@@ -608,6 +621,8 @@ int main(int argc, char** argv) {
       if (!absl::ParseDuration(value, &o.defrag_requeue_after)) return Usage("--defrag-requeue-after: not a duration");
     } else if (flag == "--defrag-moves-per-hour") {
       o.defrag_moves_per_hour = std::stoi(value);
+    } else if (flag == "--defrag-move-burst") {
+      o.defrag_move_burst = std::stoi(value);
     } else if (flag == "--high") {
       o.high = std::stod(value);
     } else if (flag == "--checkpoint") {
@@ -696,6 +711,7 @@ int main(int argc, char** argv) {
                            {"stop", absl::FormatDuration(o.stop)},
                            {"defrag_after", absl::FormatDuration(o.defrag_after)},
                            {"defrag_moves_per_hour", o.defrag_moves_per_hour},
+                           {"defrag_move_burst", o.defrag_move_burst},
                            {"defrag_requeue_after", absl::FormatDuration(o.defrag_requeue_after)},
                            {"elastic_grow_after", absl::FormatDuration(o.elastic_grow_after)},
                            {"drain", o.drain},

@@ -18,7 +18,7 @@ namespace {
 
 constexpr int kSteps = 40;
 
-TEST(Preemption, HetpooldRefusesAnUnknownModeFairShareWithoutQueuesAndMovesThatWaitFirst) {
+TEST(Preemption, HetpooldRefusesAnUnknownModeFairShareWithoutQueuesMovesThatWaitFirstAndANegativeBurst) {
   auto [code, out] = RunRefusedDaemon("--preemption always");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--preemption: 'always' is not one of off, priority, fair-share"), std::string::npos) << out;
@@ -28,6 +28,9 @@ TEST(Preemption, HetpooldRefusesAnUnknownModeFairShareWithoutQueuesAndMovesThatW
   std::tie(code, out) = RunRefusedDaemon("--defrag-after 10m --defrag-requeue-after 5m");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--defrag-requeue-after must be 0 (never) or at least --defrag-after"), std::string::npos) << out;
+  std::tie(code, out) = RunRefusedDaemon("--defrag-after 10m --defrag-move-burst -1");
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--defrag-move-burst not negative"), std::string::npos) << out;
 }
 
 std::string Checksum(const std::string& logs) {

@@ -113,6 +113,25 @@ TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
   EXPECT_EQ(calls, 3);  // the pair, then without big (no), then without small (yes)
 }
 
+TEST(ChooseVictims, AtMostMaxVictimsWhenTheCheapestSetTakesMore) {
+  // Node a's two cards are held by three young jobs (the least work); b's by one older job each.
+  PreemptibleJob y1{"y1", 10, {}}, y2{"y2", 10, {}}, y3{"y3", 10, {}}, o1{"o1", 100, {}}, o2{"o2", 100, {}};
+  std::vector<NodeOffer> offers = {
+      {"a", {Card("c0", {{&y1, 500}, {&y2, 500}}), Card("c1", {{&y3, 1000}})}},
+      {"b", {Card("c0", {{&o1, 1000}}), Card("c1", {{&o2, 1000}})}}};
+  auto cheapest = ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2));
+  ASSERT_TRUE(cheapest.has_value());
+  EXPECT_EQ(cheapest->victims.size(), 3u);
+  VictimRequest two_at_most{1, 2, 1000};
+  two_at_most.max_victims = 2;
+  auto fewer = ChooseVictims(two_at_most, offers, CountingFits(offers, 2));
+  ASSERT_TRUE(fewer.has_value());
+  ASSERT_EQ(fewer->victims.size(), 2u);
+  EXPECT_EQ(fewer->placement.nodes.at(0).node, "b");
+  two_at_most.max_victims = 1;
+  EXPECT_FALSE(ChooseVictims(two_at_most, offers, CountingFits(offers, 2)).has_value());
+}
+
 TEST(ChooseVictims, NothingIsStoppedWhenTheJobWouldStillNotFit) {
   PreemptibleJob low{"low", 1, {}};
   std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&low, 1000}}), Card("c1", {{nullptr, 1000}})}}};
@@ -589,6 +608,63 @@ TEST_F(DefragCycleTest, MovesStayWithinTheHourlyBudget) {
   defrag_cycle_.Run(parts_.now);
   EXPECT_EQ(first.job().state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(second.job().state(), pb::JOB_STATE_PENDING);
+}
+
+TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheHourAllows) {
+  // Two moves an hour. Freeing a takes its three young jobs (the least work lost), freeing b
+  // its two older ones: b's are moved (to c), not nothing.
+  SchedulingCycle two_moves(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(2));
+  parts_.Register("c", 4);
+  JobEntry& older = On("b", Movable(1));
+  JobEntry& oldest = On("b", Movable(1));
+  Later(absl::Minutes(20));
+  std::vector<JobEntry*> young;
+  for (int i = 0; i < 3; ++i) young.push_back(&On("a", Movable(1)));
+  On("c", Spec(1, 1, 0));  // 1 + 2 + 3 cards free
+  JobEntry& gang = WaitingGang(4, two_moves);
+  two_moves.Run(parts_.now);
+  EXPECT_EQ(older.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  EXPECT_EQ(oldest.job().state(), pb::JOB_STATE_PENDING);
+  for (JobEntry* job : young) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_THAT(gang.job().pending().preempting(), HasSubstr(older.job().id()));
+}
+
+TEST_F(DefragCycleTest, MovesArePacedOverTheHourBeyondTheBurst) {
+  // Four moves an hour, at most one at once: a set of two may go when the bucket holds its one,
+  // and the next move then waits until the bucket has refilled by two (30 minutes at 4 an hour).
+  CycleOptions options = Defrag(4);
+  options.defrag.move_burst = 1;
+  SchedulingCycle paced(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, options);
+  JobEntry& first = On("a", Movable(1));
+  JobEntry& second = On("a", Movable(1));
+  On("b", Spec(1, 1, 0));  // 2 + 3 free: a is freed by moving its two jobs to b
+  JobEntry& gang = WaitingGang(4, paced);
+  paced.Run(parts_.now);
+  ASSERT_EQ(first.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  ASSERT_EQ(second.job().state(), pb::JOB_STATE_PENDING);
+  const absl::Time moved_at = parts_.now;
+  ReportAll();
+  Later(absl::Seconds(1));
+  paced.Run(parts_.now);
+  ASSERT_EQ(gang.job().state(), pb::JOB_STATE_SCHEDULED);
+  ReportAll();
+
+  // A second gang on scattered cards: c's movable job could go to d at once.
+  parts_.Register("c", 4);
+  parts_.Register("d", 4);
+  JobEntry& third = On("c", Movable(1));
+  On("d", Spec(1, 1, 0));
+  for (const char* node : {"a", "b"}) parts_.nodes.Find(node)->record.set_drained(true);
+  JobEntry& next = WaitingGang(4, paced);
+  paced.Run(parts_.now);
+  EXPECT_EQ(third.job().state(), pb::JOB_STATE_RUNNING) << "the bucket is still in debt";
+  Later(moved_at + absl::Minutes(29) - parts_.now);
+  paced.Run(parts_.now);
+  EXPECT_EQ(third.job().state(), pb::JOB_STATE_RUNNING) << "29 minutes refill less than two moves";
+  Later(absl::Minutes(2));
+  paced.Run(parts_.now);
+  EXPECT_EQ(third.job().state(), pb::JOB_STATE_PENDING) << next.job().message();
+  EXPECT_EQ(next.job().pending().preempting(), third.job().id());
 }
 
 TEST_F(DefragCycleTest, PastRequeueAfterASmallerMovedJobMayWaitForItsNextPlace) {

@@ -157,6 +157,10 @@ std::optional<PreemptionChoice> ChooseAmong(const VictimRequest& request, const 
   for (const auto& node : offers) {
     if (auto cost = CheapestOn(node, request)) costs.push_back(*std::move(cost));
   }
+  const auto too_many = [&](size_t victims) {
+    return request.max_victims > 0 && victims > static_cast<size_t>(request.max_victims);
+  };
+  std::erase_if(costs, [&](const NodeCost& cost) { return too_many(cost.victims.size()); });
   if (static_cast<int>(costs.size()) < request.nnodes) return std::nullopt;
   std::sort(costs.begin(), costs.end(), [](const NodeCost& a, const NodeCost& b) {
     if (a.lost != b.lost) return a.lost < b.lost;
@@ -172,6 +176,7 @@ std::optional<PreemptionChoice> ChooseAmong(const VictimRequest& request, const 
     std::set<const PreemptibleJob*> chosen;
     for (size_t i = first; i < first + nnodes; ++i) chosen.insert(costs[i].victims.begin(), costs[i].victims.end());
     if (chosen.empty()) return std::nullopt;  // it would fit as it is: something else holds it back
+    if (too_many(chosen.size())) continue;
     std::vector<const PreemptibleJob*> victims(chosen.begin(), chosen.end());
     std::sort(victims.begin(), victims.end(), [](const PreemptibleJob* a, const PreemptibleJob* b) { return CheaperVictim(*a, *b); });
     if (auto placement = fits(Ids(victims)); placement.ok()) choice = PreemptionChoice{std::move(victims), *std::move(placement)};

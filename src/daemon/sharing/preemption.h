@@ -83,6 +83,8 @@ struct VictimRequest {
   int32_t device_milli = 1000;  // < 1000: a share of one card per node
   int64_t cpu_milli = 0;        // host CPU per node
   uint64_t memory_mib = 0;      // host memory per node
+  // > 0: only sets of at most this many victims (defragmentation: the moves it may still make).
+  int max_victims = 0;
 };
 
 // Whether the waiting job fits once these jobs' claims are gone, and where.

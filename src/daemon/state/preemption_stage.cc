@@ -271,7 +271,14 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
   const bool moved_may_wait = defrag_.requeue_after > absl::ZeroDuration() && waited >= defrag_.requeue_after;
   while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
   const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
-  if (budget <= 0) return MoveOutcome::kNone;
+  // The bucket refills at the hour's rate up to the burst; a set of moves larger than what it
+  // holds may go once it holds the burst, and leaves it in debt (the next set waits the longer).
+  const int burst = defrag_.move_burst > 0 ? std::min(defrag_.move_burst, defrag_.moves_per_hour) : defrag_.moves_per_hour;
+  move_tokens_ = tokens_at_ == absl::InfinitePast()
+                     ? burst
+                     : std::min<double>(burst, move_tokens_ + absl::ToDoubleHours(now - tokens_at_) * defrag_.moves_per_hour);
+  tokens_at_ = now;
+  if (budget <= 0 || move_tokens_ < 1) return MoveOutcome::kNone;
   if (!candidates_) GatherCandidates(now);
   const std::string reason = absl::StrCat(
       "defragmentation: job ", entry.job().id(), " waited ",
@@ -299,7 +306,7 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
   if (free_milli < share * request.nnodes * request.devices_per_node) return MoveOutcome::kNone;
   // The job fits without the moved jobs, and then every moved job fits on what is left (`land`),
   // or, for a job past --defrag-requeue-after, the moved jobs may wait in the queue.
-  auto choose = [&](const std::vector<NodeOffer>& from, bool land) {
+  auto choose = [&](const std::vector<NodeOffer>& from, bool land, int max_moves) {
     auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
       std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
       auto placement = policy_.Place(request, trial);
@@ -313,9 +320,26 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
       }
       return placement;
     };
-    return ChooseVictims(VictimRequestOf(request), from, fits);
+    VictimRequest victims = VictimRequestOf(request);
+    victims.max_victims = max_moves;
+    return ChooseVictims(victims, from, fits);
   };
-  std::optional<PreemptionChoice> choice = choose(offers, /*land=*/true);
+  // The moves allowed now: the hour's left, and what the pacing bucket holds (a set as large as
+  // the burst may go once it holds the burst).
+  const int allowed = move_tokens_ >= burst ? budget : std::min(budget, static_cast<int>(move_tokens_));
+  // The set that loses the least work; when it needs more moves than are allowed now, the
+  // cheapest set that needs no more (many small jobs may hold a node that a few others also
+  // free: the hour's moves then serve more jobs). None: over budget when a set the hour could
+  // pay for exists.
+  bool over_budget = false;
+  auto choose_allowed = [&](const std::vector<NodeOffer>& from, bool land) -> std::optional<PreemptionChoice> {
+    std::optional<PreemptionChoice> cheapest = choose(from, land, defrag_.moves_per_hour);
+    if (!cheapest || static_cast<int>(cheapest->victims.size()) <= allowed) return cheapest;
+    if (auto fewer = choose(from, land, allowed)) return fewer;
+    over_budget = true;
+    return std::nullopt;
+  };
+  std::optional<PreemptionChoice> choice = choose_allowed(offers, /*land=*/true);
   if (!choice && moved_may_wait) {
     // Only jobs smaller than the waiting one wait for it: they find room far sooner than it does
     // (moving a job for one of its own size only swaps who waits).
@@ -326,14 +350,14 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
     }
     if (!smaller.empty()) {
       for (auto& [id, reason_text] : why) absl::StrAppend(&reason_text, "; it waits in the queue for its next place");
-      choice = choose(Offers(request, views, smaller), /*land=*/false);
+      choice = choose_allowed(Offers(request, views, smaller), /*land=*/false);
     }
   }
-  if (!choice) return MoveOutcome::kNone;
+  if (!choice) return over_budget ? MoveOutcome::kOverBudget : MoveOutcome::kNone;
   const int needed = static_cast<int>(choice->victims.size());
-  if (needed > budget) return needed <= defrag_.moves_per_hour ? MoveOutcome::kOverBudget : MoveOutcome::kNone;
   if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return MoveOutcome::kNone;
   for (int i = 0; i < needed; ++i) moves_.push_back(now);
+  move_tokens_ -= needed;
   return MoveOutcome::kMoved;
 }
 

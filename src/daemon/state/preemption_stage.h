@@ -50,6 +50,10 @@ struct DefragOptions {
   // How long a job waits before the jobs moved for it may wait for their own place in the queue
   // (not placed elsewhere at once); zero: never.
   absl::Duration requeue_after = absl::ZeroDuration();
+  // Pacing: at most this many moves at once, the hour's others spread at moves_per_hour (a token
+  // bucket of this size refilled at that rate); zero or moves_per_hour and above: the hour's
+  // moves may all go at once.
+  int move_burst = 0;
 };
 
 // Cards per node: node -> device ids.
@@ -162,6 +166,9 @@ class PreemptionStage {
   const FairShareLedger* const fair_share_;
   const DefragOptions defrag_;
   std::deque<absl::Time> moves_;  // the last hour's moves
+  // The pacing bucket (DefragOptions::move_burst): moves it allows now, and when it was refilled.
+  double move_tokens_ = 0;
+  absl::Time tokens_at_ = absl::InfinitePast();
   std::optional<std::map<std::string, Candidate>> candidates_;  // running jobs by id, this pass
   std::map<std::string, Hold> holds_;                            // preemptor id -> its hold
   uint64_t next_seq_ = 0;
