@@ -9,12 +9,12 @@
 // keeps the work up to its last one and runs the rest when placed again; its processes take
 // --stop to exit after the kill order (the SIGTERM a real job checkpoints on). Under the
 // defragmentation policy every pod is `movable`, and hetpoold's --defrag-after,
-// --defrag-moves-per-hour, --defrag-move-burst and --defrag-requeue-after are the bench's flags of the same names
-// (the json's `requeued_wait`: how long stopped pods waited for their next place). Under the elastic policy every
-// pod of two or more whole cards is elastic over one or two nodes of that many cards (an
-// assumption the trace cannot confirm: it says which pods asked for several cards, not whether
-// they scale) and runs twice as fast on two (linear scaling); hetpoold's --elastic-grow-after is
-// the bench's flag of that name.
+// --defrag-moves-per-hour, --defrag-move-burst and --defrag-requeue-after are the bench's flags
+// of the same names (the json's `requeued_wait`: how long stopped pods waited for their next
+// place). Under the elastic policy every pod of two or more whole cards is elastic over one or
+// two nodes of that many cards (an assumption the trace cannot confirm: it says which pods
+// asked for several cards, not whether they scale) and runs twice as fast on two (linear
+// scaling); hetpoold's --elastic-grow-after is the bench's flag of that name.
 //
 // A pod still waiting at the last arrival counts as waiting until then, which understates the
 // longest waits; with --drain the replay runs on without arrivals until every pod is placed, so
@@ -570,8 +570,9 @@ int Usage(const std::string& message) {
             << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
                " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
                "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
-               " [--defrag-moves-per-hour 30] [--defrag-move-burst 0] [--explain] [--defrag-requeue-after 30m] [--checkpoint 30m] [--stop 30s] [--half-life 1h]"
-               " [--max-runtime 24h] [--drain] [--seed 0] [-o table|json]\n";
+               " [--defrag-moves-per-hour 30] [--defrag-move-burst 0] [--defrag-requeue-after 30m] [--checkpoint 30m]"
+               " [--stop 30s] [--half-life 1h]"
+               " [--max-runtime 24h] [--drain] [--explain] [--seed 0] [-o table|json]\n";
   return 2;
 }
 

@@ -629,6 +629,45 @@ TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheHourA
   EXPECT_THAT(gang.job().pending().preempting(), HasSubstr(older.job().id()));
 }
 
+TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheBucketHolds) {
+  // Four moves an hour, at most three at once; one is spent first (d's movable job goes to e for
+  // a pair), so two are allowed a few minutes later. Freeing a would take its three young jobs
+  // (the least work lost), freeing b its two older ones: b's are moved.
+  CycleOptions options = Defrag(4);
+  options.defrag.move_burst = 3;
+  SchedulingCycle paced(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, options);
+  for (const char* node : {"c", "d", "e"}) parts_.Register(node, 4);
+  JobEntry& older = On("b", Movable(1));
+  JobEntry& oldest = On("b", Movable(1));
+  Later(absl::Minutes(20));
+  std::vector<JobEntry*> young;
+  for (int i = 0; i < 3; ++i) young.push_back(&On("a", Movable(1)));
+  On("c", Spec(1, 1, 0));  // a, b and c: 1 + 2 + 3 cards free
+  JobEntry& first_moved = On("d", Movable(1));
+  On("d", Spec(1, 2, 0));
+  On("e", Spec(1, 3, 0));
+  auto drain = [&](std::initializer_list<const char*> nodes, bool drained) {
+    for (const char* node : nodes) parts_.nodes.Find(node)->record.set_drained(drained);
+  };
+  drain({"a", "b", "c"}, true);
+  JobEntry& pair = WaitingGang(2, paced);
+  paced.Run(parts_.now);
+  ASSERT_EQ(first_moved.job().state(), pb::JOB_STATE_PENDING) << pair.job().message();
+  ReportAll();
+  Later(absl::Seconds(1));
+  paced.Run(parts_.now);
+  ASSERT_EQ(pair.job().state(), pb::JOB_STATE_SCHEDULED);
+  ReportAll();
+  drain({"a", "b", "c"}, false);
+  drain({"d", "e"}, true);
+
+  JobEntry& gang = WaitingGang(4, paced);  // 11 minutes refill less than one move
+  paced.Run(parts_.now);
+  EXPECT_EQ(older.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  EXPECT_EQ(oldest.job().state(), pb::JOB_STATE_PENDING);
+  for (JobEntry* job : young) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
+}
+
 TEST_F(DefragCycleTest, MovesArePacedOverTheHourBeyondTheBurst) {
   // Four moves an hour, at most one at once: a set of two may go when the bucket holds its one,
   // and the next move then waits until the bucket has refilled by two (30 minutes at 4 an hour).

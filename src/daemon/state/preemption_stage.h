@@ -12,7 +12,8 @@
 // moves jobs that declare themselves `movable` (of at most its priority) when the policy confirms
 // that the job then fits and that every moved job fits elsewhere at once, or, once the job has
 // waited --defrag-requeue-after, that jobs smaller than it may wait in the queue; at most
-// --defrag-moves-per-hour moves, and no job twice within --defrag-window. The cycle runs it after
+// --defrag-moves-per-hour moves (the set losing the least work that the moves left can pay for;
+// --defrag-move-burst paces them), and no job twice within --defrag-window. The cycle runs it after
 // the queue, for the largest waiting jobs first. Thread-free: SchedulingCycle runs it under
 // ClusterState's lock.
 #pragma once
