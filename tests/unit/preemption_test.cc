@@ -514,6 +514,46 @@ class DefragCycleTest : public PreemptionCycleTest {
     return gang;
   }
 
+  // Spends one of `cycle`'s moves: on nodes d and e (registered here), d's movable job goes to e
+  // for a pair of cards, with `others` drained meanwhile.
+  void SpendOneMove(SchedulingCycle& cycle, std::initializer_list<const char*> others) {
+    parts_.Register("d", 4);
+    parts_.Register("e", 4);
+    JobEntry& moved = On("d", Movable(1));
+    On("d", Spec(1, 2, 0));
+    On("e", Spec(1, 3, 0));
+    auto drain = [&](bool drained) {
+      for (const char* node : others) parts_.nodes.Find(node)->record.set_drained(drained);
+    };
+    drain(true);
+    JobEntry& pair = WaitingGang(2, cycle);
+    cycle.Run(parts_.now);
+    ASSERT_EQ(moved.job().state(), pb::JOB_STATE_PENDING) << pair.job().message();
+    ReportAll();
+    Later(absl::Seconds(1));
+    cycle.Run(parts_.now);
+    ASSERT_EQ(pair.job().state(), pb::JOB_STATE_SCHEDULED);
+    ReportAll();
+    drain(false);
+  }
+
+  // a: three young movable jobs and a free card; b: two movable jobs 20 minutes older and two
+  // free cards; c (registered here): a job that stays and three free cards. For four cards,
+  // freeing a loses the least work but takes three moves, freeing b takes two.
+  struct YoungAndOlder {
+    std::vector<JobEntry*> young;
+    std::vector<JobEntry*> older;
+  };
+  YoungAndOlder ThreeYoungOnATwoOlderOnB() {
+    parts_.Register("c", 4);
+    YoungAndOlder jobs;
+    for (int i = 0; i < 2; ++i) jobs.older.push_back(&On("b", Movable(1)));
+    Later(absl::Minutes(20));
+    for (int i = 0; i < 3; ++i) jobs.young.push_back(&On("a", Movable(1)));
+    On("c", Spec(1, 1, 0));
+    return jobs;
+  }
+
   SchedulingCycle defrag_cycle_;
   SchedulingCycle one_move_cycle_;
   SchedulingCycle requeue_cycle_;  // --defrag-requeue-after 30m
@@ -614,19 +654,12 @@ TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheHourA
   // Two moves an hour. Freeing a takes its three young jobs (the least work lost), freeing b
   // its two older ones: b's are moved (to c), not nothing.
   SchedulingCycle two_moves(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Defrag(2));
-  parts_.Register("c", 4);
-  JobEntry& older = On("b", Movable(1));
-  JobEntry& oldest = On("b", Movable(1));
-  Later(absl::Minutes(20));
-  std::vector<JobEntry*> young;
-  for (int i = 0; i < 3; ++i) young.push_back(&On("a", Movable(1)));
-  On("c", Spec(1, 1, 0));  // 1 + 2 + 3 cards free
+  const YoungAndOlder jobs = ThreeYoungOnATwoOlderOnB();
   JobEntry& gang = WaitingGang(4, two_moves);
   two_moves.Run(parts_.now);
-  EXPECT_EQ(older.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
-  EXPECT_EQ(oldest.job().state(), pb::JOB_STATE_PENDING);
-  for (JobEntry* job : young) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
-  EXPECT_THAT(gang.job().pending().preempting(), HasSubstr(older.job().id()));
+  for (JobEntry* job : jobs.older) EXPECT_EQ(job->job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  for (JobEntry* job : jobs.young) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
+  EXPECT_THAT(gang.job().pending().preempting(), HasSubstr(jobs.older[0]->job().id()));
 }
 
 TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheBucketHolds) {
@@ -636,36 +669,14 @@ TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheBucke
   CycleOptions options = Defrag(4);
   options.defrag.move_burst = 3;
   SchedulingCycle paced(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, options);
-  for (const char* node : {"c", "d", "e"}) parts_.Register(node, 4);
-  JobEntry& older = On("b", Movable(1));
-  JobEntry& oldest = On("b", Movable(1));
-  Later(absl::Minutes(20));
-  std::vector<JobEntry*> young;
-  for (int i = 0; i < 3; ++i) young.push_back(&On("a", Movable(1)));
-  On("c", Spec(1, 1, 0));  // a, b and c: 1 + 2 + 3 cards free
-  JobEntry& first_moved = On("d", Movable(1));
-  On("d", Spec(1, 2, 0));
-  On("e", Spec(1, 3, 0));
-  auto drain = [&](std::initializer_list<const char*> nodes, bool drained) {
-    for (const char* node : nodes) parts_.nodes.Find(node)->record.set_drained(drained);
-  };
-  drain({"a", "b", "c"}, true);
-  JobEntry& pair = WaitingGang(2, paced);
-  paced.Run(parts_.now);
-  ASSERT_EQ(first_moved.job().state(), pb::JOB_STATE_PENDING) << pair.job().message();
-  ReportAll();
-  Later(absl::Seconds(1));
-  paced.Run(parts_.now);
-  ASSERT_EQ(pair.job().state(), pb::JOB_STATE_SCHEDULED);
-  ReportAll();
-  drain({"a", "b", "c"}, false);
-  drain({"d", "e"}, true);
+  const YoungAndOlder jobs = ThreeYoungOnATwoOlderOnB();
+  ASSERT_NO_FATAL_FAILURE(SpendOneMove(paced, {"a", "b", "c"}));
+  for (const char* node : {"d", "e"}) parts_.nodes.Find(node)->record.set_drained(true);
 
   JobEntry& gang = WaitingGang(4, paced);  // 11 minutes refill less than one move
   paced.Run(parts_.now);
-  EXPECT_EQ(older.job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
-  EXPECT_EQ(oldest.job().state(), pb::JOB_STATE_PENDING);
-  for (JobEntry* job : young) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
+  for (JobEntry* job : jobs.older) EXPECT_EQ(job->job().state(), pb::JOB_STATE_PENDING) << gang.job().message();
+  for (JobEntry* job : jobs.young) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
 }
 
 TEST_F(DefragCycleTest, MovesArePacedOverTheHourBeyondTheBurst) {
@@ -794,24 +805,7 @@ TEST_F(DefragCycleTest, TheHoursMovesAreKeptForTheFirstJobThatNeedsMoreThanAreLe
   JobEntry& on_g = On("g", priority_1(Movable(1)));
   On("g", Spec(1, 2, 0));
   // First, with only d and e open, a 2-card job spends one move (d's movable job goes to e).
-  parts_.Register("d", 4);
-  parts_.Register("e", 4);
-  JobEntry& first_moved = On("d", Movable(1));
-  On("d", Spec(1, 2, 0));
-  On("e", Spec(1, 3, 0));
-  auto drain = [&](bool drained) {
-    for (const char* node : {"a", "b", "c", "f", "g"}) parts_.nodes.Find(node)->record.set_drained(drained);
-  };
-  drain(true);
-  JobEntry& pair = WaitingGang(2, three_moves);
-  three_moves.Run(parts_.now);
-  ASSERT_EQ(first_moved.job().state(), pb::JOB_STATE_PENDING) << pair.job().message();
-  ReportAll();
-  Later(absl::Seconds(1));
-  three_moves.Run(parts_.now);
-  ASSERT_EQ(pair.job().state(), pb::JOB_STATE_SCHEDULED);
-  ReportAll();
-  drain(false);
+  ASSERT_NO_FATAL_FAILURE(SpendOneMove(three_moves, {"a", "b", "c", "f", "g"}));
 
   // Within the hour: a 4-card gang needs a's three jobs moved (two moves are left); a 2-card job
   // behind it would need one (g's).
