@@ -20,21 +20,16 @@ absl::Status RateLimiter::Admit(const std::string& user) {
   if (buckets_.size() > kMaxIdleBuckets) {
     // A bucket that has refilled is the same as none: forget those, so the map stays small.
     for (auto i = buckets_.begin(); i != buckets_.end();) {
-      const double refilled = i->second.tokens + rate_ * absl::ToDoubleSeconds(now - i->second.updated);
-      i = refilled >= burst_ ? buckets_.erase(i) : std::next(i);
+      i = i->second.Held(now) >= burst_ ? buckets_.erase(i) : std::next(i);
     }
   }
-  auto [it, fresh] = buckets_.try_emplace(user, Bucket{burst_, now});
-  Bucket& b = it->second;
-  if (!fresh) {
-    b.tokens = std::min(burst_, b.tokens + rate_ * absl::ToDoubleSeconds(now - b.updated));
-    b.updated = now;
-  }
-  if (b.tokens >= 1.0) {
-    b.tokens -= 1.0;
+  TokenBucket& bucket = buckets_.try_emplace(user, rate_, burst_).first->second;
+  const double tokens = bucket.Refill(now);
+  if (tokens >= 1.0) {
+    bucket.Take(1.0);
     return absl::OkStatus();
   }
-  const double wait_s = (1.0 - b.tokens) / rate_;
+  const double wait_s = (1.0 - tokens) / rate_;
   return absl::ResourceExhaustedError(absl::StrFormat(
       "rate limit: %s may submit %g jobs/s (bursts of %g); retry in %.0f ms", user, rate_, burst_,
       std::ceil(wait_s * 1000)));

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/common/token_bucket.h"
 
 namespace hetpool::daemon {
 
@@ -20,15 +21,11 @@ class RateLimiter {
   absl::Status Admit(const std::string& user);
 
  private:
-  struct Bucket {
-    double tokens = 0;
-    absl::Time updated;
-  };
   const double rate_;
   const double burst_;
   std::function<absl::Time()> clock_;
   absl::Mutex mu_;
-  std::map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TokenBucket> buckets_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hetpool::daemon

@@ -38,7 +38,9 @@ PreemptionStage::PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentRecon
       policy_(policy),
       mode_(mode),
       fair_share_(fair_share),
-      defrag_(defrag) {}
+      defrag_(defrag),
+      move_pacing_(defrag.moves_per_hour / 3600.0,
+                   defrag.move_burst > 0 ? std::min(defrag.move_burst, defrag.moves_per_hour) : defrag.moves_per_hour) {}
 
 void PreemptionStage::GatherCandidates(absl::Time now) {
   candidates_.emplace();
@@ -271,14 +273,10 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
   const bool moved_may_wait = defrag_.requeue_after > absl::ZeroDuration() && waited >= defrag_.requeue_after;
   while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
   const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
-  // The bucket refills at the hour's rate up to the burst; a set of moves larger than what it
-  // holds may go once it holds the burst, and leaves it in debt (the next set waits the longer).
-  const int burst = defrag_.move_burst > 0 ? std::min(defrag_.move_burst, defrag_.moves_per_hour) : defrag_.moves_per_hour;
-  move_tokens_ = tokens_at_ == absl::InfinitePast()
-                     ? burst
-                     : std::min<double>(burst, move_tokens_ + absl::ToDoubleHours(now - tokens_at_) * defrag_.moves_per_hour);
-  tokens_at_ = now;
-  if (budget <= 0 || move_tokens_ < 1) return MoveOutcome::kNone;
+  // A set of moves larger than the pacing bucket holds may go once it holds the burst, and
+  // leaves it in debt (the next set waits the longer).
+  const double tokens = move_pacing_.Refill(now);
+  if (budget <= 0 || tokens < 1) return MoveOutcome::kNone;
   if (!candidates_) GatherCandidates(now);
   const std::string reason = absl::StrCat(
       "defragmentation: job ", entry.job().id(), " waited ",
@@ -326,7 +324,7 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
   };
   // The moves allowed now: the hour's left, and what the pacing bucket holds (a set as large as
   // the burst may go once it holds the burst).
-  const int allowed = move_tokens_ >= burst ? budget : std::min(budget, static_cast<int>(move_tokens_));
+  const int allowed = tokens >= move_pacing_.burst() ? budget : std::min(budget, static_cast<int>(tokens));
   // The set that loses the least work; when it needs more moves than are allowed now, the
   // cheapest set that needs no more (many small jobs may hold a node that a few others also
   // free: the hour's moves then serve more jobs). None: over budget when a set the hour could
@@ -357,7 +355,7 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
   const int needed = static_cast<int>(choice->victims.size());
   if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return MoveOutcome::kNone;
   for (int i = 0; i < needed; ++i) moves_.push_back(now);
-  move_tokens_ -= needed;
+  move_pacing_.Take(needed);
   return MoveOutcome::kMoved;
 }
 

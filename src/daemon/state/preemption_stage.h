@@ -28,6 +28,7 @@
 
 #include "absl/time/time.h"
 #include "scheduler/placement_policy.h"
+#include "src/common/token_bucket.h"
 #include "src/daemon/sharing/fair_share.h"
 #include "src/daemon/sharing/preemption.h"
 #include "src/daemon/state/agent_reconciler.h"
@@ -167,9 +168,7 @@ class PreemptionStage {
   const FairShareLedger* const fair_share_;
   const DefragOptions defrag_;
   std::deque<absl::Time> moves_;  // the last hour's moves
-  // The pacing bucket (DefragOptions::move_burst): moves it allows now, and when it was refilled.
-  double move_tokens_ = 0;
-  absl::Time tokens_at_ = absl::InfinitePast();
+  TokenBucket move_pacing_;       // DefragOptions::move_burst, refilled at moves_per_hour
   std::optional<std::map<std::string, Candidate>> candidates_;  // running jobs by id, this pass
   std::map<std::string, Hold> holds_;                            // preemptor id -> its hold
   uint64_t next_seq_ = 0;
