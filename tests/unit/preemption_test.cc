@@ -527,14 +527,19 @@ class DefragCycleTest : public PreemptionCycleTest {
     };
     drain(true);
     JobEntry& pair = WaitingGang(2, cycle);
+    ASSERT_NO_FATAL_FAILURE(MovedThenPlaced(cycle, moved, pair));
+    ReportAll();
+    drain(false);
+  }
+  // A pass of `cycle` moves `moved` for `waiting`; once its processes have exited, the next
+  // places `waiting`.
+  void MovedThenPlaced(SchedulingCycle& cycle, const JobEntry& moved, const JobEntry& waiting) {
     cycle.Run(parts_.now);
-    ASSERT_EQ(moved.job().state(), pb::JOB_STATE_PENDING) << pair.job().message();
+    ASSERT_EQ(moved.job().state(), pb::JOB_STATE_PENDING) << waiting.job().message();
     ReportAll();
     Later(absl::Seconds(1));
     cycle.Run(parts_.now);
-    ASSERT_EQ(pair.job().state(), pb::JOB_STATE_SCHEDULED);
-    ReportAll();
-    drain(false);
+    ASSERT_EQ(waiting.job().state(), pb::JOB_STATE_SCHEDULED);
   }
 
   // a: three young movable jobs and a free card; b: two movable jobs 20 minutes older and two
@@ -822,6 +827,75 @@ TEST_F(DefragCycleTest, TheHoursMovesAreKeptForTheFirstJobThatNeedsMoreThanAreLe
   for (const JobEntry* job : on_a) EXPECT_EQ(job->job().state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(gang.job().pending().preempting(),
             absl::StrJoin({on_a[0]->job().id(), on_a[1]->job().id(), on_a[2]->job().id()}, ","));
+}
+
+// Fair share and defragmentation in one cycle: the place moves bought is not reclaimed at once.
+class ReclaimAfterMovesTest : public DefragCycleTest {
+ protected:
+  ReclaimAfterMovesTest()
+      : cycle_with_both_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Both()) {}
+  CycleOptions Both() {
+    CycleOptions options = Defrag(12);
+    options.preemption = PreemptionMode::kFairShare;
+    options.fair_share = &ledger_;
+    return options;
+  }
+  // a: one of vision's movable jobs; b: three more of vision's. A 4-card gang of vision's waits
+  // for 3 + 1 free cards, has the movable job moved to b for it and runs on a: vision holds all
+  // 8 cards, twice its share. Returns the gang; `on_b` gets b's four jobs.
+  JobEntry& GangPlacedByAMove(std::vector<JobEntry*>& on_b) {
+    pb::JobSpec movable = Movable(1);
+    movable.set_group("vision");
+    JobEntry& moved = On("a", movable);
+    for (int i = 0; i < 3; ++i) on_b.push_back(&On("b", Spec(1, 1, 0, "vision")));
+    JobEntry& gang = Offered(Spec(1, 4, 0, "vision"), cycle_with_both_);
+    Later(absl::Minutes(11));
+    EXPECT_NO_FATAL_FAILURE(MovedThenPlaced(cycle_with_both_, moved, gang));
+    EXPECT_EQ(moved.job().state(), pb::JOB_STATE_SCHEDULED);
+    EXPECT_EQ(moved.job().placement(0).node(), "b");
+    on_b.push_back(&moved);
+    ReportAll();
+    return gang;
+  }
+  SchedulingCycle cycle_with_both_;  // --preemption fair-share and --defrag-after 10m, one window an hour
+};
+
+TEST_F(ReclaimAfterMovesTest, AJobMovesWereMadeForIsNotReclaimedWithinTheWindow) {
+  std::vector<JobEntry*> on_b;
+  JobEntry& gang = GangPlacedByAMove(on_b);
+  ASSERT_TRUE(gang.job().has_moved_for_at());
+  // ml, below its share, asks for a whole node. The gang has run a minute (4 card-minutes lost),
+  // b's jobs 1 to 12 minutes each (37): the gang would be the cheapest to stop.
+  Later(absl::Minutes(1));
+  JobEntry& ml = Offered(Spec(1, 4, 0, "ml"), cycle_with_both_);
+  EXPECT_EQ(gang.job().state(), pb::JOB_STATE_RUNNING) << ml.job().message();
+  for (const JobEntry* job : on_b) {
+    EXPECT_EQ(job->job().state(), pb::JOB_STATE_PENDING);
+    EXPECT_NE(job->job().last_preemption().reason().find("group vision above its fair share"), std::string::npos);
+  }
+  ReportAll();
+  cycle_with_both_.Run(parts_.now + absl::Seconds(1));
+  ASSERT_EQ(ml.job().state(), pb::JOB_STATE_SCHEDULED);
+  EXPECT_EQ(ml.job().placement(0).node(), "b");
+}
+
+TEST_F(ReclaimAfterMovesTest, PastTheWindowItIsReclaimedLikeAnyOther) {
+  std::vector<JobEntry*> on_b;
+  JobEntry& gang = GangPlacedByAMove(on_b);
+  Later(absl::Minutes(61));  // the gang has lost 244 card-minutes, b's jobs 280
+  JobEntry& ml = Offered(Spec(1, 4, 0, "ml"), cycle_with_both_);
+  EXPECT_EQ(gang.job().state(), pb::JOB_STATE_PENDING) << ml.job().message();
+  for (const JobEntry* job : on_b) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
+}
+
+TEST_F(ReclaimAfterMovesTest, AHigherPriorityStillPreemptsIt) {
+  std::vector<JobEntry*> on_b;
+  JobEntry& gang = GangPlacedByAMove(on_b);
+  Later(absl::Minutes(1));
+  JobEntry& urgent = Offered(Spec(1, 4, 10, "ml"), cycle_with_both_);
+  EXPECT_EQ(gang.job().state(), pb::JOB_STATE_PENDING) << urgent.job().message();
+  EXPECT_EQ(gang.job().last_preemption().by_job(), urgent.job().id());
+  for (const JobEntry* job : on_b) EXPECT_EQ(job->job().state(), pb::JOB_STATE_RUNNING);
 }
 
 // --- Elastic jobs (issue 16, item 3): placed as large as fits, grown into free cards, shrunk

@@ -76,6 +76,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
     c.priority = job.spec().priority();
     c.group = job.spec().group();
     c.user = job.spec().user();
+    c.bought_by_moves = job.has_moved_for_at() && now - FromProtoTime(job.moved_for_at()) < defrag_.window;
     // Work since the generation started running (a scheduled one that has not started loses none).
     const double cards = static_cast<double>(CardsNeeded(job.spec())) / 1000;
     c.job.cards = cards;
@@ -91,6 +92,10 @@ std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const
   if (c.priority < spec.priority()) return absl::StrCat("priority ", c.priority, " < ", spec.priority());
   if (mode_ != PreemptionMode::kFairShare || fair_share_ == nullptr) return std::nullopt;
   if (c.priority > spec.priority()) return std::nullopt;
+  // Reclaim waits until the place that moves bought has been kept a window long. (On the trace,
+  // one group's jobs placed by moves were taken back within the minute by another group's
+  // arrivals, and each then had more jobs moved for it: the first hour's moves bought nothing.)
+  if (c.bought_by_moves) return std::nullopt;
   if (c.group == spec.group()) return MayStopWithinGroup(spec, c);
   // Memoised per attempt; an empty class stands for the group's dominant share.
   auto share = [&](const std::string& group, const CardClass& card_class) {
@@ -225,11 +230,12 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
     return false;
   }
 
-  return StopVictims(entry, *choice, why, /*defragmentation=*/false);
+  return StopVictims(entry, *choice, why, /*defragmentation=*/false, now);
 }
 
 bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choice,
-                                  const std::map<std::string, std::string>& why, bool defragmentation) {
+                                  const std::map<std::string, std::string>& why, bool defragmentation,
+                                  absl::Time now) {
   std::vector<std::pair<std::string, JobGen>> claims;
   std::vector<std::string> stopped;
   std::vector<std::string> victim_ids;
@@ -248,7 +254,7 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
     candidates_->erase(id);
   }
   if (stopped.empty()) return false;
-  HoldFor(entry.job().id(), choice.placement, std::move(claims));
+  HoldFor(entry.job().id(), choice.placement, std::move(claims), defragmentation ? std::optional(now) : std::nullopt);
 
   std::vector<std::string> where;
   for (const auto& assignment : choice.placement.nodes) where.push_back(assignment.node);
@@ -353,7 +359,7 @@ PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const sch
   }
   if (!choice) return over_budget ? MoveOutcome::kOverBudget : MoveOutcome::kNone;
   const int needed = static_cast<int>(choice->victims.size());
-  if (!StopVictims(entry, *choice, why, /*defragmentation=*/true)) return MoveOutcome::kNone;
+  if (!StopVictims(entry, *choice, why, /*defragmentation=*/true, now)) return MoveOutcome::kNone;
   for (int i = 0; i < needed; ++i) moves_.push_back(now);
   move_pacing_.Take(needed);
   return MoveOutcome::kMoved;
@@ -417,7 +423,8 @@ PreemptionStage::Hold PreemptionStage::FromProto(const pb::CardHold& stored) {
 }
 
 void PreemptionStage::HoldFor(const std::string& job_id_ref, const scheduler::Placement& placement,
-                              std::vector<std::pair<std::string, JobGen>> claims) {
+                              std::vector<std::pair<std::string, JobGen>> claims,
+                              std::optional<absl::Time> moved_for_at) {
   const std::string job_id = job_id_ref;  // callers pass the job's own id, which the commit below replaces
   Hold hold;
   hold.seq = next_seq_++;
@@ -428,6 +435,7 @@ void PreemptionStage::HoldFor(const std::string& job_id_ref, const scheduler::Pl
   if (JobEntry* entry = jobs_.Find(job_id)) {
     pb::Job next = entry->job();
     *next.mutable_hold() = ToProto(hold);
+    if (moved_for_at) *next.mutable_moved_for_at() = ToProtoTime(*moved_for_at);
     // Refused by the store, the hold still counts in this daemon; only a restart would forget it
     // (as every daemon did before holds were stored).
     if (absl::Status s = jobs_.Commit(*entry, std::move(next)); !s.ok()) {

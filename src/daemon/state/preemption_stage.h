@@ -13,7 +13,8 @@
 // that the job then fits and that every moved job fits elsewhere at once, or, once the job has
 // waited --defrag-requeue-after, that jobs smaller than it may wait in the queue; at most
 // --defrag-moves-per-hour moves (the set losing the least work that the moves left can pay for;
-// --defrag-move-burst paces them), and no job twice within --defrag-window. The cycle runs it after
+// --defrag-move-burst paces them), and no job twice within --defrag-window; within that window the
+// job moves were made for is not reclaimed by fair share either. The cycle runs it after
 // the queue, for the largest waiting jobs first. Thread-free: SchedulingCycle runs it under
 // ClusterState's lock.
 #pragma once
@@ -110,9 +111,11 @@ class PreemptionStage {
   // Holds the cards of `placement` for `job_id` until `claims` (node, generation) are gone; the
   // cycle then offers it those cards first. What a preemption does for its preemptor, and an
   // elastic resize (elastic_stage.h) for the resized job and the job it shrinks for.
-  // The hold is stored with the job (Job.hold) before it counts.
+  // The hold is stored with the job (Job.hold) before it counts; `moved_for_at`, when jobs were
+  // moved for it (Job.moved_for_at), with it.
   void HoldFor(const std::string& job_id, const scheduler::Placement& placement,
-               std::vector<std::pair<std::string, JobGen>> claims);
+               std::vector<std::pair<std::string, JobGen>> claims,
+               std::optional<absl::Time> moved_for_at = std::nullopt);
   // After a restart: the stored holds of PENDING jobs count again. Until `now + patience` a hold
   // also waits for its victims' nodes to register again (their agents report the stopping
   // processes, whose claims only come back then); past it a node that has not is taken as gone.
@@ -127,6 +130,7 @@ class PreemptionStage {
     std::string user;
     std::vector<std::pair<std::string, JobGen>> claims;  // node, generation: all desired
     std::set<CardClass> classes;                          // of the cards it holds
+    bool bought_by_moves = false;  // jobs were moved for it within --defrag-window: not reclaimed
   };
   // Groups' class shares (FairShareLedger::ClassShare), asked once per attempt.
   using ShareMemo = std::map<std::pair<std::string, CardClass>, double>;
@@ -150,7 +154,7 @@ class PreemptionStage {
   // Stops the chosen victims for `entry` (moves them, with `defragmentation`) and holds the cards
   // of its placement. False when the store took none of them.
   bool StopVictims(JobEntry& entry, const PreemptionChoice& choice, const std::map<std::string, std::string>& why,
-                   bool defragmentation);
+                   bool defragmentation, absl::Time now);
   // Reclaim keeps the preemptor's group within its dominant share once placed (`from_others`:
   // victims of other groups) and its user within its part of the group (`from_own`: victims of
   // its own group).
