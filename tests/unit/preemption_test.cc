@@ -857,7 +857,7 @@ class ReclaimAfterMovesTest : public DefragCycleTest {
     ReportAll();
     return gang;
   }
-  SchedulingCycle cycle_with_both_;  // --preemption fair-share and --defrag-after 10m, one window an hour
+  SchedulingCycle cycle_with_both_;  // --preemption fair-share, --defrag-after 10m, --defrag-window 1h
 };
 
 TEST_F(ReclaimAfterMovesTest, AJobMovesWereMadeForIsNotReclaimedWithinTheWindow) {
