@@ -85,11 +85,11 @@ absl::StatusOr<pb::Job> SubmitToAnyReplica(const std::vector<pb::JobService::Stu
 
 std::shared_ptr<grpc::Channel> FastReconnectChannel(const std::string& address) {
   // Not ReconnectBackoff() (src/common/channel_backoff.h), which leaves
-  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS at gRPC's 20 s for handshakes to distant servers: gRPC's
-  // core also starts no new attempt until that long after one that was refused (grpc#11411), and
-  // these channels are made before their replicas listen and outlive a killed leader. With it,
-  // both HighAvailability tests saw every replica refuse for their whole patience; loopback needs
-  // no long handshake.
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS at gRPC's 20 s for handshakes to distant servers. With it,
+  // both HighAvailability tests saw every replica refuse for their whole patience, though the
+  // replicas were up: these channels are made before their replicas listen and outlive a killed
+  // leader, and by gRPC's maintainers' account (grpc#11411) the core waits up to that long after
+  // a refused attempt before the next. Loopback needs no long handshake.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
