@@ -1,6 +1,5 @@
 #include "src/agent/dynamic_users.h"
 
-#include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "src/common/durable_file.h"
 #include "src/common/flags.h"
 
 namespace hetpool::agent {
@@ -36,15 +36,9 @@ absl::StatusOr<std::unique_ptr<DynamicUsers>> DynamicUsers::Open(std::string pat
 absl::Status DynamicUsers::SaveLocked() {
   nlohmann::json doc = nlohmann::json::object();
   for (const auto& [user, uid] : uids_) doc[user] = uid;
-  const std::string tmp = path_ + ".tmp";
-  const std::string text = doc.dump(1);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("dynamic users: ", tmp, ": ", std::strerror(errno)));
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
-  close(fd);
   // Durable before use: a uid handed out and then forgotten could go to another user next time.
-  if (!written || std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("dynamic users: write ", path_, ": ", std::strerror(errno)));
+  if (absl::Status s = ReplaceFileDurably(path_, doc.dump(1)); !s.ok()) {
+    return absl::InternalError(absl::StrCat("dynamic users: ", s.message()));
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 
 namespace hetpool::agent {
@@ -21,15 +23,17 @@ namespace {
 
 // What the child reports through the exec pipe when it cannot start.
 struct ChildError {
-  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account, 4 script
+  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account, 4 script, 5 not recorded
   int error;
 };
 
 constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file", "cannot execute",
-                                       "cannot switch to account", "ScriptNotFound: cannot read script"};
+                                       "cannot switch to account", "ScriptNotFound: cannot read script",
+                                       "not started: the agent cannot record the launch"};
 // What kind of launch failure each stage is: the job's (its paths) or the node's.
 constexpr const char* kStageFailures[] = {"WorkingDirNotFound", "LaunchFailed", "LaunchFailed", "LaunchFailed",
-                                          "ScriptNotFound"};
+                                          "ScriptNotFound", "LaunchFailed"};
+constexpr int kNotRecorded = 5;
 
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
@@ -70,7 +74,63 @@ int OpenAgentLog(const std::string& path) {
   return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
+// Whether a process of `run_as` could write no byte more under `dir`: root may use the blocks
+// ext4 keeps in reserve, other accounts may not.
+bool DiskFull(const std::string& dir, const RunAs& run_as) {
+  struct statvfs fs;
+  if (statvfs(dir.c_str(), &fs) != 0) return false;
+  const bool as_root = !run_as.switch_user ? geteuid() == 0 : run_as.uid == 0;
+  return (as_root ? fs.f_bfree : fs.f_bavail) == 0;
+}
+
+std::string Clock(absl::Time t) { return absl::FormatTime("%H:%M:%S", t, absl::UTCTimeZone()); }
+
 }  // namespace
+
+std::string OutputLost(const ProcessRecord& record) {
+  std::vector<std::string> spans;
+  for (const auto& [from, to] : record.disk_full) {
+    spans.push_back(to == absl::InfiniteFuture() ? absl::StrCat("since ", Clock(from), " UTC")
+                                                 : absl::StrCat("from ", Clock(from), " to ", Clock(to), " UTC"));
+  }
+  if (spans.empty()) return "";
+  const std::string dir = std::filesystem::path(record.spec.log_path).parent_path().string();
+  return absl::StrCat("output written ", absl::StrJoin(spans, ", "), " is lost: the filesystem of ", dir,
+                      " had no space left");
+}
+
+namespace {
+
+bool FullNow(const ProcessRecord& r) { return !r.disk_full.empty() && r.disk_full.back().second == absl::InfiniteFuture(); }
+
+// The disk has room again, or the job ended while it was full (nothing more is lost): the log
+// says so where the gap is, for `hetpoolctl logs`; if that write fails too the events say it.
+void EndFullSpan(ProcessRecord& r, absl::Time now) {
+  r.disk_full.back().second = now;
+  const std::string line = absl::StrCat("hetpool-agent: ", OutputLost(r), "\n");
+  const int fd = open(r.spec.log_path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t written = write(fd, line.data(), line.size());
+  (void)written;
+  close(fd);
+}
+
+}  // namespace
+
+void Runner::WatchLogSpace() {
+  const absl::Time now = absl::Now();
+  for (auto& [key, r] : records_) {
+    if (r.pid <= 0 || r.exited) continue;
+    const std::string dir = std::filesystem::path(r.spec.log_path).parent_path().string();
+    const bool full = DiskFull(dir, r.spec.run_as);
+    if (full && !FullNow(r)) {
+      r.disk_full.emplace_back(now, absl::InfiniteFuture());
+      spdlog::error("job {} g{}: {} is full: the job's output is being lost", key.first, key.second, dir);
+    } else if (!full && FullNow(r)) {
+      EndFullSpan(r, now);
+    }
+  }
+}
 
 void Runner::Start(const LaunchSpec& spec) {
   const Key key{spec.job_id, spec.generation};
@@ -116,17 +176,27 @@ void Runner::Start(const LaunchSpec& spec) {
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  int pipe_fds[2];
-  if (spec.argv.empty() || pipe2(pipe_fds, O_CLOEXEC) != 0) {
+  // pipe_fds: the child's report of why it could not exec (closed by a successful exec).
+  // go_fds: the parent's word that the group is in the ledger; the child execs nothing before
+  // it, so no job code runs that a restarted agent would not know to stop.
+  int pipe_fds[2] = {-1, -1};
+  int go_fds[2] = {-1, -1};
+  const bool piped = !spec.argv.empty() && pipe2(pipe_fds, O_CLOEXEC) == 0 && pipe2(go_fds, O_CLOEXEC) == 0;
+  if (!piped) {
+    const std::string why = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
+    for (int fd : {pipe_fds[0], pipe_fds[1]}) {
+      if (fd >= 0) close(fd);
+    }
     close(log);
     record.exited = true;
     record.exit_code = 127;
-    record.message = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
+    record.message = why;
     record.launch_failure = "LaunchFailed";
     return;
   }
   const pid_t pid = fork();
   if (pid == 0) {
+    close(go_fds[1]);  // else the read below would never see the parent give up
     setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
@@ -143,20 +213,31 @@ void Runner::Start(const LaunchSpec& spec) {
     } else if (!spec.script.empty() && access(spec.script.c_str(), R_OK) != 0) {
       err = {4, errno};  // as the job's account, in its working dir: what torchrun would open
     } else {
-      dup2(null, 0);  // dup2 clears close-on-exec on the copies
-      dup2(log, 1);
-      dup2(log, 2);
-      execve(argv[0], argv.data(), envp.data());
-      err = {2, errno};
+      char go = 0;
+      ssize_t got;
+      do {
+        got = read(go_fds[0], &go, 1);
+      } while (got < 0 && errno == EINTR);
+      if (got != 1) {
+        err = {kNotRecorded, 0};
+      } else {
+        dup2(null, 0);  // dup2 clears close-on-exec on the copies
+        dup2(log, 1);
+        dup2(log, 2);
+        execve(argv[0], argv.data(), envp.data());
+        err = {2, errno};
+      }
     }
     ssize_t ignored = write(pipe_fds[1], &err, sizeof(err));
     (void)ignored;
     _exit(127);
   }
   close(pipe_fds[1]);
+  close(go_fds[0]);
   close(log);  // the child holds its copies
   if (pid < 0) {
     close(pipe_fds[0]);
+    close(go_fds[1]);
     record.exited = true;
     record.exit_code = 127;
     record.message = absl::StrCat("fork: ", std::strerror(errno));
@@ -164,6 +245,16 @@ void Runner::Start(const LaunchSpec& spec) {
     return;
   }
   setpgid(pid, pid);  // also here, so a kill right after Start reaches the group
+  absl::Status recorded = options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
+                                                     : absl::OkStatus();
+  if (recorded.ok()) {
+    const char go = 1;
+    // The child may have stopped already (a bad working dir): then this write fails with EPIPE
+    // (SIGPIPE is blocked in the agent) and the report below says why.
+    ssize_t sent = write(go_fds[1], &go, 1);
+    (void)sent;
+  }
+  close(go_fds[1]);  // without the byte: the child exits, reporting kNotRecorded
   ChildError err{};
   ssize_t n;
   do {
@@ -180,12 +271,14 @@ void Runner::Start(const LaunchSpec& spec) {
                              : err.stage == 3 ? run_as.account
                              : err.stage == 4 ? absl::StrCat(spec.script, " in ", spec.working_dir)
                                               : spec.argv[0];
-    record.message = absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
+    record.message = err.stage == kNotRecorded
+                         ? absl::StrCat(kStageNames[err.stage], ": ", recorded.message())
+                         : absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
     record.launch_failure = kStageFailures[err.stage];
+    if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
-  if (options_.ledger != nullptr) options_.ledger->Add(pid, spec.job_id, spec.generation);
   if (options_.watchdog != nullptr) options_.watchdog->Watch(pid);
   spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
 }
@@ -208,6 +301,7 @@ void Runner::KillAll(const std::string& reason) {
 }
 
 bool Runner::Poll() {
+  WatchLogSpace();
   bool any = false;
   for (auto& [key, r] : records_) {
     if (r.exited || r.pid <= 0) continue;
@@ -223,6 +317,7 @@ bool Runner::Poll() {
         r.message = absl::StrCat("killed by signal ", WTERMSIG(status));
       }
       if (r.kill_sent) r.message = absl::StrCat("stopped: ", r.kill_reason);
+      if (FullNow(r)) EndFullSpan(r, absl::Now());
       // Ranks orphaned by a crashed torchrun are still in the group: take them down too.
       killpg(r.pid, SIGKILL);
       if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);

@@ -59,7 +59,15 @@ struct ProcessRecord {
   std::string launch_failure;
   // After torchrun exited non-zero on its own and its log is pushed: the rank that failed.
   std::optional<TorchrunFailure> torchrun_failure;
+  // Output lost to a full filesystem under log_path: the job's own writes fail with ENOSPC,
+  // which the agent cannot see, so it watches the free space instead. Each span the disk was
+  // full while the job ran (end InfiniteFuture: still full); OutputLost() says it in words.
+  std::vector<std::pair<absl::Time, absl::Time>> disk_full;
 };
+
+// "output written from 19:20:01 to 19:21:30 UTC is lost: /var/lib/x had no space left", or ""
+// when the disk never filled.
+std::string OutputLost(const ProcessRecord& record);
 
 inline constexpr size_t kLogTailBytes = 64 * 1024;
 
@@ -92,6 +100,10 @@ class Runner {
   bool Empty() const { return records_.empty(); }  // nothing left to run or to report
 
  private:
+  // Notes when the filesystem under each running job's log fills and frees (ProcessRecord::
+  // disk_full); once it frees, says so in the log itself, which is pushed like the job's output.
+  void WatchLogSpace();
+
   RunnerOptions options_;
   std::map<Key, ProcessRecord> records_;
 };

@@ -77,7 +77,7 @@ struct Session::Connection {
 Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::DeviceBackend>> backends)
     : options_(std::move(options)),
       backends_(std::move(backends)),
-      ledger_(options_.work_dir + "/process-groups"),
+      ledger_(options_.work_dir + "/process-groups", options_.work_dir),
       runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog}) {
   for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
 }
@@ -134,6 +134,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   req.set_torchrun_path(options_.torchrun_path);
   req.set_work_dir(options_.work_dir);
   for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
+  req.set_fault(Fault());
   *req.mutable_processes() = ProcessReports();
   pb::RegisterResponse resp;
   auto ctx = ContextWithDeadline(absl::Seconds(5));
@@ -150,6 +151,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
     return false;
   }
   session_id_ = resp.session_id();
+  reported_fault_ = req.fault();
   fenced_ = false;
   // The daemon says how long it waits before giving a silent node's jobs away (older daemons do
   // not: then 80% of their lease). Never wait longer than that, whatever the flag says.
@@ -226,6 +228,8 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
     spec.env["HOME"] = spec.run_as.home.empty() ? run_dir : spec.run_as.home;
   }
   for (const auto& [k, v] : plan.env()) spec.env[k] = v;
+  // Last, so no plan can change it: how a successor finds this job's processes (process_ledger.h).
+  spec.env[kAgentMarkerVariable] = options_.work_dir;
   if (simulated_ && plan.torch_device() != "cpu") {
     // Simulated cards cannot run vendor kernels: run the real plan's ranks on CPU with gloo, and
     // keep what would have been used for inspection.
@@ -355,6 +359,7 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
     s->set_message(r.message);
     s->set_pid(r.pid);
     s->set_note(r.spec.note);
+    s->set_output_lost(OutputLost(r));
     for (const auto& d : r.spec.device_ids) s->add_device_ids(d);
     for (int rank : r.global_ranks) s->add_global_ranks(rank);
     if (!r.launch_failure.empty() || r.torchrun_failure) {
@@ -404,6 +409,8 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     report_now |= PushLogs();
     if (absl::Now() - last_inventory >= options_.inventory_refresh) {
       last_inventory = absl::Now();
+      // The work dir may have room again: until the ledger is written, nothing new may start.
+      if (!ledger_.last_write().ok()) ledger_.Rewrite().IgnoreError();
       auto inventory = Inventory();
       if (!inventory.ok()) {
         // Keep the last good inventory; say why the new one is not taken, once.
@@ -417,8 +424,11 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
         report_now = true;  // a card going bad must reach the daemon within one refresh
       }
     }
+    const std::string fault = Fault();
+    report_now |= fault != reported_fault_;  // the daemon must stop placing here at once
     if (report_now || absl::Now() - last_heartbeat >= heartbeat_every_) {
       pb::HeartbeatRequest req;
+      req.set_fault(fault);
       req.set_session_id(session_id_);
       req.set_node_name(options_.node_name);
       req.set_applied_orders_version(applied_version_);
@@ -431,6 +441,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
       if (status.ok()) {
         last_heartbeat = absl::Now();
         Contacted(last_heartbeat);
+        reported_fault_ = fault;
         // The fleet grew or shrank since this session began: the daemon spreads beats anew.
         if (resp.heartbeat_interval_ms() > 0) heartbeat_every_ = HeartbeatPeriod(resp.heartbeat_interval_ms(), lease_ttl_);
         if (unreported_inventory_) {
@@ -448,6 +459,12 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     }
     if (Drained(drain)) return;  // draining, and every job has ended and been accounted for
   }
+}
+
+std::string Session::Fault() const {
+  if (ledger_.last_write().ok()) return "";
+  return absl::StrCat("the agent cannot record job processes (", ledger_.last_write().message(),
+                      "); it starts nothing until it can: free space under ", options_.work_dir);
 }
 
 void Session::Contacted(absl::Time when) {

@@ -91,6 +91,8 @@ class Session {
   bool PushChunk(const Runner::Key& key, ProcessRecord& r, absl::string_view data);
   // A daemon answered: the fence moves to fence_after_ from now, here and in the watchdog.
   void Contacted(absl::Time when);
+  // Why this node must take no new work now (HeartbeatRequest.fault), or "".
+  std::string Fault() const;
 
   mutable absl::Mutex telemetry_mu_;
   NodeTelemetry telemetry_ ABSL_GUARDED_BY(telemetry_mu_);
@@ -116,6 +118,7 @@ class Session {
   absl::Duration lease_ttl_ = absl::ZeroDuration();    // the daemon's, announced at registration
   absl::Duration heartbeat_every_ = absl::Seconds(1);  // likewise (HeartbeatPeriod in session.cc)
   bool fenced_ = false;
+  std::string reported_fault_;  // the fault the daemon last accepted a heartbeat with
 };
 
 }  // namespace hetpool::agent

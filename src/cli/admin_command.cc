@@ -1,8 +1,6 @@
 // `hetpoolctl admin`: local administration that needs no daemon. `token` makes a bearer token
 // and appends its hash to a token file; `revoke` removes a user's tokens. hetpoold re-reads the
 // file when it changes.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/command.h"
+#include "src/common/durable_file.h"
 #include "src/daemon/security/token_file.h"
 
 namespace hetpool::cli {
@@ -29,16 +28,7 @@ absl::StatusOr<nlohmann::json> ReadTokenFile(const std::string& path) {
 
 // Written whole to a private temporary file, then renamed: hetpoold never reads half a file.
 absl::Status WriteTokenFile(const std::string& path, const nlohmann::json& doc) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(tmp, ": cannot be written"));
-  const std::string text = doc.dump(2) + "\n";
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
-  close(fd);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat(path, ": write failed"));
-  }
-  return absl::OkStatus();
+  return ReplaceFileDurably(path, doc.dump(2) + "\n");
 }
 
 absl::StatusOr<std::string> NewToken() {

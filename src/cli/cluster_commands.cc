@@ -27,6 +27,7 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
     for (const auto& [model, count] : by_model) devices.push_back(absl::StrCat(count, "x", model));
     std::string state = n.state() == pb::NODE_STATE_READY ? "Ready" : "NotReady";
     if (n.drained()) state += ",Drained";
+    if (!n.fault().empty()) state += ",Faulted";
     std::map<std::string, std::string> labels(n.labels().begin(), n.labels().end());
     table.Add({n.name(), state, n.address(), devices.empty() ? "cpu-only" : absl::StrJoin(devices, " "),
                absl::StrCat(n.inventory().cpus()), n.inventory().backend(),
@@ -34,6 +35,9 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
                absl::StrJoin(n.running_jobs(), ","), Age(n.last_heartbeat().seconds())});
   }
   std::cout << table.Render();
+  for (const auto& n : resp.nodes()) {
+    if (!n.fault().empty()) std::cout << n.name() << " takes no new work: " << n.fault() << "\n";
+  }
   return 0;
 }
 

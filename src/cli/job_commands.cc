@@ -92,6 +92,9 @@ void PrintJobDetail(const pb::Job& job) {
             << (job.batch_split().empty() ? "" : absl::StrCat("batch:       ", spec.global_batch(), " per step: ",
                                                                 job.batch_split(), "\n"))
             << "placement:   " << Placement(job) << "\n";
+  for (const auto& p : job.placement()) {
+    if (!p.output_lost().empty()) std::cout << "output lost: on " << p.node() << ": " << p.output_lost() << "\n";
+  }
   if (job.preemption_count() > 0) {
     const pb::Preemption& p = job.last_preemption();
     std::cout << "preempted:   " << job.preemption_count() << " time(s); last: generation " << p.generation() << " by job "

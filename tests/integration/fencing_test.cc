@@ -7,9 +7,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/small_filesystem.h"
 
 namespace hetpool::testing {
 namespace {
@@ -114,7 +116,29 @@ TEST(Fencing, FrozenAgentsJobsDieBeforeTheirNextGenerationStarts) {
   EXPECT_EQ(still->state(), pb::JOB_STATE_RUNNING);
 }
 
-TEST(Fencing, RestartedAgentStopsWhatItsPredecessorLeftRunning) {
+// Kills the agent with SIGKILL while `first_generation` runs, optionally loses its ledger, starts
+// it again and expects it to stop those processes before the daemon starts generation 2.
+void ExpectSuccessorStopsTheFirstGeneration(TestCluster& cluster, const std::string& id,
+                                            const std::vector<pid_t>& first_generation, bool lose_ledger) {
+  cluster.SignalAgent(0, SIGKILL);
+  ASSERT_TRUE(cluster.WaitAgent(0, absl::Seconds(10)).has_value());
+  ASSERT_TRUE(AnyAlive(first_generation)) << "the job outlives its agent";
+  if (lose_ledger) std::filesystem::remove(cluster.dir() + "/agent-node-a/process-groups");
+  ASSERT_TRUE(cluster.StartAgent(0).ok());
+  EXPECT_TRUE(WaitAllGone(first_generation, absl::Seconds(15))) << cluster.AgentLog(0);
+  auto second = cluster.WaitFor(
+      id, [](const pb::Job& j) { return j.generation() == 2 && j.state() == pb::JOB_STATE_RUNNING; },
+      absl::Seconds(60));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(AnyAlive(first_generation));
+  EXPECT_NE(cluster.AgentLog(0).find("left running by a previous agent"), std::string::npos);
+}
+
+class RestartedAgent : public ::testing::TestWithParam<bool> {};
+
+// With the ledger as the predecessor left it, and without it (issue 45, item 1: a ledger lost or
+// behind; the successor finds the job's processes by the agent's mark in their environment).
+TEST_P(RestartedAgent, StopsWhatItsPredecessorLeftRunning) {
   TestCluster::Options options = TestCluster::ExamplePool();
   options.agents.resize(1);  // node-a only: the job must come back to the same node
   TestCluster cluster(options);
@@ -127,18 +151,87 @@ TEST(Fencing, RestartedAgentStopsWhatItsPredecessorLeftRunning) {
   const auto first_generation = cluster.WaitForJobProcesses(job->id(), 3, absl::Seconds(60));
   ASSERT_GE(first_generation.size(), 3u) << cluster.Get(job->id())->DebugString() << cluster.DaemonLog()
                                          << cluster.AgentLog(0) << cluster.Logs(job->id()).value_or("(no logs)");
+  ExpectSuccessorStopsTheFirstGeneration(cluster, job->id(), first_generation, /*lose_ledger=*/GetParam());
+}
 
-  cluster.SignalAgent(0, SIGKILL);
-  absl::SleepFor(absl::Milliseconds(300));
-  ASSERT_TRUE(AnyAlive(first_generation)) << "the job outlives its agent";
-  ASSERT_TRUE(cluster.StartAgent(0).ok());
-  EXPECT_TRUE(WaitAllGone(first_generation, absl::Seconds(15))) << cluster.AgentLog(0);
-  auto second = cluster.WaitFor(
-      job->id(), [](const pb::Job& j) { return j.generation() == 2 && j.state() == pb::JOB_STATE_RUNNING; },
-      absl::Seconds(60));
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_FALSE(AnyAlive(first_generation));
-  EXPECT_NE(cluster.AgentLog(0).find("left running by a previous agent"), std::string::npos);
+INSTANTIATE_TEST_SUITE_P(Fencing, RestartedAgent, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "WithoutItsLedger" : "WithItsLedger";
+                         });
+
+// A one-card job on node-a's H100s running `script` under sh, marked as the cluster's.
+pb::JobSpec ShellJob(const TestCluster& cluster, const std::string& script) {
+  pb::JobSpec spec = cluster.TrainSpec(1, 1, {});
+  spec.clear_python();
+  for (const char* arg : {"/bin/sh", "-c"}) spec.add_command(arg);
+  spec.add_command(script);
+  spec.mutable_requirements()->add_vendors("nvidia");
+  return spec;
+}
+
+bool HasEvent(const pb::Job& job, const std::string& reason) {
+  return std::any_of(job.events().begin(), job.events().end(), [&](const pb::JobEvent& e) { return e.reason() == reason; });
+}
+
+// Issue 45, item 1: the agent's work dir fills up (a job filling its HOME, which lives there, is
+// enough). Before, the ledger was silently replaced by an empty file, and an agent killed then
+// and restarted stopped nothing while the daemon started generation 2 beside generation 1. Now
+// the launch that cannot be recorded is refused, the node takes no new work until the ledger can
+// be written, the output lost meanwhile is said, and the restarted agent stops generation 1.
+TEST(Fencing, AFullWorkDirRefusesWhatItCannotRecordAndLosesTrackOfNothing) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  TestCluster cluster(options);
+  auto disk = SmallFilesystem::Mount(cluster.dir() + "/agent-node-a", 8 << 20);
+  if (!disk.ok()) GTEST_SKIP() << "needs a real full filesystem: " << disk.status();
+  ASSERT_TRUE(cluster.Start().ok());
+
+  pb::JobSpec ticking = ShellJob(cluster, "while true; do echo tick; sleep 0.2; done");
+  ticking.set_max_restarts(1);
+  auto first = cluster.Submit(ticking);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(cluster.WaitForState(first->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  const auto first_generation = cluster.WaitForJobProcesses(first->id(), 2, absl::Seconds(60));
+  ASSERT_GE(first_generation.size(), 2u) << cluster.AgentLog(0);
+
+  ASSERT_TRUE((*disk)->Fill().ok());
+  pb::JobSpec refused_spec = ShellJob(cluster, "exec sleep 600");
+  refused_spec.set_max_restarts(0);
+  auto refused = cluster.Submit(refused_spec);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  auto failed = cluster.WaitForState(refused->id(), pb::JOB_STATE_FAILED, absl::Seconds(60));
+  ASSERT_TRUE(failed.ok()) << "a launch the agent could not record ran: " << cluster.Get(refused->id())->DebugString();
+  EXPECT_NE(failed->message().find("cannot record the launch"), std::string::npos) << failed->DebugString();
+  EXPECT_NE(failed->message().find("No space left on device"), std::string::npos) << failed->DebugString();
+  EXPECT_TRUE(cluster.JobProcesses(refused->id()).empty());
+
+  std::string nodes;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+    cluster.RunCli({"nodes"}, &nodes);
+    if (nodes.find("Faulted") != std::string::npos) break;
+  }
+  EXPECT_NE(nodes.find("node-a takes no new work: the agent cannot record job processes"), std::string::npos) << nodes;
+
+  (*disk)->Free();
+  auto noted = cluster.WaitFor(first->id(), [](const pb::Job& j) { return HasEvent(j, "OutputLost"); }, absl::Seconds(30));
+  ASSERT_TRUE(noted.ok()) << noted.status() << cluster.AgentLog(0);
+  ASSERT_EQ(noted->placement_size(), 1);
+  EXPECT_NE(noted->placement(0).output_lost().find("is lost: the filesystem of"), std::string::npos)
+      << noted->DebugString();
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+    cluster.RunCli({"nodes"}, &nodes);
+    if (nodes.find("Faulted") == std::string::npos) break;
+  }
+  EXPECT_EQ(nodes.find("Faulted"), std::string::npos) << "the node stayed out of service once its disk had room: " << nodes;
+  std::string logs;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+    logs = cluster.Logs(first->id()).value_or("");
+    if (logs.find("hetpool-agent: output written from") != std::string::npos) break;
+  }
+  EXPECT_NE(logs.find("hetpool-agent: output written from"), std::string::npos) << logs;
+
+  // The ledger still names generation 1: killed now, the agent's successor stops it.
+  ExpectSuccessorStopsTheFirstGeneration(cluster, first->id(), first_generation, /*lose_ledger=*/false);
 }
 
 // Graceful stop with --on-stop finish: the node is drained, its running job ends normally, new

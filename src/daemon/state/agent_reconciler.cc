@@ -129,12 +129,23 @@ std::string DescribeFailure(const std::string& node, int exit_code, const std::s
   return out;
 }
 
+// Takes the agent's word on lost output into the placement, with an event the first time and
+// whenever it changes (the agent's text grows as the disk fills again). True if it changed.
+bool NoteOutputLost(JobTable& jobs, pb::Job& job, pb::NodePlacement& p, const pb::ProcessStatus& report) {
+  const std::string lost = ValidUtf8(report.output_lost(), kMaxAgentMessageBytes);
+  if (lost.empty() || lost == p.output_lost()) return false;
+  p.set_output_lost(lost);
+  jobs.AddEvent(job, "OutputLost", absl::StrCat("node ", p.node(), ": ", lost));
+  return true;
+}
+
 }  // namespace
 
 absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report) {
   pb::Job job = entry.job();
   pb::NodePlacement* p = PlacementOn(job, node);
   if (p == nullptr) return absl::OkStatus();
+  NoteOutputLost(jobs_, job, *p, report);
   p->set_started(true);
   p->set_exited(true);
   p->set_exit_code(report.exit_code());
@@ -183,6 +194,7 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
   if (p == nullptr) return;
   const bool ranks_news = p->global_ranks_size() == 0 && r.global_ranks_size() > 0;
   if (ranks_news) *p->mutable_global_ranks() = r.global_ranks();
+  const bool lost_news = NoteOutputLost(jobs_, next, *p, r);
   if (!p->started()) {
     p->set_started(true);
     jobs_.AddEvent(next, "NodeStarted",
@@ -196,7 +208,7 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
       *next.mutable_started_at() = ToProtoTime(jobs_.Now());
       jobs_.AddEvent(next, "Running", next.message());
     }
-  } else if (!ranks_news) {
+  } else if (!ranks_news && !lost_news) {
     return;
   }
   jobs_.Commit(entry, std::move(next)).IgnoreError();  // retried with the next report

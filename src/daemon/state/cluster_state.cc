@@ -405,6 +405,7 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
   const absl::Time now = Now();
   NodeEntry& node = nodes_.Register(req, *std::move(inventory), now);
+  nodes_.SetFault(node, req.fault());
   // The leases are next looked at when the earliest can lapse; this one's may be the earliest.
   next_lease_check_ = std::min(next_lease_check_, now + options_.lease_ttl);
   reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/true);
@@ -513,6 +514,7 @@ absl::Status ClusterState::ApplyHeartbeat(QueuedHeartbeat& heartbeat) {
   if (heartbeat.inventory) nodes_.UpdateInventory(node, req.inventory(), *std::move(heartbeat.inventory));
   node.last_heartbeat = Now();
   node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
+  nodes_.SetFault(node, req.fault());
   if (req.draining()) {
     // The agent is stopping with --on-stop finish: no new work, running jobs finish. A failed
     // store write is retried with the next heartbeat, which says the same.

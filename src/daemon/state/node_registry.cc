@@ -191,6 +191,18 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
   return true;
 }
 
+void NodeRegistry::SetFault(NodeEntry& node, const std::string& fault) {
+  if (node.record.fault() == fault) return;
+  if (fault.empty()) {
+    spdlog::info("node {}: its agent takes work again (was: {})", node.record.name(), node.record.fault());
+    wakeups_.CapacityChanged();
+  } else {
+    spdlog::error("node {}: its agent takes no new work: {}", node.record.name(), fault);
+  }
+  node.record.set_fault(fault);
+  wakeups_.Changed();
+}
+
 absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::string_view why) {
   if (node.record.drained() == drained) return absl::OkStatus();
   ParseStoredInventory(node);  // the record is written whole

@@ -48,7 +48,9 @@ struct NodeEntry {
   uint64_t applied_version = 0;   // the orders version the agent last said it acted on
   Claims claims;
 
-  bool schedulable() const { return ready && !record.drained(); }
+  // record.fault: the agent's report that it cannot start jobs safely (HeartbeatRequest.fault),
+  // set anew by every registration and heartbeat.
+  bool schedulable() const { return ready && !record.drained() && record.fault().empty(); }
 };
 
 // A stored node as a start reads it: its record without the inventory, its stored row, and its
@@ -111,6 +113,8 @@ class NodeRegistry {
   // returns true: it may change what can be placed.
   bool UpdateInventory(NodeEntry& node, const pb::NodeInventory& reported, NodeInventory parsed);
   // Drains or undrains, stored before it counts (on a failed write nothing changes).
+  // The agent's fault as its latest registration or heartbeat reports it ("" when none).
+  void SetFault(NodeEntry& node, const std::string& fault);
   absl::Status SetDrained(NodeEntry& node, bool drained, absl::string_view why);
   // A port on `address` that no live or dying generation holds, taken round-robin so that a port
   // just let go of is the last to be handed out again.
