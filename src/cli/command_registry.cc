@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/cli/completion.h"
+#include "src/cli/terminal_output.h"
 
 namespace hetpool::cli {
 namespace {
@@ -242,6 +243,10 @@ int RunCommandLine(const std::vector<std::string>& args) {
   }
   if (globals.output == "csv" && !entry->csv_output) return CommandUsage(entry->name, "-o csv is for usage; use -o json");
   Client client(globals);
+  // Names, reasons, events and job output may hold what a terminal would act on: shown escaped
+  // (JSON escapes them itself and stays exact; `logs --raw` writes past this).
+  std::optional<EscapedTerminalOutput> escaped;
+  if (globals.output != "json") escaped.emplace();
   return command->Run(client, Invocation{*operands, flags, entry->name});
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "src/cli/command.h"
 #include "src/cli/junit_report.h"
 #include "src/cli/output.h"
+#include "src/cli/terminal_output.h"
 #include "src/cli/when.h"
 #include "src/common/convert.h"
 #include "src/common/job_file.h"
@@ -350,6 +352,36 @@ int Cancel(Client& client, const Invocation& in, const CancelOptions& o) {
 
 // --- logs ----------------------------------------------------------------------------------------
 
+// Prints labelled log chunks so that one writer's line never runs into another's: a node's line
+// still unfinished when another node's text comes is ended there, and its rest, when it comes,
+// says whose it is; the output ends with a newline even when the job's last line had none.
+class LabelledLogPrinter {
+ public:
+  explicit LabelledLogPrinter(std::ostream& out) : out_(out) {}
+  void Print(const std::string& node, const std::string& data) {
+    if (data.empty()) return;
+    if (node != last_node_) {
+      if (mid_line_) {
+        out_ << "\n";
+        unfinished_.insert(last_node_);
+      }
+      if (unfinished_.erase(node) > 0) out_ << "[" << node << ", continued] ";
+    }
+    out_ << data << std::flush;
+    last_node_ = node;
+    mid_line_ = data.back() != '\n';
+  }
+  void End() {
+    if (mid_line_) out_ << "\n" << std::flush;
+  }
+
+ private:
+  std::ostream& out_;
+  std::string last_node_;
+  bool mid_line_ = false;
+  std::set<std::string> unfinished_;  // nodes whose last line was ended for another's text
+};
+
 struct LogsOptions {
   bool follow = false;
   std::string node;
@@ -363,7 +395,9 @@ void DeclareLogs(FlagSet& flags, LogsOptions* o) {
   flags.String("node", &o->node, "only this node's output");
   flags.CompleteAs("node", ValueCompletion::kNodeName);
   flags.Int("rank", &o->rank, "only this global rank's stdout (torchrun-tagged lines)");
-  flags.Bool("raw", &o->raw, "the output as torchrun wrote it: [default<local rank>]: tags, its own log lines");
+  flags.Bool("raw", &o->raw,
+             "the output as torchrun wrote it, byte for byte: [default<local rank>]: tags, its own log lines, and "
+             "control characters a terminal would act on (without --raw they are shown escaped, \\x1b)");
 }
 
 int Logs(Client& client, const Invocation& in, const LogsOptions& o) {
@@ -376,7 +410,13 @@ int Logs(Client& client, const Invocation& in, const LogsOptions& o) {
   auto ctx = client.Context(o.follow ? absl::InfiniteDuration() : absl::ZeroDuration());
   auto reader = client.jobs().GetJobLogs(ctx.get(), req);
   pb::LogChunk chunk;
-  while (reader->Read(&chunk)) std::cout << chunk.data() << std::flush;
+  if (o.raw) {
+    while (reader->Read(&chunk)) RawStdout() << chunk.data() << std::flush;
+  } else {
+    LabelledLogPrinter printer(std::cout);
+    while (reader->Read(&chunk)) printer.Print(chunk.node(), chunk.data());
+    printer.End();
+  }
   auto status = reader->Finish();
   return status.ok() ? 0 : client.Failed(status);
 }

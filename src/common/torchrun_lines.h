@@ -29,4 +29,15 @@ bool IsTorchrunChatter(absl::string_view line);
 // Any of torchrun's own lines: the chatter, and its DEBUG, ERROR and CRITICAL log lines.
 bool IsTorchrunOwn(absl::string_view line);
 
+// torchrun's log lines come in two forms: PyTorch 1.x's Python logging
+// ("ERROR:torch.distributed.elastic...: ..."), and since 2.x glog's
+// ("E1204 17:52:38.786000 515 torch/distributed/elastic/...py:986] ..."). The start of one.
+bool StartsTorchrunLogLine(absl::string_view text);
+// Where in `text` (after its first byte) a torchrun log line starts: a job's last line written
+// without a newline runs straight into what torchrun logs next. npos when none does.
+size_t FindTorchrunLogLine(absl::string_view text);
+// Where the end of `text` may be the start of a torchrun log line that more bytes would show
+// (for a reader that sees the log in pieces), or npos.
+size_t UnjudgedTorchrunStart(absl::string_view text);
+
 }  // namespace hetpool

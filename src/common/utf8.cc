@@ -8,6 +8,7 @@ namespace {
 // The length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms, no
 // surrogates, nothing above U+10FFFF), or 0.
 size_t SequenceLength(absl::string_view s) {
+  if (s.empty()) return 0;
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
   const unsigned char b0 = byte(0);
   if (b0 < 0x80) return 1;
@@ -34,6 +35,8 @@ size_t SequenceLength(absl::string_view s) {
 }
 
 }  // namespace
+
+size_t Utf8SequenceLength(absl::string_view text) { return SequenceLength(text); }
 
 bool IsValidUtf8(absl::string_view text) {
   while (!text.empty()) {

@@ -11,6 +11,10 @@
 
 namespace hetpool {
 
+// The length of the valid UTF-8 sequence `text` starts with, or 0 when it starts with a byte that
+// begins none (or is empty).
+size_t Utf8SequenceLength(absl::string_view text);
+
 // RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF (what proto3 enforces).
 bool IsValidUtf8(absl::string_view text);
 

@@ -234,6 +234,49 @@ TEST_F(CliTest, WaitAndWatchSayWhoseFailureItWas) {
   EXPECT_EQ(cluster_->RunCli({"watch", cancelled}, &out), 5) << out;
 }
 
+// Issue 45, item 5: a job printing OSC 52 (writes the reader's clipboard), a screen clear and a
+// title change on stdout and stderr reaches no terminal through hetpoolctl: `get` (its failure
+// lines and reason), `logs`, `wait` and `watch` show the control characters escaped; `logs --raw`
+// keeps the bytes; JSON stays exact. Before, every one of them replayed the bytes raw.
+TEST_F(CliTest, WhatAJobPrintsCannotDriveTheReadersTerminal) {
+  const std::string file = WriteFile("hostile.json", R"({
+      "name": "hostile",
+      "command": ["/bin/sh", "-c",
+                  "printf 'out \\033]52;c;aGk=\\007\\033[2J\\033]0;TITLE\\007\\n'; printf 'err \\033]52;c;aGk=\\007\\n' >&2; printf 'no newline'; exit 3"],
+      "working_dir": "/tmp",
+      "nnodes": 1, "devices_per_node": 0, "procs_per_node": 1, "requirements": {"vendors": ["cpu"]}})");
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
+  const std::string id = out.substr(0, out.find('\n'));
+  const auto raw_controls = [](const std::string& text) {
+    return std::count_if(text.begin(), text.end(), [](char c) {
+      const unsigned char b = static_cast<unsigned char>(c);
+      return (b < 0x20 && b != '\n' && b != '\t') || b == 0x7f;
+    });
+  };
+  EXPECT_NE(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+  EXPECT_EQ(raw_controls(out), 0) << out;
+  for (const std::vector<std::string>& command : {std::vector<std::string>{"get", id}, {"logs", id}, {"watch", id}}) {
+    cluster_->RunCli(command, &out);
+    EXPECT_EQ(raw_controls(out), 0) << command[0] << ":\n" << out;
+    EXPECT_NE(out.find("\\x1b]52;c;aGk=\\x07"), std::string::npos) << command[0] << ":\n" << out;
+  }
+  ASSERT_EQ(cluster_->RunCli({"logs", id}, &out), 0) << out;
+  EXPECT_NE(out.find("out \\x1b]52;c;aGk=\\x07\\x1b[2J\\x1b]0;TITLE\\x07\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("err \\x1b]52;c;aGk=\\x07\n"), std::string::npos) << out;
+  // The rank's last line had no newline: it is ended before torchrun's next line, not joined to it.
+  EXPECT_NE(out.find("] no newline\n"), std::string::npos) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"logs", id, "--raw"}, &out), 0) << out;
+  EXPECT_NE(out.find("out \033]52;c;aGk=\007\033[2J\033]0;TITLE\007\n"), std::string::npos) << out;
+
+  ASSERT_EQ(cluster_->RunCli({"get", id, "-o", "json"}, &out), 0) << out;
+  auto job = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(job.is_discarded()) << out;
+  const std::string last_lines = job["failure"]["last_lines"].dump();
+  EXPECT_NE(last_lines.find("\\u001b]52;c;aGk=\\u0007"), std::string::npos) << last_lines;
+}
+
 // A script missing where the CLI can see the working dir is refused before it takes cards; one
 // the CLI cannot check fails at once on the node as ScriptNotFound, the job's own failure.
 TEST_F(CliTest, AMissingScriptIsCaughtBeforeItTakesCards) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/daemon/logs/log_filter.h"
+#include "src/common/torchrun_lines.h"
 #include "src/daemon/logs/log_request.h"
 #include "src/daemon/logs/log_store.h"
 #include "tests/testing/temp_dir.h"
@@ -241,6 +242,51 @@ TEST(LogFilter, LabelsLinesWithNodeAndGlobalRankAndLeavesOutTorchrunsChatter) {
   // One rank: only its tagged lines; ranks not known yet: the local rank.
   LogFilter one(1, kMaxLogLine, LogLabels{"node-b", {}});
   EXPECT_EQ(one.Feed(log) + one.Finish(), "[node-b l1] step 1 loss 0.6\n");
+}
+
+// Issue 45, item 5: a rank's last line written without a newline is ended before torchrun's next
+// log line (PyTorch 1.x's form and 2.x's glog form), wherever the log's reads cut it: the two
+// writers never share a line. 2.x's own I and W lines are chatter, like 1.x's INFO and WARNING.
+TEST(LogFilter, ARanksUnterminatedLastLineEndsBeforeTorchrunsNextLine) {
+  const std::string log =
+      "W1204 17:52:43.861000 549 torch/distributed/run.py:851] *****************************************\n"
+      "[default0]:step 1 loss 0.5\n"
+      "[default1]:giving up"
+      "W1204 17:52:44.388000 549 torch/distributed/elastic/multiprocessing/api.py:1012] Sending process 572 closing "
+      "signal SIGTERM\n"
+      "[default0]:half a line"
+      "E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 3)\n"
+      "[default1]:" + std::string(100, 'y') +
+      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n";
+  const std::string expected =
+      "[node-b r2] step 1 loss 0.5\n"
+      "[node-b r3] giving up\n"
+      "[node-b r2] half a line\n"
+      "[node-b] E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 3)\n"
+      "[node-b r3] " + std::string(100, 'y') + "\n"
+      "[node-b] ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n";
+  for (size_t cut : {size_t{1}, size_t{3}, size_t{50}, size_t{64}, log.size()}) {
+    LogFilter filter(std::nullopt, kMaxLogLine, LogLabels{"node-b", {2, 3}});
+    std::string out;
+    for (size_t i = 0; i < log.size(); i += cut) out += filter.Feed(absl::string_view(log).substr(i, cut));
+    out += filter.Finish();
+    EXPECT_EQ(out, expected) << "reads of " << cut;
+  }
+  // Raw output keeps the bytes as written.
+  LogFilter raw(std::nullopt);
+  EXPECT_EQ(raw.Feed(log) + raw.Finish(), log);
+}
+
+TEST(TorchrunLines, KnowsBothLogFormsAndFindsOneInsideALine) {
+  EXPECT_TRUE(StartsTorchrunLogLine("E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] x"));
+  EXPECT_TRUE(StartsTorchrunLogLine("ERROR:torch.distributed.elastic.multiprocessing.api:failed"));
+  EXPECT_FALSE(StartsTorchrunLogLine("E1204 not a glog line at all, though it starts like one"));
+  EXPECT_FALSE(StartsTorchrunLogLine("ERROR: my own message about torch"));
+  EXPECT_TRUE(IsTorchrunChatter("I1204 17:52:43.861000 549 torch/distributed/run.py:851] starting"));
+  EXPECT_FALSE(IsTorchrunChatter("E1204 17:52:44.488000 549 torch/distributed/elastic/api.py:986] failed"));
+  EXPECT_TRUE(IsTorchrunOwn("E1204 17:52:44.488000 549 torch/distributed/elastic/api.py:986] failed"));
+  EXPECT_EQ(FindTorchrunLogLine("abcW1204 17:52:44.388000 549 torch/distributed/x.py:1] y"), 3u);
+  EXPECT_EQ(FindTorchrunLogLine("an Error of mine, no torchrun here"), absl::string_view::npos);
 }
 
 TEST(LogFilter, ALabelledLongLineIsSplitUnderItsLabel) {

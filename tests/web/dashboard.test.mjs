@@ -150,6 +150,19 @@ test('a submitted job appears, changes state and shows its logs', async () => {
   await page.close();
 });
 
+// Issue 45, item 5: what a job prints reaches the page with its control characters written out.
+test("a job's control characters are shown escaped", async () => {
+  const id = await submit({ name: 'web-controls', user: 'wendy', working_dir: '/tmp', nnodes: 1, devices_per_node: 1,
+    command: ['/bin/sh', '-c', "printf 'clip \\033]52;c;aGk=\\007 done\\n'"], requirements: { vendors: ['nvidia'] } });
+  const page = await browser.newPage();
+  await page.goto(base + '/#/jobs/' + id);
+  await waitFor(async () => /x1b/.test(await page.locator('#logs').innerText()), 'its logs', 90000);
+  const logs = await page.locator('#logs').innerText();
+  assert.match(logs, /clip \\x1b\]52;c;aGk=\\x07 done/);
+  assert.doesNotMatch(logs, /[\u001b\u0007]/);
+  await page.close();
+});
+
 test('a waiting job says why in the queue', async () => {
   const spec = { user: 'wendy', working_dir: '/tmp', nnodes: 2, devices_per_node: 2, command: ['/bin/sleep', '60'],
     requirements: { vendors: ['nvidia'] } };

@@ -5,7 +5,9 @@
 // With labels (the default for readers; GetJobLogsRequest.raw turns them off) each line says
 // where it came from: "[node-a r2] " for global rank 2's tagged output, "[node-a] " for the rest
 // (workers' stderr, which torchrun does not tag), and torchrun's own chatter (its INFO and
-// WARNING log lines, the OMP_NUM_THREADS banner) is left out.
+// WARNING log lines, the OMP_NUM_THREADS banner; in PyTorch 2.x's glog form its I and W lines) is
+// left out. A rank's last line written without a newline is ended where torchrun's next log line
+// starts, so the two writers' text never share a line.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +37,8 @@ class LogFilter {
   void SetGlobalRanks(std::vector<int> global_ranks);
 
   // The output for the next bytes of the log. Holds back at most the start of a line whose rank
-  // tag is not complete yet (shorter than the tag, so it cannot match at the end of the log).
+  // tag is not complete yet (shorter than the tag, so it cannot match at the end of the log),
+  // and, labelled, a rank's unfinished line's last bytes that may start torchrun's next line.
   std::string Feed(absl::string_view data);
   // The end of the log: what is held back of an unfinished last line.
   std::string Finish();
@@ -49,11 +52,16 @@ class LogFilter {
   // Labelled output: keeps or drops the line whose start is head_, relabelled.
   void DecideLabelled(std::string& out);
   size_t HeadBytes() const;  // how much of a line's start decides it
+  // Decides head_, and the torchrun line a decision may split off it, as far as they can be.
+  void DecideHead(std::string& out);
+  std::string Run(absl::string_view data, bool at_end);
 
   std::optional<int> local_rank_;
   std::string prefix_;        // the rank tag; empty: every line passes
   std::optional<LogLabels> labels_;
   std::string label_;         // what starts the current kept line (and its continuations)
+  bool tagged_ = false;       // the current line is a rank's (torchrun's tag), not torchrun's own
+  std::string carry_;         // held back from the last read, before the next one
   size_t max_line_;
   Line line_ = Line::kUndecided;
   std::string head_;          // the start of the current line, until it is decided

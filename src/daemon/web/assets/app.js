@@ -27,6 +27,17 @@ async function api(path, options = {}) {
 }
 
 // ---- DOM helpers (no innerHTML with data: everything is text) ---------------------------------
+// Control characters but newline and tab written out, as hetpoolctl shows them
+// (src/common/terminal_text.h): a job's output or a name cannot hide text or pass bytes on to
+// whatever the reader copies it into.
+function shown(text) {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    if (c === '\r') return '\\r';
+    return (code < 0x80 ? '\\x' : '\\u00') + code.toString(16).padStart(2, '0');
+  });
+}
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -37,7 +48,7 @@ function el(tag, attrs = {}, ...children) {
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(shown(String(child))));
   }
   return node;
 }
