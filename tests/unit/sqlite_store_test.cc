@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -226,17 +228,24 @@ TEST(SqliteStore, PersistsJobsAndNodesAcrossReopen) {
 }
 
 // Writes made under the state lock do not wait for the disk; Sync flushes the WAL file once for
-// every write before it, and a flush that fails stops the store for good.
+// every write before it, then the mark of acknowledged job numbers when they rose, and a flush
+// that fails stops the store for good.
 TEST(SqliteStore, SyncFlushesTheWalFileOnceForEveryWriteBeforeIt) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/hetpool.db";
-  int flushes = 0;
-  bool flushed_the_wal = true;
+  int flushes = 0, acked_flushes = 0;
+  bool flushed_the_wal_first = true;
   auto store = SqliteStore::Open(path, [&](int fd) {
-    ++flushes;
-    struct stat held {}, named {};
-    flushed_the_wal = flushed_the_wal && ::fstat(fd, &held) == 0 && ::stat((path + "-wal").c_str(), &named) == 0 &&
-                      held.st_ino == named.st_ino;
+    struct stat held {}, wal {}, acked {};
+    ::fstat(fd, &held);
+    if (::stat((path + "-wal").c_str(), &wal) == 0 && held.st_ino == wal.st_ino) {
+      ++flushes;
+    } else if (::stat(SqliteStore::AckedPath(path).c_str(), &acked) == 0 && held.st_ino == acked.st_ino) {
+      ++acked_flushes;
+      flushed_the_wal_first = flushed_the_wal_first && flushes == acked_flushes;
+    } else {
+      flushed_the_wal_first = false;  // some other file
+    }
     return ::fdatasync(fd);
   });
   ASSERT_TRUE(store.ok()) << store.status();
@@ -245,7 +254,9 @@ TEST(SqliteStore, SyncFlushesTheWalFileOnceForEveryWriteBeforeIt) {
   EXPECT_LT((*store)->synced(), (*store)->writes());
   ASSERT_TRUE((*store)->Sync().ok());
   EXPECT_EQ(flushes, 1);
-  EXPECT_TRUE(flushed_the_wal);
+  EXPECT_EQ(acked_flushes, 1);
+  EXPECT_TRUE(flushed_the_wal_first);
+  EXPECT_EQ(*SqliteStore::ReadAcked(path), 3u);
   EXPECT_EQ((*store)->synced(), (*store)->writes());
   ASSERT_TRUE((*store)->Sync().ok());  // nothing written since: no flush
   EXPECT_EQ(flushes, 1);
@@ -254,7 +265,61 @@ TEST(SqliteStore, SyncFlushesTheWalFileOnceForEveryWriteBeforeIt) {
   ASSERT_TRUE((*store)->PutNode(node).ok());
   ASSERT_TRUE((*store)->Sync().ok());
   EXPECT_EQ(flushes, 2);
+  EXPECT_EQ(acked_flushes, 1);  // no new job number: the mark stands
 }
+
+// Issue 45, item 2: acknowledged submissions in the WAL of a store whose daemon was killed with
+// SIGKILL; the WAL then damaged (16 bytes flipped a third of the way in) or truncated to half.
+// SQLite reads a WAL up to its first bad frame and says nothing: before, hetpoold started and
+// listed 13 (or 23) of 50 jobs and gave out job-000014 again. The store is refused, naming the
+// WAL and --recover, and --recover continues ids above every acknowledged one.
+class DamagedWal : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DamagedWal, IsRefusedAndRecoverKeepsEveryAcknowledgedId) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/hetpool.db";
+  const pid_t writer = fork();
+  if (writer == 0) {
+    // The daemon: 50 submissions, each acknowledged (flushed) on its own, then killed: the WAL is
+    // never checkpointed into the database.
+    auto store = SqliteStore::Open(path);
+    if (!store.ok()) _exit(2);
+    for (int i = 1; i <= 50; ++i) {
+      if (!(*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok() || !(*store)->Sync().ok()) _exit(3);
+    }
+    kill(getpid(), SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(writer, &status, 0), writer);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer failed: " << status;
+  const std::string wal = path + "-wal";
+  const auto size = std::filesystem::file_size(wal);
+  ASSERT_GT(size, 50u * 1024) << "the jobs are not in the WAL";
+  if (GetParam() == "flipped") {
+    std::fstream file(wal, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size / 3));
+    file.write("\xde\xad\xbe\xef\xde\xad\xbe\xef\xde\xad\xbe\xef\xde\xad\xbe\xef", 16);
+  } else {
+    std::filesystem::resize_file(wal, size / 2);
+  }
+  auto refused = SqliteStore::Open(path);
+  ASSERT_TRUE(absl::IsFailedPrecondition(refused.status())) << "a damaged WAL was loaded: " << refused.status();
+  EXPECT_NE(refused.status().message().find(wal), absl::string_view::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("--recover"), absl::string_view::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("up to 50 were acknowledged"), absl::string_view::npos) << refused.status();
+
+  auto report = RecoverSqliteStore(path, /*seq_floor=*/0);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GT(report->jobs, 0u);
+  EXPECT_LT(report->jobs, 50u);
+  EXPECT_EQ(report->highest_job_seq, 50u);
+  auto store = SqliteStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->HighestJobSeq(), 50u) << "the next job would reuse an acknowledged id";
+  EXPECT_TRUE(std::filesystem::exists(report->damaged_copy + "-wal"));
+}
+
+INSTANTIATE_TEST_SUITE_P(SqliteStore, DamagedWal, ::testing::Values("flipped", "truncated"));
 
 // Many callers at once (the daemon's RPC threads): each Sync returns only once a flush that
 // began after its write ended, and callers share flushes.

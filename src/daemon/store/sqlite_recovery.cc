@@ -32,8 +32,15 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
   SqliteRecovery report;
   report.damaged_copy = absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(absl::Now()));
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return absl::NotFoundError(absl::StrCat(path, ": nothing to recover"));
-  for (const char* suffix : {"", "-wal", "-shm"}) {
+  const bool acked_exists = std::filesystem::exists(SqliteStore::AckedPath(path), ec);
+  if (!std::filesystem::exists(path, ec) && !acked_exists) {
+    return absl::NotFoundError(absl::StrCat(path, ": nothing to recover"));
+  }
+  // The numbers acknowledged before the damage stay taken, though their rows may be gone. A mark
+  // that does not parse says nothing: the rows and the caller's floor decide then.
+  uint64_t highest = seq_floor;
+  if (auto acked = SqliteStore::ReadAcked(path); acked.ok()) highest = std::max(highest, *acked);
+  for (const char* suffix : {"", "-wal", "-shm", "-acked"}) {
     const std::string from = path + suffix;
     if (!std::filesystem::exists(from, ec)) continue;
     std::filesystem::rename(from, report.damaged_copy + suffix, ec);
@@ -43,7 +50,6 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
   std::vector<hetpool::v1::Job> jobs;
   std::vector<hetpool::v1::Job> archived;
   std::vector<hetpool::v1::Node> nodes;
-  uint64_t highest = seq_floor;
   sqlite3* old = nullptr;
   if (sqlite3_open_v2(report.damaged_copy.c_str(), &old, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
     // NOT INDEXED: read each table itself, whatever became of its indexes.
@@ -86,6 +92,7 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
   std::erase_if(archived, [&](const hetpool::v1::Job& job) { return live.count(job.id()) > 0; });
   if (auto s = (*store)->ArchiveJobs(archived, /*keep=*/true); !s.ok()) return s;
   if (auto s = (*store)->RaiseHighestJobSeq(highest); !s.ok()) return s;
+  if (auto s = (*store)->Sync(); !s.ok()) return s;  // the new store's own mark
   report.jobs = jobs.size();
   report.archived = archived.size();
   report.nodes = nodes.size();

@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 #include "src/daemon/store/parse_rows.h"
 
@@ -119,6 +124,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   // A damaged page (an index, a table) would load part of the jobs and then hand out their ids
   // again: check the whole file before trusting any of it.
   if (auto s = store->CheckIntegrity(path); !s.ok()) return s;
+  if (auto s = store->CheckAcknowledged(); !s.ok()) return s;
   Statement version(db, "PRAGMA user_version");
   if (!version.ok() || sqlite3_step(version.get()) != SQLITE_ROW) return store->Error("read schema version");
   const int found = sqlite3_column_int(version.get(), 0);
@@ -128,6 +134,72 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   }
   if (auto s = store->Exec("PRAGMA user_version=1"); !s.ok()) return s;
   return store;
+}
+
+namespace {
+
+// PATH-acked's one line, always the same length, so that rewriting it in place changes no size
+// (its flush is the data alone) and a write is one sector.
+constexpr absl::string_view kAckedPrefix = "hetpool acknowledged job numbers up to ";
+std::string AckedLine(uint64_t seq) { return absl::StrFormat("%s%020u\n", kAckedPrefix, seq); }
+
+}  // namespace
+
+absl::StatusOr<uint64_t> SqliteStore::ReadAcked(const std::string& path) {
+  const std::string acked = AckedPath(path);
+  std::ifstream in(acked, std::ios::binary);
+  if (!in) return 0;
+  const std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::string_view text = contents;
+  uint64_t seq = 0;
+  if (text.empty()) return 0;  // made, never written: nothing was acknowledged yet
+  if (!absl::ConsumePrefix(&text, kAckedPrefix) || !absl::ConsumeSuffix(&text, "\n") || !absl::SimpleAtoi(text, &seq)) {
+    return absl::DataLossError(absl::StrCat(acked, " does not hold the line hetpoold writes (\"", kAckedPrefix,
+                                            "N\"): it is damaged"));
+  }
+  return seq;
+}
+
+absl::Status SqliteStore::CheckAcknowledged() {
+  auto acked = ReadAcked(path_);
+  if (!acked.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        acked.status().message(), ". Without it hetpoold cannot tell whether ", path_, " holds every acknowledged "
+        "job. Restore both from a backup, or start hetpoold with --recover (docs/reliability.md)"));
+  }
+  Statement stmt(db_, "SELECT value FROM meta WHERE key = 'highest_job_seq'");
+  if (!stmt.ok()) return Error("prepare job sequence read");
+  const int rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("read job sequence");
+  const uint64_t held = rc == SQLITE_ROW ? static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 0)) : 0;
+  if (held < *acked) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path_, " holds job numbers up to ", held, ", but submissions up to ", *acked, " were acknowledged (",
+        AckedPath(path_), "): what was written since the last checkpoint is missing, so its write-ahead log ",
+        path_, "-wal is damaged or was truncated. hetpoold will not start on it: restore it from a backup, or start "
+        "hetpoold with --recover to rebuild it from the rows that can be read (the damaged files are kept beside it, "
+        "and job ids continue above ", *acked, "; docs/reliability.md)"));
+  }
+  {
+    absl::MutexLock flush_lock(&flush_mu_);
+    acked_ = *acked;
+  }
+  committed_seq_.store(held, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::WriteAcked(uint64_t seq) {
+  if (acked_fd_ < 0) {
+    acked_fd_ = ::open(AckedPath(path_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (acked_fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", AckedPath(path_)));
+  }
+  const std::string line = AckedLine(seq);
+  if (::pwrite(acked_fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("write ", AckedPath(path_)));
+  }
+  if (flush_(acked_fd_) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fdatasync ", AckedPath(path_)));
+  acked_ = seq;
+  return absl::OkStatus();
 }
 
 absl::Status SqliteStore::CheckIntegrity(const std::string& path) {
@@ -198,6 +270,7 @@ SqliteStore::~SqliteStore() {
   }
   absl::MutexLock lock(&flush_mu_);
   if (wal_fd_ >= 0) ::close(wal_fd_);
+  if (acked_fd_ >= 0) ::close(acked_fd_);
 }
 
 absl::Status SqliteStore::Writable() const {
@@ -221,9 +294,15 @@ absl::Status SqliteStore::Sync() {
       continue;
     }
     if (synced_.load(std::memory_order_acquire) < mine) {
-      // Every write counted by now has put its pages in the WAL file: this flush covers them all.
+      // Every write counted by now has put its pages in the WAL file: this flush covers them all,
+      // and the job numbers they committed (read after them, so none is missed).
       const uint64_t covering = writes_.load(std::memory_order_acquire);
-      if (absl::Status flushed = FlushWal(); !flushed.ok()) {
+      const uint64_t seq = committed_seq_.load(std::memory_order_acquire);
+      absl::Status flushed = FlushWal();
+      // The mark follows the WAL to disk, never goes before it: then it never names a job the
+      // store could not load.
+      if (flushed.ok() && seq > acked_) flushed = WriteAcked(seq);
+      if (!flushed.ok()) {
         absl::MutexLock lock(&failure_mu_);
         flush_failure_ = absl::UnavailableError(absl::StrCat(
             "the store could not be flushed to disk (", flushed.message(), "): what hetpoold wrote since the last "
@@ -322,6 +401,7 @@ absl::Status SqliteStore::UpsertJob(const hetpool::v1::Job& job) {
 }
 
 absl::Status SqliteStore::RaiseHighestJobSeqLocked(uint64_t seq) {
+  txn_seq_ = std::max(txn_seq_, seq);
   Statement stmt(db_, "INSERT INTO meta (key, value) VALUES ('highest_job_seq', ?1) "
                       "ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)");
   if (!stmt.ok()) return Error("prepare job sequence update");

@@ -2,6 +2,12 @@
 // (the kernel's page cache) when the call returns, which a crash of the process does not lose;
 // Sync() flushes the WAL file to disk, once for every write made before it, on the calling thread
 // and beside the writer. Rows hold the serialized protobuf plus the columns queries filter on.
+//
+// Beside the database, PATH-acked holds the highest job number whose submission a flush has put
+// on disk, itself flushed by the same Sync before anything is answered. SQLite reads a WAL only
+// up to its first frame that fails its checksum and says nothing of the rest, so a WAL damaged
+// or truncated after a crash would otherwise load part of the jobs and hand out their ids again:
+// a store whose highest job number is below the mark is refused, naming both files and --recover.
 #pragma once
 
 #include <atomic>
@@ -24,8 +30,9 @@ class SqliteStore : public Store {
  public:
   // Opens (creating if needed) `path`, e.g. DATA_DIR/hetpool.db.
   // FAILED_PRECONDITION naming the file when the tables a start reads are damaged (PRAGMA
-  // quick_check of the live jobs, nodes and meta rows) or the file is truncated to nothing: a
-  // damaged store is never loaded in part. The archive is not read here (CheckArchive).
+  // quick_check of the live jobs, nodes and meta rows), the file is truncated to nothing, or it
+  // lacks jobs that were acknowledged (PATH-acked is above its highest job number): a damaged
+  // store is never loaded in part. The archive is not read here (CheckArchive).
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
   // The same, flushing the WAL file with `flush` (fdatasync's contract: 0, or -1 and errno):
   // tests make a disk that fails.
@@ -56,15 +63,28 @@ class SqliteStore : public Store {
   absl::Status PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes);
   absl::Status RaiseHighestJobSeq(uint64_t seq);
 
+  // PATH-acked, and what it holds: 0 when it does not exist; DATA_LOSS when it does not parse.
+  static std::string AckedPath(const std::string& path) { return path + "-acked"; }
+  static absl::StatusOr<uint64_t> ReadAcked(const std::string& path);
+
  private:
   SqliteStore(sqlite3* db, std::string path, std::function<int(int)> flush)
       : path_(std::move(path)), db_(db), flush_(std::move(flush)) {}
   // Every write's result goes through here: it counts the write for Sync (a failed one too: a
   // rolled-back transaction costs a flush, nothing more).
-  absl::Status Wrote(absl::Status status) {
+  // A write that committed also makes the job numbers it raised acknowledgeable (Sync's mark).
+  absl::Status Wrote(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (status.ok() && txn_seq_ > committed_seq_.load(std::memory_order_relaxed)) {
+      committed_seq_.store(txn_seq_, std::memory_order_release);
+    }
+    txn_seq_ = 0;
     writes_.fetch_add(1, std::memory_order_release);
     return status;
   }
+  // Refuses a store that lacks acknowledged jobs (PATH-acked above its highest job number).
+  absl::Status CheckAcknowledged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes and flushes PATH-acked with `seq`.
+  absl::Status WriteAcked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);
   // Refuses writes once a flush failed (Sync).
   absl::Status Writable() const;
   absl::Status FlushWal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);
@@ -104,6 +124,12 @@ class SqliteStore : public Store {
   std::atomic<uint64_t> flushes_{0};
   absl::Mutex flush_mu_;
   int wal_fd_ ABSL_GUARDED_BY(flush_mu_) = -1;
+  // The highest job number raised by the open transaction, and by committed ones; the mark on
+  // disk (PATH-acked, its descriptor kept open).
+  uint64_t txn_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> committed_seq_{0};
+  uint64_t acked_ ABSL_GUARDED_BY(flush_mu_) = 0;
+  int acked_fd_ ABSL_GUARDED_BY(flush_mu_) = -1;
   std::atomic<bool> flush_failed_{false};
   mutable absl::Mutex failure_mu_;
   absl::Status flush_failure_ ABSL_GUARDED_BY(failure_mu_);
