@@ -106,6 +106,7 @@ class Session {
   std::shared_ptr<grpc::Channel> channel_;  // to servers[channel_server_]; see ChannelToServer
   size_t channel_server_ = 0;
   bool unreachable_ = false;  // the last registration failed without reaching a daemon
+  bool leader_named_ = false;  // the last registration was refused by a follower naming the leader
   std::unique_ptr<Connection> conn_;
   std::string session_id_;
   drivers::InventoryTracker tracker_;

@@ -50,10 +50,21 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
   if (!have_exit) return std::nullopt;
 
   // What the node printed before torchrun's report: the report starts at its failure log line
-  // ("...multiprocessing.api:failed (exitcode: ...") or, failing that, at the Root Cause header.
-  size_t end = log.rfind("multiprocessing.api:failed");
-  if (end == absl::string_view::npos || end > root) end = root;
-  end = log.rfind('\n', end);
+  // (1.x: "ERROR:torch...multiprocessing.api:failed (exitcode: 1) ...", 2.x: "E1204 17:52:44.488000
+  // 549 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 1) ...", after
+  // which 2.x prints its ChildFailedError traceback and the banner) or, failing that, at the
+  // Root Cause header.
+  size_t end = root;
+  for (size_t at = log.rfind("failed (exitcode:", root); at != absl::string_view::npos && at > 0;
+       at = log.rfind("failed (exitcode:", at - 1)) {
+    const size_t line_start = log.rfind('\n', at);
+    const size_t from = line_start == absl::string_view::npos ? 0 : line_start + 1;
+    if (StartsTorchrunLogLine(log.substr(from))) {
+      end = from;
+      break;
+    }
+  }
+  end = end == 0 ? absl::string_view::npos : log.rfind('\n', end - 1);
   const absl::string_view before = end == absl::string_view::npos ? absl::string_view() : log.substr(0, end);
   // With --tee 1 torchrun prefixes the workers' stdout ("[default1]:") and passes their stderr
   // through as it is, flushed at other times: the rank's last stdout lines come first, the

@@ -52,10 +52,21 @@ class Client {
   // reached gets what is probably wrong and what to do (connection_advice.h) before gRPC's words.
   int Failed(const grpc::Status& status) const;
 
+  // Picks the server again (the leader among --server's replicas: client.cc's PickServer).
+  void Reconnect();
+  // For streams that should ride through a failover (wait, watch, logs -f): after a call that
+  // ended `status`, whether to call again (after a short pause; then Reconnect()). Only an
+  // UNAVAILABLE from a replica that names another, or after the stream had answered
+  // (`had_answers`), and for at most kFailoverPatience of such answers in a row
+  // (`*unavailable_since`: InfiniteFuture before the first, reset by the caller on an answer).
+  bool ShouldRetry(const grpc::Status& status, bool had_answers, absl::Time* unavailable_since) const;
+  static constexpr absl::Duration kFailoverPatience = absl::Seconds(60);
+
  private:
   void Connect();
 
   Globals globals_;
+  mutable std::string leader_hint_;  // the leader a replica named (ShouldRetry), asked first
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::ClusterService::Stub> cluster_;

@@ -407,35 +407,69 @@ int Logs(Client& client, const Invocation& in, const LogsOptions& o) {
   req.set_follow(o.follow);
   req.set_raw(o.raw);
   if (in.flags.WasSet("rank")) req.set_rank(o.rank);
-  auto ctx = client.Context(o.follow ? absl::InfiniteDuration() : absl::ZeroDuration());
-  auto reader = client.jobs().GetJobLogs(ctx.get(), req);
-  pb::LogChunk chunk;
-  if (o.raw) {
-    while (reader->Read(&chunk)) RawStdout() << chunk.data() << std::flush;
-  } else {
-    LabelledLogPrinter printer(std::cout);
-    while (reader->Read(&chunk)) printer.Print(chunk.node(), chunk.data());
-    printer.End();
-  }
-  auto status = reader->Finish();
+  // A stream that ends UNAVAILABLE (a failover, a restart) is asked again; each node's output
+  // starts over, so what was shown of each is skipped (the same generation's log is the same).
+  std::map<std::string, size_t> shown;
+  LabelledLogPrinter printer(std::cout);
+  absl::Time unavailable_since = absl::InfiniteFuture();
+  bool had_answers = false;
+  grpc::Status status;
+  do {
+    std::map<std::string, size_t> seen;  // bytes of each node's output in this stream
+    auto ctx = client.Context(o.follow ? absl::InfiniteDuration() : absl::ZeroDuration());
+    auto reader = client.jobs().GetJobLogs(ctx.get(), req);
+    pb::LogChunk chunk;
+    while (reader->Read(&chunk)) {
+      had_answers = true;
+      unavailable_since = absl::InfiniteFuture();
+      size_t& at = seen[chunk.node()];
+      size_t& done = shown[chunk.node()];
+      const size_t skip = done > at ? std::min(done - at, chunk.data().size()) : 0;
+      at += chunk.data().size();
+      if (skip == chunk.data().size()) continue;
+      const std::string data = chunk.data().substr(skip);
+      done += data.size();
+      if (o.raw) {
+        RawStdout() << data << std::flush;
+      } else {
+        printer.Print(chunk.node(), data);
+      }
+    }
+    status = reader->Finish();
+    if (!o.follow || !client.ShouldRetry(status, had_answers, &unavailable_since)) break;
+    client.Reconnect();
+  } while (true);
+  if (!o.raw) printer.End();
   return status.ok() ? 0 : client.Failed(status);
 }
 
 // --- watch and wait ------------------------------------------------------------------------------
 
-// Streams the job's changes to `on_update`; `last` is the job as last seen.
+// Streams the job's changes to `on_update`; `last` is the job as last seen. Rides through a
+// failover or a daemon restart (Client::ShouldRetry): every stream starts with the job as it is
+// then, so a caller that counts what it has shown shows nothing twice.
 grpc::Status Watch(Client& client, const std::string& id, absl::Duration timeout,
                    const std::function<void(const pb::WatchJobResponse&)>& on_update, pb::Job* last) {
   pb::WatchJobRequest req;
   req.set_job_id(id);
-  auto ctx = client.Context(timeout);
-  auto reader = client.jobs().WatchJob(ctx.get(), req);
-  pb::WatchJobResponse update;
-  while (reader->Read(&update)) {
-    *last = update.job();
-    on_update(update);
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  absl::Time unavailable_since = absl::InfiniteFuture();
+  bool had_answers = false;
+  while (true) {
+    const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
+    auto ctx = client.Context(left > absl::ZeroDuration() ? left : absl::Milliseconds(1));
+    auto reader = client.jobs().WatchJob(ctx.get(), req);
+    pb::WatchJobResponse update;
+    while (reader->Read(&update)) {
+      had_answers = true;
+      unavailable_since = absl::InfiniteFuture();
+      *last = update.job();
+      on_update(update);
+    }
+    grpc::Status status = reader->Finish();
+    if (!client.ShouldRetry(status, had_answers, &unavailable_since) || absl::Now() >= deadline) return status;
+    client.Reconnect();
   }
-  return reader->Finish();
 }
 
 // "SIGSEGV" -> 11; 0 when unknown.

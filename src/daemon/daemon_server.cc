@@ -151,7 +151,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
         const Leadership* l = self->leadership_view_.load();  // RPC threads: read through the atomic
         return l != nullptr ? l->Leader() : std::string();
       },
-      *leader_credentials);
+      *leader_credentials,
+      [self] {
+        const Leadership* l = self->leadership_view_.load();
+        return l != nullptr ? l->NoLeaderReason() : std::string("no leader is elected yet");
+      });
   if (!replicated) {
     if (auto s = d->state_->Load(); !s.ok()) return s;
   }

@@ -1,6 +1,8 @@
 // The control plane on etcd, highly available: 3 etcd members, 3 hetpoold replicas, one sim agent
 // that knows every replica. Kill -9 the leading daemon during a storm of submissions: a new leader
 // serves within 5 s, every acknowledged job is there exactly once, and no job runs twice.
+#include <sys/wait.h>
+
 #include <csignal>
 #include <iostream>
 #include <fstream>
@@ -217,6 +219,94 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
     absl::SleepFor(absl::Milliseconds(500));
   }
   FAIL() << "jobs did not finish\n" << Logs();
+}
+
+// hetpoolctl against every replica, the given order; its exit status, stdout+stderr in *out.
+int RunCliAgainst(const std::string& servers, const std::vector<std::string>& args, const std::string& log,
+                  std::string* out, absl::Duration patience = absl::Seconds(120)) {
+  std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", servers, "--insecure"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto child = ChildProcess::Spawn(argv, log);
+  if (!child.ok()) return -1;
+  auto status = (*child)->Wait(patience);
+  *out = ReadAll(log);
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+// Issue 45, item 4: with a follower first in --server, `wait`, `watch` and `logs` failed with
+// "not the leader; the leader is at B" and kept failing after the failover ended. Now hetpoolctl
+// goes to the leader the followers name, and a `wait` running when the leader is killed rides
+// through the failover to the job's end. With etcd out of quorum, a follower no longer names the
+// dead leader.
+TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
+  int leader = -1;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(15); leader < 0 && absl::Now() < deadline;) {
+    leader = Leader();
+    if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(leader, 0) << Logs();
+  const size_t first = (static_cast<size_t>(leader) + 1) % replicas_.size();  // a follower first
+  std::vector<std::string> order = {replicas_[first].address()};
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    if (i != first) order.push_back(replicas_[i].address());
+  }
+  const std::string servers = absl::StrJoin(order, ",");
+
+  pb::JobSpec spec;
+  spec.set_user("ci");
+  for (const char* arg : {"/bin/sh", "-c", "echo before; sleep 12; echo after"}) spec.add_command(arg);
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(1);
+  spec.mutable_requirements()->add_vendors("nvidia");
+  auto job = SubmitSomewhere(spec, "cli-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+
+  std::string out;
+  // A stream at once through the follower-first list: before, UNAVAILABLE and exit 1.
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    ASSERT_EQ(RunCliAgainst(servers, {"logs", job->id()}, dir_.path() + "/cli-logs.out", &out), 0) << out;
+    if (absl::StrContains(out, "before")) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(absl::StrContains(out, "before")) << out;
+
+  // `wait` runs while the leader is killed.
+  auto waiting = ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", servers, "--insecure", "wait", job->id(),
+                                      "--timeout", "120s"},
+                                     dir_.path() + "/cli-wait.out");
+  ASSERT_TRUE(waiting.ok());
+  absl::SleepFor(absl::Seconds(2));  // the wait's stream is open (the job runs for 12 s)
+  replicas_[static_cast<size_t>(leader)].process->Signal(SIGKILL);
+  replicas_[static_cast<size_t>(leader)].process->Wait(absl::Seconds(5));
+  replicas_[static_cast<size_t>(leader)].process.reset();
+  auto waited = (*waiting)->Wait(absl::Seconds(120));
+  const std::string wait_out = ReadAll(dir_.path() + "/cli-wait.out");
+  ASSERT_TRUE(waited.has_value()) << wait_out;
+  EXPECT_TRUE(WIFEXITED(*waited) && WEXITSTATUS(*waited) == 0) << wait_out << Logs();
+  EXPECT_TRUE(absl::StrContains(wait_out, job->id() + " SUCCEEDED")) << wait_out;
+  EXPECT_EQ(RunCliAgainst(servers, {"watch", job->id()}, dir_.path() + "/cli-watch.out", &out), 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "Succeeded")) << out;
+
+  // etcd loses its quorum: a follower says so rather than naming a leader that may be dead.
+  etcd_.member(1).Kill(SIGKILL);
+  etcd_.member(2).Kill(SIGKILL);
+  grpc::Status s;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      if (!replicas_[i].process) continue;
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("x-hetpool-forwarded", "1");
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+      pb::ListNodesResponse resp;
+      s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+      if (absl::StrContains(s.error_message(), "(no quorum?)")) break;
+    }
+    if (absl::StrContains(s.error_message(), "(no quorum?)")) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "not the leader; no leader is known: etcd has not answered"))
+      << s.error_message();
 }
 
 // Issue 14, item 13: a finished job's log is readable from whichever replica leads.

@@ -82,6 +82,111 @@ TEST(TorchrunFailure, LastLinesAreValidUtf8CutBetweenCharacters) {
   EXPECT_TRUE(parsed.ParseFromString(proto.SerializeAsString()));
 }
 
+// PyTorch 2.x (issue 47, item 1): torchrun logs in glog form and prints its ChildFailedError
+// traceback and a banner, listing the other ranks' SIGTERM (-15) under "Failures", before the
+// Root Cause report. Before, the reason quoted the banner ("----...") and the last lines were
+// torchrun's traceback. The shape of what torchrun 2.11 printed on an H200.
+std::string Torch2Failure(const std::string& before, const std::string& exitcode, int rank, const std::string& traceback) {
+  const std::string glog = "E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] ";
+  return "W1204 17:52:43.861000 549 torch/distributed/run.py:851] \n"
+         "W1204 17:52:43.861000 549 torch/distributed/run.py:851] *****************************************\n"
+         "W1204 17:52:43.861000 549 torch/distributed/run.py:851] Setting OMP_NUM_THREADS environment variable for "
+         "each process to be 1 in default\n"
+         "W1204 17:52:43.861000 549 torch/distributed/run.py:851] *****************************************\n" +
+         before +
+         "W1204 17:52:44.388000 549 torch/distributed/elastic/multiprocessing/api.py:1012] Sending process 572 closing "
+         "signal SIGTERM\n" +
+         glog + "failed (exitcode: " + exitcode + ") local_rank: " + std::to_string(rank) +
+         " (pid: 573) of binary: /opt/torch/.venv/bin/python\n"
+         "Traceback (most recent call last):\n"
+         "  File \"/opt/torch/.venv/bin/torchrun\", line 10, in <module>\n"
+         "    sys.exit(main())\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+         "============================================================\n"
+         "train.py FAILED\n"
+         "------------------------------------------------------------\n"
+         "Failures:\n[1]:\n  time      : 2026-12-04_17:52:44\n  host      : localhost\n"
+         "  rank      : 0 (local_rank: 0)\n  exitcode  : -15 (pid: 572)\n  error_file: <N/A>\n"
+         "  traceback : Signal 15 (SIGTERM) received by PID 572\n"
+         "------------------------------------------------------------\n"
+         "Root Cause (first observed failure):\n[0]:\n  time      : 2026-12-04_17:52:44\n  host      : localhost\n"
+         "  rank      : " + std::to_string(rank) + " (local_rank: " + std::to_string(rank) + ")\n"
+         "  exitcode  : " + exitcode + " (pid: 573)\n  error_file: <N/A>\n  traceback : " + traceback + "\n"
+         "============================================================\n";
+}
+
+TEST(TorchrunFailure, PyTorch2sFailuresNameTheRankItsExitAndItsOwnLastLine) {
+  const struct {
+    std::string name, before, exitcode;
+    int rank, exit_code;
+    std::string signal, last_line;
+  } cases[] = {
+      {"a Python exception",
+       "Traceback (most recent call last):\n  File \"/work/fail_exc.py\", line 14, in <module>\n"
+       "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (planted)\n"
+       "[default0]:rank 0 step 1 loss 2.0\n[default1]:rank 1 step 1 loss 2.0\n",
+       "1", 1, 1, "", "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (planted)"},
+      {"an exit code and a line on stderr",
+       "rank 1: giving up with code 3\n[default0]:rank 0 step 1 loss 2.0\n[default1]:rank 1 step 1 loss 2.0\n", "3",
+       1, 3, "", "rank 1: giving up with code 3"},
+      {"SIGSEGV", "[default1]:rank 1 step 1 loss 2.0\n[default0]:rank 0 step 1 loss 2.0\n", "-11", 1, 0, "SIGSEGV",
+       "rank 1 step 1 loss 2.0"},
+      {"a CUDA binary with no kernel image",
+       "[default0]:kernel did not run: no kernel image is available for execution on the device\n", "1", 0, 1, "",
+       "kernel did not run: no kernel image is available for execution on the device"},
+  };
+  for (const auto& c : cases) {
+    const auto failure = ParseTorchrunFailure(Torch2Failure(c.before, c.exitcode, c.rank, "<N/A>"));
+    ASSERT_TRUE(failure.has_value()) << c.name;
+    EXPECT_EQ(failure->global_rank, c.rank) << c.name;
+    EXPECT_EQ(failure->exit_code, c.exit_code) << c.name;
+    EXPECT_EQ(failure->signal, c.signal) << c.name;
+    ASSERT_FALSE(failure->last_lines.empty()) << c.name;
+    EXPECT_EQ(failure->last_lines.back(), c.last_line) << c.name;
+    for (const auto& line : failure->last_lines) {
+      EXPECT_EQ(line.find("ChildFailedError"), std::string::npos) << c.name << ": " << line;
+      EXPECT_EQ(line.find("====="), std::string::npos) << c.name << ": " << line;
+      EXPECT_EQ(line.find("-----"), std::string::npos) << c.name << ": " << line;
+      EXPECT_EQ(line.find("torch/distributed"), std::string::npos) << c.name << ": " << line;
+    }
+  }
+}
+
+// The same four failures as torchrun 2.11 printed them on the H200 (../shared/fixtures, not in
+// the repository: skipped without it).
+TEST(TorchrunFailure, TheH200sTorchrun211FixturesReadRight) {
+  const std::string dir = std::string(HETPOOL_SOURCE_DIR_FOR_TESTS) + "/../shared/fixtures/torchrun-2.11";
+  if (!std::ifstream(dir + "/README.md")) GTEST_SKIP() << "the torchrun 2.11 fixtures are expected in " << dir;
+  const struct {
+    std::string file;
+    int rank, exit_code;
+    std::string signal, last_line;
+  } cases[] = {
+      {"fail_exc.log", 1, 1, "", "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (planted)"},
+      {"fail_exit.log", 1, 3, "", "rank 1: giving up with code 3"},
+      {"fail_sig.log", 1, 0, "SIGSEGV", ""},
+      {"k_sm80.log", 0, 1, "", "kernel did not run: no kernel image is available for execution on the device"},
+  };
+  for (const auto& c : cases) {
+    std::ifstream in(dir + "/" + c.file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto failure = ParseTorchrunFailure(text.str());
+    ASSERT_TRUE(failure.has_value()) << c.file;
+    EXPECT_EQ(failure->global_rank, c.rank) << c.file;
+    EXPECT_EQ(failure->exit_code, c.exit_code) << c.file;
+    EXPECT_EQ(failure->signal, c.signal) << c.file;
+    if (!c.last_line.empty()) {
+      ASSERT_FALSE(failure->last_lines.empty()) << c.file;
+      EXPECT_EQ(failure->last_lines.back(), c.last_line) << c.file;
+    }
+    for (const auto& line : failure->last_lines) {
+      EXPECT_EQ(line.find("ChildFailedError"), std::string::npos) << c.file << ": " << line;
+      EXPECT_EQ(line.find("-----"), std::string::npos) << c.file << ": " << line;
+    }
+  }
+}
+
 TEST(TorchrunFailure, WithoutTorchrunsReportNothingIsMadeUp) {
   EXPECT_FALSE(ParseTorchrunFailure("").has_value());
   EXPECT_FALSE(ParseTorchrunFailure("Traceback (most recent call last):\nKeyboardInterrupt\n").has_value());

@@ -1,5 +1,6 @@
 #include "src/daemon/ha/leadership.h"
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace hetpool::daemon {
@@ -33,7 +34,17 @@ void Leadership::Resign() {
 
 std::string Leadership::Leader() const {
   absl::MutexLock lock(&mu_);
+  if (absl::Now() - etcd_answered_ > options_.ttl) return "";
   return leader_address_;
+}
+
+std::string Leadership::NoLeaderReason() const {
+  absl::MutexLock lock(&mu_);
+  if (etcd_answered_ == absl::InfinitePast()) return "no leader is elected yet";
+  const absl::Duration silent = absl::Now() - etcd_answered_;
+  if (silent <= options_.ttl) return "no leader is elected yet";
+  return absl::StrCat("no leader is known: etcd has not answered this replica for ",
+                      absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1))), " (no quorum?)");
 }
 
 void Leadership::Run() {
@@ -115,6 +126,7 @@ void Leadership::Step() {
   {
     absl::MutexLock lock(&mu_);
     leader_address_ = holder;
+    etcd_answered_ = absl::Now();
   }
   const bool ours = holder_lease == lease_ && holder == options_.self;
   if (ours && !leader_.load()) {

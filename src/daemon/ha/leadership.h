@@ -40,7 +40,11 @@ class Leadership {
   void Resign();
 
   bool IsLeader() const { return leader_.load(); }
-  std::string Leader() const;  // the leader's address as last seen ("" when unknown)
+  // The leader's address as etcd last said it; "" when unknown, or when etcd has not answered
+  // this replica for a lease (the leader named then may be long dead: etcd without quorum).
+  std::string Leader() const;
+  // Why Leader() is "": "no leader is elected yet", or that etcd has not answered for a while.
+  std::string NoLeaderReason() const;
 
  private:
   explicit Leadership(Options options);
@@ -56,6 +60,7 @@ class Leadership {
   bool lost_ = false;
   mutable absl::Mutex mu_;
   std::string leader_address_ ABSL_GUARDED_BY(mu_);
+  absl::Time etcd_answered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // the last campaign etcd answered
   absl::Notification stop_;
   std::thread thread_;
 };

@@ -20,16 +20,19 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/status.h"
 #include "src/common/grpc_status.h"
+#include "src/common/leader_words.h"
 
 namespace hetpool::daemon {
 
 class LeaderGate {
  public:
-  // `leader`: the current leader's address, for the refusal message.
+  // `leader`: the current leader's address, for the refusal message ("" when none is known).
   // `credentials`: how this replica connects to the leader (the same TLS as every client).
+  // `no_leader`: why none is known, for the refusal ("no leader is elected yet" when unset).
   explicit LeaderGate(bool open, std::function<std::string()> leader = {},
-                      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials())
-      : open_(open), leader_(std::move(leader)), credentials_(std::move(credentials)) {}
+                      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
+                      std::function<std::string()> no_leader = {})
+      : open_(open), leader_(std::move(leader)), no_leader_(std::move(no_leader)), credentials_(std::move(credentials)) {}
   void Open() { open_ = true; }
   bool open() const { return open_.load(); }
   std::string leader() const { return leader_ ? leader_() : ""; }
@@ -48,21 +51,20 @@ class LeaderGate {
   absl::Status Check() const {
     if (open_.load()) return absl::OkStatus();
     const std::string leader = leader_ ? leader_() : "";
-    return absl::UnavailableError(leader.empty() ? "not the leader; no leader is elected yet"
-                                                 : absl::StrCat("not the leader; the leader is at ", leader));
+    if (!leader.empty()) return absl::UnavailableError(absl::StrCat(kLeaderIsAt, leader));
+    return absl::UnavailableError(absl::StrCat(kNotTheLeader, no_leader_ ? no_leader_() : "no leader is elected yet"));
   }
 
  private:
   std::atomic<bool> open_;
   std::function<std::string()> leader_;
+  std::function<std::string()> no_leader_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
   mutable std::string channel_address_ ABSL_GUARDED_BY(mu_);
   mutable std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
 };
 
-// Marks a call a follower passed on, so a replica with a stale view never passes it on again.
-inline constexpr char kForwardedHeader[] = "x-hetpool-forwarded";
 
 // On a follower: calls `method` on the leader with the caller's request, deadline and bearer token
 // (the leader authenticates and authorizes the caller itself), and relays the answer.
