@@ -8,14 +8,22 @@ told `insecure`. Every refused call raises the typed error of its status code (e
 import getpass
 import json
 import os
+import time
 
 import grpc
 from google.protobuf import json_format
 
 from hetpool import errors
-from hetpool.v1 import job_pb2, job_pb2_grpc, planner_pb2, planner_pb2_grpc
+from hetpool.v1 import cluster_pb2, cluster_pb2_grpc, job_pb2, job_pb2_grpc, planner_pb2, planner_pb2_grpc
 
 TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+
+# How long a stream (watch, wait, logs with follow) keeps asking again through a failover, as
+# hetpoolctl does; and what replicas on etcd say of who leads (src/common/leader_words.h).
+FAILOVER_PATIENCE = 60.0
+_FORWARDED = "x-hetpool-forwarded"
+_NOT_THE_LEADER = "not the leader; "
+_LEADER_IS_AT = "not the leader; the leader is at "
 
 
 def _call(fn, *args, **kwargs):
@@ -57,19 +65,28 @@ class Job:
         return self
 
     def watch(self, timeout=None):
-        """The job's events (hetpool.v1.JobEvent), every one from the first, until it ends."""
+        """The job's events (hetpool.v1.JobEvent), every one from the first, until it ends. Rides
+        through a failover: each new stream starts with the whole job, and what was yielded is not
+        yielded again."""
         printed = 0
-        stream = self._client._jobs.WatchJob(job_pb2.WatchJobRequest(job_id=self.id), timeout=timeout,
-                                             metadata=self._client._metadata)
-        try:
-            for update in stream:
-                self.proto = update.job
-                events = update.job.events
-                for event in events[printed:]:
-                    yield event
-                printed = len(events)
-        except grpc.RpcError as e:
-            raise errors.from_rpc_error(e) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        retry = _Retry(self._client)
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            stream = self._client._jobs.WatchJob(job_pb2.WatchJobRequest(job_id=self.id), timeout=left,
+                                                 metadata=self._client._metadata)
+            try:
+                for update in stream:
+                    retry.answered()
+                    self.proto = update.job
+                    events = update.job.events
+                    for event in events[printed:]:
+                        yield event
+                    printed = len(events)
+                return
+            except grpc.RpcError as e:
+                if (deadline is not None and time.monotonic() >= deadline) or not retry.again(e):
+                    raise errors.from_rpc_error(e) from None
 
     def wait(self, timeout=None, check=True):
         """Blocks until the job ends (or `timeout` seconds pass: DeadlineExceeded). With `check`, a
@@ -82,17 +99,32 @@ class Job:
         return self
 
     def logs(self, follow=False, rank=None, node=None, raw=False):
-        """The job's output as text chunks; `rank`: one global rank's lines; `follow`: until it ends."""
+        """The job's output as text chunks; `rank`: one global rank's lines; `follow`: until it ends
+        (through a failover too: each node's output starts over, and what was yielded is skipped)."""
         request = job_pb2.GetJobLogsRequest(job_id=self.id, follow=follow, raw=raw, node=node or "")
         if rank is not None:
             request.rank = rank
-        stream = self._client._jobs.GetJobLogs(request, timeout=None if follow else self._client.timeout,
-                                               metadata=self._client._metadata)
-        try:
-            for chunk in stream:
-                yield chunk.data.decode("utf-8", errors="replace")
-        except grpc.RpcError as e:
-            raise errors.from_rpc_error(e) from None
+        shown = {}
+        retry = _Retry(self._client)
+        while True:
+            seen = {}
+            stream = self._client._jobs.GetJobLogs(request, timeout=None if follow else self._client.timeout,
+                                                   metadata=self._client._metadata)
+            try:
+                for chunk in stream:
+                    retry.answered()
+                    at = seen.get(chunk.node, 0)
+                    done = shown.get(chunk.node, 0)
+                    seen[chunk.node] = at + len(chunk.data)
+                    data = chunk.data[max(done - at, 0):]
+                    if not data:
+                        continue
+                    shown[chunk.node] = done + len(data)
+                    yield data.decode("utf-8", errors="replace")
+                return
+            except grpc.RpcError as e:
+                if not follow or not retry.again(e):
+                    raise errors.from_rpc_error(e) from None
 
     def cancel(self, reason=""):
         self.proto = self._client.cancel(self.id, reason).proto
@@ -102,26 +134,104 @@ class Job:
         return f"Job({self.id!r}, {self.state})"
 
 
+class _Retry:
+    """Whether a stream that failed should be opened again: UNAVAILABLE from a replica naming
+    another (it is not the leader), or after the stream had answered (a failover, a restart), for
+    at most FAILOVER_PATIENCE seconds of such failures in a row. A daemon never reached is
+    reported at once. Reconnects the client (to the leader named, first) before saying yes."""
+
+    def __init__(self, client):
+        self._client = client
+        self._had_answers = False
+        self._since = None
+
+    def answered(self):
+        self._had_answers = True
+        self._since = None
+
+    def again(self, error):
+        if error.code() != grpc.StatusCode.UNAVAILABLE:
+            return False
+        details = error.details() or ""
+        if not (self._had_answers or details.startswith(_NOT_THE_LEADER)):
+            return False
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        if now - self._since > FAILOVER_PATIENCE:
+            return False
+        time.sleep(0.5)
+        hint = details[len(_LEADER_IS_AT):] if details.startswith(_LEADER_IS_AT) else None
+        self._client._reconnect(hint)
+        return True
+
+
 class Client:
-    """Connects to hetpoold. `server` may list replicas comma-separated (the first is used here)."""
+    """Connects to hetpoold. `server` may list replicas comma-separated: the client goes to the
+    one that leads (followers pass unary calls on, but streams only the leader serves)."""
 
     def __init__(self, server="127.0.0.1:7070", tls_ca=None, token=None, insecure=False, timeout=30.0):
-        self.server = server.split(",")[0]
+        self.servers = [s.strip() for s in server.split(",") if s.strip()] or ["127.0.0.1:7070"]
         self.timeout = timeout
         self.token = token
-        if insecure:
-            channel = grpc.insecure_channel(self.server)
-        else:
-            root = None
-            if tls_ca:
-                with open(tls_ca, "rb") as f:
-                    root = f.read()
-            channel = grpc.secure_channel(self.server, grpc.ssl_channel_credentials(root_certificates=root))
-        self._channel = channel
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._jobs = job_pb2_grpc.JobServiceStub(channel)
-        self._planner = planner_pb2_grpc.PlannerServiceStub(channel)
         self._insecure = insecure
+        self._root = None
+        if not insecure and tls_ca:
+            with open(tls_ca, "rb") as f:
+                self._root = f.read()
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._channel = None
+        self._connect(self._pick_leader(self.servers))
+
+    def _channel_to(self, server):
+        if self._insecure:
+            return grpc.insecure_channel(server)
+        return grpc.secure_channel(server, grpc.ssl_channel_credentials(root_certificates=self._root))
+
+    def _connect(self, server):
+        if self._channel is not None:
+            self._channel.close()
+        self.server = server
+        self._channel = self._channel_to(server)
+        self._jobs = job_pb2_grpc.JobServiceStub(self._channel)
+        self._planner = planner_pb2_grpc.PlannerServiceStub(self._channel)
+
+    def _reconnect(self, leader=None):
+        self._connect(self._pick_leader(([leader] if leader else []) + self.servers))
+
+    def _pick_leader(self, servers):
+        """Asks each replica as a follower would (so that it answers for itself); one that names
+        the leader sends the next question there. With no leader found, the first replica that
+        answered at all (it passes unary calls on once one is elected), else the first."""
+        if len(servers) == 1:
+            return servers[0]
+        queue, asked, answered = list(servers), set(), None
+        i = 0
+        while i < len(queue):
+            server = queue[i]
+            i += 1
+            if server in asked:
+                continue
+            asked.add(server)
+            channel = self._channel_to(server)
+            try:
+                cluster_pb2_grpc.ClusterServiceStub(channel).ListFingerprints(
+                    cluster_pb2.ListFingerprintsRequest(), timeout=2, metadata=self._metadata + ((_FORWARDED, "1"),))
+                return server
+            except grpc.RpcError as e:
+                if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return server  # refused for another reason (a viewer's token): it leads
+                details = e.details() or ""
+                if details.startswith(_LEADER_IS_AT):
+                    answered = answered or server
+                    leader = details[len(_LEADER_IS_AT):]
+                    if leader not in asked:
+                        queue.insert(i, leader)
+                elif details.startswith(_NOT_THE_LEADER):
+                    answered = answered or server
+            finally:
+                channel.close()
+        return answered or servers[0]
 
     @classmethod
     def from_env(cls, **overrides):

@@ -54,17 +54,21 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
   // 549 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 1) ...", after
   // which 2.x prints its ChildFailedError traceback and the banner) or, failing that, at the
   // Root Cause header.
-  size_t end = root;
+  // A rank's last line written without a newline runs straight into torchrun's line: the
+  // report then starts inside that line, and the rank's part is its own output.
+  size_t end = absl::string_view::npos;
   for (size_t at = log.rfind("failed (exitcode:", root); at != absl::string_view::npos && at > 0;
        at = log.rfind("failed (exitcode:", at - 1)) {
     const size_t line_start = log.rfind('\n', at);
     const size_t from = line_start == absl::string_view::npos ? 0 : line_start + 1;
-    if (StartsTorchrunLogLine(log.substr(from))) {
-      end = from;
+    const absl::string_view line = log.substr(from, log.find('\n', at) - from);
+    const size_t torchrun = StartsTorchrunLogLine(line) ? 0 : FindTorchrunLogLine(line);
+    if (torchrun != absl::string_view::npos && from + torchrun <= at) {
+      end = from + torchrun;
       break;
     }
   }
-  end = end == 0 ? absl::string_view::npos : log.rfind('\n', end - 1);
+  if (end == absl::string_view::npos) end = log.rfind('\n', root);  // no failure line: the Root Cause header
   const absl::string_view before = end == absl::string_view::npos ? absl::string_view() : log.substr(0, end);
   // With --tee 1 torchrun prefixes the workers' stdout ("[default1]:") and passes their stderr
   // through as it is, flushed at other times: the rank's last stdout lines come first, the

@@ -12,6 +12,7 @@
 #include "grpcpp/server_builder.h"
 #include "scheduler/framework/profile.h"
 #include "spdlog/spdlog.h"
+#include "src/daemon/security/audit_log.h"
 #include "src/daemon/store/etcd_store.h"
 #include "src/daemon/store/sqlite_recovery.h"
 #include "src/daemon/store/sqlite_store.h"
@@ -36,6 +37,10 @@ uint64_t HighestLoggedJobSeq(const std::string& logs_dir) {
 
 std::string LogsDir(const DaemonOptions& options) {
   return options.logs_dir.empty() ? options.data_dir + "/logs" : options.logs_dir;
+}
+
+std::string AuditLogPath(const DaemonOptions& options) {
+  return options.audit_log.empty() ? options.data_dir + "/audit.log" : options.audit_log;
 }
 
 }  // namespace
@@ -67,17 +72,23 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
       if (absl::Status archive = (*store)->CheckArchive(); absl::IsFailedPrecondition(archive)) {
         store.value().reset();
         store = archive;
+      } else if (absl::Status rows = CheckRowsParse(**store, path); absl::IsDataLoss(rows)) {
+        // Damage inside a row, on a page SQLite finds whole: the start would stop at it.
+        spdlog::warn("--recover: {}", std::string(rows.message()));
+        store.value().reset();
+        store = absl::FailedPreconditionError(rows.message());
       }
     }
     if (!store.ok() && absl::IsFailedPrecondition(store.status()) && options.recover) {
-      auto recovered = RecoverSqliteStore(path, HighestLoggedJobSeq(LogsDir(options)));
+      // Ids continue above every one there is evidence of: the job log directories, and the
+      // audit log's acknowledged submissions (a store truncated to nothing holds none).
+      const uint64_t floor = std::max(HighestLoggedJobSeq(LogsDir(options)), HighestSubmittedJobSeq(AuditLogPath(options)));
+      auto recovered = RecoverSqliteStore(path, floor);
       if (!recovered.ok()) return recovered.status();
-      spdlog::warn("--recover: rebuilt {} from {} jobs, {} archived jobs and {} nodes ({} rows unreadable); the "
-                   "damaged file is {}; "
-                   "job ids continue above {}",
-                   path, recovered->jobs, recovered->archived, recovered->nodes, recovered->unreadable,
-                   recovered->damaged_copy,
-                   recovered->highest_job_seq);
+      spdlog::warn("--recover: rebuilt {} from {} jobs, {} archived jobs and {} nodes ({} of them read page by page; "
+                   "{} rows unreadable, set aside); the damaged file is {}; job ids continue above {}",
+                   path, recovered->jobs, recovered->archived, recovered->nodes, recovered->salvaged,
+                   recovered->unreadable, recovered->damaged_copy, recovered->highest_job_seq);
       store = SqliteStore::Open(path);
     } else if (store.ok() && options.recover) {
       spdlog::info("--recover: {} passed its check; nothing to recover", path);
@@ -124,8 +135,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     if (!opened.ok()) return absl::InvalidArgumentError(absl::StrCat("--tokens ", opened.status().message()));
     authenticator = *std::move(opened);
   }
-  auto audit =
-      AuditLog::Open(options.audit_log.empty() ? options.data_dir + "/audit.log" : options.audit_log, options.audit);
+  auto audit = AuditLog::Open(AuditLogPath(options), options.audit);
   if (!audit.ok()) return audit.status();
   if (!options.metrics_listen.empty()) {
     auto metrics = DaemonMetrics::Start(options.metrics_listen);
@@ -157,7 +167,15 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
         return l != nullptr ? l->NoLeaderReason() : std::string("no leader is elected yet");
       });
   if (!replicated) {
-    if (auto s = d->state_->Load(); !s.ok()) return s;
+    if (auto s = d->state_->Load(); !s.ok()) {
+      if (sqlite != nullptr && absl::IsDataLoss(s)) {
+        return absl::DataLossError(absl::StrCat(
+            s.message(), " (in ", options.data_dir, "/hetpool.db). hetpoold will not start on it: restore it from a "
+            "backup, or start hetpoold with --recover to set the rows that do not parse aside (they stay in the "
+            "damaged copy) and start on the rest; docs/reliability.md"));
+      }
+      return s;
+    }
   }
   d->planner_ = std::make_unique<ModelPlanner>(options.prices);
   const ApiGuard* guard = d->guard_.get();

@@ -287,6 +287,20 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
   EXPECT_TRUE(absl::StrContains(wait_out, job->id() + " SUCCEEDED")) << wait_out;
   EXPECT_EQ(RunCliAgainst(servers, {"watch", job->id()}, dir_.path() + "/cli-watch.out", &out), 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "Succeeded")) << out;
+  // The Python client the same way: a stream through the follower-first list.
+  auto python = ChildProcess::Spawn(
+      {"/usr/bin/python3", "-c",
+       "import sys, hetpool\n"
+       "job = hetpool.Client(server=sys.argv[1], insecure=True).get(sys.argv[2])\n"
+       "job.wait(timeout=60)\n"
+       "print(''.join(job.logs()))\n",
+       servers, job->id()},
+      dir_.path() + "/python.out", {{"PYTHONPATH", HETPOOL_PYTHON_PACKAGE_DIR}});
+  ASSERT_TRUE(python.ok());
+  auto python_exit = (*python)->Wait(absl::Seconds(90));
+  const std::string python_out = ReadAll(dir_.path() + "/python.out");
+  EXPECT_TRUE(python_exit && WIFEXITED(*python_exit) && WEXITSTATUS(*python_exit) == 0) << python_out;
+  EXPECT_TRUE(absl::StrContains(python_out, "after")) << python_out;
 
   // etcd loses its quorum: a follower says so rather than naming a leader that may be dead.
   etcd_.member(1).Kill(SIGKILL);

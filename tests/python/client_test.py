@@ -72,6 +72,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cancelled.exception.job.state, "JOB_STATE_CANCELLED")
         self.assertIsNone(cancelled.exception.exit_code)
 
+    def test_a_list_of_servers_goes_to_the_one_that_answers(self):
+        client = hetpool.Client.from_env(server="127.0.0.1:1," + os.environ["HETPOOL_SERVER"])
+        self.assertEqual(client.server, os.environ["HETPOOL_SERVER"])
+        job = client.submit({"command": ["/bin/echo", "listed"], "working_dir": "/tmp", "nnodes": 1,
+                             "devices_per_node": 0, "procs_per_node": 1, "requirements": {"vendors": ["cpu"]}})
+        job.wait(timeout=60)
+        self.assertIn("listed", "".join(job.logs()))
+
     def test_errors_are_typed_and_say_what_is_wrong(self):
         with self.assertRaises(hetpool.NotFound):
             self.client.get("job-999999")

@@ -187,6 +187,24 @@ TEST(TorchrunFailure, TheH200sTorchrun211FixturesReadRight) {
   }
 }
 
+// A rank whose last line has no newline: torchrun's failure line follows on the same line, in
+// either form. The rank's part is its last line; torchrun's traceback is not.
+TEST(TorchrunFailure, ARanksUnterminatedLastLineIsItsOwnAndTheReportStillStartsThere) {
+  const std::string root =
+      "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 33, in <module>\n"
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n=====\n/bin/sh FAILED\n-----\n"
+      "Root Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 3 (pid: 7)\n=====\n";
+  for (const std::string& torchrun :
+       {std::string("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 3) local_rank: 0 (pid: 7)"),
+        std::string("E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] failed "
+                    "(exitcode: 3) local_rank: 0 (pid: 7)")}) {
+    const auto failure = ParseTorchrunFailure("[default0]:step 1\n[default0]:no newline" + torchrun + "\n" + root);
+    ASSERT_TRUE(failure.has_value()) << torchrun;
+    EXPECT_EQ(failure->exit_code, 3);
+    EXPECT_EQ(failure->last_lines, (std::vector<std::string>{"step 1", "no newline"})) << torchrun;
+  }
+}
+
 TEST(TorchrunFailure, WithoutTorchrunsReportNothingIsMadeUp) {
   EXPECT_FALSE(ParseTorchrunFailure("").has_value());
   EXPECT_FALSE(ParseTorchrunFailure("Traceback (most recent call last):\nKeyboardInterrupt\n").has_value());

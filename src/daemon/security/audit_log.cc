@@ -5,9 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "src/daemon/security/token_file.h"
@@ -103,6 +107,26 @@ void AuditLog::Record(const AuditRecord& record) {
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);
   size_ += line.size();
+}
+
+uint64_t HighestSubmittedJobSeq(const std::string& path, int keep) {
+  uint64_t highest = 0;
+  for (int i = 0; i <= keep; ++i) {
+    std::ifstream in(i == 0 ? path : absl::StrCat(path, ".", i));
+    if (!in) continue;
+    std::string line;
+    while (std::getline(in, line)) {
+      // Cheap test first: most lines are other calls.
+      if (line.find("\"SubmitJob\"") == std::string::npos) continue;
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!record.is_object() || record.value("method", "") != "SubmitJob" || record.value("code", "") != "OK") continue;
+      absl::string_view target;
+      if (record.contains("target") && record["target"].is_string()) target = record["target"].get_ref<const std::string&>();
+      uint64_t seq = 0;
+      if (absl::ConsumePrefix(&target, "job-") && absl::SimpleAtoi(target, &seq)) highest = std::max(highest, seq);
+    }
+  }
+  return highest;
 }
 
 }  // namespace hetpool::daemon

@@ -59,4 +59,9 @@ std::string BoundedField(absl::string_view value);
 // One record as its JSON line (no newline).
 std::string AuditLine(const AuditRecord& record);
 
+// The highest job number the audit log at `path` (and its rotated files, up to `keep`) records
+// a SubmitJob for that was answered OK: evidence of ids handed out that --recover keeps above
+// when the store has lost them. 0 when there is none. Lines that do not parse are passed over.
+uint64_t HighestSubmittedJobSeq(const std::string& path, int keep = 20);
+
 }  // namespace hetpool::daemon

@@ -7,10 +7,12 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "hetpool/v1/cluster.pb.h"
 #include "hetpool/v1/job.pb.h"
+#include "src/daemon/store/sqlite_pages.h"
 #include "src/daemon/store/sqlite_store.h"
 
 namespace hetpool::daemon {
@@ -26,7 +28,79 @@ void ScanRows(sqlite3* db, const char* sql, Row&& row) {
   sqlite3_finalize(stmt);
 }
 
+bool IsText(const SqliteValue& v) { return v.kind == SqliteValue::Kind::kText; }
+bool IsInteger(const SqliteValue& v) { return v.kind == SqliteValue::Kind::kInteger; }
+bool IsBlob(const SqliteValue& v) { return v.kind == SqliteValue::Kind::kBlob; }
+
+// The rows the table scans could not reach (a page they could not get past), read page by page
+// from the damaged file (sqlite_pages.h) and told apart by their columns: jobs (id, seq, state,
+// user, data), archived jobs (id, finished, data), nodes (name, data) and the meta row. A row the
+// scans found is not taken again (theirs came through the WAL, which may be newer).
+void SalvagePages(SqliteRecovery& report, uint64_t& highest, std::vector<hetpool::v1::Job>& jobs,
+                  std::vector<hetpool::v1::Job>& archived, std::vector<hetpool::v1::Node>& nodes) {
+  std::set<std::string> have;
+  for (const auto* list : {&jobs, &archived}) {
+    for (const auto& job : *list) have.insert(job.id());
+  }
+  for (const auto& node : nodes) have.insert("node:" + node.name());
+  std::vector<hetpool::v1::Job> found_jobs, found_archived;
+  std::vector<hetpool::v1::Node> found_nodes;
+  const SqlitePageScan scan = ScanSqlitePages(report.damaged_copy, [&](const std::vector<SqliteValue>& row) {
+    if (row.size() == 2 && IsText(row[0]) && IsInteger(row[1]) && row[0].bytes == "highest_job_seq") {
+      highest = std::max<uint64_t>(highest, static_cast<uint64_t>(row[1].integer));
+      return;
+    }
+    const bool live = row.size() == 5 && IsText(row[0]) && IsInteger(row[1]) && IsBlob(row[4]);
+    const bool old = row.size() == 3 && IsText(row[0]) && IsInteger(row[1]) && IsBlob(row[2]);
+    if ((live || old) && absl::StartsWith(row[0].bytes, "job-")) {
+      if (have.contains(row[0].bytes)) return;
+      hetpool::v1::Job job;
+      if (!job.ParseFromString(row.back().bytes) || job.id() != row[0].bytes) {
+        ++report.unreadable;
+        return;
+      }
+      highest = std::max<uint64_t>(highest, job.submit_seq());
+      have.insert(job.id());
+      (live ? found_jobs : found_archived).push_back(std::move(job));
+    } else if (row.size() == 2 && IsText(row[0]) && IsBlob(row[1])) {
+      if (have.contains("node:" + row[0].bytes)) return;
+      hetpool::v1::Node node;
+      if (!node.ParseFromString(row[1].bytes) || node.name() != row[0].bytes) {
+        ++report.unreadable;
+        return;
+      }
+      have.insert("node:" + node.name());
+      found_nodes.push_back(std::move(node));
+    }
+  });
+  report.salvaged = found_jobs.size() + found_archived.size() + found_nodes.size();
+  report.unreadable += scan.unreadable;
+  for (auto& job : found_jobs) jobs.push_back(std::move(job));
+  for (auto& job : found_archived) archived.push_back(std::move(job));
+  for (auto& node : found_nodes) nodes.push_back(std::move(node));
+}
+
 }  // namespace
+
+absl::Status CheckRowsParse(SqliteStore& store, const std::string& path) {
+  auto jobs = store.LoadJobRows();
+  if (!jobs.ok()) return jobs.status();
+  for (const StoredRow& row : *jobs) {
+    hetpool::v1::Job job;
+    if (!job.ParseFromString(row.bytes)) {
+      return absl::DataLossError(absl::StrCat("job row '", row.key, "' in ", path, " does not parse"));
+    }
+  }
+  auto nodes = store.LoadNodeRows();
+  if (!nodes.ok()) return nodes.status();
+  for (const StoredRow& row : *nodes) {
+    hetpool::v1::Node node;
+    if (!node.ParseFromString(row.bytes)) {
+      return absl::DataLossError(absl::StrCat("node row '", row.key, "' in ", path, " does not parse"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint64_t seq_floor) {
   SqliteRecovery report;
@@ -81,6 +155,7 @@ absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint6
     });
   }
   sqlite3_close(old);
+  SalvagePages(report, highest, jobs, archived, nodes);
 
   auto store = SqliteStore::Open(path);
   if (!store.ok()) return store.status();

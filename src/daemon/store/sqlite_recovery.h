@@ -1,5 +1,6 @@
 // hetpoold --recover: rebuilds a damaged or truncated hetpool.db from the rows that can still be
-// read. The damaged file (and its WAL) is kept beside the new one, renamed, never deleted, and
+// read: each table scanned through SQLite (its WAL included), then every page of the file read on
+// its own for the rows those scans could not reach (sqlite_pages.h). The damaged file (and its WAL) is kept beside the new one, renamed, never deleted, and
 // job ids continue above everything the old store or the caller knew of, so no id is handed out
 // twice even when the newest rows are the ones lost.
 #pragma once
@@ -16,11 +17,18 @@ struct SqliteRecovery {
   size_t jobs = 0;             // rows read back
   size_t archived = 0;         // archived jobs read back (into the new store's archive)
   size_t nodes = 0;
-  size_t unreadable = 0;       // rows that did not parse
+  size_t unreadable = 0;       // rows that did not parse (set aside: they stay in the damaged copy)
+  size_t salvaged = 0;         // of those read back, rows the table scans could not reach, read page by page
   uint64_t highest_job_seq = 0;  // the new store's floor under job ids
 };
 
-// `seq_floor`: the highest job number known from elsewhere (job log directories, say).
+// `seq_floor`: the highest job number known from elsewhere (job log directories, the audit log).
 absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint64_t seq_floor);
+
+class SqliteStore;
+// DATA_LOSS naming `store`'s file and the first job or node row that does not parse: damage
+// inside a row, where its page is whole (PRAGMA quick_check passes) but a start cannot load it.
+// --recover runs this on a store that opened, and rebuilds it when a row is found.
+absl::Status CheckRowsParse(SqliteStore& store, const std::string& path);
 
 }  // namespace hetpool::daemon

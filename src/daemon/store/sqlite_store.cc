@@ -119,7 +119,15 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
                           "CREATE TABLE IF NOT EXISTS archived_jobs (id TEXT PRIMARY KEY, finished INTEGER NOT NULL,"
                           " data BLOB NOT NULL)",
                           "CREATE INDEX IF NOT EXISTS archived_jobs_finished ON archived_jobs(finished)"}) {
-    if (auto s = store->Exec(sql); !s.ok()) return s;
+    if (auto s = store->Exec(sql); !s.ok()) {
+      // A file cut short ("database disk image is malformed") or whose header is overwritten
+      // ("file is not a database") fails here, before any check: it is damage, and --recover's.
+      const int code = sqlite3_errcode(db) & 0xff;
+      if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+        return Damaged(path, sqlite3_errmsg(db), "hetpoold will not start on it");
+      }
+      return s;
+    }
   }
   // A damaged page (an index, a table) would load part of the jobs and then hand out their ids
   // again: check the whole file before trusting any of it.
