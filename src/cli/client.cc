@@ -5,6 +5,8 @@
 
 #include <optional>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -25,11 +27,10 @@ namespace {
 // the leader sends the next probe there: unary calls work through a follower, but streams
 // (wait, watch, logs -f) only on the leader. With no leader found, the first replica that
 // answered at all (it passes unary calls on once a leader is elected), else the first.
-std::shared_ptr<grpc::Channel> PickServer(const std::string& servers,
-                                          const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-                                          const std::string& token) {
+std::pair<std::shared_ptr<grpc::Channel>, std::string> PickServer(
+    const std::string& servers, const std::shared_ptr<grpc::ChannelCredentials>& credentials, const std::string& token) {
   std::vector<std::string> list = absl::StrSplit(servers, ',', absl::SkipWhitespace());
-  if (list.size() <= 1) return grpc::CreateChannel(servers, credentials);
+  if (list.size() <= 1) return {grpc::CreateChannel(servers, credentials), servers};
   std::optional<std::string> answered;
   std::set<std::string> asked;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -46,7 +47,7 @@ std::shared_ptr<grpc::Channel> PickServer(const std::string& servers,
     // PERMISSION_DENIED included.
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
         status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      return channel;
+      return {channel, server};
     }
     absl::string_view message = status.error_message();
     if (absl::ConsumePrefix(&message, kLeaderIsAt)) {
@@ -57,7 +58,8 @@ std::shared_ptr<grpc::Channel> PickServer(const std::string& servers,
       if (!answered) answered = server;
     }
   }
-  return grpc::CreateChannel(answered.value_or(list.front()), credentials);
+  const std::string chosen = answered.value_or(list.front());
+  return {grpc::CreateChannel(chosen, credentials), chosen};
 }
 
 }  // namespace
@@ -94,8 +96,9 @@ void Client::Connect() {
               << " (or set HETPOOL_TLS_CA / HETPOOL_INSECURE=1)\n";
     std::exit(kExitUsage);
   }
-  channel_ = PickServer(leader_hint_.empty() ? globals_.server : absl::StrCat(leader_hint_, ",", globals_.server),
-                        *credentials, globals_.token);
+  std::tie(channel_, channel_server_) =
+      PickServer(leader_hint_.empty() ? globals_.server : absl::StrCat(leader_hint_, ",", globals_.server),
+                 *credentials, globals_.token);
   jobs_ = pb::JobService::NewStub(channel_);
   cluster_ = pb::ClusterService::NewStub(channel_);
   planner_ = pb::PlannerService::NewStub(channel_);
@@ -115,8 +118,9 @@ int Error(const absl::Status& s) {
 }
 
 int Client::Failed(const grpc::Status& status) const {
-  const auto advice =
-      ConnectionAdvice(status, {globals_.server, globals_.insecure, globals_.tls.ca});
+  const std::string server = channel_server_.empty() ? globals_.server : channel_server_;
+  const auto advice = ConnectionAdvice(status, {server, globals_.insecure, globals_.tls.ca,
+                                                [](const std::string& address) { return AnswersTls(address); }});
   if (!advice) return Error(FromGrpcStatus(status));
   std::cerr << "hetpoolctl: " << *advice << " (gRPC: " << status.error_message() << ")\n";
   return kExitError;

@@ -68,6 +68,7 @@ class Client {
   Globals globals_;
   mutable std::string leader_hint_;  // the leader a replica named (ShouldRetry), asked first
   std::shared_ptr<grpc::Channel> channel_;
+  std::string channel_server_;  // the address channel_ goes to
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::ClusterService::Stub> cluster_;
   std::unique_ptr<pb::PlannerService::Stub> planner_;
