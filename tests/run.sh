@@ -46,7 +46,8 @@ if [ "$sanitize" -eq 1 ]; then
   # ctest would start 330), and every other test but the packaging check (90 s compressing
   # instrumented binaries) and these long, wait-bound ones, whose daemon code the unit tests and
   # shorter integration tests run under the sanitizers too; the plain suite runs them all.
-  long_tests='^(HighAvailability\.KillingTheLeaderDuringASubmissionStorm.*|Elastic\..*|Preemption\.AHighPriorityJob.*'
+  long_tests='^(HighAvailability\.KillingTheLeaderDuringASubmissionStorm.*|HighAvailability\.TheCliFindsTheLeader.*'
+  long_tests+='|Elastic\..*|Preemption\.AHighPriorityJob.*'
   long_tests+='|PythonClient\..*|Stores/Crash\..*/etcd.*)$'
   "$build_dir/tests/unit_tests" --gtest_brief=1 || status=$?
   ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600 -LE '^(unit|packaging)$' -E "$long_tests" ||

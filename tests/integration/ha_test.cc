@@ -95,6 +95,36 @@ class HighAvailability : public ::testing::Test {
     return -1;
   }
 
+  // Waits (at most `patience`) for a replica to lead; -1 when none does.
+  int WaitForLeader(absl::Duration patience = absl::Seconds(15)) {
+    int leader = -1;
+    for (absl::Time deadline = absl::Now() + patience; leader < 0 && absl::Now() < deadline;) {
+      leader = Leader();
+      if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
+    }
+    return leader;
+  }
+
+  // kill -9 of replica `i`, reaped.
+  void KillReplica(int i) {
+    Replica& r = replicas_[static_cast<size_t>(i)];
+    r.process->Signal(SIGKILL);
+    r.process->Wait(absl::Seconds(5));
+    r.process.reset();
+  }
+
+  // A job of `user` on one of the node's H100 cards, running `command`.
+  static pb::JobSpec OneCardJob(const std::string& user, const std::vector<std::string>& command) {
+    pb::JobSpec spec;
+    spec.set_user(user);
+    for (const auto& arg : command) spec.add_command(arg);
+    spec.set_working_dir("/tmp");
+    spec.set_nnodes(1);
+    spec.set_devices_per_node(1);
+    spec.mutable_requirements()->add_vendors("nvidia");
+    return spec;
+  }
+
   // Submits with a request id, on whichever live replica accepts it.
   absl::StatusOr<pb::Job> SubmitSomewhere(const pb::JobSpec& spec, const std::string& request_id) {
     pb::SubmitJobRequest req;
@@ -118,11 +148,7 @@ class HighAvailability : public ::testing::Test {
 };
 
 TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicatesNothing) {
-  int leader = -1;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(15); leader < 0 && absl::Now() < deadline;) {
-    leader = Leader();
-    if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
-  }
+  const int leader = WaitForLeader();
   ASSERT_GE(leader, 0) << Logs();
   // Exactly one replica leads; the others, asked not to pass the call on, say who leads (once
   // their next campaign step has seen the key, a third of the lease at most).
@@ -151,13 +177,7 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
   }
 
   // Short jobs on the node's two H100 cards, so at most two run at once.
-  pb::JobSpec spec;
-  spec.set_user("storm");
-  spec.add_command("/bin/true");
-  spec.set_working_dir("/tmp");
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(1);
-  spec.mutable_requirements()->add_vendors("nvidia");
+  const pb::JobSpec spec = OneCardJob("storm", {"/bin/true"});
   constexpr int kJobs = 16;
   std::map<std::string, std::string> acknowledged;  // request id -> job id
   absl::Duration failover;
@@ -167,9 +187,7 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
     ASSERT_TRUE(job.ok()) << job.status() << Logs();
     acknowledged[request_id] = job->id();
     if (i == 5) {
-      replicas_[static_cast<size_t>(leader)].process->Signal(SIGKILL);
-      replicas_[static_cast<size_t>(leader)].process->Wait(absl::Seconds(5));
-      replicas_[static_cast<size_t>(leader)].process.reset();
+      KillReplica(leader);
       // A client that retries a submission whose reply it never saw gets the first job back,
       // from the new leader.
       const absl::Time killed = absl::Now();
@@ -239,11 +257,7 @@ int RunCliAgainst(const std::string& servers, const std::vector<std::string>& ar
 // through the failover to the job's end. With etcd out of quorum, a follower no longer names the
 // dead leader.
 TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
-  int leader = -1;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(15); leader < 0 && absl::Now() < deadline;) {
-    leader = Leader();
-    if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
-  }
+  const int leader = WaitForLeader();
   ASSERT_GE(leader, 0) << Logs();
   const size_t first = (static_cast<size_t>(leader) + 1) % replicas_.size();  // a follower first
   std::vector<std::string> order = {replicas_[first].address()};
@@ -252,13 +266,7 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
   }
   const std::string servers = absl::StrJoin(order, ",");
 
-  pb::JobSpec spec;
-  spec.set_user("ci");
-  for (const char* arg : {"/bin/sh", "-c", "echo before; sleep 12; echo after"}) spec.add_command(arg);
-  spec.set_working_dir("/tmp");
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(1);
-  spec.mutable_requirements()->add_vendors("nvidia");
+  const pb::JobSpec spec = OneCardJob("ci", {"/bin/sh", "-c", "echo before; sleep 12; echo after"});
   auto job = SubmitSomewhere(spec, "cli-1");
   ASSERT_TRUE(job.ok()) << job.status();
 
@@ -277,9 +285,7 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
                                      dir_.path() + "/cli-wait.out");
   ASSERT_TRUE(waiting.ok());
   absl::SleepFor(absl::Seconds(2));  // the wait's stream is open (the job runs for 12 s)
-  replicas_[static_cast<size_t>(leader)].process->Signal(SIGKILL);
-  replicas_[static_cast<size_t>(leader)].process->Wait(absl::Seconds(5));
-  replicas_[static_cast<size_t>(leader)].process.reset();
+  KillReplica(leader);
   auto waited = (*waiting)->Wait(absl::Seconds(120));
   const std::string wait_out = ReadAll(dir_.path() + "/cli-wait.out");
   ASSERT_TRUE(waited.has_value()) << wait_out;
@@ -325,20 +331,9 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
 
 // Issue 14, item 13: a finished job's log is readable from whichever replica leads.
 TEST_F(HighAvailability, LogsOfFinishedJobsAreReadFromTheNewLeader) {
-  int leader = -1;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(15); leader < 0 && absl::Now() < deadline;) {
-    leader = Leader();
-    if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
-  }
+  const int leader = WaitForLeader();
   ASSERT_GE(leader, 0) << Logs();
-  pb::JobSpec spec;
-  spec.set_user("reader");
-  spec.add_command("/bin/echo");
-  spec.add_command("written-before-the-failover");
-  spec.set_working_dir("/tmp");
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(1);
-  spec.mutable_requirements()->add_vendors("nvidia");
+  const pb::JobSpec spec = OneCardJob("reader", {"/bin/echo", "written-before-the-failover"});
   auto job = SubmitSomewhere(spec, "log-1");
   ASSERT_TRUE(job.ok()) << job.status();
   auto read_logs = [&](size_t replica, std::string* out) {
@@ -362,14 +357,8 @@ TEST_F(HighAvailability, LogsOfFinishedJobsAreReadFromTheNewLeader) {
     if (!finished) absl::SleepFor(absl::Milliseconds(200));
   }
   ASSERT_TRUE(finished) << Logs();
-  replicas_[static_cast<size_t>(leader)].process->Signal(SIGKILL);
-  replicas_[static_cast<size_t>(leader)].process->Wait(absl::Seconds(5));
-  replicas_[static_cast<size_t>(leader)].process.reset();
-  int new_leader = -1;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(15); new_leader < 0 && absl::Now() < deadline;) {
-    new_leader = Leader();
-    if (new_leader < 0) absl::SleepFor(absl::Milliseconds(100));
-  }
+  KillReplica(leader);
+  const int new_leader = WaitForLeader();
   ASSERT_GE(new_leader, 0) << Logs();
   std::string out;
   const grpc::Status status = read_logs(static_cast<size_t>(new_leader), &out);

@@ -83,23 +83,18 @@ void SalvagePages(SqliteRecovery& report, uint64_t& highest, std::vector<hetpool
 }  // namespace
 
 absl::Status CheckRowsParse(SqliteStore& store, const std::string& path) {
-  auto jobs = store.LoadJobRows();
-  if (!jobs.ok()) return jobs.status();
-  for (const StoredRow& row : *jobs) {
-    hetpool::v1::Job job;
-    if (!job.ParseFromString(row.bytes)) {
-      return absl::DataLossError(absl::StrCat("job row '", row.key, "' in ", path, " does not parse"));
+  const auto check = [&path]<typename Message>(absl::StatusOr<std::vector<StoredRow>> rows, const char* what,
+                                               Message message) -> absl::Status {
+    if (!rows.ok()) return rows.status();
+    for (const StoredRow& row : *rows) {
+      if (!message.ParseFromString(row.bytes)) {
+        return absl::DataLossError(absl::StrCat(what, " row '", row.key, "' in ", path, " does not parse"));
+      }
     }
-  }
-  auto nodes = store.LoadNodeRows();
-  if (!nodes.ok()) return nodes.status();
-  for (const StoredRow& row : *nodes) {
-    hetpool::v1::Node node;
-    if (!node.ParseFromString(row.bytes)) {
-      return absl::DataLossError(absl::StrCat("node row '", row.key, "' in ", path, " does not parse"));
-    }
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  };
+  if (absl::Status jobs = check(store.LoadJobRows(), "job", hetpool::v1::Job()); !jobs.ok()) return jobs;
+  return check(store.LoadNodeRows(), "node", hetpool::v1::Node());
 }
 
 absl::StatusOr<SqliteRecovery> RecoverSqliteStore(const std::string& path, uint64_t seq_floor) {
