@@ -79,16 +79,22 @@ class HighAvailability : public ::testing::Test {
     return absl::OkStatus();
   }
 
+  // A call to replica `i` marked as passed on already, so that it answers for itself: OK from the
+  // leader, a refusal naming the leader (or why none is known) from a follower.
+  grpc::Status AskForItself(size_t i, absl::Duration patience) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-hetpool-forwarded", "1");
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + patience));
+    pb::ListNodesResponse resp;
+    return replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+  }
+
   // The replica that leads, or -1. (Followers pass API calls on to the leader, except calls
   // marked as already passed on: those they refuse, naming the leader.)
   int Leader() {
     for (size_t i = 0; i < replicas_.size(); ++i) {
       if (!replicas_[i].process) continue;
-      grpc::ClientContext ctx;
-      ctx.AddMetadata("x-hetpool-forwarded", "1");
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
-      pb::ListNodesResponse resp;
-      const grpc::Status s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+      const grpc::Status s = AskForItself(i, absl::Milliseconds(500));
       if (s.ok()) return static_cast<int>(i);
       if (getenv("HA_DEBUG")) fprintf(stderr, "replica %zu: %d %s\n", i, s.error_code(), s.error_message().c_str());
     }
@@ -156,10 +162,7 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
     if (static_cast<int>(i) == leader) continue;
     grpc::Status s;
     for (absl::Time deadline = absl::Now() + absl::Seconds(3); absl::Now() < deadline;) {
-      grpc::ClientContext ctx;
-      ctx.AddMetadata("x-hetpool-forwarded", "1");
-      pb::ListNodesResponse resp;
-      s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+      s = AskForItself(i, absl::Seconds(2));
       // (Until then: "no leader is elected yet", or the channel still connecting.)
       if (s.error_message().rfind("not the leader; the leader is at ", 0) == 0) break;
       absl::SleepFor(absl::Milliseconds(100));
@@ -315,11 +318,7 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
   for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
     for (size_t i = 0; i < replicas_.size(); ++i) {
       if (!replicas_[i].process) continue;
-      grpc::ClientContext ctx;
-      ctx.AddMetadata("x-hetpool-forwarded", "1");
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-      pb::ListNodesResponse resp;
-      s = replicas_[i].cluster->ListNodes(&ctx, pb::ListNodesRequest(), &resp);
+      s = AskForItself(i, absl::Seconds(2));
       if (absl::StrContains(s.error_message(), "(no quorum?)")) break;
     }
     if (absl::StrContains(s.error_message(), "(no quorum?)")) break;
