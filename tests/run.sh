@@ -16,6 +16,13 @@ for arg in "$@"; do
   esac
 done
 
+# Each step's time, in CI's log too (docs/security.md keeps the figures).
+step_started=$SECONDS
+step_done() {
+  echo "tests/run.sh: $1 took $((SECONDS - step_started)) s"
+  step_started=$SECONDS
+}
+
 hetpool_install_deps
 # The dashboard's browser tests drive Debian's Chromium with playwright-core from npm.
 if command -v npm >/dev/null; then
@@ -26,7 +33,9 @@ if [ "$sanitize" -eq 1 ]; then
   # Warnings stay errors in the normal build; with ASan gcc 12 reports false -Wmaybe-uninitialized
   # in libstdc++ (std::regex), so here they are only warnings.
   # No benchmarks: no test runs them, and each would be one more instrumented link.
+  step_done "installing what was missing"
   hetpool_build "$build_dir" -DHETPOOL_SANITIZE=ON -DHETPOOL_WERROR=OFF -DHETPOOL_BENCHES=OFF
+  step_done "the sanitizer build"
   # Every instrumented process (tests, and the daemons, agents and CLIs they start) writes its
   # reports, leaks at exit included, into one folder: any file there fails the run, even from a
   # process whose exit no test looks at.
@@ -37,7 +46,9 @@ if [ "$sanitize" -eq 1 ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$reports/ubsan}
 else
   build_dir=${BUILD_DIR:-build}
+  step_done "installing what was missing"
   hetpool_build "$build_dir"
+  step_done "the build"
 fi
 status=0
 if [ "$sanitize" -eq 1 ]; then
@@ -56,6 +67,7 @@ else
   # Unit tests run in parallel; integration tests are marked RUN_SERIAL (each starts a cluster).
   ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600 || status=$?
 fi
+if [ "$sanitize" -eq 1 ]; then step_done "the tests under the sanitizers"; else step_done "the tests"; fi
 if [ "$sanitize" -eq 1 ] && [ -n "$(ls -A "$reports")" ]; then
   echo "sanitizer reports in $reports:" >&2
   head -n 40 "$reports"/* >&2
