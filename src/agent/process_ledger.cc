@@ -78,7 +78,9 @@ void ProcessLedger::Remove(pid_t pgid) {
 
 absl::Status ProcessLedger::Save(const std::map<pid_t, Entry>& entries) {
   std::ostringstream text;
-  for (const auto& [pgid, e] : entries) text << pgid << ' ' << e.start_time << ' ' << e.job << ' ' << e.generation << '\n';
+  for (const auto& [pgid, e] : entries) {
+    text << pgid << ' ' << e.start_time << ' ' << e.job << ' ' << e.generation << '\n';
+  }
   absl::Status written = ReplaceFileDurably(path_, text.str());
   if (!written.ok() && last_write_.ok()) spdlog::error("process ledger: {}", std::string(written.message()));
   if (written.ok() && !last_write_.ok()) spdlog::info("process ledger: {} is written again", path_);
@@ -144,7 +146,9 @@ int ProcessLedger::StopLeftovers(absl::Duration grace) {
     if (ours(pid, start)) kill(pid, SIGKILL);
   }
   entries_.clear();
-  if (absl::Status s = Save(entries_); !s.ok()) spdlog::error("process ledger: cannot empty it: {}", std::string(s.message()));
+  if (absl::Status s = Save(entries_); !s.ok()) {
+    spdlog::error("process ledger: cannot empty it: {}", std::string(s.message()));
+  }
   return static_cast<int>(stopping.size());
 }
 

@@ -101,7 +101,9 @@ std::string OutputLost(const ProcessRecord& record) {
 
 namespace {
 
-bool FullNow(const ProcessRecord& r) { return !r.disk_full.empty() && r.disk_full.back().second == absl::InfiniteFuture(); }
+bool FullNow(const ProcessRecord& r) {
+  return !r.disk_full.empty() && r.disk_full.back().second == absl::InfiniteFuture();
+}
 
 // The disk has room again, or the job ended while it was full (nothing more is lost): the log
 // says so where the gap is, for `hetpoolctl logs`; if that write fails too the events say it.

@@ -155,9 +155,12 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
       absl::string_view message = status.error_message();
       if (absl::ConsumePrefix(&message, kLeaderIsAt)) {
         const auto named = std::find(options_.servers.begin(), options_.servers.end(), message);
-        if (named != options_.servers.end()) {
+        // At most once round the list without a wait: replicas with stale views could name
+        // each other.
+        if (named != options_.servers.end() && leader_hops_ < options_.servers.size()) {
           server_index_ = static_cast<size_t>(named - options_.servers.begin());
           leader_named_ = true;
+          ++leader_hops_;
         }
       }
     }
@@ -165,6 +168,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   }
   session_id_ = resp.session_id();
   reported_fault_ = req.fault();
+  leader_hops_ = 0;
   fenced_ = false;
   // The daemon says how long it waits before giving a silent node's jobs away (older daemons do
   // not: then 80% of their lease). Never wait longer than that, whatever the flag says.
@@ -528,6 +532,7 @@ void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain)
       WaitToRegister(kLoopPeriod, stop);  // the named leader is asked next, without backing off
       continue;
     }
+    leader_hops_ = 0;
     WaitToRegister(backoff, stop);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }

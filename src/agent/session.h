@@ -107,6 +107,7 @@ class Session {
   size_t channel_server_ = 0;
   bool unreachable_ = false;  // the last registration failed without reaching a daemon
   bool leader_named_ = false;  // the last registration was refused by a follower naming the leader
+  size_t leader_hops_ = 0;     // registrations in a row sent to a named leader without a wait
   std::unique_ptr<Connection> conn_;
   std::string session_id_;
   drivers::InventoryTracker tracker_;

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <iostream>
-
 #include <optional>
 #include <set>
 #include <tuple>

@@ -82,7 +82,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     if (!store.ok() && absl::IsFailedPrecondition(store.status()) && options.recover) {
       // Ids continue above every one there is evidence of: the job log directories, and the
       // audit log's acknowledged submissions (a store truncated to nothing holds none).
-      const uint64_t floor = std::max(HighestLoggedJobSeq(LogsDir(options)), HighestSubmittedJobSeq(AuditLogPath(options)));
+      const uint64_t floor =
+          std::max(HighestLoggedJobSeq(LogsDir(options)), HighestSubmittedJobSeq(AuditLogPath(options)));
       auto recovered = RecoverSqliteStore(path, floor);
       if (!recovered.ok()) return recovered.status();
       spdlog::warn("--recover: rebuilt {} from {} jobs, {} archived jobs and {} nodes ({} of them read page by page; "

@@ -121,7 +121,9 @@ uint64_t HighestSubmittedJobSeq(const std::string& path, int keep) {
       const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (!record.is_object() || record.value("method", "") != "SubmitJob" || record.value("code", "") != "OK") continue;
       absl::string_view target;
-      if (record.contains("target") && record["target"].is_string()) target = record["target"].get_ref<const std::string&>();
+      if (record.contains("target") && record["target"].is_string()) {
+        target = record["target"].get_ref<const std::string&>();
+      }
       uint64_t seq = 0;
       if (absl::ConsumePrefix(&target, "job-") && absl::SimpleAtoi(target, &seq)) highest = std::max(highest, seq);
     }

@@ -32,7 +32,10 @@ class LeaderGate {
   explicit LeaderGate(bool open, std::function<std::string()> leader = {},
                       std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
                       std::function<std::string()> no_leader = {})
-      : open_(open), leader_(std::move(leader)), no_leader_(std::move(no_leader)), credentials_(std::move(credentials)) {}
+      : open_(open),
+        leader_(std::move(leader)),
+        no_leader_(std::move(no_leader)),
+        credentials_(std::move(credentials)) {}
   void Open() { open_ = true; }
   bool open() const { return open_.load(); }
   std::string leader() const { return leader_ ? leader_() : ""; }

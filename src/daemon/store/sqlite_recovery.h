@@ -1,8 +1,9 @@
 // hetpoold --recover: rebuilds a damaged or truncated hetpool.db from the rows that can still be
 // read: each table scanned through SQLite (its WAL included), then every page of the file read on
-// its own for the rows those scans could not reach (sqlite_pages.h). The damaged file (and its WAL) is kept beside the new one, renamed, never deleted, and
-// job ids continue above everything the old store or the caller knew of, so no id is handed out
-// twice even when the newest rows are the ones lost.
+// its own for the rows those scans could not reach (sqlite_pages.h). The damaged file (its WAL and
+// its mark of acknowledged ids too) is kept beside the new one, renamed, never deleted, and job
+// ids continue above everything the old store or the caller knew of, so no id is handed out twice
+// even when the newest rows are the ones lost.
 #pragma once
 
 #include <cstdint>
