@@ -152,7 +152,8 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
       ++server_index_;  // try the next daemon address
       // A follower names the leader: go there next, at once, rather than around the list with
       // a growing wait (that took 12-14 s of a 15 s lease).
-      absl::string_view message = status.error_message();
+      const std::string said = status.error_message();  // a copy: error_message() returns one
+      absl::string_view message = said;
       if (absl::ConsumePrefix(&message, kLeaderIsAt)) {
         const auto named = std::find(options_.servers.begin(), options_.servers.end(), message);
         // At most once round the list without a wait: replicas with stale views could name

@@ -48,7 +48,8 @@ std::pair<std::shared_ptr<grpc::Channel>, std::string> PickServer(
         status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return {channel, server};
     }
-    absl::string_view message = status.error_message();
+    const std::string said = status.error_message();  // a copy: error_message() returns one
+    absl::string_view message = said;
     if (absl::ConsumePrefix(&message, kLeaderIsAt)) {
       if (!answered) answered = server;
       const std::string leader(message);
@@ -75,7 +76,8 @@ bool Client::ShouldRetry(const grpc::Status& status, bool had_answers, absl::Tim
   const bool failover = had_answers || absl::StartsWith(status.error_message(), kNotTheLeader);
   if (!failover) return false;
   // The next connection tries the replica named as leader first, listed or not.
-  if (absl::string_view message = status.error_message(); absl::ConsumePrefix(&message, kLeaderIsAt)) {
+  const std::string said = status.error_message();  // a copy: error_message() returns one
+  if (absl::string_view message = said; absl::ConsumePrefix(&message, kLeaderIsAt)) {
     leader_hint_ = std::string(message);
   }
   const absl::Time now = absl::Now();
