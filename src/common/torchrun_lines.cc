@@ -3,7 +3,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 
 namespace hetpool {
 namespace {
@@ -44,11 +43,13 @@ Match MatchGlog(absl::string_view t) {
   return absl::StartsWith(file, kFile) ? Match::kYes : Match::kNo;
 }
 
-// PyTorch 1.x's "ERROR:torch." and its other levels.
+// PyTorch 1.x's "ERROR:torch." and its other levels (called at every capital letter of a rank's
+// output the log filter reads: no allocation).
 Match MatchPythonLogging(absl::string_view t) {
+  static constexpr absl::string_view kForms[] = {"DEBUG:torch.", "INFO:torch.", "WARNING:torch.", "ERROR:torch.",
+                                                 "CRITICAL:torch."};
   Match best = Match::kNo;
-  for (absl::string_view level : kLevels) {
-    const std::string form = absl::StrCat(level, "torch.");
+  for (absl::string_view form : kForms) {
     if (absl::StartsWith(t, form)) return Match::kYes;
     if (t.size() < form.size() && absl::StartsWith(form, t)) best = Match::kSoFar;
   }
