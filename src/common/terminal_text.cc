@@ -45,13 +45,4 @@ std::string EscapeControls(absl::string_view text) {
   return out;
 }
 
-bool HasControls(absl::string_view text) {
-  while (!text.empty()) {
-    const size_t n = Printable(text);
-    if (n == 0) return true;
-    text.remove_prefix(n);
-  }
-  return false;
-}
-
 }  // namespace hetpool

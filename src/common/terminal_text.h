@@ -18,7 +18,4 @@ namespace hetpool {
 // included, is unchanged.
 std::string EscapeControls(absl::string_view text);
 
-// Whether EscapeControls would change `text`.
-bool HasControls(absl::string_view text);
-
 }  // namespace hetpool

@@ -175,11 +175,9 @@ absl::Status SqliteStore::CheckAcknowledged() {
         acked.status().message(), ". Without it hetpoold cannot tell whether ", path_, " holds every acknowledged "
         "job. Restore both from a backup, or start hetpoold with --recover (docs/reliability.md)"));
   }
-  Statement stmt(db_, "SELECT value FROM meta WHERE key = 'highest_job_seq'");
-  if (!stmt.ok()) return Error("prepare job sequence read");
-  const int rc = sqlite3_step(stmt.get());
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("read job sequence");
-  const uint64_t held = rc == SQLITE_ROW ? static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 0)) : 0;
+  auto highest = HighestJobSeqLocked();
+  if (!highest.ok()) return highest.status();
+  const uint64_t held = *highest;
   if (held < *acked) {
     return absl::FailedPreconditionError(absl::StrCat(
         path_, " holds job numbers up to ", held, ", but submissions up to ", *acked, " were acknowledged (",
@@ -420,6 +418,10 @@ absl::Status SqliteStore::RaiseHighestJobSeqLocked(uint64_t seq) {
 
 absl::StatusOr<uint64_t> SqliteStore::HighestJobSeq() {
   absl::MutexLock lock(&mu_);
+  return HighestJobSeqLocked();
+}
+
+absl::StatusOr<uint64_t> SqliteStore::HighestJobSeqLocked() {
   Statement stmt(db_, "SELECT value FROM meta WHERE key = 'highest_job_seq'");
   if (!stmt.ok()) return Error("prepare job sequence read");
   const int rc = sqlite3_step(stmt.get());

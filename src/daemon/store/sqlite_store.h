@@ -91,6 +91,7 @@ class SqliteStore : public Store {
   absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpsertNode(const hetpool::v1::Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RaiseHighestJobSeqLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> HighestJobSeqLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A PutJob waiting for the next group commit. `job` stays valid: its caller waits for `done`.
   struct QueuedJob {
     const hetpool::v1::Job* job = nullptr;
