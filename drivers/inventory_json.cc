@@ -107,7 +107,7 @@ absl::StatusOr<DeviceRecord> ParseDevice(const json& j, const std::string& path)
   if (auto s = r.CheckKnownKeys({"id", "index", "vendor", "model", "uuid", "pci_bus_id",
                                  "numa_node", "memory_mib", "memory_used_mib", "healthy",
                                  "health_message", "architecture", "driver_version", "links", "serial", "local_cpus",
-                                 "utilization_percent", "fingerprint", "capability"});
+                                 "utilization_percent", "fingerprint", "capability", "device_nodes"});
       !s.ok()) {
     return s;
   }
@@ -124,7 +124,8 @@ absl::StatusOr<DeviceRecord> ParseDevice(const json& j, const std::string& path)
   d.vendor = *parsed_vendor;
   for (auto [key, out] : {std::pair{"id", &d.id}, {"model", &d.model}, {"uuid", &d.uuid},
                           {"pci_bus_id", &d.pci_bus_id}, {"health_message", &d.health_message},
-                          {"architecture", &d.architecture}, {"driver_version", &d.driver_version}}) {
+                          {"architecture", &d.architecture}, {"driver_version", &d.driver_version},
+                          {"local_cpus", &d.local_cpus}}) {
     if (auto s = r.String(key, out); !s.ok()) return s;
   }
   if (auto s = r.Integer("index", &d.index, 0); !s.ok()) return s;
@@ -133,6 +134,16 @@ absl::StatusOr<DeviceRecord> ParseDevice(const json& j, const std::string& path)
   if (auto s = r.Integer("memory_used_mib", &d.memory_used_mib, 0); !s.ok()) return s;
   if (auto s = r.Bool("healthy", &d.healthy); !s.ok()) return s;
   if (d.model.empty()) return absl::InvalidArgumentError(absl::StrCat(r.Path("model"), ": required"));
+  if (auto it = j.find("device_nodes"); it != j.end()) {
+    for (size_t i = 0; it->is_array() && i < it->size(); ++i) {
+      const json& node = (*it)[i];
+      if (!node.is_string() || node.get<std::string>().empty() || node.get<std::string>()[0] != '/') {
+        return absl::InvalidArgumentError(absl::StrCat(r.Path("device_nodes"), "[", i, "]: must be an absolute path"));
+      }
+      d.device_nodes.push_back(node.get<std::string>());
+    }
+    if (!it->is_array()) return absl::InvalidArgumentError(absl::StrCat(r.Path("device_nodes"), ": must be an array"));
+  }
   if (auto it = j.find("links"); it != j.end()) {
     if (!it->is_array()) {
       return absl::InvalidArgumentError(absl::StrCat(r.Path("links"), ": must be an array"));
@@ -264,6 +275,7 @@ nlohmann::json InventoryToJson(const NodeInventory& inv) {
                        {"driver_version", d.driver_version},
                        {"serial", d.serial},
                        {"local_cpus", d.local_cpus},
+                       {"device_nodes", d.device_nodes},
                        {"utilization_percent", d.utilization_percent},
                        {"links", links},
                        {"fingerprint", d.fingerprint},

@@ -74,6 +74,7 @@ enum : unsigned { NVML_NVLINK_MAX_LINKS = 18, NVML_DEVICE_UUID_V2_BUFFER_SIZE = 
 // Optional: older drivers lack some; the backend fills the gap (sysfs) or leaves the field empty.
 #define HETPOOL_NVML_OPTIONAL(X)                                                                    \
   X(nvmlDeviceGetNumaNodeId, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                           \
+  X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                          \
   X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int*))                                        \
   X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                         \
   X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t*))                \

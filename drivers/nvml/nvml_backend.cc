@@ -116,6 +116,11 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
     if (nvml_.nvmlDeviceGetNumaNodeId && nvml_.nvmlDeviceGetNumaNodeId(handle, &numa) == NVML_SUCCESS) {
       d.numa_node = static_cast<int>(numa);
     }
+    // The card's device file is /dev/nvidia<minor> (nvidiactl and nvidia-uvm serve every card).
+    unsigned int device_minor = 0;
+    if (nvml_.nvmlDeviceGetMinorNumber && nvml_.nvmlDeviceGetMinorNumber(handle, &device_minor) == NVML_SUCCESS) {
+      d.device_nodes.push_back(absl::StrCat("/dev/nvidia", device_minor));
+    }
     char serial[64] = {};
     if (nvml_.nvmlDeviceGetSerial && nvml_.nvmlDeviceGetSerial(handle, serial, sizeof(serial)) == NVML_SUCCESS) {
       d.serial = serial;

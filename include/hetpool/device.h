@@ -54,6 +54,9 @@ struct DeviceRecord {
   std::string pci_bus_id;
   int numa_node = -1;
   std::string local_cpus;  // CPUs near the device (sysfs local_cpulist)
+  // The card's own device files (/dev/nvidia3, /dev/dri/renderD129); a confined job is denied
+  // those of the cards it was not given.
+  std::vector<std::string> device_nodes;
   uint64_t memory_mib = 0;
   uint64_t memory_used_mib = 0;
   bool healthy = true;

@@ -10,6 +10,9 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "drivers/backend_factory.h"
 #include "drivers/inventory_json.h"
@@ -17,6 +20,7 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/agent_metrics.h"
 #include "src/agent/fence_watchdog.h"
+#include "src/agent/job_cgroup.h"
 #include "src/agent/session.h"
 #include "src/common/flags.h"
 #include "src/common/program.h"
@@ -38,6 +42,16 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
+// This agent's name among the node's cgroups: its node name and its work dir's FNV-1a hash, so
+// agents sharing a host (tests, several pools) keep apart, and a restart finds its own.
+std::string CgroupAgentName(const std::string& node, const std::string& work_dir) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : work_dir) hash = (hash ^ c) * 16777619u;
+  std::string safe;
+  for (char c : node) safe += (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return absl::StrCat(safe.substr(0, 64), "-", absl::Hex(hash, absl::kZeroPad8));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +62,8 @@ int main(int argc, char** argv) {
   hetpool::TlsFiles tls;
   bool insecure = false;
   bool print_inventory = false;
+  std::string confine = "auto";
+  int job_pids_max = 32768, reserve_memory_mib = 1024;
   hetpool::FlagSet flags(
       "hetpool-agent: runs one node's share of hetpool jobs.\n"
       "Example: hetpool-agent --server 10.0.0.1:7070 --node-name node-a --work-dir /var/lib/hetpool-agent \\\n"
@@ -86,6 +102,11 @@ int main(int argc, char** argv) {
   flags.String("run-as-map", &run_as_map_file, "JSON {\"hetpool user\": \"unix account\", \"*\": ...} for jobs' processes");
   flags.String("metrics-listen", &metrics_listen, "host:port to serve Prometheus device telemetry on (/metrics)");
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
+  flags.String("confine", &confine,
+               "cgroup per job: auto (where cgroups are writable), required (refuse to start without), off");
+  flags.Int("job-pids-max", &job_pids_max, "processes and threads one confined job may have on this node");
+  flags.Int("reserve-memory-mib", &reserve_memory_mib,
+            "host memory kept from all confined jobs together, for the agent and the system");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) server = env;
@@ -182,6 +203,32 @@ int main(int argc, char** argv) {
   } else if (options.sandbox.run_as == "root") {
     spdlog::warn("--run-as root: jobs of unmapped users run as root");
   }
+  auto confine_mode = hetpool::agent::ParseConfineMode(confine);
+  if (!confine_mode.ok()) return Fail(confine_mode.status().message());
+  std::unique_ptr<hetpool::agent::Confinement> confinement;
+  if (*confine_mode != hetpool::agent::ConfineMode::kOff) {
+    hetpool::agent::ConfinementOptions confine_options;
+    confine_options.agent_name = CgroupAgentName(options.node_name, options.work_dir);
+    const uint64_t host_mib = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) >> 20;
+    if (reserve_memory_mib >= 0 && host_mib > static_cast<uint64_t>(reserve_memory_mib)) {
+      confine_options.jobs_memory_mib = host_mib - static_cast<uint64_t>(reserve_memory_mib);
+    }
+    auto opened = hetpool::agent::Confinement::Open(confine_options);
+    if (opened.ok()) {
+      confinement = *std::move(opened);
+      spdlog::info("confining jobs: {}", confinement->Describe());
+      if (!confinement->DevicesEnforced()) spdlog::warn("cards' device files are not restricted on this host");
+    } else if (*confine_mode == hetpool::agent::ConfineMode::kRequired) {
+      return Fail(absl::StrCat("--confine required: ", opened.status().message()));
+    } else {
+      spdlog::warn("jobs run unconfined (--confine auto): {}", std::string(opened.status().message()));
+    }
+  } else {
+    spdlog::warn("--confine off: jobs are not held to their memory, cores or cards, and what they leave running "
+                 "outlives them (docs/security.md)");
+  }
+  options.confinement = confinement.get();
+  options.job_pids_max = job_pids_max > 0 ? static_cast<uint64_t>(job_pids_max) : 0;
   if (options.torchrun_path.empty()) options.torchrun_path = FindOnPath("torchrun");
   if (options.torchrun_path.empty()) return Fail("torchrun not found on PATH; pass --torchrun");
   options.torchrun_path = std::filesystem::absolute(options.torchrun_path).string();
@@ -210,6 +257,9 @@ int main(int argc, char** argv) {
     spdlog::info("metrics on port {} (/metrics)", metrics->port());
   }
   session.Run(&stop, &drain);
+  if (confinement != nullptr) {
+    if (auto s = confinement->Close(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
+  }
   spdlog::info("stopped");
   return 0;
 }

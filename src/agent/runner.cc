@@ -17,23 +17,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/private_tmp.h"
 
 namespace hetpool::agent {
 namespace {
 
 // What the child reports through the exec pipe when it cannot start.
 struct ChildError {
-  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account, 4 script, 5 not recorded
+  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account, 4 script, 5 not recorded, 6 /tmp
   int error;
 };
 
 constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file", "cannot execute",
                                        "cannot switch to account", "ScriptNotFound: cannot read script",
-                                       "not started: the agent cannot record the launch"};
+                                       "not started: the agent cannot record the launch",
+                                       "cannot make the job's private /tmp"};
 // What kind of launch failure each stage is: the job's (its paths) or the node's.
 constexpr const char* kStageFailures[] = {"WorkingDirNotFound", "LaunchFailed", "LaunchFailed", "LaunchFailed",
-                                          "ScriptNotFound", "LaunchFailed"};
+                                          "ScriptNotFound", "LaunchFailed", "LaunchFailed"};
 constexpr int kNotRecorded = 5;
+constexpr int kPrivateTmp = 6;
 
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
@@ -168,6 +171,23 @@ void Runner::Start(const LaunchSpec& spec) {
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
+  // The generation's cgroup exists before its first process: nothing of it runs unconfined.
+  if (options_.confinement != nullptr) {
+    const std::string name = absl::StrCat(spec.job_id, "-g", spec.generation);
+    auto cgroup = options_.confinement->Create(name, spec.limits);
+    if (!cgroup.ok()) {
+      close(log);
+      record.exited = true;
+      record.exit_code = 127;
+      record.message = absl::StrCat("not started: the agent cannot confine the launch: ", cgroup.status().message());
+      record.launch_failure = "LaunchFailed";
+      spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
+      return;
+    }
+    record.cgroup = std::move(*cgroup);
+    record.confinement = absl::StrCat(options_.confinement->version() == CgroupVersion::kV1 ? "cgroup v1" : "cgroup v2",
+                                      record.cgroup->description().empty() ? "" : ": ", record.cgroup->description());
+  }
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<char*> argv;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -177,6 +197,9 @@ void Runner::Start(const LaunchSpec& spec) {
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  // What the job keeps in view of the host's /tmp, worked out before fork.
+  std::unique_ptr<PrivateTmp> private_tmp;
+  if (spec.private_tmp) private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp);
 
   // pipe_fds: the child's report of why it could not exec (closed by a successful exec).
   // go_fds: the parent's word that the group is in the ledger; the child execs nothing before
@@ -206,7 +229,10 @@ void Runner::Start(const LaunchSpec& spec) {
     signal(SIGPIPE, SIG_DFL);
     ChildError err{0, 0};
     const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (run_as.switch_user &&
+    int tmp_error = 0;
+    if (private_tmp != nullptr && (tmp_error = private_tmp->EnterInChild()) != 0) {  // as root, first
+      err = {kPrivateTmp, tmp_error};
+    } else if (run_as.switch_user &&
                (setgroups(run_as.groups.size(), run_as.groups.data()) != 0 || setgid(run_as.gid) != 0 ||
                 setuid(run_as.uid) != 0)) {
       err = {3, errno};
@@ -240,6 +266,8 @@ void Runner::Start(const LaunchSpec& spec) {
   if (pid < 0) {
     close(pipe_fds[0]);
     close(go_fds[1]);
+    if (record.cgroup != nullptr) record.cgroup->Remove().IgnoreError();
+    record.cgroup = nullptr;
     record.exited = true;
     record.exit_code = 127;
     record.message = absl::StrCat("fork: ", std::strerror(errno));
@@ -247,8 +275,12 @@ void Runner::Start(const LaunchSpec& spec) {
     return;
   }
   setpgid(pid, pid);  // also here, so a kill right after Start reaches the group
-  absl::Status recorded = options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
-                                                     : absl::OkStatus();
+  // In its cgroup, then in the ledger, before the child may exec: a process of the job is
+  // always where the agent (or its successor) will look for it.
+  absl::Status confined = record.cgroup != nullptr ? record.cgroup->Add(pid) : absl::OkStatus();
+  absl::Status recorded = !confined.ok()               ? confined
+                          : options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
+                                                       : absl::OkStatus();
   if (recorded.ok()) {
     const char go = 1;
     // The child may have stopped already (a bad working dir): then this write fails with EPIPE
@@ -272,12 +304,16 @@ void Runner::Start(const LaunchSpec& spec) {
                              : err.stage == 1 ? spec.log_path
                              : err.stage == 3 ? run_as.account
                              : err.stage == 4 ? absl::StrCat(spec.script, " in ", spec.working_dir)
+                             : err.stage == kPrivateTmp ? "(a tmpfs in a mount namespace of its own)"
                                               : spec.argv[0];
-    record.message = err.stage == kNotRecorded
+    record.message = err.stage == kNotRecorded && !confined.ok()
+                         ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
+                     : err.stage == kNotRecorded
                          ? absl::StrCat(kStageNames[err.stage], ": ", recorded.message())
                          : absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
     record.launch_failure = kStageFailures[err.stage];
     if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
+    if (record.cgroup != nullptr) EndCgroup(key, record);
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
@@ -296,6 +332,8 @@ void Runner::Kill(const Key& key, const std::string& reason, absl::Duration grac
   spdlog::info("job {} g{}: stopping pid {} ({}; SIGKILL after {})", key.first, key.second, r.pid, reason,
                absl::FormatDuration(r.kill_grace));
   killpg(r.pid, SIGTERM);
+  // And what left the group (setsid, a new process group): it gets the same grace.
+  if (r.cgroup != nullptr) r.cgroup->SignalAll(SIGTERM);
 }
 
 void Runner::KillAll(const std::string& reason) {
@@ -320,8 +358,10 @@ bool Runner::Poll() {
       }
       if (r.kill_sent) r.message = absl::StrCat("stopped: ", r.kill_reason);
       if (FullNow(r)) EndFullSpan(r, absl::Now());
-      // Ranks orphaned by a crashed torchrun are still in the group: take them down too.
+      // Ranks orphaned by a crashed torchrun are still in the group: take them down too; and
+      // with a cgroup, everything the job started, wherever it went.
       killpg(r.pid, SIGKILL);
+      if (r.cgroup != nullptr) EndCgroup(key, r);
       if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);
       if (options_.watchdog != nullptr) options_.watchdog->Forget(r.pid);
       spdlog::info("job {} g{}: pid {} exited with code {}", key.first, key.second, r.pid, r.exit_code);
@@ -333,9 +373,47 @@ bool Runner::Poll() {
     }
     if (r.kill_sent && absl::Now() - r.kill_sent_at > r.kill_grace) {
       killpg(r.pid, SIGKILL);
+      if (r.cgroup != nullptr) r.cgroup->SignalAll(SIGKILL);
     }
   }
+  std::erase_if(undead_, [](const Undead& undead) {
+    return undead.cgroup->KillAll(absl::ZeroDuration()).ok() && undead.cgroup->Remove().ok();
+  });
   return any;
+}
+
+void Runner::EndCgroup(const Key& key, ProcessRecord& r) {
+  std::shared_ptr<JobCgroup> cgroup = std::move(r.cgroup);
+  auto killed = cgroup->KillAll(absl::Seconds(5));
+  if (killed.ok()) {
+    r.strays_killed = *killed;
+    if (*killed > 0) {
+      spdlog::warn("job {} g{}: killed {} process(es) the job left running", key.first, key.second, *killed);
+    }
+  } else {
+    spdlog::error("job {} g{}: {}", key.first, key.second, std::string(killed.status().message()));
+  }
+  // The kernel killed a process at the limit: the job's exit is that, whatever torchrun says.
+  if (cgroup->OomKills() > 0 && cgroup->limits().memory_mib > 0) r.out_of_memory_mib = cgroup->limits().memory_mib;
+  if (!killed.ok() || !cgroup->Remove().ok()) undead_.push_back(Undead{std::move(cgroup), r.spec});
+}
+
+std::string Runner::UidHolder(uid_t uid, const std::string& user) const {
+  if (uid == 0) return "";
+  auto holds = [&](const LaunchSpec& spec) {
+    return spec.run_as.switch_user && spec.run_as.uid == uid && spec.user != user;
+  };
+  for (const auto& [key, r] : records_) {
+    // Exited and its cgroup emptied: nothing of it lives. Unconfined, an exited job's strays
+    // are not seen (docs/security.md says what --confine off gives up).
+    if (holds(r.spec) && (!r.exited || r.cgroup != nullptr)) {
+      return absl::StrCat(key.first, " g", key.second, " of ", r.spec.user);
+    }
+  }
+  for (const Undead& undead : undead_) {
+    if (holds(undead.spec)) return absl::StrCat(undead.spec.job_id, " g", undead.spec.generation, " of ", undead.spec.user);
+  }
+  return "";
 }
 
 bool Runner::AnyRunning() const {

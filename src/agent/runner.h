@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "src/agent/fence_watchdog.h"
+#include "src/agent/job_cgroup.h"
 #include "src/agent/job_sandbox.h"
 #include "src/agent/process_ledger.h"
 #include "src/agent/torchrun_failure.h"
@@ -37,6 +39,12 @@ struct LaunchSpec {
   // python.script (relative to working_dir or absolute): checked readable by the job's account
   // before torchrun starts; empty for commands.
   std::string script;
+  // The job's cgroup limits, when the agent confines jobs (job_cgroup.h).
+  JobLimits limits;
+  // A /tmp of its own (private_tmp.h), keeping these paths of the host's /tmp in view.
+  bool private_tmp = false;
+  std::vector<std::string> keep_in_tmp;
+  std::string user;  // the hetpool user who owns the job
 };
 
 struct ProcessRecord {
@@ -63,6 +71,13 @@ struct ProcessRecord {
   // which the agent cannot see, so it watches the free space instead. Each span the disk was
   // full while the job ran (end InfiniteFuture: still full); OutputLost() says it in words.
   std::vector<std::pair<absl::Time, absl::Time>> disk_full;
+  // The generation's cgroup while it exists (confined agents); what confines it, in words; the
+  // processes found in it after torchrun exited and killed; the memory limit the kernel's OOM
+  // killer acted at (0: it did not).
+  std::shared_ptr<JobCgroup> cgroup;
+  std::string confinement;
+  int strays_killed = 0;
+  uint64_t out_of_memory_mib = 0;
 };
 
 // "output written from 19:20:01 to 19:21:30 UTC is lost: /var/lib/x had no space left", or ""
@@ -75,6 +90,7 @@ struct RunnerOptions {
   absl::Duration kill_grace = absl::Seconds(10);
   ProcessLedger* ledger = nullptr;  // records started groups on disk, when set
   FenceWatchdog* watchdog = nullptr;  // kills the groups if the agent stops renewing, when set
+  Confinement* confinement = nullptr;  // a cgroup per generation, when set
 };
 
 class Runner {
@@ -97,12 +113,24 @@ class Runner {
 
   std::map<Key, ProcessRecord>& records() { return records_; }
   bool AnyRunning() const;
+  // Whose processes still run as `uid` for a user other than `user` ("job-000007 g1 of bob"),
+  // "" when none: two users never share a uid while a process of the first lives (an
+  // operator's --run-as-map may send several users to one account). Root is not guarded.
+  std::string UidHolder(uid_t uid, const std::string& user) const;
   bool Empty() const { return records_.empty(); }  // nothing left to run or to report
 
  private:
   // Notes when the filesystem under each running job's log fills and frees (ProcessRecord::
   // disk_full); once it frees, says so in the log itself, which is pushed like the job's output.
   void WatchLogSpace();
+  // After torchrun exited: kills what is left in the generation's cgroup (counted as strays),
+  // notes an OOM kill, and removes the cgroup; one that will not empty is retried next Poll.
+  void EndCgroup(const Key& key, ProcessRecord& r);
+  struct Undead {
+    std::shared_ptr<JobCgroup> cgroup;
+    LaunchSpec spec;  // whose it was
+  };
+  std::vector<Undead> undead_;  // cgroups that would not empty yet
 
   RunnerOptions options_;
   std::map<Key, ProcessRecord> records_;

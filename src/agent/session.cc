@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <iterator>
 #include <set>
 #include <thread>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/daemon_channel.h"
 #include "src/common/convert.h"
+#include "src/common/cpu_list.h"
 #include "src/common/job_paths.h"
 #include "src/common/leader_words.h"
 #include "src/common/names.h"
@@ -81,8 +84,18 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
     : options_(std::move(options)),
       backends_(std::move(backends)),
       ledger_(options_.work_dir + "/process-groups", options_.work_dir),
-      runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog}) {
+      runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog, options_.confinement}) {
   for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
+  if (options_.confinement != nullptr && geteuid() == 0) {
+    // A job dir that holds /tmp (/tmp itself, or /) means jobs work in the host's /tmp: hiding
+    // it would hide their files.
+    private_tmp_ = std::none_of(options_.sandbox.job_dirs.begin(), options_.sandbox.job_dirs.end(), [](const std::string& dir) {
+      std::error_code ec;
+      const std::string real = std::filesystem::weakly_canonical(dir, ec).string();
+      return real == "/" || real == "/tmp";
+    });
+    if (!private_tmp_) spdlog::warn("jobs share the host's /tmp: it is one of --job-dirs");
+  }
 }
 
 Session::~Session() = default;
@@ -227,6 +240,13 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
   spec.run_dir = run_dir;
   spec.log_path = JobLogPath(options_.work_dir, order.job_id(), order.generation());
   spec.script = plan.script();
+  spec.user = plan.user();
+  if (options_.confinement != nullptr) spec.limits = LimitsFor(order);
+  if (private_tmp_) {
+    spec.private_tmp = true;
+    spec.keep_in_tmp = options_.sandbox.job_dirs;
+    spec.keep_in_tmp.push_back(run_dir);
+  }
   if (auto dir = ResolveWorkingDir(plan.working_dir(), options_.sandbox.job_dirs); dir.ok()) {
     spec.working_dir = *dir;
   } else {
@@ -269,6 +289,50 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
   return spec;
 }
 
+JobLimits Session::LimitsFor(const pb::LaunchOrder& order) const {
+  const pb::NodeLaunchPlan& plan = order.plan();
+  const pb::NodeInventory& node = reported_inventory_;
+  JobLimits limits;
+  limits.pids = options_.job_pids_max;
+  limits.cpu_milli = plan.cpu_milli();
+  const std::set<std::string> given(order.device_ids().begin(), order.device_ids().end());
+  if (plan.host_memory_mib() > 0) {
+    limits.memory_mib = plan.host_memory_mib();
+    limits.memory_asked = true;
+  } else if (!given.empty() && node.devices_size() > 0 && node.memory_mib() > 0) {
+    limits.memory_mib = node.memory_mib() * given.size() / static_cast<uint64_t>(node.devices_size());
+  }
+  std::set<int> cores, memory_nodes;
+  std::set<std::string> own_files;
+  for (const auto& d : node.devices()) {
+    if (!given.contains(d.id())) continue;
+    own_files.insert(d.device_nodes().begin(), d.device_nodes().end());
+    const std::set<int> local = ParseCpuList(d.local_cpus());
+    cores.insert(local.begin(), local.end());
+    if (d.numa_node() >= 0) memory_nodes.insert(d.numa_node());
+  }
+  for (const auto& d : node.devices()) {
+    if (given.contains(d.id())) continue;
+    for (const auto& file : d.device_nodes()) {
+      if (own_files.contains(file)) continue;  // a file the job's own card needs too
+      if (auto number = DeviceNumberOf(file); number.ok()) limits.denied_devices.push_back(*number);
+    }
+  }
+  // Cores near its cards, as far as the agent has them; not when they are fewer than it asked.
+  std::set<int> usable;
+  const std::set<int> agents = ParseCpuList(options_.confinement->Cpus());
+  std::set_intersection(cores.begin(), cores.end(), agents.begin(), agents.end(), std::inserter(usable, usable.end()));
+  if (!usable.empty() && limits.cpu_milli <= static_cast<int64_t>(usable.size()) * 1000) {
+    limits.cpus = FormatCpuList(usable);
+    std::set<int> mems;
+    const std::set<int> agent_mems = ParseCpuList(options_.confinement->Mems());
+    std::set_intersection(memory_nodes.begin(), memory_nodes.end(), agent_mems.begin(), agent_mems.end(),
+                          std::inserter(mems, mems.end()));
+    limits.mems = FormatCpuList(mems);
+  }
+  return limits;
+}
+
 void Session::Reconcile(const pb::Orders& orders) {
   std::map<Runner::Key, const pb::LaunchOrder*> wanted;
   for (const auto& launch : orders.launches()) wanted[{launch.job_id(), launch.generation()}] = &launch;
@@ -290,13 +354,31 @@ void Session::Reconcile(const pb::Orders& orders) {
     }
   }
   for (const auto& key : forget) runner_.Forget(key);
+  std::map<Runner::Key, HeldLaunch> held;
   for (const auto& [key, launch] : wanted) {
     if (runner_.records().contains(key)) continue;
     if (!SafePathComponent(launch->job_id())) {
       spdlog::error("refusing launch with unsafe job id '{}'", launch->job_id());
       continue;
     }
-    runner_.Start(ToLaunchSpec(*launch));
+    LaunchSpec spec = ToLaunchSpec(*launch);
+    if (const std::string holder = runner_.UidHolder(spec.run_as.uid, spec.user);
+        spec.refused.empty() && spec.run_as.switch_user && !holder.empty()) {
+      const std::string why = absl::StrCat("its account ", spec.run_as.account, " (uid ", spec.run_as.uid,
+                                           ") still runs ", holder);
+      if (!held_.contains(key) || held_[key].why != why) {
+        spdlog::warn("job {} g{}: waits: {}", key.first, key.second, why);
+      }
+      held[key] = HeldLaunch{why, spec.device_ids};
+      continue;
+    }
+    runner_.Start(spec);
+  }
+  held_ = std::move(held);
+  if (!held_.empty()) {
+    held_orders_ = orders;
+  } else {
+    held_orders_.reset();
   }
   applied_version_ = orders.version();
 }
@@ -365,6 +447,14 @@ bool Session::PushLogs() {
 
 google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() {
   google::protobuf::RepeatedPtrField<pb::ProcessStatus> out;
+  // Held back: reported, so the daemon neither counts the launch lost nor gives its cards away.
+  for (const auto& [key, held] : held_) {
+    auto* s = out.Add();
+    s->set_job_id(key.first);
+    s->set_generation(key.second);
+    s->set_waiting(held.why);
+    for (const auto& d : held.device_ids) s->add_device_ids(d);
+  }
   for (const auto& [key, r] : runner_.records()) {
     auto* s = out.Add();
     s->set_job_id(key.first);
@@ -378,10 +468,14 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
     s->set_pid(r.pid);
     s->set_note(r.spec.note);
     s->set_output_lost(OutputLost(r));
+    s->set_confinement(r.confinement);
+    s->set_strays_killed(r.strays_killed);
     for (const auto& d : r.spec.device_ids) s->add_device_ids(d);
     for (int rank : r.global_ranks) s->add_global_ranks(rank);
-    if (!r.launch_failure.empty() || r.torchrun_failure) {
+    if (!r.launch_failure.empty() || r.torchrun_failure || r.out_of_memory_mib > 0) {
       pb::RankFailure* failure = s->mutable_rank_failure();
+      failure->set_out_of_memory_mib(r.out_of_memory_mib);
+      failure->set_memory_asked(r.out_of_memory_mib > 0 && r.spec.limits.memory_asked);
       failure->set_node(options_.node_name);
       failure->set_launch_failure(r.launch_failure);
       failure->set_global_rank(-1);
@@ -422,6 +516,9 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     if (orders) {
       Reconcile(*orders);
       report_now = true;
+    } else if (held_orders_) {
+      const pb::Orders again = *held_orders_;  // Reconcile replaces held_orders_
+      Reconcile(again);
     }
     report_now |= runner_.Poll();
     report_now |= PushLogs();
@@ -510,6 +607,12 @@ void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain)
   // will take this node as running nothing and restart those jobs as new generations.
   if (const int stopped = ledger_.StopLeftovers(options_.kill_grace); stopped > 0) {
     spdlog::warn("stopped {} job process group(s) left by a previous agent", stopped);
+  }
+  // And what escaped those groups: the predecessor's cgroups are emptied and removed.
+  if (options_.confinement != nullptr) {
+    if (const int killed = options_.confinement->StopLeftovers(); killed > 0) {
+      spdlog::warn("killed {} process(es) left in a previous agent's job cgroups", killed);
+    }
   }
   absl::Duration backoff = absl::Milliseconds(200);
   while (!stop->load() && !Drained(drain)) {

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,9 @@ struct SessionOptions {
   // blocked: making credentials starts gRPC's threads.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   SandboxOptions sandbox;  // job directories and the accounts jobs run as
+  // A cgroup per job generation (job_cgroup.h), when set; each is held to these pids.
+  Confinement* confinement = nullptr;
+  uint64_t job_pids_max = 32768;
 };
 
 // What the agent's metrics endpoint reports: the last discovered inventory and the job processes.
@@ -82,6 +87,9 @@ class Session {
   bool Drained(const std::atomic<bool>* drain) const { return drain != nullptr && drain->load() && runner_.Empty(); }
   void Reconcile(const hetpool::v1::Orders& orders);
   LaunchSpec ToLaunchSpec(const hetpool::v1::LaunchOrder& order) const;
+  // What a confined launch's cgroup is held to: the job's host ask (or its cards' share of the
+  // node's memory), the cores of its cards' NUMA nodes, and the other cards' device files denied.
+  JobLimits LimitsFor(const hetpool::v1::LaunchOrder& order) const;
   // Pushes new log bytes; returns true if some exited process is now fully pushed.
   bool PushLogs();
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
@@ -120,7 +128,17 @@ class Session {
   absl::Duration lease_ttl_ = absl::ZeroDuration();    // the daemon's, announced at registration
   absl::Duration heartbeat_every_ = absl::Seconds(1);  // likewise (HeartbeatPeriod in session.cc)
   bool fenced_ = false;
-  std::string reported_fault_;  // the fault the daemon last accepted a heartbeat with
+  std::string reported_fault_;
+  // Launches held back because their account's uid still runs another user's processes: the
+  // last orders are applied again each loop until none is held (Runner::UidHolder).
+  std::optional<hetpool::v1::Orders> held_orders_;
+  struct HeldLaunch {
+    std::string why;  // ProcessStatus.waiting
+    std::vector<std::string> device_ids;
+  };
+  std::map<Runner::Key, HeldLaunch> held_;
+  // Jobs get a /tmp of their own (private_tmp.h): confined, and no job dir holds /tmp itself.
+  bool private_tmp_ = false;  // the fault the daemon last accepted a heartbeat with
 };
 
 }  // namespace hetpool::agent

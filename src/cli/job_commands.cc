@@ -95,6 +95,8 @@ void PrintJobDetail(const pb::Job& job) {
                                                                 job.batch_split(), "\n"))
             << "placement:   " << Placement(job) << "\n";
   for (const auto& p : job.placement()) {
+    if (!p.waiting().empty() && !p.started()) std::cout << "waiting:     on " << p.node() << ": " << p.waiting() << "\n";
+    if (!p.confinement().empty()) std::cout << "confined:    on " << p.node() << ": " << p.confinement() << "\n";
     if (!p.output_lost().empty()) std::cout << "output lost: on " << p.node() << ": " << p.output_lost() << "\n";
   }
   if (job.preemption_count() > 0) {

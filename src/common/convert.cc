@@ -111,6 +111,7 @@ pb::Device ToProto(const DeviceRecord& d) {
   out.set_driver_version(d.driver_version);
   out.set_serial(d.serial);
   out.set_local_cpus(d.local_cpus);
+  for (const auto& node : d.device_nodes) out.add_device_nodes(node);
   out.set_utilization_percent(d.utilization_percent);
   out.set_fingerprint(d.fingerprint);
   *out.mutable_capability() = CapabilityToProto(d.capability);
@@ -189,6 +190,7 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     r.driver_version = d.driver_version();
     r.serial = d.serial();
     r.local_cpus = d.local_cpus();
+    r.device_nodes.assign(d.device_nodes().begin(), d.device_nodes().end());
     r.utilization_percent = d.utilization_percent();
     r.fingerprint = d.fingerprint();
     auto cap = CapabilityFromProto(d.capability());

@@ -143,6 +143,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* n
   return NVML_SUCCESS;
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  (void)d;
+  *minor = static_cast<unsigned>(reinterpret_cast<intptr_t>(device) - 1);  // the fixture index, as on a real host
+  return NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
   FakeDevice* d = nullptr;
   if (nvmlReturn_t rc = Check(device, &d)) return rc;

@@ -205,16 +205,17 @@ std::string TestCluster::InventoryPath(size_t index) const {
 
 namespace {
 
-// Where the tests' jobs work (the source tree, /tmp) and, when tests run as root, root jobs.
-std::vector<std::string> TestSandboxFlags() {
-  return {"--job-dirs", absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp"), "--run-as", "root"};
+// Where the tests' jobs work (the source tree and /tmp, unless the test names its own) and,
+// when tests run as root, root jobs.
+std::vector<std::string> TestSandboxFlags(const std::string& job_dirs = "") {
+  return {"--job-dirs", job_dirs.empty() ? absl::StrCat(HETPOOL_SOURCE_DIR, ",/tmp") : job_dirs, "--run-as", "root"};
 }
 
 }  // namespace
 
-std::vector<std::string> PlainAgentFlags() {
+std::vector<std::string> PlainAgentFlags(const std::string& job_dirs) {
   std::vector<std::string> flags = {"--insecure"};
-  for (auto& flag : TestSandboxFlags()) flags.push_back(std::move(flag));
+  for (auto& flag : TestSandboxFlags(job_dirs)) flags.push_back(std::move(flag));
   return flags;
 }
 
@@ -337,10 +338,10 @@ absl::Status TestCluster::StartAgent(size_t i) {
   if (options_.tls) {
     argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem", "--tls-cert", PkiDir() + "/" + spec.name + ".pem",
                              "--tls-key", PkiDir() + "/" + spec.name + ".key"});
-    const std::vector<std::string> sandbox = TestSandboxFlags();
+    const std::vector<std::string> sandbox = TestSandboxFlags(spec.job_dirs);
     argv.insert(argv.end(), sandbox.begin(), sandbox.end());
   } else {
-    const std::vector<std::string> plain = PlainAgentFlags();
+    const std::vector<std::string> plain = PlainAgentFlags(spec.job_dirs);
     argv.insert(argv.end(), plain.begin(), plain.end());
   }
   argv.insert(argv.end(), spec.args.begin(), spec.args.end());

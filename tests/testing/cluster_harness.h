@@ -49,6 +49,7 @@ struct AgentSpec {
   std::vector<std::pair<std::string, std::string>> env;        // e.g. HETPOOL_VENDOR_LIB_PATH for fakes
   std::vector<std::string> labels;                             // --label k=v
   std::vector<std::string> args;                               // more agent flags
+  std::string job_dirs;  // --job-dirs instead of the source tree and /tmp (--job-dirs adds up)
 };
 
 // Whether `pid` is a live process (not gone, not a zombie).
@@ -72,7 +73,7 @@ absl::StatusOr<pb::Job> SubmitToAnyReplica(const std::vector<pb::JobService::Stu
 // The flags every test agent started outside TestCluster takes (ha, chaos, CLI tests): plaintext
 // to a daemon run with --insecure, the job directories the tests' jobs use (the source tree,
 // /tmp) and, when the tests run as root, root job processes (the sandbox test checks the default).
-std::vector<std::string> PlainAgentFlags();
+std::vector<std::string> PlainAgentFlags(const std::string& job_dirs = "");
 
 // hetpoold's exit status and what it printed, for flags it must refuse before serving.
 std::pair<int, std::string> RunRefusedDaemon(const std::string& flags);

@@ -635,6 +635,7 @@ TEST_F(ClusterStateTest, FractionalJobsShareADeviceAndAreAccounted) {
   const auto& env = first.launch_plan(0).env();
   EXPECT_EQ(env.at("HETPOOL_DEVICE_MILLI"), "500");
   EXPECT_EQ(env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_EQ(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=40960M");  // MPS's cap on its memory share
   auto devices = state_->ListDevices("a", "");
   ASSERT_TRUE(devices.ok());
   int shared = 0;

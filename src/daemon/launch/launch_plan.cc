@@ -57,6 +57,10 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     plan.set_working_dir(spec.working_dir());
     plan.set_procs(procs);
     plan.set_user(spec.user());
+    // The node's share of the job's host ask, which a confining agent enforces.
+    const auto& ask = spec.host();
+    plan.set_host_memory_mib(ask.memory_mib_per_node() + ask.memory_mib_per_process() * static_cast<uint64_t>(procs));
+    plan.set_cpu_milli(ask.cpu_milli_per_node() + ask.cpu_milli_per_process() * procs);
 
     auto& argv = *plan.mutable_argv();
     auto add = [&argv](std::initializer_list<std::string> args) {
@@ -145,12 +149,17 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     }
     if (input.device_milli < 1000) {
       // The share is accounted by hetpool; enforcing it is up to the vendor mechanism or the job
-      // (docs/sharing.md): MPS honours the thread percentage when an MPS daemon runs, and a
-      // PyTorch job can cap itself with torch.cuda.set_per_process_memory_fraction.
+      // (docs/sharing.md): MPS honours the thread percentage and the pinned memory limit when an
+      // MPS daemon runs, and a PyTorch job can cap itself with set_per_process_memory_fraction.
       env["HETPOOL_DEVICE_MILLI"] = absl::StrCat(input.device_milli);
       env["HETPOOL_DEVICE_MEMORY_MIB"] = absl::StrCat(input.device_memory_mib);
       if (input.vendor == Vendor::kNvidia) {
         env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = absl::StrCat(std::max(1, input.device_milli / 10));
+        // MPS's per-client limit on the card's memory, "<ordinal>=<size>": a fractional job sees
+        // exactly one card (its visibility variable names it alone), ordinal 0.
+        if (input.device_memory_mib > 0) {
+          env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = absl::StrCat("0=", input.device_memory_mib, "M");
+        }
       }
     }
     plans.push_back(std::move(plan));

@@ -119,7 +119,12 @@ bool JobsOwnLaunchFailure(const std::string& kind) { return kind == "ScriptNotFo
 // torchrun's report named no rank.
 std::string DescribeFailure(const std::string& node, int exit_code, const std::string& message, const pb::RankFailure& f) {
   std::string out;
-  if (f.global_rank() >= 0) {
+  if (f.out_of_memory_mib() > 0) {  // the kernel's word, surer than how torchrun saw the rank end
+    const std::string who = f.global_rank() >= 0 ? absl::StrCat("rank ", f.global_rank(), " on ", node)
+                                                 : absl::StrCat("a process on ", node);
+    out = absl::StrCat(who, " was killed: out of memory at its ", f.out_of_memory_mib(), " MiB host memory ",
+                       f.memory_asked() ? "ask" : "share (it asked for none: its cards' share of the node)");
+  } else if (f.global_rank() >= 0) {
     out = f.signal().empty() ? absl::StrCat("rank ", f.global_rank(), " on ", node, " exited with code ", f.exit_code())
                              : absl::StrCat("rank ", f.global_rank(), " on ", node, " was killed by ", f.signal());
   } else {
@@ -146,6 +151,13 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
   pb::NodePlacement* p = PlacementOn(job, node);
   if (p == nullptr) return absl::OkStatus();
   NoteOutputLost(jobs_, job, *p, report);
+  if (p->confinement().empty()) p->set_confinement(ValidUtf8(report.confinement(), kMaxAgentMessageBytes));
+  if (report.strays_killed() > 0) {
+    p->set_strays_killed(report.strays_killed());
+    jobs_.AddEvent(job, "StraysKilled",
+                   absl::StrCat("node ", node, ": ", report.strays_killed(),
+                                " process(es) the job left running after its torchrun exited were killed"));
+  }
   p->set_started(true);
   p->set_exited(true);
   p->set_exit_code(report.exit_code());
@@ -188,6 +200,16 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
   return jobs_.Commit(entry, std::move(job));
 }
 
+void AgentReconciler::OnNodeWaiting(JobEntry& entry, const std::string& node, const pb::ProcessStatus& r) {
+  const std::string why = ValidUtf8(r.waiting(), kMaxAgentMessageBytes);
+  const pb::NodePlacement* now = PlacementOn(entry.job(), node);
+  if (now == nullptr || now->started() || now->waiting() == why) return;
+  pb::Job next = entry.job();
+  PlacementOn(next, node)->set_waiting(why);
+  jobs_.AddEvent(next, "NodeWaiting", absl::StrCat("node ", node, " holds the launch back: ", why));
+  jobs_.Commit(entry, std::move(next)).IgnoreError();  // retried with the next report
+}
+
 void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, const pb::ProcessStatus& r) {
   pb::Job next = entry.job();
   pb::NodePlacement* p = PlacementOn(next, node);
@@ -197,8 +219,12 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
   const bool lost_news = NoteOutputLost(jobs_, next, *p, r);
   if (!p->started()) {
     p->set_started(true);
+    p->clear_waiting();
+    const std::string confinement = ValidUtf8(r.confinement(), kMaxAgentMessageBytes);
+    p->set_confinement(confinement);
     jobs_.AddEvent(next, "NodeStarted",
-                   absl::StrCat("node ", node, " started pid ", r.pid(), r.note().empty() ? "" : "; ", r.note()));
+                   absl::StrCat("node ", node, " started pid ", r.pid(), r.note().empty() ? "" : "; ", r.note(),
+                                confinement.empty() ? "; unconfined" : absl::StrCat("; confined: ", confinement)));
     const bool all_started = std::all_of(next.placement().begin(), next.placement().end(),
                                          [](const pb::NodePlacement& q) { return q.started(); });
     if (all_started && next.state() == pb::JOB_STATE_SCHEDULED) {
@@ -258,6 +284,8 @@ void AgentReconciler::ApplyProcessReports(NodeEntry& node,
       wakeups_.CapacityChanged();
     } else if (r.running()) {
       OnNodeRunning(*entry, node_name, r);
+    } else if (!r.waiting().empty()) {
+      OnNodeWaiting(*entry, node_name, r);
     }
   }
   ForgetUnreported(node, reported, registering);

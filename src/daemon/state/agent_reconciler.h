@@ -70,6 +70,8 @@ class AgentReconciler {
   absl::Status OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // A running report: the node started (and, with every node started, the job runs).
   void OnNodeRunning(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
+  // The agent holds the launch back (NodeWaiting, once per reason).
+  void OnNodeWaiting(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // Claims the agent did not report: released once it acted on their kill, and a launch it acted
   // on but no longer runs fails the gang.
   void ForgetUnreported(NodeEntry& node, const std::set<JobGen>& reported, bool registering);

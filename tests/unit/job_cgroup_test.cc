@@ -1,0 +1,306 @@
+// The job cgroups (src/agent/job_cgroup): v2 driven against a directory shaped like cgroupfs,
+// v1 and v2 against this machine's real hierarchies (skipped, saying so, where none is
+// writable): escapes by setsid, double fork and ignored SIGTERM are killed, the memory limit
+// is the kernel's, a denied device file cannot be opened.
+#include "src/agent/job_cgroup.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "src/common/cpu_list.h"
+
+namespace hetpool::agent {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Read(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
+}
+
+void Write(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/hetpool-cgroup-test-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
+TEST(CpuList, ParsesAndFormatsSysfsLists) {
+  EXPECT_EQ(ParseCpuList("0-3,8,10-11\n"), (std::set<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(FormatCpuList({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(ParseCpuList("x,5-2,7"), (std::set<int>{7}));  // what does not parse is left out
+  EXPECT_EQ(FormatCpuList({}), "");
+}
+
+TEST(CgroupMounts, FindsTheUnifiedTreeAndEachV1Controller) {
+  const CgroupMounts m = ParseCgroupMounts(
+      "proc /proc proc rw 0 0\n"
+      "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,nosuid,cpu,cpuacct 0 0\n"
+      "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+      "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nsdelegate 0 0\n");
+  EXPECT_EQ(m.v2, "/sys/fs/cgroup/unified");
+  EXPECT_EQ(m.v1.at("cpu"), "/sys/fs/cgroup/cpu,cpuacct");
+  EXPECT_EQ(m.v1.at("memory"), "/sys/fs/cgroup/memory");
+  EXPECT_FALSE(m.v1.contains("freezer"));
+  EXPECT_EQ(ParseConfineMode("sometimes").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Confinement, RefusesSayingWhatIsMissing) {
+  TempDir dir;
+  Write(dir.path / "mounts", "cgroup /x cgroup rw,cpu 0 0\n");
+  ConfinementOptions options;
+  options.mounts_file = (dir.path / "mounts").string();
+  options.agent_name = "node-a";
+  auto opened = Confinement::Open(options);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("no cgroup2 filesystem mounted"), std::string::npos) << opened.status();
+  EXPECT_NE(opened.status().message().find("no memory, pids, freezer controller"), std::string::npos)
+      << opened.status();
+}
+
+// cgroup v2 as the agent drives it: what it writes where, read back from a cgroupfs-shaped tree.
+TEST(CgroupV2, WritesTheLimitsAndEnablesTheControllersOnTheWayDown) {
+  TempDir root;
+  Write(root.path / "cgroup.controllers", "cpuset cpu io memory hugetlb pids");
+  ConfinementOptions options;
+  options.agent_name = "node-a-0000abcd";
+  options.jobs_memory_mib = 4096;
+  auto confinement = OpenCgroupV2(root.path.string(), options);
+  ASSERT_TRUE(confinement.ok()) << confinement.status();
+  const fs::path parent = root.path / "hetpool" / "node-a-0000abcd";
+  for (const fs::path& level : {root.path, root.path / "hetpool", parent}) {
+    EXPECT_EQ(Read(level / "cgroup.subtree_control"), "+cpu +cpuset +memory +pids") << level;
+  }
+  EXPECT_EQ(Read(parent / "memory.max"), absl::StrCat(4096ull << 20));
+
+  JobLimits limits;
+  limits.memory_mib = 512;
+  limits.memory_asked = true;
+  limits.cpu_milli = 1500;
+  limits.pids = 100;
+  limits.cpus = "0-1";
+  limits.mems = "0";
+  auto job = (*confinement)->Create("job-000001-g1", limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const fs::path dir = parent / "job-000001-g1";
+  EXPECT_EQ(Read(dir / "memory.max"), "536870912");
+  EXPECT_EQ(Read(dir / "cpu.max"), "150000 100000");
+  EXPECT_EQ(Read(dir / "pids.max"), "100");
+  EXPECT_EQ(Read(dir / "cpuset.cpus"), "0-1");
+  EXPECT_EQ(Read(dir / "cpuset.mems"), "0");
+  EXPECT_EQ((*job)->description(), "memory 512 MiB, cpu 1500m, cores 0-1, pids 100");
+
+  ASSERT_TRUE((*job)->Add(4242).ok());
+  EXPECT_EQ((*job)->Processes(), std::vector<pid_t>{4242});
+  Write(dir / "memory.events", "low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n");
+  EXPECT_EQ((*job)->OomKills(), 2);
+
+  // cgroup.kill: written once; the kernel empties cgroup.procs (here: the test does).
+  Write(dir / "cgroup.kill", "");
+  Write(dir / "cgroup.procs", "");
+  auto killed = (*job)->KillAll(absl::Seconds(1));
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_EQ(Read(dir / "cgroup.kill"), "1");
+}
+
+// Without cgroup.kill (before Linux 5.14) the listed processes are killed one by one, frozen;
+// a cgroup that will not empty is said, not waited on forever.
+TEST(CgroupV2, WithoutCgroupKillKillsWhatIsListedAndSaysWhatIsLeft) {
+  TempDir root;
+  Write(root.path / "cgroup.controllers", "memory pids");
+  ConfinementOptions options;
+  options.agent_name = "node-a";
+  auto confinement = OpenCgroupV2(root.path.string(), options);
+  ASSERT_TRUE(confinement.ok()) << confinement.status();
+  auto job = (*confinement)->Create("job-000002-g1", {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    execl("/bin/sleep", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE((*job)->Add(sleeper).ok());
+  auto killed = (*job)->KillAll(absl::Milliseconds(200));  // the file still lists it: no kernel here
+  EXPECT_EQ(killed.status().code(), absl::StatusCode::kDeadlineExceeded) << killed.status();
+  int status = 0;
+  ASSERT_EQ(waitpid(sleeper, &status, 0), sleeper);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(Read(root.path / "hetpool" / "node-a" / "job-000002-g1" / "cgroup.freeze"), "0");  // thawed again
+}
+
+// ---- the real hierarchies ----
+
+// A child that waits for the word, then runs `script` under sh: the test puts it in the cgroup
+// first, as the runner does.
+struct Waiting {
+  pid_t pid = -1;
+  int go = -1;
+  void Release() {
+    const char byte = 1;
+    EXPECT_EQ(write(go, &byte, 1), 1);
+    close(go);
+  }
+};
+Waiting StartWaiting(const std::string& script) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[1]);
+    char byte;
+    if (read(fds[0], &byte, 1) != 1) _exit(126);
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+    _exit(127);
+  }
+  close(fds[0]);
+  return {pid, fds[1]};
+}
+bool Alive(pid_t pid) {
+  return kill(pid, 0) == 0 && Read(absl::StrCat("/proc/", pid, "/stat")).find(") Z ") == std::string::npos;
+}
+int Reap(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// The three escapes the issue names, each leaving a sleep behind after the script exits 0.
+constexpr const char* kEscapes =
+    "setsid sleep 600 & ( ( sleep 600 & ) & ) ; setsid sh -c 'trap \"\" TERM; exec sleep 600' & "
+    "sleep 0.2; exit 0";
+
+std::unique_ptr<Confinement> OpenReal(CgroupVersion version, const std::string& why_skip_prefix, std::string* skip) {
+  if (geteuid() != 0) {
+    *skip = why_skip_prefix + ": not root, no cgroup is writable";
+    return nullptr;
+  }
+  ConfinementOptions options;
+  options.agent_name = absl::StrCat("unit-test-", getpid());
+  options.version = version;
+  auto opened = Confinement::Open(options);
+  if (!opened.ok()) {
+    *skip = absl::StrCat(why_skip_prefix, ": ", opened.status().message());
+    return nullptr;
+  }
+  return *std::move(opened);
+}
+
+void ExpectEscapesKilled(Confinement& confinement) {
+  auto job = confinement.Create("escapes-g1", {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  Waiting child = StartWaiting(kEscapes);
+  ASSERT_TRUE((*job)->Add(child.pid).ok());
+  child.Release();
+  const int status = Reap(child.pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The script is gone; what it left is still in the cgroup (the double fork's shell may still
+  // be on its way out: wait for the three sleeps).
+  for (absl::Time until = absl::Now() + absl::Seconds(10); (*job)->Processes().size() < 3 && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const std::vector<pid_t> left = (*job)->Processes();
+  ASSERT_GE(left.size(), 3u);
+  auto killed = (*job)->KillAll(absl::Seconds(10));
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_GE(*killed, 3);
+  EXPECT_TRUE((*job)->Processes().empty());
+  for (pid_t pid : left) EXPECT_FALSE(Alive(pid)) << pid;
+  EXPECT_TRUE((*job)->Remove().ok());
+}
+
+TEST(CgroupV1Real, KillsWhatEscapedTheProcessGroup) {
+  std::string skip;
+  auto confinement = OpenReal(CgroupVersion::kV1, "no writable cgroup v1 here", &skip);
+  if (!confinement) GTEST_SKIP() << skip;
+  ExpectEscapesKilled(*confinement);
+  EXPECT_EQ(confinement->StopLeftovers(), 0);
+  EXPECT_TRUE(confinement->Close().ok());
+}
+
+TEST(CgroupV2Real, KillsWhatEscapedTheProcessGroup) {
+  std::string skip;
+  auto confinement = OpenReal(CgroupVersion::kV2, "no writable cgroup v2 here", &skip);
+  if (!confinement) GTEST_SKIP() << skip;
+  ExpectEscapesKilled(*confinement);
+  EXPECT_TRUE(confinement->Close().ok());
+}
+
+// The limit is the kernel's: 200 MiB against 64 MiB is killed by the OOM killer, and it says so.
+TEST(CgroupV1Real, AJobOverItsMemoryIsKilledAndTheOomKillIsCounted) {
+  std::string skip;
+  auto confinement = OpenReal(CgroupVersion::kV1, "no writable cgroup v1 here", &skip);
+  if (!confinement) GTEST_SKIP() << skip;
+  JobLimits limits;
+  limits.memory_mib = 64;
+  auto job = confinement->Create("oom-g1", limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  Waiting child = StartWaiting("exec python3 -c 'x = bytearray(200 << 20); print(len(x))'");
+  ASSERT_TRUE((*job)->Add(child.pid).ok());
+  child.Release();
+  const int status = Reap(child.pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_GE((*job)->OomKills(), 1);
+  ASSERT_TRUE((*job)->KillAll(absl::Seconds(5)).ok());
+  EXPECT_TRUE((*job)->Remove().ok());
+  EXPECT_TRUE(confinement->Close().ok());
+}
+
+// Another card's device file (a stand-in made with mknod, numbered as /dev/full) cannot be
+// opened from the cgroup; /dev/zero still can, and outside the cgroup the stand-in opens.
+void ExpectAnotherCardsDeviceFileShut(CgroupVersion version) {
+  std::string skip;
+  auto confinement = OpenReal(version, "no writable cgroup here", &skip);
+  if (!confinement) GTEST_SKIP() << skip;
+  if (!confinement->DevicesEnforced()) GTEST_SKIP() << "device files cannot be restricted here";
+  TempDir dir;
+  const fs::path card = dir.path / "nvidia7";
+  ASSERT_EQ(mknod(card.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0) << std::strerror(errno);
+  auto number = DeviceNumberOf(card.string());
+  ASSERT_TRUE(number.ok()) << number.status();
+  JobLimits limits;
+  limits.denied_devices.push_back(*number);
+  auto job = confinement->Create("devices-g1", limits);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string script =
+      absl::StrCat("head -c 1 /dev/zero > /dev/null || exit 3; head -c 1 ", card.string(), " > /dev/null && exit 4; exit 0");
+  Waiting child = StartWaiting(script);
+  ASSERT_TRUE((*job)->Add(child.pid).ok());
+  child.Release();
+  const int status = Reap(child.pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit " << WEXITSTATUS(status);
+  ASSERT_TRUE((*job)->KillAll(absl::Seconds(5)).ok());
+  EXPECT_TRUE((*job)->Remove().ok());
+  EXPECT_TRUE(confinement->Close().ok());
+  const int fd = open(card.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
+}
+
+TEST(CgroupV1Real, AnotherCardsDeviceFileCannotBeOpened) { ExpectAnotherCardsDeviceFileShut(CgroupVersion::kV1); }
+
+// On v2 through the BPF program (src/agent/device_filter).
+TEST(CgroupV2Real, AnotherCardsDeviceFileCannotBeOpened) { ExpectAnotherCardsDeviceFileShut(CgroupVersion::kV2); }
+
+}  // namespace
+}  // namespace hetpool::agent
