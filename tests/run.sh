@@ -3,16 +3,20 @@
 #   tests/run.sh                 unit + integration tests
 #   tests/run.sh --sanitize      the same, built with AddressSanitizer + UndefinedBehaviorSanitizer
 #                                (in build-asan/; any report fails the test that triggered it)
-#   BUILD_DIR=out tests/run.sh   build elsewhere
+#   --build-only                 install and build, run nothing (.ci/run overlaps steps with it)
+#   --tests-only                 run the tests of a build made before
+#   BUILD_DIR=out tests/run.sh   build elsewhere; HETPOOL_BUILD_JOBS=1 builds with one job
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source deploy/lib/common.sh
 
-sanitize=0
+sanitize=0 build=1 tests=1
 for arg in "$@"; do
   case "$arg" in
     --sanitize) sanitize=1 ;;
-    *) echo "usage: tests/run.sh [--sanitize]" >&2; exit 2 ;;
+    --build-only) tests=0 ;;
+    --tests-only) build=0 ;;
+    *) echo "usage: tests/run.sh [--sanitize] [--build-only | --tests-only]" >&2; exit 2 ;;
   esac
 done
 
@@ -23,9 +27,10 @@ step_done() {
   step_started=$SECONDS
 }
 
-hetpool_install_deps
-# The dashboard's browser tests drive Debian's Chromium with playwright-core from npm.
-if command -v npm >/dev/null; then
+[ "$build" -eq 1 ] && hetpool_install_deps
+# The dashboard's browser tests drive Debian's Chromium with playwright-core from npm (not while
+# only building: another run's tests may be using tests/web/node_modules).
+if [ "$tests" -eq 1 ] && command -v npm >/dev/null; then
   npm ci --prefix tests/web --no-audit --no-fund --loglevel=error
 fi
 if [ "$sanitize" -eq 1 ]; then
@@ -34,8 +39,10 @@ if [ "$sanitize" -eq 1 ]; then
   # in libstdc++ (std::regex), so here they are only warnings.
   # No benchmarks: no test runs them, and each would be one more instrumented link.
   step_done "installing what was missing"
-  hetpool_build "$build_dir" -DHETPOOL_SANITIZE=ON -DHETPOOL_WERROR=OFF -DHETPOOL_BENCHES=OFF
-  step_done "the sanitizer build"
+  if [ "$build" -eq 1 ]; then
+    hetpool_build "$build_dir" -DHETPOOL_SANITIZE=ON -DHETPOOL_WERROR=OFF -DHETPOOL_BENCHES=OFF
+    step_done "the sanitizer build"
+  fi
   # Every instrumented process (tests, and the daemons, agents and CLIs they start) writes its
   # reports, leaks at exit included, into one folder: any file there fails the run, even from a
   # process whose exit no test looks at.
@@ -47,9 +54,12 @@ if [ "$sanitize" -eq 1 ]; then
 else
   build_dir=${BUILD_DIR:-build}
   step_done "installing what was missing"
-  hetpool_build "$build_dir"
-  step_done "the build"
+  if [ "$build" -eq 1 ]; then
+    hetpool_build "$build_dir"
+    step_done "the build"
+  fi
 fi
+[ "$tests" -eq 1 ] || exit 0
 status=0
 if [ "$sanitize" -eq 1 ]; then
   # CI runs this after the plain suite within 90 minutes (docs/security.md has the figures), so:

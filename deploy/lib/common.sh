@@ -24,12 +24,13 @@ hetpool_install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# hetpool_build BUILD_DIR [extra cmake args...]: configures and builds with two jobs (CI has 2 cores).
+# hetpool_build BUILD_DIR [extra cmake args...]: configures and builds with two jobs (CI has 2
+# cores), or HETPOOL_BUILD_JOBS.
 # Line tables only (-g1): backtraces keep file and line, and CI's 90 minutes hold two builds
 # (CMakeLists.txt, HETPOOL_DEBUG_INFO); configure by hand for full debug information.
 hetpool_build() {
   local build_dir=$1
   shift
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHETPOOL_DEBUG_INFO=lines "$@"
-  cmake --build "$build_dir" -j2
+  cmake --build "$build_dir" -j"${HETPOOL_BUILD_JOBS:-2}"
 }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iterator>
 #include <set>
 #include <thread>
 #include <utility>
@@ -18,8 +17,8 @@
 #include "grpcpp/security/credentials.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/daemon_channel.h"
+#include "src/agent/job_limits.h"
 #include "src/common/convert.h"
-#include "src/common/cpu_list.h"
 #include "src/common/job_paths.h"
 #include "src/common/leader_words.h"
 #include "src/common/names.h"
@@ -241,7 +240,10 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
   spec.log_path = JobLogPath(options_.work_dir, order.job_id(), order.generation());
   spec.script = plan.script();
   spec.user = plan.user();
-  if (options_.confinement != nullptr) spec.limits = LimitsFor(order);
+  if (options_.confinement != nullptr) {
+    spec.limits = LimitsForLaunch(order, LimitsContext{&reported_inventory_, options_.confinement->Cpus(),
+                                                       options_.confinement->Mems(), options_.job_pids_max});
+  }
   if (private_tmp_) {
     spec.private_tmp = true;
     spec.keep_in_tmp = options_.sandbox.job_dirs;
@@ -287,50 +289,6 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
                              plan.torch_device(), ", running gloo on CPU");
   }
   return spec;
-}
-
-JobLimits Session::LimitsFor(const pb::LaunchOrder& order) const {
-  const pb::NodeLaunchPlan& plan = order.plan();
-  const pb::NodeInventory& node = reported_inventory_;
-  JobLimits limits;
-  limits.pids = options_.job_pids_max;
-  limits.cpu_milli = plan.cpu_milli();
-  const std::set<std::string> given(order.device_ids().begin(), order.device_ids().end());
-  if (plan.host_memory_mib() > 0) {
-    limits.memory_mib = plan.host_memory_mib();
-    limits.memory_asked = true;
-  } else if (!given.empty() && node.devices_size() > 0 && node.memory_mib() > 0) {
-    limits.memory_mib = node.memory_mib() * given.size() / static_cast<uint64_t>(node.devices_size());
-  }
-  std::set<int> cores, memory_nodes;
-  std::set<std::string> own_files;
-  for (const auto& d : node.devices()) {
-    if (!given.contains(d.id())) continue;
-    own_files.insert(d.device_nodes().begin(), d.device_nodes().end());
-    const std::set<int> local = ParseCpuList(d.local_cpus());
-    cores.insert(local.begin(), local.end());
-    if (d.numa_node() >= 0) memory_nodes.insert(d.numa_node());
-  }
-  for (const auto& d : node.devices()) {
-    if (given.contains(d.id())) continue;
-    for (const auto& file : d.device_nodes()) {
-      if (own_files.contains(file)) continue;  // a file the job's own card needs too
-      if (auto number = DeviceNumberOf(file); number.ok()) limits.denied_devices.push_back(*number);
-    }
-  }
-  // Cores near its cards, as far as the agent has them; not when they are fewer than it asked.
-  std::set<int> usable;
-  const std::set<int> agents = ParseCpuList(options_.confinement->Cpus());
-  std::set_intersection(cores.begin(), cores.end(), agents.begin(), agents.end(), std::inserter(usable, usable.end()));
-  if (!usable.empty() && limits.cpu_milli <= static_cast<int64_t>(usable.size()) * 1000) {
-    limits.cpus = FormatCpuList(usable);
-    std::set<int> mems;
-    const std::set<int> agent_mems = ParseCpuList(options_.confinement->Mems());
-    std::set_intersection(memory_nodes.begin(), memory_nodes.end(), agent_mems.begin(), agent_mems.end(),
-                          std::inserter(mems, mems.end()));
-    limits.mems = FormatCpuList(mems);
-  }
-  return limits;
 }
 
 void Session::Reconcile(const pb::Orders& orders) {

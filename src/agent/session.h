@@ -87,9 +87,6 @@ class Session {
   bool Drained(const std::atomic<bool>* drain) const { return drain != nullptr && drain->load() && runner_.Empty(); }
   void Reconcile(const hetpool::v1::Orders& orders);
   LaunchSpec ToLaunchSpec(const hetpool::v1::LaunchOrder& order) const;
-  // What a confined launch's cgroup is held to: the job's host ask (or its cards' share of the
-  // node's memory), the cores of its cards' NUMA nodes, and the other cards' device files denied.
-  JobLimits LimitsFor(const hetpool::v1::LaunchOrder& order) const;
   // Pushes new log bytes; returns true if some exited process is now fully pushed.
   bool PushLogs();
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();

@@ -19,15 +19,22 @@
 namespace hetpool::testing {
 namespace {
 
-// node-a alone, so that every job lands there. Empty when the agent confines; else why not.
-std::string StartOneNode(TestCluster& cluster) {
-  if (geteuid() != 0) return "not root: the agent cannot make cgroups";
-  if (auto s = cluster.Start(); !s.ok()) return absl::StrCat("FAILED TO START: ", s.message());
+// node-a alone, so that every job lands there.
+TestCluster::Options OneNode() {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  return options;
+}
+
+// Starts the cluster; skips the test, saying why, where the agent cannot confine (then the
+// caller returns: `if (IsSkipped()) return;`).
+void StartConfined(TestCluster& cluster) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: the agent cannot make cgroups";
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
   const std::string log = cluster.AgentLog(0);
   if (log.find("confining jobs: cgroup") == std::string::npos) {
-    return absl::StrCat("the agent does not confine here: ", log.substr(0, 2000));
+    GTEST_SKIP() << "the agent does not confine here: " << log.substr(0, 2000);
   }
-  return "";
 }
 
 pb::JobSpec ShellJob(const TestCluster& cluster, const std::string& script) {
@@ -57,13 +64,9 @@ bool NoneLeft(const TestCluster& cluster, const std::string& id, absl::Duration 
 }
 
 TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  TestCluster cluster(options);
-  if (const std::string why = StartOneNode(cluster); !why.empty()) {
-    ASSERT_EQ(why.find("FAILED"), std::string::npos) << why;
-    GTEST_SKIP() << why;
-  }
+  TestCluster cluster(OneNode());
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
   // Success: the script exits 0 at once, its three escapes still running.
   auto done = cluster.Submit(ShellJob(cluster, absl::StrCat(kEscapes, "exit 0")));
   ASSERT_TRUE(done.ok()) << done.status();
@@ -95,13 +98,9 @@ TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {
 // A job allocating 3 GiB against a 256 MiB ask fails naming memory; a job beside it on the same
 // node succeeds.
 TEST(Confinement, AJobOverItsMemoryAskFailsNamingMemoryWhileItsNeighbourRuns) {
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  TestCluster cluster(options);
-  if (const std::string why = StartOneNode(cluster); !why.empty()) {
-    ASSERT_EQ(why.find("FAILED"), std::string::npos) << why;
-    GTEST_SKIP() << why;
-  }
+  TestCluster cluster(OneNode());
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
   pb::JobSpec hungry = ShellJob(cluster, "exec python3 -c 'x = bytearray(3 << 30); print(len(x))'");
   hungry.mutable_host()->set_memory_mib_per_node(256);
   auto neighbour = cluster.Submit(ShellJob(cluster, "sleep 2; echo neighbour done"));
@@ -120,9 +119,7 @@ TEST(Confinement, AJobOverItsMemoryAskFailsNamingMemoryWhileItsNeighbourRuns) {
 // The inventory names a stand-in device file for each card (made here with mknod, numbered as
 // harmless kernel devices): a job opens its own card's and none of the others'.
 TEST(Confinement, AJobCannotOpenAnotherCardsDeviceFile) {
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  TestCluster cluster(options);
+  TestCluster cluster(OneNode());
   if (geteuid() != 0) GTEST_SKIP() << "not root: no mknod, no cgroups";
   const std::string dev = cluster.dir() + "/dev";
   std::filesystem::create_directories(dev);
@@ -137,10 +134,8 @@ TEST(Confinement, AJobCannotOpenAnotherCardsDeviceFile) {
     inventory["devices"][i]["device_nodes"] = {file};
   }
   std::ofstream(cluster.InventoryPath(0)) << inventory.dump(2);
-  if (const std::string why = StartOneNode(cluster); !why.empty()) {
-    ASSERT_EQ(why.find("FAILED"), std::string::npos) << why;
-    GTEST_SKIP() << why;
-  }
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
   auto job = cluster.Submit(ShellJob(cluster, absl::StrCat("for f in ", dev, "/card*; do if (: < $f) 2>/dev/null; then ",
                                                            "echo \"opened $f\"; else echo \"denied $f\"; fi; done; ",
                                                            "echo \"visible $CUDA_VISIBLE_DEVICES\"")));
@@ -167,14 +162,11 @@ TEST(Confinement, AJobCannotOpenAnotherCardsDeviceFile) {
 // Preemption ends a generation like a cancel: its escapes go with it, before the job that
 // preempted it has the cards.
 TEST(Confinement, NothingAPreemptedJobStartedOutlivesItsGeneration) {
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
+  TestCluster::Options options = OneNode();
   options.daemon_args = {"--preemption", "priority"};
   TestCluster cluster(options);
-  if (const std::string why = StartOneNode(cluster); !why.empty()) {
-    ASSERT_EQ(why.find("FAILED"), std::string::npos) << why;
-    GTEST_SKIP() << why;
-  }
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
   // Both of node-a's H100s for each job: the second can only run once the first has stopped.
   auto both_cards = [&](const std::string& script, int priority) {
     pb::JobSpec spec = ShellJob(cluster, script);
@@ -223,14 +215,10 @@ std::string LineAfter(const std::string& logs, const std::string& word) {
 // Two users' jobs on one node: different uids; neither reads the other's /proc/PID/environ nor
 // its /tmp; what a job left in its /tmp is gone with it.
 TEST(Confinement, TwoUsersJobsOnANodeSeeNeitherTheOthersEnvironmentNorItsTmp) {
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  TestCluster cluster(options);
+  TestCluster cluster(OneNode());
   ConfineUsers(cluster, {});
-  if (const std::string why = StartOneNode(cluster); !why.empty()) {
-    ASSERT_EQ(why.find("FAILED"), std::string::npos) << why;
-    GTEST_SKIP() << why;
-  }
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
   const std::string secret = absl::StrCat("alice-secret-", getpid());
   const std::string left_in_tmp = absl::StrCat("/tmp/hetpool-confinement-", getpid());
   pb::JobSpec alice_spec = ShellJob(cluster, absl::StrCat("echo \"uid $(id -u)\"; echo x > ", left_in_tmp,
@@ -276,16 +264,12 @@ TEST(Confinement, TwoUsersJobsOnANodeSeeNeitherTheOthersEnvironmentNorItsTmp) {
 // Two users an operator maps to one account: the second user's job waits until no process of
 // the first's lives, then runs.
 TEST(Confinement, ASharedAccountIsNotHandedToAnotherUserWhileTheFirstsProcessesLive) {
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  TestCluster cluster(options);
+  TestCluster cluster(OneNode());
   const std::string map = cluster.dir() + "/run-as.json";
   std::ofstream(map) << R"({"*": "nobody"})";
   ConfineUsers(cluster, {"--run-as-map", map});
-  if (const std::string why = StartOneNode(cluster); !why.empty()) {
-    ASSERT_EQ(why.find("FAILED"), std::string::npos) << why;
-    GTEST_SKIP() << why;
-  }
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
   pb::JobSpec first_spec = ShellJob(cluster, "exec sleep 600");
   first_spec.set_user("carol");
   auto first = cluster.Submit(first_spec);

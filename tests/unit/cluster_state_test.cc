@@ -104,6 +104,7 @@ class ClusterStateTest : public ::testing::Test {
       d->set_model(model);
       d->set_memory_mib(81920);
       d->set_healthy(true);
+      d->set_local_cpus(absl::StrCat(i * 4, "-", i * 4 + 3));  // four cores near each card
       // What the agent's fingerprint pass reports for these cards.
       DeviceRecord record;
       record.vendor = Vendor::kNvidia;
@@ -636,6 +637,9 @@ TEST_F(ClusterStateTest, FractionalJobsShareADeviceAndAreAccounted) {
   EXPECT_EQ(env.at("HETPOOL_DEVICE_MILLI"), "500");
   EXPECT_EQ(env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
   EXPECT_EQ(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=40960M");  // MPS's cap on its memory share
+  // The cores and memory node near its card, for a confining agent (both cards on node 0).
+  EXPECT_EQ(first.launch_plan(0).cpus(), first.placement(0).device_ids(0) == "nvidia0" ? "0-3" : "4-7");
+  EXPECT_EQ(first.launch_plan(0).numa_nodes(), "0");
   auto devices = state_->ListDevices("a", "");
   ASSERT_TRUE(devices.ok());
   int shared = 0;

@@ -61,6 +61,8 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     const auto& ask = spec.host();
     plan.set_host_memory_mib(ask.memory_mib_per_node() + ask.memory_mib_per_process() * static_cast<uint64_t>(procs));
     plan.set_cpu_milli(ask.cpu_milli_per_node() + ask.cpu_milli_per_process() * procs);
+    plan.set_cpus(node.cpus);
+    plan.set_numa_nodes(node.numa_nodes);
 
     auto& argv = *plan.mutable_argv();
     auto add = [&argv](std::initializer_list<std::string> args) {

@@ -26,6 +26,9 @@ struct LaunchNode {
   std::string group;
   int procs = 0;                    // 0: the spec's procs_per_node
   std::vector<int> micro_batches;   // with a global batch: each local rank's share of it
+  // Near its placed cards: their local CPUs and NUMA nodes ("0-15,32-47"; "" unknown).
+  std::string cpus;
+  std::string numa_nodes;
 };
 
 struct LaunchInput {

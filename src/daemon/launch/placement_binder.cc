@@ -12,6 +12,7 @@
 #include "drivers/fingerprint/spec_table.h"
 #include "planner/pool.h"
 #include "src/common/convert.h"
+#include "src/common/cpu_list.h"
 #include "src/common/plan_convert.h"
 #include "src/daemon/launch/batch_split.h"
 #include "src/daemon/launch/collective.h"
@@ -94,7 +95,18 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
     const scheduler::NodeAssignment& assignment = placement.nodes[i];
     LaunchNode launch{assignment.node, node.record.address(), node.record.torchrun_path(),
                       node.record.work_dir(), assignment.device_ids, {}};
-    for (const auto& d : node.inventory.devices) launch.device_index[d.id] = d.index;
+    std::set<int> cpus, numa_nodes;
+    for (const auto& d : node.inventory.devices) {
+      launch.device_index[d.id] = d.index;
+      if (std::find(assignment.device_ids.begin(), assignment.device_ids.end(), d.id) == assignment.device_ids.end()) {
+        continue;
+      }
+      const std::set<int> near = ParseCpuList(d.local_cpus);
+      cpus.insert(near.begin(), near.end());
+      if (d.numa_node >= 0) numa_nodes.insert(d.numa_node);
+    }
+    launch.cpus = FormatCpuList(cpus);
+    launch.numa_nodes = FormatCpuList(numa_nodes);
     launch.vendor = assignment.vendor;
     // A job placed across vendors without declared groups has one group per vendor.
     launch.group = across_vendors && assignment.group.empty() ? std::string(VendorName(assignment.vendor)) : assignment.group;
