@@ -16,6 +16,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "src/agent/job_cgroup.h"
 
 namespace hetpool::agent {
 namespace {
@@ -34,7 +35,7 @@ int64_t MonotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// The watchdog process: no allocation-heavy library code beyond std::set, no threads, no gRPC.
+// The watchdog process: no threads, no gRPC (a forked copy of the agent before any thread).
 // Drops groups that no longer exist, so that a process group id the kernel hands out again
 // later is never taken for one of ours.
 void ForgetDeadGroups(std::set<pid_t>& groups) {
@@ -57,9 +58,13 @@ void ForgetDeadGroups(std::set<pid_t>& groups) {
     // Past the deadline, or the agent gone before it ever had one: nothing vouches for the jobs.
     if (now >= deadline || (!agent_alive && deadline == INT64_MAX)) {
       for (pid_t pgid : groups) {
+        // First what the group's leader shares a job cgroup with (whatever left the group), while
+        // the leader still shows which cgroup that is; then the group. No wait for the cgroup to
+        // empty: every group is due now (the frozen agent's zombies would keep it listed).
+        const bool in_cgroup = KillJobCgroupOf(pgid, absl::ZeroDuration()).status().code() != absl::StatusCode::kNotFound;
         killpg(pgid, SIGKILL);
-        std::fprintf(stderr, "hetpool-fence: the agent did not renew its fence in time: killed process group %d\n",
-                     static_cast<int>(pgid));
+        std::fprintf(stderr, "hetpool-fence: the agent did not renew its fence in time: killed process group %d%s\n",
+                     static_cast<int>(pgid), in_cgroup ? " and everything in its job cgroup" : "");
       }
       groups.clear();
       deadline = INT64_MAX;

@@ -1,6 +1,7 @@
 // The fence that holds when the agent cannot: a small process forked at agent start, before any
 // thread, that knows every job process group and a deadline the agent renews each time a daemon
-// answers. Past the deadline it kills every group it knows, whether the agent is cut off,
+// answers. Past the deadline it kills every group it knows (and, with confinement, everything in
+// each group leader's job cgroup: what left the group too), whether the agent is cut off,
 // frozen (SIGSTOP, a stuck syscall) or dead (SIGKILL): the daemon gives a lost node's jobs to
 // other nodes only after that same deadline has passed (its lease plus the orphan grace), so
 // two generations of a job never run at once. Like Slurm's slurmstepd, it outlives its parent.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -487,6 +489,29 @@ absl::StatusOr<DeviceNumber> DeviceNumberOf(const std::string& path) {
 
 void JobCgroup::SignalAll(int signal) const {
   for (pid_t pid : Processes()) kill(pid, signal);
+}
+
+absl::StatusOr<int> KillJobCgroupOf(pid_t pid, absl::Duration patience) {
+  const CgroupMounts mounts = ParseCgroupMounts(ReadControl("/proc/self/mounts"));
+  const std::string top = absl::StrCat("/", kTop, "/");
+  for (absl::string_view line : absl::StrSplit(ReadControl(absl::StrCat("/proc/", pid, "/cgroup")), '\n',
+                                               absl::SkipEmpty())) {
+    // "7:freezer:/hetpool/node-a-1f2e3d4c/job-000001-g1" (v1) or "0::/hetpool/..." (v2)
+    const std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3 || !absl::StartsWith(f[2], top)) continue;
+    const std::vector<std::string> controllers = absl::StrSplit(f[1], ',');
+    const std::string relative = f[2].substr(1);
+    if (f[1].empty() && !mounts.v2.empty()) {
+      CgroupV2Job job(fs::path(mounts.v2) / relative, {}, false);
+      return job.KillAll(patience);
+    }
+    if (std::find(controllers.begin(), controllers.end(), "freezer") != controllers.end() &&
+        mounts.v1.contains("freezer")) {
+      CgroupV1Job job({{"freezer", fs::path(mounts.v1.at("freezer")) / relative}}, {}, false);
+      return job.KillAll(patience);
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("process ", pid, " is in no job cgroup"));
 }
 
 absl::StatusOr<std::unique_ptr<Confinement>> OpenCgroupV2(const std::string& root, const ConfinementOptions& options) {

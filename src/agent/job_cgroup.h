@@ -123,6 +123,12 @@ class Confinement {
   virtual absl::Status Close() = 0;
 };
 
+// For the fence watchdog, which knows job process groups, not cgroups: SIGKILLs everything in
+// the job cgroup (one under hetpool/, v1's freezer or v2's) that `pid` is in, and waits at most
+// `patience` until it is empty. Returns how many were killed (DEADLINE_EXCEEDED while some are
+// still listed, a zombie whose parent is frozen say); NOT_FOUND when `pid` is in none.
+absl::StatusOr<int> KillJobCgroupOf(pid_t pid, absl::Duration patience);
+
 // Exposed for tests: the v2 implementation rooted at `root` (a cgroup2 mount, or a directory
 // shaped like one).
 absl::StatusOr<std::unique_ptr<Confinement>> OpenCgroupV2(const std::string& root, const ConfinementOptions& options);

@@ -476,7 +476,9 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
       report_now = true;
     } else if (held_orders_) {
       const pb::Orders again = *held_orders_;  // Reconcile replaces held_orders_
+      const size_t held_before = held_.size();
       Reconcile(again);
+      report_now = held_.size() != held_before;  // one started: the daemon hears it now
     }
     report_now |= runner_.Poll();
     report_now |= PushLogs();

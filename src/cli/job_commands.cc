@@ -159,6 +159,10 @@ void PrintJobDetail(const pb::Job& job) {
     std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
     for (const auto& [k, v] : env) std::cout << " " << k << "=" << v;
     std::cout << "\n";
+    if (!plan.cpus().empty()) {
+      std::cout << "  near its cards: cores " << plan.cpus()
+                << (plan.numa_nodes().empty() ? "" : absl::StrCat(", NUMA node(s) ", plan.numa_nodes())) << "\n";
+    }
   }
   std::cout << "events:\n";
   for (const auto& e : job.events()) {

@@ -1,8 +1,11 @@
 // Confinement (issue 41), with real agents on this machine's cgroups: what a job starts does
-// not outlive it, its memory ask is the kernel's limit, and another card's device file is shut
-// to it. Skipped, saying why, where the agent cannot confine (not root, no writable cgroups).
+// not outlive it (success, cancel, preemption), its memory ask is the kernel's limit, another
+// card's device file is shut to it and it runs on its cards' cores, two users' jobs see neither
+// the other's environment nor its /tmp, and a shared account serves one user at a time.
+// Skipped, saying why, where the agent cannot confine (not root, no writable cgroups).
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -117,8 +120,9 @@ TEST(Confinement, AJobOverItsMemoryAskFailsNamingMemoryWhileItsNeighbourRuns) {
 }
 
 // The inventory names a stand-in device file for each card (made here with mknod, numbered as
-// harmless kernel devices): a job opens its own card's and none of the others'.
-TEST(Confinement, AJobCannotOpenAnotherCardsDeviceFile) {
+// harmless kernel devices) and the cores near it: a job opens its own card's file and none of
+// the others', and runs on its card's cores, which the launch plan shows.
+TEST(Confinement, AJobOpensOnlyItsOwnCardsDeviceFileAndRunsOnItsCardsCores) {
   TestCluster cluster(OneNode());
   if (geteuid() != 0) GTEST_SKIP() << "not root: no mknod, no cgroups";
   const std::string dev = cluster.dir() + "/dev";
@@ -127,18 +131,23 @@ TEST(Confinement, AJobCannotOpenAnotherCardsDeviceFile) {
   // full, random, kmsg, zero: their numbers under other names, none of which torchrun opens
   // (/dev/urandom is: denying it stops the job before it runs).
   const unsigned minors[] = {7, 8, 11, 5};
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   ASSERT_LE(inventory["devices"].size(), 4u);
   for (size_t i = 0; i < inventory["devices"].size(); ++i) {
     const std::string file = absl::StrCat(dev, "/card", inventory["devices"][i].value("index", static_cast<int>(i)));
     ASSERT_EQ(mknod(file.c_str(), S_IFCHR | 0666, makedev(1, minors[i])), 0) << file << ": " << std::strerror(errno);
     inventory["devices"][i]["device_nodes"] = {file};
+    inventory["devices"][i]["local_cpus"] = std::to_string(i % cores);
   }
   std::ofstream(cluster.InventoryPath(0)) << inventory.dump(2);
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
-  auto job = cluster.Submit(ShellJob(cluster, absl::StrCat("for f in ", dev, "/card*; do if (: < $f) 2>/dev/null; then ",
-                                                           "echo \"opened $f\"; else echo \"denied $f\"; fi; done; ",
-                                                           "echo \"visible $CUDA_VISIBLE_DEVICES\"")));
+  pb::JobSpec spec = ShellJob(cluster, absl::StrCat("for f in ", dev, "/card*; do if (: < $f) 2>/dev/null; then ",
+                                                   "echo \"opened $f\"; else echo \"denied $f\"; fi; done; ",
+                                                   "grep Cpus_allowed_list /proc/self/status; ",
+                                                   "echo \"visible $CUDA_VISIBLE_DEVICES\""));
+  spec.mutable_requirements()->add_vendors("nvidia");  // cards 0 and 1: their index is their file's
+  auto job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
   ASSERT_TRUE(done.ok()) << done.status();
@@ -157,6 +166,15 @@ TEST(Confinement, AJobCannotOpenAnotherCardsDeviceFile) {
   }
   EXPECT_EQ(opened, 1) << *logs;
   EXPECT_EQ(denied, static_cast<int>(inventory["devices"].size()) - 1) << *logs;
+  // Its card's cores: in the plan, in `get`, and the kernel's word from inside the job.
+  const std::string near = std::to_string(std::stoi(visible) % cores);
+  EXPECT_EQ(done->launch_plan(0).cpus(), near);
+  EXPECT_NE(logs->find("Cpus_allowed_list:\t" + near + "\n"), std::string::npos) << *logs;
+  std::string shown;
+  ASSERT_EQ(cluster.RunCli({"get", job->id()}, &shown), 0) << shown;
+  EXPECT_NE(shown.find("near its cards: cores " + near), std::string::npos) << shown;
+  EXPECT_NE(shown.find("confined:    on node-a: cgroup v"), std::string::npos) << shown;
+  EXPECT_NE(shown.find(", cores " + near + ","), std::string::npos) << shown;
 }
 
 // Preemption ends a generation like a cancel: its escapes go with it, before the job that
@@ -192,6 +210,30 @@ TEST(Confinement, NothingAPreemptedJobStartedOutlivesItsGeneration) {
   std::string out;
   EXPECT_EQ(cluster.RunCli({"cancel", high->id()}, &out), 0) << out;
   EXPECT_EQ(cluster.RunCli({"cancel", low->id()}, &out), 0) << out;
+}
+
+// A frozen agent cannot end its jobs; its fence watchdog does, and with them what left their
+// process groups (the watchdog kills the group leader's whole job cgroup).
+TEST(Confinement, AFrozenAgentsFenceTakesWhatLeftTheJobsProcessGroupToo) {
+  TestCluster::Options options = OneNode();
+  options.lease_ttl = absl::Seconds(3);
+  options.orphan_grace = absl::Seconds(3);
+  TestCluster cluster(options);
+  ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
+  if (IsSkipped()) return;
+  auto job = cluster.Submit(ShellJob(cluster, absl::StrCat(kEscapes, "exec sleep 600")));
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  ASSERT_GE(cluster.WaitForJobProcesses(job->id(), 5, absl::Seconds(30)).size(), 5u);
+  cluster.SignalAgent(0, SIGSTOP);  // it can neither answer nor fence; its watchdog is another process
+  const bool fenced = NoneLeft(cluster, job->id(), absl::Seconds(60));
+  const size_t left = cluster.JobProcesses(job->id()).size();
+  cluster.SignalAgent(0, SIGCONT);
+  EXPECT_TRUE(fenced) << left << " left\n" << cluster.AgentLog(0);
+  const std::string said = "and everything in its job cgroup";
+  EXPECT_TRUE(cluster.WaitFor(job->id(), [&](const pb::Job&) {
+    return cluster.AgentLog(0).find(said) != std::string::npos;
+  }, absl::Seconds(30)).ok()) << cluster.AgentLog(0);
 }
 
 // An agent whose job dirs leave /tmp out, running each user's jobs as a uid of their own.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -229,22 +230,54 @@ void ExpectEscapesKilled(Confinement& confinement) {
   EXPECT_TRUE((*job)->Remove().ok());
 }
 
-TEST(CgroupV1Real, KillsWhatEscapedTheProcessGroup) {
+// What the fence watchdog does, knowing only a group leader's pid: everything in the leader's
+// job cgroup is killed, the escapes too.
+void ExpectTheLeadersCgroupKilled(Confinement& confinement) {
+  auto job = confinement.Create("fenced-g1", {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  Waiting child = StartWaiting("setsid sleep 600 & ( ( sleep 600 & ) & ) ; exec sleep 600");
+  ASSERT_TRUE((*job)->Add(child.pid).ok());
+  child.Release();
+  for (absl::Time until = absl::Now() + absl::Seconds(10); (*job)->Processes().size() < 3 && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_GE((*job)->Processes().size(), 3u);
+  auto killed = KillJobCgroupOf(child.pid, absl::Seconds(10));
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_GE(*killed, 3);
+  EXPECT_TRUE((*job)->Processes().empty());
+  Reap(child.pid);
+  EXPECT_EQ(KillJobCgroupOf(getpid(), absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE((*job)->Remove().ok());
+}
+
+// Runs `check` on this machine's cgroups of `version`, then closes them; skips, saying why,
+// where none is writable.
+void OnRealCgroups(CgroupVersion version, const std::function<void(Confinement&)>& check) {
   std::string skip;
-  auto confinement = OpenReal(CgroupVersion::kV1, "no writable cgroup v1 here", &skip);
+  auto confinement = OpenReal(version, version == CgroupVersion::kV1 ? "no writable cgroup v1 here"
+                                                                     : "no writable cgroup v2 here", &skip);
   if (!confinement) GTEST_SKIP() << skip;
-  ExpectEscapesKilled(*confinement);
-  EXPECT_EQ(confinement->StopLeftovers(), 0);
+  check(*confinement);
   EXPECT_TRUE(confinement->Close().ok());
 }
 
-TEST(CgroupV2Real, KillsWhatEscapedTheProcessGroup) {
-  std::string skip;
-  auto confinement = OpenReal(CgroupVersion::kV2, "no writable cgroup v2 here", &skip);
-  if (!confinement) GTEST_SKIP() << skip;
-  ExpectEscapesKilled(*confinement);
-  EXPECT_TRUE(confinement->Close().ok());
+TEST(CgroupV1Real, TheFenceKillsTheGroupLeadersWholeCgroup) {
+  OnRealCgroups(CgroupVersion::kV1, ExpectTheLeadersCgroupKilled);
 }
+
+TEST(CgroupV2Real, TheFenceKillsTheGroupLeadersWholeCgroup) {
+  OnRealCgroups(CgroupVersion::kV2, ExpectTheLeadersCgroupKilled);
+}
+
+TEST(CgroupV1Real, KillsWhatEscapedTheProcessGroup) {
+  OnRealCgroups(CgroupVersion::kV1, [](Confinement& confinement) {
+    ExpectEscapesKilled(confinement);
+    EXPECT_EQ(confinement.StopLeftovers(), 0);
+  });
+}
+
+TEST(CgroupV2Real, KillsWhatEscapedTheProcessGroup) { OnRealCgroups(CgroupVersion::kV2, ExpectEscapesKilled); }
 
 // The limit is the kernel's: 200 MiB against 64 MiB is killed by the OOM killer, and it says so.
 TEST(CgroupV1Real, AJobOverItsMemoryIsKilledAndTheOomKillIsCounted) {
