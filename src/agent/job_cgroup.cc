@@ -167,9 +167,14 @@ class CgroupV2 : public Confinement {
  public:
   CgroupV2(fs::path root, fs::path parent, std::set<std::string> controllers)
       : root_(std::move(root)), parent_(std::move(parent)), controllers_(std::move(controllers)) {}
-  // Whether device programs can be attached here: tried once at start on the agent's cgroup
-  // (a program that allows everything, so it changes nothing).
-  void ProbeDevices() { devices_enforced_ = AttachDeviceDenyList(parent_.string(), {}).ok(); }
+  // Whether device programs can be attached here: tried once at start on a cgroup made for it
+  // and removed (which detaches the program), so that restarts leave no program behind (a
+  // cgroup takes at most 64).
+  void ProbeDevices() {
+    const fs::path probe = parent_ / "device-filter-probe";
+    devices_enforced_ = MakeDir(probe).ok() && AttachDeviceDenyList(probe.string(), {}).ok();
+    RemoveDir(probe).IgnoreError();
+  }
 
   CgroupVersion version() const override { return CgroupVersion::kV2; }
   std::string Describe() const override {
