@@ -79,10 +79,11 @@ TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {
   EXPECT_TRUE(cluster.JobProcesses(done->id()).empty());
   const pb::JobEvent* strays = FindEvent(*finished, "StraysKilled");
   ASSERT_NE(strays, nullptr) << finished->DebugString();
-  // "node node-a: 3 process(es) the job left running ...": the three sleeps at least (a subshell
-  // of the double fork may still have been on its way out).
+  // "node node-a: 3 process(es) the job left running ...": the two setsid escapes at least. The
+  // double fork's sleep stays in the job's process group, so the group's SIGTERM may take it
+  // before the cgroup is swept (CI under the sanitizers counted 2).
   const size_t count_at = strays->message().find(": ") + 2;
-  EXPECT_GE(std::atoi(strays->message().c_str() + count_at), 3) << strays->message();
+  EXPECT_GE(std::atoi(strays->message().c_str() + count_at), 2) << strays->message();
   EXPECT_NE(strays->message().find("process(es) the job left running"), std::string::npos) << strays->message();
   EXPECT_NE(finished->placement(0).confinement().find("cgroup v"), std::string::npos);
 
