@@ -3,7 +3,7 @@
 #   tests/run.sh                 unit + integration tests
 #   tests/run.sh --sanitize      the same, built with AddressSanitizer + UndefinedBehaviorSanitizer
 #                                (in build-asan/; any report fails the test that triggered it)
-#   --build-only                 install and build, run nothing (.ci/run overlaps steps with it)
+#   --build-only                 install and build, run nothing
 #   --tests-only                 run the tests of a build made before
 #   BUILD_DIR=out tests/run.sh   build elsewhere; HETPOOL_BUILD_JOBS=1 builds with one job
 set -euo pipefail
