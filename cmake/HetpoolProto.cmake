@@ -23,6 +23,8 @@ function(hetpool_proto_library name)
     list(APPEND gen_srcs ${out}.pb.cc ${out}.grpc.pb.cc)
   endforeach()
   add_library(${name} STATIC ${gen_srcs})
+  # protoc's output defines the same file-level names in every .pb.cc: never batched.
+  set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
   target_include_directories(${name} SYSTEM PUBLIC ${gen_dir})
   target_link_libraries(${name} PUBLIC hetpool_request_parsing protobuf::libprotobuf gRPC::grpc++)
 endfunction()

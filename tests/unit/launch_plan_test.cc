@@ -55,7 +55,7 @@ TEST(LaunchPlan, TorchrunArgvForRankZeroAndOthers) {
   const std::vector<std::string> expected0 = {
       "/usr/bin/torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "0",
       "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1:29501", "--rdzv_id", "job-000042",
-      "--rdzv_conf", "is_host=1", "--max_restarts", "0", "--redirects", "1", "--tee", "1",
+      "--rdzv_conf", "is_host=1", "--max_restarts", "0", "--monitor_interval", "0.1", "--redirects", "1", "--tee", "1",
       "--log_dir", "/var/lib/agent-node-a/jobs/job-000042/g3/torchrun", "train.py", "--lr", "0.1"};
   EXPECT_EQ(Argv((*plans)[0]), expected0);
   const auto argv1 = Argv((*plans)[1]);
