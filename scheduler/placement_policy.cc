@@ -86,7 +86,7 @@ void TakeOnViews(const PlacementRequest& request, const Placement& placement, st
 }
 
 bool Available(const PlacementRequest& request, const DeviceView& view) {
-  if (!view.device->healthy) return false;
+  if (!view.device->Placeable()) return false;
   if (!request.Fractional()) return view.free;
   return view.milli_free >= request.device_milli && view.memory_free_mib >= MemoryHeld(request, *view.device);
 }
@@ -129,6 +129,7 @@ uint64_t ContentGeneration(const NodeView& view) {
     h.Add(d.fingerprint);
     h.Add(d.model);
     h.Add(d.health_message);
+    h.Add(d.dirty);
     h.Add(static_cast<uint64_t>(d.vendor) | static_cast<uint64_t>(d.healthy) << 8 | static_cast<uint64_t>(dv.free) << 9 |
           static_cast<uint64_t>(dv.held) << 10);
     h.Add(d.memory_mib);

@@ -44,6 +44,15 @@ typedef struct nvmlUtilization_st {
   unsigned int memory;
 } nvmlUtilization_t;
 
+// nvmlProcessInfo_v2_t, which the _v3 process queries fill (nvml.h names it nvmlProcessInfo_t).
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes; NVML_VALUE_NOT_AVAILABLE when it cannot tell
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+
 typedef int nvmlEnableState_t;  // NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
 typedef int nvmlGpuTopologyLevel_t;
 enum : int {
@@ -80,7 +89,8 @@ enum : unsigned { NVML_NVLINK_MAX_LINKS = 18, NVML_DEVICE_UUID_V2_BUFFER_SIZE = 
   X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t*))                \
   X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t, (nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t*)) \
   X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlEnableState_t*))       \
-  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlPciInfo_t*))
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlPciInfo_t*))       \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t, (nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*))
 
 HETPOOL_NVML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_NVML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

@@ -44,6 +44,28 @@ std::string NvmlBackend::Error(nvmlReturn_t rc) const {
   return text ? text : absl::StrCat("NVML error ", rc);
 }
 
+std::vector<CardProcess> NvmlBackend::ComputeProcesses(nvmlDevice_t handle) const {
+  // The list can grow between the size query and the read: ask again with the larger count.
+  std::vector<nvmlProcessInfo_t> infos(8);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned int count = static_cast<unsigned int>(infos.size());
+    const nvmlReturn_t rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos.data());
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      infos.resize(count + 8);
+      continue;
+    }
+    // Not supported (or no permission): the card's holders are unknown, not absent.
+    if (rc != NVML_SUCCESS) return {};
+    std::vector<CardProcess> out;
+    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+      const unsigned long long used = infos[i].usedGpuMemory;
+      out.push_back({static_cast<int>(infos[i].pid), used == NVML_VALUE_NOT_AVAILABLE ? 0 : used >> 20, ""});
+    }
+    return out;
+  }
+  return {};
+}
+
 absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
   unsigned int count = 0;
   if (nvmlReturn_t rc = nvml_.nvmlDeviceGetCount_v2(&count); rc != NVML_SUCCESS) {
@@ -129,6 +151,7 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
     if (nvml_.nvmlDeviceGetUtilizationRates && nvml_.nvmlDeviceGetUtilizationRates(handle, &util) == NVML_SUCCESS) {
       d.utilization_percent = static_cast<int>(util.gpu);
     }
+    if (nvml_.nvmlDeviceGetComputeRunningProcesses_v3) d.processes = ComputeProcesses(handle);
     devices.push_back(std::move(d));
     handles.push_back(handle);
   }

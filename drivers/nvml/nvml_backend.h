@@ -27,6 +27,9 @@ class NvmlBackend : public DeviceBackend {
   };
   NvmlBackend(std::unique_ptr<DynamicLibrary> lib, EntryPoints t) : lib_(std::move(lib)), nvml_(t) {}
   std::string Error(nvmlReturn_t rc) const;
+  // The processes holding the card (nvmlDeviceGetComputeRunningProcesses_v3); empty when NVML
+  // cannot tell.
+  std::vector<CardProcess> ComputeProcesses(nvmlDevice_t handle) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints nvml_;

@@ -45,6 +45,13 @@ struct Capability {
   std::string spec_source;                       // which spec-table entry filled the figures
 };
 
+// A process the vendor library says holds memory on a card (NVML's compute processes).
+struct CardProcess {
+  int pid = 0;
+  uint64_t memory_mib = 0;  // 0 when the library cannot tell
+  std::string owner;        // filled by the agent: "job-000007 g1", "" for none of its jobs
+};
+
 struct DeviceRecord {
   std::string id;    // node-local: "<vendor><index>"
   int index = 0;     // vendor enumeration index, used in visibility variables
@@ -68,6 +75,15 @@ struct DeviceRecord {
   std::vector<Link> links;
   Capability capability;
   std::string fingerprint;       // short stable id of (vendor, model, arch, memory, precisions, versions)
+  // Who holds the card now, where the vendor library can tell (empty otherwise).
+  std::vector<CardProcess> processes;
+  // Non-empty when a process that belongs to none of the node's jobs holds the card, in words
+  // ("pid 4242 (uid 0, python3) holds 2,658 MiB"): the agent says so, and the scheduler places
+  // nothing on the card until it is gone.
+  std::string dirty;
+
+  // Whether the scheduler may give the card to a job.
+  bool Placeable() const { return healthy && dirty.empty(); }
 };
 
 struct NodeInventory {

@@ -81,9 +81,9 @@ const Framework::NodeSummary& Framework::Summarise(size_t index, const NodeView&
 
 uint32_t Framework::ClassOf(const NodeView& node, const DeviceView& dv) {
   const DeviceRecord& d = *dv.device;
-  DeviceClassKey key{d.fingerprint, d.model, d.health_message,
+  DeviceClassKey key{d.fingerprint, d.model, d.healthy ? d.dirty : d.health_message,
                      d.fingerprint.empty() ? absl::StrCat(node.name, "/", d.id) : std::string(),
-                     static_cast<int>(d.vendor), d.healthy, dv.free, dv.held, dv.milli_free, d.memory_mib, dv.memory_free_mib};
+                     static_cast<int>(d.vendor), d.Placeable(), dv.free, dv.held, dv.milli_free, d.memory_mib, dv.memory_free_mib};
   auto [it, added] = class_ids_.emplace(std::move(key), static_cast<uint32_t>(class_vendor_.size()));
   if (added) class_vendor_.push_back(d.vendor);
   return it->second;

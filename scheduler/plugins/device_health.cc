@@ -1,4 +1,5 @@
-// Filter DeviceHealth: the vendor library reports the card healthy (it may recover: waiting).
+// Filter DeviceHealth: the vendor library reports the card healthy, and no process of none of the
+// node's jobs holds it (the agent's `dirty`); either may change: waiting.
 #include "scheduler/plugins/factories.h"
 
 namespace hetpool::scheduler::plugins {
@@ -8,8 +9,9 @@ class DeviceHealth final : public DeviceFilterPlugin {
  public:
   absl::string_view Name() const override { return "DeviceHealth"; }
   std::optional<FilterVerdict> FilterDevice(CycleState&, const NodeView&, const DeviceView& dv) override {
-    if (dv.device->healthy) return std::nullopt;
-    return FilterVerdict{Rejection::kWaiting, dv.device->health_message};
+    if (dv.device->Placeable()) return std::nullopt;
+    if (!dv.device->healthy) return FilterVerdict{Rejection::kWaiting, dv.device->health_message};
+    return FilterVerdict{Rejection::kWaiting, "dirty: " + dv.device->dirty};
   }
 };
 

@@ -55,7 +55,7 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
       // A CPU job strands the GPUs of every vendor; a device job those of its own.
       if ((c.vendor != Vendor::kCpu && dv.device->vendor != c.vendor) || before.gpus == kMaxGpusPerNode) continue;
       if (before.gpus == 0) before.model = after.model = ModelId(dv.device->model);
-      const bool usable = dv.device->healthy && (dv.free || dv.milli_free > 0);
+      const bool usable = dv.device->Placeable() && (dv.free || dv.milli_free > 0);
       const int32_t left = usable ? (dv.free ? kWholeGpuMilli : dv.milli_free) : 0;
       const size_t slot = static_cast<size_t>(before.gpus++);
       before.gpu_milli_left[slot] = left;

@@ -35,7 +35,7 @@ class TieRank final : public ScorePlugin {
 UsableMilli UsableMilliOf(const NodeView& node, Vendor vendor) {
   UsableMilli out;
   for (const DeviceView& dv : node.devices) {
-    if ((vendor != Vendor::kCpu && dv.device->vendor != vendor) || !dv.device->healthy) continue;
+    if ((vendor != Vendor::kCpu && dv.device->vendor != vendor) || !dv.device->Placeable()) continue;
     out.capacity += 1000;
     out.left += dv.free ? 1000 : dv.milli_free;
   }

@@ -8,11 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -362,6 +364,7 @@ bool Runner::Poll() {
       // with a cgroup, everything the job started, wherever it went.
       killpg(r.pid, SIGKILL);
       if (r.cgroup != nullptr) EndCgroup(key, r);
+      EndCardLeftovers(key, r);
       if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);
       if (options_.watchdog != nullptr) options_.watchdog->Forget(r.pid);
       spdlog::info("job {} g{}: pid {} exited with code {}", key.first, key.second, r.pid, r.exit_code);
@@ -396,6 +399,46 @@ void Runner::EndCgroup(const Key& key, ProcessRecord& r) {
   // The kernel killed a process at the limit: the job's exit is that, whatever torchrun says.
   if (cgroup->OomKills() > 0 && cgroup->limits().memory_mib > 0) r.out_of_memory_mib = cgroup->limits().memory_mib;
   if (!killed.ok() || !cgroup->Remove().ok()) undead_.push_back(Undead{std::move(cgroup), r.spec});
+}
+
+namespace {
+
+// The job's own account, when it has one (root and the agent's account are everybody's).
+std::optional<uid_t> OwnAccount(const LaunchSpec& spec) {
+  if (!spec.run_as.switch_user || spec.run_as.uid == 0) return std::nullopt;
+  return spec.run_as.uid;
+}
+
+}  // namespace
+
+std::vector<JobOwnership> Runner::RunningJobs() const {
+  std::vector<JobOwnership> jobs;
+  for (const auto& [key, r] : records_) {
+    if (r.exited || r.pid <= 0) continue;
+    JobOwnership job{absl::StrCat(key.first, " g", key.second), r.pid, {}, OwnAccount(r.spec), r.spec.device_ids};
+    if (r.cgroup != nullptr) {
+      for (pid_t pid : r.cgroup->Processes()) job.cgroup_members.insert(pid);
+    }
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+void Runner::EndCardLeftovers(const Key& key, ProcessRecord& r) {
+  if (!options_.card_processes || r.spec.device_ids.empty() || !OwnAccount(r.spec)) return;
+  // Its process group was killed already: only what left the group is looked for, by account.
+  const std::vector<JobOwnership> ended = {
+      JobOwnership{absl::StrCat(key.first, " g", key.second), 0, {}, OwnAccount(r.spec), r.spec.device_ids}};
+  const std::vector<JobOwnership> running = RunningJobs();
+  for (const auto& [device_id, process] : options_.card_processes()) {
+    if (std::find(r.spec.device_ids.begin(), r.spec.device_ids.end(), device_id) == r.spec.device_ids.end()) continue;
+    const ProcessFacts facts = ReadProcessFacts(process.pid);
+    if (OwnerOf(process.pid, facts, device_id, running) != nullptr) continue;  // a running job's
+    if (OwnerOf(process.pid, facts, device_id, ended) == nullptr) continue;    // a stranger: the card is dirty
+    if (!KillIfStill(process.pid, facts)) continue;
+    r.card_leftovers.push_back(absl::StrCat(DescribeHolder(process, facts), " of ", device_id));
+    spdlog::warn("job {} g{}: killed {}, left on its card", key.first, key.second, r.card_leftovers.back());
+  }
 }
 
 std::string Runner::UidHolder(uid_t uid, const std::string& user) const {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/agent/card_holders.h"
 #include "src/agent/fence_watchdog.h"
 #include "src/agent/job_cgroup.h"
 #include "src/agent/job_sandbox.h"
@@ -78,6 +80,9 @@ struct ProcessRecord {
   std::string confinement;
   int strays_killed = 0;
   uint64_t out_of_memory_mib = 0;
+  // Processes of the job's account still holding its cards after it ended, which the agent
+  // killed: "pid 4242 (uid 61184, python3) holds 2658 MiB of nvidia0".
+  std::vector<std::string> card_leftovers;
 };
 
 // "output written from 19:20:01 to 19:21:30 UTC is lost: /var/lib/x had no space left", or ""
@@ -91,6 +96,9 @@ struct RunnerOptions {
   ProcessLedger* ledger = nullptr;  // records started groups on disk, when set
   FenceWatchdog* watchdog = nullptr;  // kills the groups if the agent stops renewing, when set
   Confinement* confinement = nullptr;  // a cgroup per generation, when set
+  // Every process the vendor libraries list on the node's cards, by device id (empty where no
+  // library can tell); when set, what a job leaves on its cards is ended at its exit.
+  std::function<std::vector<std::pair<std::string, CardProcess>>()> card_processes;
 };
 
 class Runner {
@@ -118,6 +126,8 @@ class Runner {
   // operator's --run-as-map may send several users to one account). Root is not guarded.
   std::string UidHolder(uid_t uid, const std::string& user) const;
   bool Empty() const { return records_.empty(); }  // nothing left to run or to report
+  // The generations still running, for telling whose a process on a card is.
+  std::vector<JobOwnership> RunningJobs() const;
 
  private:
   // Notes when the filesystem under each running job's log fills and frees (ProcessRecord::
@@ -126,6 +136,10 @@ class Runner {
   // After torchrun exited: kills what is left in the generation's cgroup (counted as strays),
   // notes an OOM kill, and removes the cgroup; one that will not empty is retried next Poll.
   void EndCgroup(const Key& key, ProcessRecord& r);
+  // After torchrun exited: kills the processes of the job's own account that still hold its
+  // cards (they left its process group and, unconfined, nothing else found them), unless a
+  // running job of the same account owns them.
+  void EndCardLeftovers(const Key& key, ProcessRecord& r);
   struct Undead {
     std::shared_ptr<JobCgroup> cgroup;
     LaunchSpec spec;  // whose it was

@@ -11,11 +11,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "drivers/backend_factory.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/security/credentials.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/card_holders.h"
 #include "src/agent/daemon_channel.h"
 #include "src/agent/job_limits.h"
 #include "src/common/convert.h"
@@ -83,8 +85,12 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
     : options_(std::move(options)),
       backends_(std::move(backends)),
       ledger_(options_.work_dir + "/process-groups", options_.work_dir),
-      runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog, options_.confinement}) {
-  for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
+      runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog, options_.confinement,
+                            [this] { return CardProcesses(); }}) {
+  for (const auto& b : backends_) {
+    simulated_ = simulated_ || b->Simulated();
+    lists_card_processes_ = lists_card_processes_ || !b->Simulated();
+  }
   if (options_.confinement != nullptr && geteuid() == 0) {
     // A job dir that holds /tmp (/tmp itself, or /) means jobs work in the host's /tmp: hiding
     // it would hide their files.
@@ -102,7 +108,9 @@ Session::~Session() = default;
 absl::StatusOr<pb::NodeInventory> Session::Inventory() {
   auto inventory = drivers::CollectInventory(backends_, options_.collect);
   if (!inventory.ok()) return inventory.status();
-  pb::NodeInventory proto = ToProto(tracker_.Update(*std::move(inventory)));
+  NodeInventory tracked = tracker_.Update(*std::move(inventory));
+  AttributeCardProcesses(tracked.devices, runner_.RunningJobs());
+  pb::NodeInventory proto = ToProto(tracked);
   int running = 0;
   for (const auto& [key, record] : runner_.records()) running += record.exited ? 0 : 1;
   absl::MutexLock lock(&telemetry_mu_);
@@ -110,6 +118,32 @@ absl::StatusOr<pb::NodeInventory> Session::Inventory() {
   telemetry_.job_processes = running;
   telemetry_.registered = !session_id_.empty();
   return proto;
+}
+
+std::vector<std::pair<std::string, CardProcess>> Session::CardProcesses() {
+  std::vector<std::pair<std::string, CardProcess>> out;
+  if (!lists_card_processes_) return out;
+  auto inventory = drivers::CollectInventory(backends_, options_.collect);
+  if (!inventory.ok()) return out;
+  for (const auto& d : tracker_.Update(*std::move(inventory)).devices) {
+    for (const auto& p : d.processes) out.emplace_back(d.id, p);
+  }
+  return out;
+}
+
+std::string Session::DirtyCards(const std::vector<std::string>& device_ids) {
+  std::vector<DeviceRecord> cards;
+  for (const auto& id : device_ids) cards.push_back(DeviceRecord{.id = id});
+  for (auto& [id, process] : CardProcesses()) {
+    auto card = std::find_if(cards.begin(), cards.end(), [&](const DeviceRecord& d) { return d.id == id; });
+    if (card != cards.end()) card->processes.push_back(process);
+  }
+  AttributeCardProcesses(cards, runner_.RunningJobs());
+  std::vector<std::string> dirty;
+  for (const auto& card : cards) {
+    if (!card.dirty.empty()) dirty.push_back(absl::StrCat(card.id, ": ", card.dirty));
+  }
+  return absl::StrJoin(dirty, "; ");
 }
 
 NodeTelemetry Session::Telemetry() const {
@@ -330,6 +364,15 @@ void Session::Reconcile(const pb::Orders& orders) {
       held[key] = HeldLaunch{why, spec.device_ids};
       continue;
     }
+    // Placed on a card a stranger holds (since the last inventory): wait for it to be clean.
+    if (const std::string dirt = DirtyCards(spec.device_ids); spec.refused.empty() && !dirt.empty()) {
+      const std::string why = absl::StrCat("a card is held by a process of no job: ", dirt);
+      if (!held_.contains(key) || held_[key].why != why) {
+        spdlog::warn("job {} g{}: waits: {}", key.first, key.second, why);
+      }
+      held[key] = HeldLaunch{why, spec.device_ids};
+      continue;
+    }
     runner_.Start(spec);
   }
   held_ = std::move(held);
@@ -428,6 +471,7 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
     s->set_output_lost(OutputLost(r));
     s->set_confinement(r.confinement);
     s->set_strays_killed(r.strays_killed);
+    for (const auto& leftover : r.card_leftovers) s->add_card_leftovers(leftover);
     for (const auto& d : r.spec.device_ids) s->add_device_ids(d);
     for (int rank : r.global_ranks) s->add_global_ranks(rank);
     if (!r.launch_failure.empty() || r.torchrun_failure || r.out_of_memory_mib > 0) {

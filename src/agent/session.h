@@ -71,6 +71,12 @@ class Session {
  private:
   struct Connection;
   absl::StatusOr<hetpool::v1::NodeInventory> Inventory();
+  // Every process the vendor libraries list on the cards now, by the cards' ids (Runner's
+  // card_processes); empty when no backend can tell.
+  std::vector<std::pair<std::string, CardProcess>> CardProcesses();
+  // "nvidia0: pid 4242 (uid 0, python3) holds 2658 MiB" for those of `device_ids` that a process
+  // of no running job holds now (card_holders.h), "" when they are clean.
+  std::string DirtyCards(const std::vector<std::string>& device_ids);
   // Registers over ChannelToServer(); on failure, `unreachable_` says whether the daemon could
   // not be reached at all (then the wait before the next try ends as soon as it can be).
   bool RegisterOnce(const hetpool::v1::NodeInventory& inventory);
@@ -105,6 +111,7 @@ class Session {
   const SessionOptions options_;
   std::vector<std::unique_ptr<drivers::DeviceBackend>> backends_;
   bool simulated_ = false;
+  bool lists_card_processes_ = false;  // a backend that is not simulated may list card processes
   ProcessLedger ledger_;  // before runner_, which records into it
   Runner runner_;
   size_t server_index_ = 0;

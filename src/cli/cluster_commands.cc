@@ -37,6 +37,9 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
   std::cout << table.Render();
   for (const auto& n : resp.nodes()) {
     if (!n.fault().empty()) std::cout << n.name() << " takes no new work: " << n.fault() << "\n";
+    for (const auto& d : n.inventory().devices()) {
+      if (!d.dirty().empty()) std::cout << n.name() << " " << d.id() << " is dirty: " << d.dirty() << "\n";
+    }
   }
   return 0;
 }
@@ -50,6 +53,13 @@ void DeclareDevices(FlagSet& flags, DevicesOptions* o) {
   flags.CompleteAs("node", ValueCompletion::kNodeName);
   flags.String("vendor", &o->vendor, "only this vendor");
   flags.Values("vendor", {"nvidia", "metax", "cambricon", "intel", "cpu"});
+}
+
+// "ok", "unhealthy: <the vendor's words>" or "dirty: pid 4242 (uid 0, python3) holds 2658 MiB".
+std::string DeviceHealthWords(const pb::Device& d) {
+  if (!d.healthy()) return "unhealthy: " + d.health_message();
+  if (!d.dirty().empty()) return "dirty: " + d.dirty();
+  return "ok";
 }
 
 int Devices(Client& client, const Invocation&, const DevicesOptions& o) {
@@ -68,7 +78,7 @@ int Devices(Client& client, const Invocation&, const DevicesOptions& o) {
     const auto& d = v.device();
     table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(),
                absl::StrCat(d.memory_mib() / 1024, " GiB"), absl::StrCat(d.numa_node()), d.pci_bus_id(),
-               d.fingerprint(), d.healthy() ? "ok" : "unhealthy: " + d.health_message(),
+               d.fingerprint(), DeviceHealthWords(d),
                v.allocated_to().empty()
                    ? "-"
                    : absl::StrCat(v.allocated_to(), " (", v.allocated_milli(), "/1000)")});

@@ -97,6 +97,9 @@ void PrintJobDetail(const pb::Job& job) {
   for (const auto& p : job.placement()) {
     if (!p.waiting().empty() && !p.started()) std::cout << "waiting:     on " << p.node() << ": " << p.waiting() << "\n";
     if (!p.confinement().empty()) std::cout << "confined:    on " << p.node() << ": " << p.confinement() << "\n";
+    for (const auto& leftover : p.card_leftovers()) {
+      std::cout << "left on card: on " << p.node() << ", killed: " << leftover << "\n";
+    }
     if (!p.output_lost().empty()) std::cout << "output lost: on " << p.node() << ": " << p.output_lost() << "\n";
   }
   if (job.preemption_count() > 0) {

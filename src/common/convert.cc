@@ -112,6 +112,13 @@ pb::Device ToProto(const DeviceRecord& d) {
   out.set_serial(d.serial);
   out.set_local_cpus(d.local_cpus);
   for (const auto& node : d.device_nodes) out.add_device_nodes(node);
+  for (const auto& p : d.processes) {
+    auto* process = out.add_processes();
+    process->set_pid(p.pid);
+    process->set_memory_mib(p.memory_mib);
+    process->set_owner(p.owner);
+  }
+  out.set_dirty(d.dirty);
   out.set_utilization_percent(d.utilization_percent);
   out.set_fingerprint(d.fingerprint);
   *out.mutable_capability() = CapabilityToProto(d.capability);
@@ -191,6 +198,8 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     r.serial = d.serial();
     r.local_cpus = d.local_cpus();
     r.device_nodes.assign(d.device_nodes().begin(), d.device_nodes().end());
+    for (const auto& p : d.processes()) r.processes.push_back({p.pid(), p.memory_mib(), p.owner()});
+    r.dirty = d.dirty();
     r.utilization_percent = d.utilization_percent();
     r.fingerprint = d.fingerprint();
     auto cap = CapabilityFromProto(d.capability());

@@ -53,6 +53,9 @@ std::unique_ptr<FakeFixture> Load() {
     for (const auto& l : d.value("links", nlohmann::json::array())) {
       dev.links.push_back({l.value("peer", -1), l.value("switch", ""), l.value("lanes", 1)});
     }
+    for (const auto& p : d.value("processes", nlohmann::json::array())) {
+      dev.processes.emplace_back(p.value("pid", 0), p.value("used_memory_mib", 0ull));
+    }
     fixture->devices.push_back(std::move(dev));
   }
   return fixture;

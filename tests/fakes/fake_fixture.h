@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hetpool::fakes {
@@ -26,6 +27,8 @@ struct FakeDevice {
   int socket = 0;
   std::vector<FakeLink> links;
   bool removed = false;
+  // Processes holding the card: (pid, MiB); a test rewrites the fixture to change them.
+  std::vector<std::pair<int, uint64_t>> processes;
 };
 
 struct FakeFixture {

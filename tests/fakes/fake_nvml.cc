@@ -151,6 +151,20 @@ EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* 
   return NVML_SUCCESS;
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                             nvmlProcessInfo_t* infos) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d); rc != NVML_SUCCESS) return rc;
+  // NVML's contract: too small a buffer gets the count needed and INSUFFICIENT_SIZE.
+  const unsigned int have = *count;
+  *count = static_cast<unsigned int>(d->processes.size());
+  if (have < d->processes.size()) return NVML_ERROR_INSUFFICIENT_SIZE;
+  for (size_t i = 0; i < d->processes.size(); ++i) {
+    infos[i] = nvmlProcessInfo_t{static_cast<unsigned int>(d->processes[i].first), d->processes[i].second << 20, 0, 0};
+  }
+  return NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
   FakeDevice* d = nullptr;
   if (nvmlReturn_t rc = Check(device, &d)) return rc;

@@ -2,12 +2,16 @@
 // the vendor's error string; a card that falls off the bus disappears from the backend and turns
 // unhealthy in the tracked inventory; an incomplete library fails its backend only; a missing one
 // means "no devices of that vendor".
+#include <fstream>
+
 #include "drivers/collectives/collective_probe.h"
 #include "drivers/inventory_json.h"
 #include "drivers/inventory_tracker.h"
 #include "drivers/nvml/nvml_abi.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/fake_vendor.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -27,6 +31,28 @@ TEST(BackendFaults, FailingCallMarksOnlyThatDeviceUnhealthyWithTheVendorError) {
   EXPECT_EQ((*devices)[0].health_message, "nvmlDeviceGetUUID: GPU is lost");
   for (size_t i = 1; i < devices->size(); ++i) EXPECT_TRUE((*devices)[i].healthy) << i;
   control.Reset();
+}
+
+// Issue 47, item 2: who holds each card, from nvmlDeviceGetComputeRunningProcesses_v3, however
+// many there are (more than the first buffer: NVML answers INSUFFICIENT_SIZE with the count).
+TEST(BackendFaults, NvmlListsTheProcessesHoldingEachCard) {
+  testing::TempDir dir;
+  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath("dgx-h100")));
+  for (int pid = 100; pid < 112; ++pid) fixture["devices"][1]["processes"].push_back({{"pid", pid}, {"used_memory_mib", pid}});
+  const std::string path = dir.path() + "/held.json";
+  std::ofstream(path) << fixture.dump();
+  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
+  setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
+  auto backend = testing::LoadBackend("nvml");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto devices = (*backend)->Discover();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 8u);
+  EXPECT_TRUE((*devices)[0].processes.empty());
+  ASSERT_EQ((*devices)[1].processes.size(), 12u);
+  EXPECT_EQ((*devices)[1].processes[11].pid, 111);
+  EXPECT_EQ((*devices)[1].processes[11].memory_mib, 111u);
+  EXPECT_TRUE((*devices)[1].dirty.empty());  // whose they are is the agent's to say
 }
 
 TEST(BackendFaults, FailingEnumerationIsAnErrorNotACrash) {

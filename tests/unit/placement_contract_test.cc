@@ -97,5 +97,20 @@ TEST_F(PlacementContractTest, UnhealthyDevicesAreSkipped) {
   EXPECT_EQ(p->nodes[0].node, "node-b");
 }
 
+// Issue 47, item 2: a card a process of no job holds takes no job until it is clean.
+TEST_F(PlacementContractTest, DirtyDevicesAreSkipped) {
+  a_[0].dirty = "pid 4242 (uid 0, python3) holds 2658 MiB";
+  auto two = policy_.Place({1, 2, {{Vendor::kNvidia}, {}, {}}}, Views());
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->nodes[0].node, "node-b");
+  b_[0].dirty = b_[1].dirty = a_[0].dirty;
+  auto one = policy_.Place({1, 1, {{Vendor::kNvidia}, {}, {}}}, Views());
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->nodes[0].node, "node-a");
+  EXPECT_EQ(one->nodes[0].device_ids, std::vector<std::string>{a_[1].id});
+  a_[1].dirty = a_[0].dirty;
+  EXPECT_FALSE(policy_.Place({1, 1, {{Vendor::kNvidia}, {}, {}}}, Views()).ok());
+}
+
 }  // namespace
 }  // namespace hetpool::scheduler

@@ -65,6 +65,7 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
       const CardKind& kind = snap.kinds[d.kind];
       const Key key{node, kind.vendor, kind.model, kind.fingerprint};
       const char* status = !d.healthy                ? "unhealthy"
+                           : d.dirty                 ? "dirty"
                            : !d.schedulable          ? "unschedulable"
                            : d.allocated_milli >= 1000 ? "allocated"
                            : d.allocated_milli > 0     ? "shared"
@@ -81,7 +82,7 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
       const auto& [node, vendor, model, fingerprint] = key;
       const std::map<std::string, std::string> labels = {
           {"node", node}, {"vendor", vendor}, {"model", model}, {"fingerprint", fingerprint}};
-      for (const char* status : {"allocated", "shared", "free", "unhealthy", "unschedulable"}) {
+      for (const char* status : {"allocated", "shared", "free", "unhealthy", "dirty", "unschedulable"}) {
         auto it = c.by_status.find(status);
         std::map<std::string, std::string> with_status = labels;
         with_status["status"] = status;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "src/common/convert.h"
 #include "src/common/torchrun_lines.h"
@@ -144,6 +145,20 @@ bool NoteOutputLost(JobTable& jobs, pb::Job& job, pb::NodePlacement& p, const pb
   return true;
 }
 
+// What the job left holding its cards, which the agent killed: kept on the placement (bounded:
+// the agent's words are not trusted for size) and said once in an event.
+void NoteCardLeftovers(JobTable& jobs, pb::Job& job, pb::NodePlacement& p, const pb::ProcessStatus& report) {
+  if (report.card_leftovers().empty() || !p.card_leftovers().empty()) return;
+  constexpr int kMaxLeftovers = 16;
+  for (int i = 0; i < report.card_leftovers_size() && i < kMaxLeftovers; ++i) {
+    p.add_card_leftovers(ValidUtf8(report.card_leftovers(i), kMaxAgentMessageBytes));
+  }
+  jobs.AddEvent(job, "CardLeftoversKilled",
+                absl::StrCat("node ", p.node(), ": killed what the job left holding its cards: ",
+                             absl::StrJoin(p.card_leftovers(), "; "),
+                             report.card_leftovers_size() > kMaxLeftovers ? "; ..." : ""));
+}
+
 }  // namespace
 
 absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report) {
@@ -158,6 +173,7 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
                    absl::StrCat("node ", node, ": ", report.strays_killed(),
                                 " process(es) the job left running after its torchrun exited were killed"));
   }
+  NoteCardLeftovers(jobs_, job, *p, report);
   p->set_started(true);
   p->set_exited(true);
   p->set_exit_code(report.exit_code());

@@ -49,7 +49,7 @@ DeviceAllocated AllocatedOf(const DeviceRecord& device, const DeviceHold* hold) 
 }
 
 bool GivableWhole(const DeviceRecord& device, const DeviceHold* hold, bool node_schedulable) {
-  return node_schedulable && device.healthy && FreeOf(device, hold).whole;
+  return node_schedulable && device.Placeable() && FreeOf(device, hold).whole;
 }
 
 HostFree HostFreeOf(const NodeInventory& inventory, const Claims& claims) {

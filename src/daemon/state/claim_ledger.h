@@ -102,7 +102,8 @@ struct DeviceAllocated {
 };
 DeviceAllocated AllocatedOf(const DeviceRecord& device, const DeviceHold* hold);
 
-// Whether a new whole-card job could be given the device now: healthy, nothing held, and on a
+// Whether a new whole-card job could be given the device now: healthy, held by no process of
+// another (DeviceRecord::dirty), nothing claimed, and on a
 // node that takes work (Ready, not drained). The free counts of `fingerprints` and the planner.
 bool GivableWhole(const DeviceRecord& device, const DeviceHold* hold, bool node_schedulable);
 

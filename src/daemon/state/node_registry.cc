@@ -26,9 +26,19 @@ bool SameLastingInventory(pb::NodeInventory a, pb::NodeInventory b) {
     for (auto& d : *inv->mutable_devices()) {
       d.clear_utilization_percent();
       d.clear_memory_used_mib();
+      d.clear_processes();  // who holds a card comes and goes with its jobs
+      d.clear_dirty();
     }
   }
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+// What makes a card of `inventory` dirty ("" when clean or unknown).
+std::string DirtOf(const NodeInventory& inventory, const std::string& device_id) {
+  for (const auto& d : inventory.devices) {
+    if (d.id == device_id) return d.dirty;
+  }
+  return "";
 }
 
 // Moves the inventory of `stored_row` (a node's stored record, NodeEntry::stored_row) into
@@ -173,8 +183,22 @@ void NodeRegistry::BumpOrders(NodeEntry& node) {
 bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& reported, NodeInventory parsed) {
   // Health, memory use and cards that vanished: running jobs are left alone, the scheduler
   // stops using unhealthy cards from the next cycle on.
+  // A card turning dirty or clean is not stored (the agent says it again with every report) but
+  // changes what can be placed: the scheduler looks again.
+  bool dirt_changed = false;
   for (const auto& d : parsed.devices) {
     if (!d.healthy) spdlog::warn("node {}: {} unhealthy: {}", node.record.name(), d.id, d.health_message);
+    if (DirtOf(node.inventory, d.id) == d.dirty) continue;
+    dirt_changed = true;
+    if (d.dirty.empty()) {
+      spdlog::info("node {}: {} is clean again", node.record.name(), d.id);
+    } else {
+      spdlog::warn("node {}: {} dirty: {}", node.record.name(), d.id, d.dirty);
+    }
+  }
+  if (dirt_changed) {
+    wakeups_.CapacityChanged();
+    wakeups_.Changed();
   }
   node.inventory = std::move(parsed);
   node.inventory_revision = ++last_inventory_revision_;

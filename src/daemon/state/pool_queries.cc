@@ -96,6 +96,7 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
       sample.kind = kind->second;
       sample.device = d.id;
       sample.healthy = d.healthy;
+      sample.dirty = !d.dirty.empty();
       sample.schedulable = node.schedulable();
       sample.allocated_milli = AllocatedOf(d, HoldOn(holds, d.id)).milli;
       sample.memory_mib = d.memory_mib;
@@ -131,7 +132,7 @@ GroupHoldings HoldingsByGroup(const NodeRegistry& nodes, const JobTable& jobs) {
   GroupHoldings out;
   for (const auto& [name, node] : nodes.entries()) {
     for (const auto& device : node.inventory.devices) {
-      if (device.healthy) out.capacity[CardClassOf(device)] += 1000;
+      if (device.Placeable()) out.capacity[CardClassOf(device)] += 1000;
     }
   }
   ForEachClaimedCard(nodes, jobs, [&](const pb::JobSpec& spec, const DeviceRecord& device, int64_t milli) {

@@ -25,6 +25,7 @@ struct DeviceSample {
   uint32_t kind = 0;  // index into PoolSnapshot::kinds
   std::string device;
   bool healthy = true;
+  bool dirty = false;               // a process of no job holds it (DeviceRecord::dirty)
   bool schedulable = true;          // its node is Ready and not drained
   int32_t allocated_milli = 0;      // 1000 = held whole; fractional claims add their share
   uint64_t memory_mib = 0;

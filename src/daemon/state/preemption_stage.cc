@@ -166,7 +166,7 @@ std::vector<NodeOffer> PreemptionStage::Offers(const scheduler::PlacementRequest
       }
     }
     for (const auto& dv : view.devices) {
-      if (dv.held || !dv.device->healthy) continue;
+      if (dv.held || !dv.device->Placeable()) continue;
       if (qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
       CardOffer card{dv.device->id, dv.device->vendor, dv.free, dv.milli_free, {}};
       if (auto h = holders.find(dv.device->id); h != holders.end()) card.holders = h->second;

@@ -506,7 +506,7 @@ SchedulingCycle::Reservation SchedulingCycle::ReservationFor(const scheduler::Pl
     qualify.SetNode(view.context);
     std::map<Vendor, Option> by_vendor;
     for (const auto& dv : view.devices) {
-      if (!dv.device->healthy || qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
+      if (!dv.device->Placeable() || qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
       Option& o = by_vendor[dv.device->vendor];
       o.node = view.name;
       o.devices.insert(dv.device->id);
