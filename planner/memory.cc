@@ -149,6 +149,11 @@ double BytesPer(Precision p) {
   return 4;
 }
 
+double AllocatorSlackFraction(const Workload& w, Vendor vendor) {
+  if (w.mode != Mode::kTrain || vendor == Vendor::kCpu) return 0;
+  return 0.25;
+}
+
 absl::Status Validate(const Workload& w) {
   auto positive = [](const char* field, int64_t v) -> absl::Status {
     if (v > 0) return absl::OkStatus();

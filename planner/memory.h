@@ -77,10 +77,23 @@ struct MemoryBreakdown {
   double activations = 0;  // saved for backward, or the inference workspace
   double kv_cache = 0;
   double transient = 0;    // largest short-lived buffer: logits and loss gradients, gathers
+  // What the card's caching allocator holds beyond the live tensors at the peak (set by the
+  // planner per class: AllocatorSlackFraction). Not part of Total(): Total() is what the tensors
+  // hold, which the sizing validation measures.
+  double allocator = 0;
   double Total() const { return weights + gradients + optimizer + master + activations + kv_cache + transient; }
 };
 
 double BytesPer(Precision p);  // fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5
+
+// The part of the saved activations a training step's caching allocator keeps reserved on top of
+// the live tensors at its peak. PyTorch's CUDA allocator (and the MACA and Neuware ones, which
+// follow it) keeps the blocks the backward pass frees in segments it cannot hand back or reuse
+// whole for the gradients' other sizes. Measured on an H200 (../shared/docs/H200-RUN.md): reserved
+// minus allocated peak was 0.24 and 0.26 of the estimated activations (1.1B and 3B Llama shapes),
+// 7.4-7.6 GiB where the model states differed threefold. Serving (no backward) and CPU (glibc,
+// which the sizing validation measures within 10% without it): 0.
+double AllocatorSlackFraction(const Workload& w, Vendor vendor);
 
 // Checks that the workload's fields are in range and consistent, naming the field.
 absl::Status Validate(const Workload& w);

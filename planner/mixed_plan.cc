@@ -51,20 +51,23 @@ struct StageClass {
   double layer_seconds = 0;      // one layer, one micro-batch: compute + its tensor-parallel all-reduces
   double layer_state_bytes = 0;  // per card: weights, gradients, optimizer, master of one layer
   double layer_activation_bytes = 0;  // per card, per micro-batch in flight
+  double allocator_slack = 0;    // of the activations, what the caching allocator keeps on top
   double first_extra = 0;        // input embedding's states (the first stage)
   double last_extra = 0;         // output projection's states and the logits (the last stage)
   double card_bytes = 0;
 };
 
 // Bytes one stage's card needs for `layers` layers with `in_flight` micro-batches (1F1B).
+// As the planner's rows: the estimate with its margin, the allocator's slack and the reserve.
 double StageBytes(const StageClass& c, int layers, int in_flight, bool first, bool last, double margin) {
-  const double estimate = layers * (c.layer_state_bytes + c.layer_activation_bytes * in_flight) +
-                          (first ? c.first_extra : 0) + (last ? c.last_extra : 0);
-  return estimate * (1 + margin) + c.fig.reserve_bytes;
+  const double activations = layers * c.layer_activation_bytes * in_flight;
+  const double estimate = layers * c.layer_state_bytes + activations + (first ? c.first_extra : 0) + (last ? c.last_extra : 0);
+  return estimate * (1 + margin) + activations * c.allocator_slack + c.fig.reserve_bytes;
 }
 
 int MaxLayers(const StageClass& c, int in_flight, bool first, bool last, double margin, int cap) {
-  const double per_layer = (c.layer_state_bytes + c.layer_activation_bytes * in_flight) * (1 + margin);
+  const double per_layer = (c.layer_state_bytes + c.layer_activation_bytes * in_flight) * (1 + margin) +
+                           c.layer_activation_bytes * in_flight * c.allocator_slack;
   const double room = c.card_bytes - StageBytes(c, 0, in_flight, first, last, margin);
   if (room <= 0 || per_layer <= 0) return 0;
   return static_cast<int>(std::min<double>(cap, std::floor(room / per_layer)));
@@ -112,6 +115,7 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
     c.first_extra = states * input / total;
     c.last_extra = states * (embedding - input) / total + whole.transient;
     c.layer_activation_bytes = LayerActivationBytes(m, w, stage);
+    c.allocator_slack = AllocatorSlackFraction(w, cls->example.vendor);
     c.card_bytes = static_cast<double>(cls->example.memory_mib) * 1024 * 1024;
     const double e = ActivationElementBytes(w);
     const double activation = static_cast<double>(w.seq) * w.micro_batch * m.hidden * e;

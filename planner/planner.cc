@@ -240,7 +240,10 @@ Plan EvaluateLayout(const Plan& row, const PlanRequest& req, const PoolClass& cl
   c.layout = layout;
   c.zero_stage = EffectiveZeroStage(req.workload, layout);
   c.memory = EstimateMemory(req.model, req.workload, layout);
-  c.required_bytes = c.memory.Total() * (1 + prices.memory_margin) + fig.reserve_bytes;
+  c.memory.allocator = c.memory.activations * AllocatorSlackFraction(req.workload, cls.example.vendor);
+  // The margin covers the estimate's error (the sizing validation holds it within 10%); the
+  // allocator's slack and the runtime's reserve come on top.
+  c.required_bytes = c.memory.Total() * (1 + prices.memory_margin) + c.memory.allocator + fig.reserve_bytes;
   if (c.required_bytes > c.card_bytes) return c;
   c.feasible = true;
   const StepTime step = StepSeconds(req.model, req.workload, layout, cls, compute, fig, c.memory);

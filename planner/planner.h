@@ -36,8 +36,8 @@ struct Plan {
   int zero_stage = 0;      // as applied: 0 when there is one data-parallel replica to shard over
   int nodes = 0;           // nodes the job spans
   int devices_per_node = 0;
-  MemoryBreakdown memory;  // per card, before margin and reserve
-  double required_bytes = 0;  // estimate x (1 + margin) + reserve
+  MemoryBreakdown memory;  // per card, before margin and reserve (memory.allocator: the slack)
+  double required_bytes = 0;  // estimate x (1 + margin) + allocator slack + reserve
   double card_bytes = 0;
   double step_seconds = 0;    // 0 = unknown (no peak figure for the precision)
   double comm_seconds = 0;    // of step_seconds, collectives that compute does not hide

@@ -45,7 +45,7 @@ void PrintPlans(const pb::PlanResponse& resp, bool wide) {
   }
   absl::StrAppend(&heading, "; ", resp.mode(), " ", resp.precision(), "; ranked by ",
                   resp.ranked_by().empty() ? resp.objective() : resp.ranked_by(), "; memory = estimate + ",
-                  absl::StrFormat("%.0f%%", resp.memory_margin() * 100), " margin + runtime reserve");
+                  absl::StrFormat("%.0f%%", resp.memory_margin() * 100), " margin + allocator slack (training) + runtime reserve");
   std::cout << (wide ? heading + "\n" : Wrap(heading, kNarrowWidth, 2));
   std::vector<std::string> header = {"#",    "CLASS", "FINGERPRINT", "CARDS",     "LAYOUT", "NODES", "MEM/CARD",
                                      "HEADROOM", "STEP",  "TIME",        "COST", "COST-PERF", "NOW"};

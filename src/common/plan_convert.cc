@@ -120,6 +120,7 @@ pb::MemoryBreakdown ToProto(const planner::MemoryBreakdown& m) {
   out.set_kv_cache(m.kv_cache);
   out.set_transient(m.transient);
   out.set_total(m.Total());
+  out.set_allocator(m.allocator);
   return out;
 }
 

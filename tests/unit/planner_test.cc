@@ -352,9 +352,10 @@ TEST(PlannerMemory, ZeroThreeAgreesWithDeepSpeedsEstimate) {
     EXPECT_NEAR(mem.weights + mem.gradients + mem.optimizer + mem.master + mem.transient - logits, deepspeed, 1)
         << cards << " cards";
   }
-  // Training it (seq 4096, micro-batch 1, selective recomputation) on 8-card H100 nodes: 16
-  // cards hold it only as TP8 PP2 with one replica (no ZeRO); ZeRO-3 over replicas first fits
-  // at TP8 x DP3 on 24 cards: 18 x 69B / 24 = 51.7 GB of states per card.
+  // Training it (seq 4096, micro-batch 1, selective recomputation) on 8-card H100 nodes: the
+  // tensors of TP8 PP2 with one replica (no ZeRO) fit 16 cards, but not with what the caching
+  // allocator keeps reserved on top (issue 47: 80.6 GiB against 79.6); ZeRO-3 over replicas first
+  // fits at TP8 x DP3 on 24 cards: 18 x 69B / 24 = 51.7 GB of states per card.
   std::vector<PoolClass> classes;
   for (int i = 0; i < 4; ++i) {
     AddNode(classes, "dgx-" + std::to_string(i), Node("NVIDIA H100 80GB HBM3", 81559, 8, Fabric::kAll), std::nullopt);
@@ -364,7 +365,7 @@ TEST(PlannerMemory, ZeroThreeAgreesWithDeepSpeedsEstimate) {
   req.workload.zero_stage = 3;
   auto plan = MakePlan(req, classes, PriceTable{});
   ASSERT_TRUE(plan.ok() && plan->plans[0].feasible) << plan.status();
-  EXPECT_EQ(LayoutName(plan->plans[0].layout, plan->plans[0].zero_stage), "TP8 PP2 DP1");
+  EXPECT_EQ(LayoutName(plan->plans[0].layout, plan->plans[0].zero_stage), "TP8 PP1 DP3 ZeRO-3");
   // The one class's plan for a named layout.
   auto with_layout = [&](Layout layout) -> absl::StatusOr<Plan> {
     PlanRequest named = req;
@@ -376,8 +377,13 @@ TEST(PlannerMemory, ZeroThreeAgreesWithDeepSpeedsEstimate) {
   for (int pp : {1, 2}) {
     auto with_replicas = with_layout(Layout{8, pp, 16 / (8 * pp)});
     ASSERT_TRUE(with_replicas.ok());
-    EXPECT_EQ(with_replicas->feasible, pp == 2) << "TP8 PP" << pp;
+    EXPECT_FALSE(with_replicas->feasible) << "TP8 PP" << pp;
   }
+  auto pp2 = with_layout(Layout{8, 2, 1});
+  ASSERT_TRUE(pp2.ok());
+  EXPECT_NE(pp2->reason.find("per card (TP8 PP2 DP1)"), std::string::npos) << pp2->reason;
+  const double pp2_tensors = EstimateMemory(m, req.workload, Layout{8, 2, 1}).Total();
+  EXPECT_LT(pp2_tensors * 1.1, 81559.0 * 1024 * 1024) << "the tensors alone fit; the allocator's share does not";
   auto dp3 = with_layout(Layout{8, 1, 3});
   ASSERT_TRUE(dp3.ok() && dp3->feasible) << (dp3.ok() ? dp3->reason : dp3.status().ToString());
   EXPECT_EQ(dp3->zero_stage, 3);
@@ -392,6 +398,62 @@ PlanRequest Train70b() {
   req.workload.tokens = 2e9;
   req.workload.zero_stage = 3;
   return req;
+}
+
+// Issue 47, item 3: on a real H200 (../shared/docs/H200-RUN.md: random weights, bf16 autocast over
+// fp32 weights, fused AdamW, no recompute, SDPA attention, seq 2048, one card) training held the
+// caching allocator's reserved peak plus the CUDA context (about 0.5 GiB), not the allocated peak.
+// "required" was 62,908 MiB for the 1.1B shape against 66,550 MiB reserved: a user told it needs
+// 61.4 GiB would have run out of memory on a 64 GiB card. The estimate stays the tensors' peak.
+// The step (median of 5 after 3 warm-ups) was 0.336 s and 0.447 s; planned at MFU 0.40 it was
+// 0.296 s (-11.8%) and 0.470 s (+5.1%): both within 10% at the default NVIDIA MFU now.
+TEST(PlannerMemory, RequiredCoversTheReservedPeaksMeasuredOnAnH200) {
+  struct Measured {
+    const char* config;
+    int64_t micro_batch;
+    double allocated_mib, reserved_mib, step_seconds;
+  };
+  const Measured runs[] = {
+      {R"({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+           "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,
+           "max_position_embeddings": 2048, "tie_word_embeddings": false})",
+       8, 58'955, 66'550, 0.336},
+      {R"({"model_type": "llama", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 28,
+           "num_attention_heads": 24, "num_key_value_heads": 8, "vocab_size": 128256,
+           "max_position_embeddings": 8192, "tie_word_embeddings": false})",
+       4, 97'155, 104'906, 0.447},
+  };
+  constexpr double kMiB = 1024.0 * 1024, kCudaContextMib = 512;
+  auto classes = Pool({{"h200", Node("NVIDIA H200", 143'771, 1, Fabric::kAll)}});
+  for (const Measured& run : runs) {
+    auto model = ParseHfConfig(run.config, "h200-run");
+    ASSERT_TRUE(model.ok()) << model.status();
+    PlanRequest req;
+    req.model = *model;
+    req.workload.precision = Precision::kBf16;
+    req.workload.mixed = MixedPrecision::kAutocast;
+    req.workload.seq = 2048;
+    req.workload.micro_batch = run.micro_batch;
+    req.workload.recompute = Recompute::kNone;
+    req.workload.attention = AttentionKernel::kFlash;
+    req.cards = 1;
+    auto result = MakePlan(req, classes, PriceTable{});
+    ASSERT_TRUE(result.ok()) << result.status();
+    const Plan& p = result->plans.at(0);
+    ASSERT_TRUE(p.feasible) << p.reason;
+    SCOPED_TRACE(absl::StrCat(run.micro_batch, " x ", model->hidden));
+    // The tensors' peak is what the sizing validation holds within 10%.
+    EXPECT_NEAR(p.memory.Total() / kMiB, run.allocated_mib, 0.10 * run.allocated_mib);
+    // What the card must have: never below what the allocator reserved plus the context.
+    EXPECT_GE(p.required_bytes / kMiB, run.reserved_mib + kCudaContextMib);
+    EXPECT_GT(p.memory.allocator, 0);
+    EXPECT_NEAR(p.step_seconds, run.step_seconds, 0.10 * run.step_seconds);
+    // The slack is the allocator's: serving (no backward) and CPU classes carry none.
+    EXPECT_EQ(AllocatorSlackFraction(req.workload, Vendor::kCpu), 0);
+    Workload serving = req.workload;
+    serving.mode = Mode::kInfer;
+    EXPECT_EQ(AllocatorSlackFraction(serving, Vendor::kNvidia), 0);
+  }
 }
 
 TEST(Planner, BuildsClassesWithLinkGroups) {
@@ -412,25 +474,33 @@ TEST(Planner, SeventyBillionTrainTakesWholeNodesWithTensorParallelInTheGroup) {
   ASSERT_TRUE(result.ok()) << result.status();
   const Plan& p = result->plans.at(0);
   ASSERT_TRUE(p.feasible) << p.reason;
-  // 16 bytes x 69B = 1.1 TB of model state does not fit 8 x 80 GB; two whole nodes hold it with
-  // tensor parallelism over each node's NVSwitch group and two pipeline stages.
-  EXPECT_EQ(p.layout.Devices(), 16);
-  EXPECT_EQ(p.nodes, 2);
+  // 16 bytes x 69B = 1.1 TB of model state does not fit 8 x 80 GB, nor (with what the caching
+  // allocator keeps) 16: whole nodes hold it with tensor parallelism over each node's NVSwitch
+  // group, ZeRO-3 over three replicas (PlannerMemory.ZeroThreeAgreesWithDeepSpeedsEstimate).
+  EXPECT_EQ(p.layout.Devices(), 24);
+  EXPECT_EQ(p.nodes, 3);
   EXPECT_EQ(p.devices_per_node, 8);
   EXPECT_EQ(p.layout.tp, 8);
   EXPECT_LE(p.required_bytes, p.card_bytes);
-  // Time: (6N + attention) FLOPs per token at 989 TFLOPS x 40% MFU on every card, stretched by the
-  // pipeline bubble: with one micro-batch per step, (1 + pp - 1) / 1.
-  // Compute: (6N + attention) FLOPs per token at 989 TFLOPS x 40% MFU on every card, stretched by
+  // One replica in four pipeline stages, to see the tensor-parallel and pipeline terms alone.
+  PlanRequest pipelined = Train70b();
+  pipelined.layout = Layout{8, 4, 1};
+  auto staged = MakePlan(pipelined, classes, PriceTable{});
+  ASSERT_TRUE(staged.ok() && staged->plans.at(0).feasible);
+  const Plan& s = staged->plans[0];
+  EXPECT_EQ(s.nodes, 4);
+  EXPECT_EQ(s.devices_per_node, 8);
+  // Compute: (6N + attention) FLOPs per token at 989 TFLOPS x the default MFU (38.7%) on every card, stretched by
   // the pipeline bubble: with one micro-batch per step, (1 + pp - 1) / 1. Communication: the
-  // tensor-parallel all-reduces, 4 per layer (40 per stage) of the 4096 x 8192 bf16 activations
-  // over the 450 GB/s NVSwitch ring of 8: 2 x 7/8 x 67 MB / 450 GB/s + 14 x 10 us each.
+  // tensor-parallel all-reduces, 4 per layer (20 per stage) of the 4096 x 8192 bf16 activations
+  // over the 450 GB/s NVSwitch ring of 8: 2 x 7/8 x 67 MB / 450 GB/s + 14 x 10 us each, every
+  // stage in turn.
   const double flops = result->flops_per_token * 2e9;
   const double steps = 2e9 / 4096;
-  const double compute = flops / (16 * 989e12 * 0.40) * p.layout.pp;
+  const double compute = flops / (32 * 989e12 * DefaultMfu(Vendor::kNvidia)) * 4;
   const double all_reduce = 14 * 10e-6 + 2 * 7.0 / 8 * (4096.0 * 8192 * 2) / 450e9;
-  EXPECT_NEAR(p.comm_seconds, 40 * 4 * all_reduce * p.layout.pp, 1e-12);
-  EXPECT_NEAR(p.total_seconds, compute + steps * p.comm_seconds, 1e-6 * p.total_seconds);
+  EXPECT_NEAR(s.comm_seconds, 20 * 4 * all_reduce * 4, 1e-12);
+  EXPECT_NEAR(s.total_seconds, compute + steps * s.comm_seconds, 1e-6 * s.total_seconds);
   // With eight micro-batches per step the bubble shrinks to (8 + pp - 1) / 8.
   PlanRequest accumulate = Train70b();
   accumulate.workload.grad_accum = 8;
@@ -439,7 +509,8 @@ TEST(Planner, SeventyBillionTrainTakesWholeNodesWithTensorParallelInTheGroup) {
   const Plan& q = smoother->plans[0];
   const Layout l = q.layout;
   EXPECT_NEAR(q.total_seconds - q.comm_seconds * 2e9 / (8 * 4096.0 * l.dp),
-              flops / (l.Devices() * 989e12 * 0.40) * (8.0 + l.pp - 1) / 8, 1e-6 * q.total_seconds);
+              flops / (l.Devices() * 989e12 * DefaultMfu(Vendor::kNvidia)) * (8.0 + l.pp - 1) / 8,
+              1e-6 * q.total_seconds);
 }
 
 // Issue 18 item 3: with --cards the layouts of that many cards are compared by time for the
@@ -761,7 +832,11 @@ TEST(MixedPlan, APipelineAcrossClassesGivesSmallCardsAFewLayers) {
   req.model = Preset("llama-2-7b");
   req.workload.zero_stage = 3;
   req.workload.grad_accum = 32;
-  auto mixed = MakeMixedPlan(req, classes, PriceTable{});
+  // The H100s at the MFU these layer counts were worked out with (the default moved to 0.387 with
+  // the H200's measurements; at it the MLU370 stays worth one layer beside the C500 below).
+  auto prices = ParsePriceTable(R"({"classes": [{"match": "H100", "mfu": 0.40}]})");
+  ASSERT_TRUE(prices.ok()) << prices.status();
+  auto mixed = MakeMixedPlan(req, classes, *prices);
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   EXPECT_EQ(mixed->kind, MixedKind::kPipeline);
   ASSERT_EQ(mixed->groups.size(), 2u);
@@ -788,7 +863,7 @@ TEST(MixedPlan, APipelineAcrossClassesGivesSmallCardsAFewLayers) {
   for (PoolClass& cls : classes) {
     if (cls.example.vendor == Vendor::kMetax) cls.example.capability.peak_tflops[Precision::kBf16] = 280;  // a what-if row
   }
-  auto with_c500 = MakeMixedPlan(req, classes, PriceTable{});
+  auto with_c500 = MakeMixedPlan(req, classes, *prices);
   ASSERT_TRUE(with_c500.ok()) << with_c500.status();
   bool c500_in = false;
   int c500_layers = 0;
