@@ -17,6 +17,7 @@ enum : int {
   CNDEV_ERROR_INVALID_ARGUMENT = 5,
   CNDEV_ERROR_INVALID_DEVICE_ID = 6,
   CNDEV_ERROR_UNKNOWN = 7,
+  CNDEV_ERROR_INSUFFICIENT_SPACE = 9,
   CNDEV_ERROR_NOT_SUPPORTED = 10,
   CNDEV_ERROR_INVALID_LINK = 11,
   CNDEV_ERROR_NO_DEVICES = 12,
@@ -103,6 +104,13 @@ typedef struct {
   char port_name[256];
 } cndevMLULinkRemoteInfo_t;
 typedef struct { int32_t version; int32_t health; int32_t deviceState; int32_t driverState; } cndevCardHealthState_t;
+// One process holding the card; both figures in KiB. The caller sets version in the first element.
+typedef struct {
+  int32_t version;
+  uint32_t pid;
+  uint64_t physicalMemoryUsed;
+  uint64_t virtualMemoryUsed;
+} cndevProcessInfo_t;
 
 #define HETPOOL_CNDEV_REQUIRED(X)                                               \
   X(cndevInit, cndevRet_t, (int))                                               \
@@ -126,7 +134,8 @@ typedef struct { int32_t version; int32_t health; int32_t deviceState; int32_t d
   X(cndevTopologyGetRelationship, cndevRet_t, (cndevTopologyRelationship_t*, cndevDevice_t, cndevDevice_t)) \
   X(cndevGetMLULinkPortNumber, int, (cndevDevice_t))                                              \
   X(cndevGetMLULinkStatusV2, cndevRet_t, (cndevMLULinkStatusV2_t*, cndevDevice_t, int))           \
-  X(cndevGetMLULinkRemoteInfo, cndevRet_t, (cndevMLULinkRemoteInfo_t*, cndevDevice_t, int))
+  X(cndevGetMLULinkRemoteInfo, cndevRet_t, (cndevMLULinkRemoteInfo_t*, cndevDevice_t, int))       \
+  X(cndevGetProcessInfo, cndevRet_t, (unsigned*, cndevProcessInfo_t*, cndevDevice_t))
 
 HETPOOL_CNDEV_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_CNDEV_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

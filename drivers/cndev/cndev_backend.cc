@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -45,6 +46,19 @@ absl::StatusOr<std::unique_ptr<CndevBackend>> CndevBackend::Load(const std::vect
 }
 
 CndevBackend::~CndevBackend() { cndev_.cndevRelease(); }
+
+std::vector<CardProcess> CndevBackend::Processes(cndevDevice_t handle) const {
+  cndevProcessInfo_t blank{};
+  blank.version = CNDEV_VERSION_6;
+  const auto infos = ReadVendorList(blank, [&](uint32_t* count, cndevProcessInfo_t* buffer) {
+    const cndevRet_t rc = cndev_.cndevGetProcessInfo(count, buffer, handle);
+    if (rc == CNDEV_ERROR_INSUFFICIENT_SPACE) return VendorListRead::kTooSmall;
+    return rc == CNDEV_SUCCESS ? VendorListRead::kDone : VendorListRead::kFailed;
+  });
+  std::vector<CardProcess> out;
+  for (const auto& info : infos) out.push_back({static_cast<int>(info.pid), info.physicalMemoryUsed >> 10, ""});
+  return out;
+}
 
 std::string CndevBackend::Error(cndevRet_t rc) const {
   const char* text = cndev_.cndevGetErrorString(rc);
@@ -146,6 +160,7 @@ absl::StatusOr<std::vector<DeviceRecord>> CndevBackend::Discover() {
         d.health_message = "cndevGetCardHealthState: device in problem";
       }
     }
+    if (cndev_.cndevGetProcessInfo) d.processes = Processes(handle);
     if (!d.uuid.empty()) by_uuid[d.uuid] = devices.size();
     devices.push_back(std::move(d));
     handles.push_back(handle);

@@ -26,6 +26,8 @@ class CndevBackend : public DeviceBackend {
   };
   CndevBackend(std::unique_ptr<DynamicLibrary> lib, EntryPoints t) : lib_(std::move(lib)), cndev_(t) {}
   std::string Error(cndevRet_t rc) const;
+  // The processes holding the card (cndevGetProcessInfo); empty when CNDev cannot tell.
+  std::vector<CardProcess> Processes(cndevDevice_t handle) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints cndev_;

@@ -32,4 +32,5 @@ ze_result_t zesDeviceGet(hetpool_zes_driver_handle_t driver, uint32_t* count, ze
   X(zesDeviceGet, ze_result_t, (hetpool_zes_driver_handle_t, uint32_t*, zes_device_handle_t*))                 \
   X(zesDeviceEnumFabricPorts, ze_result_t, (zes_device_handle_t, uint32_t*, zes_fabric_port_handle_t*))        \
   X(zesFabricPortGetProperties, ze_result_t, (zes_fabric_port_handle_t, zes_fabric_port_properties_t*))        \
-  X(zesFabricPortGetState, ze_result_t, (zes_fabric_port_handle_t, zes_fabric_port_state_t*))
+  X(zesFabricPortGetState, ze_result_t, (zes_fabric_port_handle_t, zes_fabric_port_state_t*))                 \
+  X(zesDeviceProcessesGetState, ze_result_t, (zes_device_handle_t, uint32_t*, zes_process_state_t*))

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "drivers/device_links.h"
+#include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -30,8 +31,6 @@ std::string UuidString(const ze_device_uuid_t& uuid) {
   }
   return out;
 }
-
-std::string Bounded(const char* text, size_t size) { return std::string(text, strnlen(text, size)); }
 
 }  // namespace
 
@@ -85,6 +84,19 @@ absl::StatusOr<std::vector<zes_device_handle_t>> LevelZeroBackend::Devices() {
   return devices;
 }
 
+std::vector<CardProcess> LevelZeroBackend::Processes(zes_device_handle_t handle) const {
+  zes_process_state_t blank{};
+  blank.stype = ZES_STRUCTURE_TYPE_PROCESS_STATE;
+  const auto states = ReadVendorList(blank, [&](uint32_t* count, zes_process_state_t* buffer) {
+    const ze_result_t rc = ze_.zesDeviceProcessesGetState(handle, count, buffer);
+    if (rc == ZE_RESULT_ERROR_INVALID_SIZE) return VendorListRead::kTooSmall;
+    return rc == ZE_RESULT_SUCCESS ? VendorListRead::kDone : VendorListRead::kFailed;
+  });
+  std::vector<CardProcess> out;
+  for (const auto& state : states) out.push_back({static_cast<int>(state.processId), state.memSize >> 20, ""});
+  return out;
+}
+
 absl::StatusOr<std::vector<DeviceRecord>> LevelZeroBackend::Discover() {
   auto handles = Devices();
   if (!handles.ok()) return handles.status();
@@ -135,6 +147,7 @@ absl::StatusOr<std::vector<DeviceRecord>> LevelZeroBackend::Discover() {
     } else {
       fail("zesDevicePciGetProperties", rc);
     }
+    if (ze_.zesDeviceProcessesGetState) d.processes = Processes(h);
     devices.push_back(std::move(d));
   }
 

@@ -24,6 +24,8 @@ class LevelZeroBackend : public DeviceBackend {
   };
   LevelZeroBackend(std::unique_ptr<DynamicLibrary> lib, EntryPoints t) : lib_(std::move(lib)), ze_(t) {}
   absl::StatusOr<std::vector<zes_device_handle_t>> Devices();
+  // The processes holding the card (zesDeviceProcessesGetState); empty when Sysman cannot tell.
+  std::vector<CardProcess> Processes(zes_device_handle_t handle) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints ze_;

@@ -34,6 +34,21 @@ typedef struct {  // KB
   long xttUse;
 } mxSmlMemoryInfo_t;
 
+// One process and the cards it holds (mxSmlGetSingleGpuProcess, v1 layout as in MetaX's
+// mxsml.h: gpuMemoryUsage in bytes). The v2/v3 layouts add die and sGPU ids hetpool does not need.
+enum : unsigned { MXSML_PROCESS_NAME_SIZE = 64, MXSML_MAX_GPU_NUM_USED_BY_PROCESS = 64 };
+typedef struct {
+  char bdfId[MXSML_DEVICE_BDF_ID_SIZE];
+  unsigned int gpuId;
+  unsigned long gpuMemoryUsage;
+} mxSmlProcessGpuInfo_t;
+typedef struct {
+  unsigned int processId;
+  char processName[MXSML_PROCESS_NAME_SIZE];
+  unsigned int gpuNumber;
+  mxSmlProcessGpuInfo_t processGpuInfo[MXSML_MAX_GPU_NUM_USED_BY_PROCESS];
+} mxSmlProcessInfo_t;
+
 // Topology levels: INTERNAL 0, SINGLE 1, MULTIPLE 2, HOSTBRIDGE 3, NODE 4, METAXLINK 5, SYSTEM 6.
 typedef int mxSmlDeviceTopologyLevel_t;
 typedef struct {
@@ -53,7 +68,8 @@ typedef struct {
   X(mxSmlGetDeviceIsaVersion, mxSmlReturn_t, (unsigned int, int*))                                      \
   X(mxSmlGetDeviceIpUsage, mxSmlReturn_t, (unsigned int, int, int*))                                    \
   X(mxSmlGetDeviceTopology, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlDeviceTopologyLevel_t*))   \
-  X(mxSmlGetMetaXLinkRemoteInfo, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlMetaXLinkRemoteInfo_t*))
+  X(mxSmlGetMetaXLinkRemoteInfo, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlMetaXLinkRemoteInfo_t*)) \
+  X(mxSmlGetSingleGpuProcess, mxSmlReturn_t, (unsigned int, unsigned int*, mxSmlProcessInfo_t*))
 
 HETPOOL_MXSML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_MXSML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -17,8 +18,6 @@ LinkKind FromTopologyLevel(mxSmlDeviceTopologyLevel_t level) {
   if (level == 4) return LinkKind::kSameNuma;
   return LinkKind::kCrossSocket;  // 6 SYSTEM (5 METAXLINK is reported as a fabric link instead)
 }
-
-std::string Bounded(const char* text, size_t size) { return std::string(text, strnlen(text, size)); }
 
 }  // namespace
 
@@ -39,6 +38,25 @@ absl::StatusOr<std::unique_ptr<MxsmlBackend>> MxsmlBackend::Load(const std::vect
 std::string MxsmlBackend::Error(mxSmlReturn_t rc) const {
   const char* text = mxsml_.mxSmlGetErrorString(rc);
   return text ? text : absl::StrCat("MXSML error ", rc);
+}
+
+std::vector<CardProcess> MxsmlBackend::Processes(unsigned index, unsigned gpu_id) const {
+  // Each entry is one process with every card it holds; this card's share is the one whose gpuId
+  // is the card's. A failing call (no such symbol behaviour is documented) counts as unknown.
+  const auto infos = ReadVendorList(mxSmlProcessInfo_t{}, [&](uint32_t* count, mxSmlProcessInfo_t* buffer) {
+    return mxsml_.mxSmlGetSingleGpuProcess(index, count, buffer) == MXSML_SUCCESS ? VendorListRead::kDone
+                                                                                  : VendorListRead::kFailed;
+  });
+  std::vector<CardProcess> out;
+  for (const auto& info : infos) {
+    uint64_t bytes = 0;
+    const unsigned cards = std::min<unsigned>(info.gpuNumber, MXSML_MAX_GPU_NUM_USED_BY_PROCESS);
+    for (unsigned c = 0; c < cards; ++c) {
+      if (info.processGpuInfo[c].gpuId == gpu_id) bytes += info.processGpuInfo[c].gpuMemoryUsage;
+    }
+    out.push_back({static_cast<int>(info.processId), bytes >> 20, ""});
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<DeviceRecord>> MxsmlBackend::Discover() {
@@ -88,6 +106,7 @@ absl::StatusOr<std::vector<DeviceRecord>> MxsmlBackend::Discover() {
     if (mxsml_.mxSmlGetDeviceIpUsage && mxsml_.mxSmlGetDeviceIpUsage(i, kUsageXcore, &usage) == MXSML_SUCCESS) {
       d.utilization_percent = usage;
     }
+    if (info_rc == MXSML_SUCCESS && mxsml_.mxSmlGetSingleGpuProcess) d.processes = Processes(i, info.gpuId);
     devices.push_back(std::move(d));
     answered.push_back(info_rc == MXSML_SUCCESS);
   }

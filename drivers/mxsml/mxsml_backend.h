@@ -25,6 +25,9 @@ class MxsmlBackend : public DeviceBackend {
   };
   MxsmlBackend(std::unique_ptr<DynamicLibrary> lib, EntryPoints t) : lib_(std::move(lib)), mxsml_(t) {}
   std::string Error(mxSmlReturn_t rc) const;
+  // The processes holding card `index` (mxSmlGetSingleGpuProcess) with their memory on the card
+  // whose gpuId is `gpu_id`; empty when MXSML cannot tell.
+  std::vector<CardProcess> Processes(unsigned index, unsigned gpu_id) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints mxsml_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
 namespace {
@@ -45,25 +46,17 @@ std::string NvmlBackend::Error(nvmlReturn_t rc) const {
 }
 
 std::vector<CardProcess> NvmlBackend::ComputeProcesses(nvmlDevice_t handle) const {
-  // The list can grow between the size query and the read: ask again with the larger count.
-  std::vector<nvmlProcessInfo_t> infos(8);
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    unsigned int count = static_cast<unsigned int>(infos.size());
-    const nvmlReturn_t rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos.data());
-    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
-      infos.resize(count + 8);
-      continue;
-    }
-    // Not supported (or no permission): the card's holders are unknown, not absent.
-    if (rc != NVML_SUCCESS) return {};
-    std::vector<CardProcess> out;
-    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
-      const unsigned long long used = infos[i].usedGpuMemory;
-      out.push_back({static_cast<int>(infos[i].pid), used == NVML_VALUE_NOT_AVAILABLE ? 0 : used >> 20, ""});
-    }
-    return out;
+  const auto infos = ReadVendorList(nvmlProcessInfo_t{}, [&](uint32_t* count, nvmlProcessInfo_t* buffer) {
+    const nvmlReturn_t rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(handle, count, buffer);
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) return VendorListRead::kTooSmall;
+    return rc == NVML_SUCCESS ? VendorListRead::kDone : VendorListRead::kFailed;
+  });
+  std::vector<CardProcess> out;
+  for (const auto& info : infos) {
+    const unsigned long long used = info.usedGpuMemory;
+    out.push_back({static_cast<int>(info.pid), used == NVML_VALUE_NOT_AVAILABLE ? 0 : used >> 20, ""});
   }
-  return {};
+  return out;
 }
 
 absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {

@@ -172,6 +172,22 @@ EXPORT cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t* health, cndevD
   return CNDEV_SUCCESS;
 }
 
+// As CNDev does: a short buffer is an error and *count says how many there are.
+EXPORT cndevRet_t cndevGetProcessInfo(unsigned* count, cndevProcessInfo_t* infos, cndevDevice_t handle) {
+  FakeDevice* d = nullptr;
+  if (cndevRet_t rc = Check(handle, &d)) return rc;
+  if (infos == nullptr || infos[0].version != CNDEV_VERSION_6) return CNDEV_ERROR_INVALID_ARGUMENT;
+  const unsigned have = *count;
+  *count = static_cast<unsigned>(d->processes.size());
+  if (have < d->processes.size()) return CNDEV_ERROR_INSUFFICIENT_SPACE;
+  for (size_t i = 0; i < d->processes.size(); ++i) {
+    infos[i].pid = static_cast<uint32_t>(d->processes[i].first);
+    infos[i].physicalMemoryUsed = d->processes[i].second << 10;  // KiB
+    infos[i].virtualMemoryUsed = d->processes[i].second << 10;
+  }
+  return CNDEV_SUCCESS;
+}
+
 EXPORT cndevRet_t cndevTopologyGetRelationship(cndevTopologyRelationship_t* rel, cndevDevice_t a, cndevDevice_t b) {
   FakeDevice *da = nullptr, *db = nullptr;
   if (cndevRet_t rc = Check(a, &da)) return rc;

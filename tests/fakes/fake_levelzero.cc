@@ -109,6 +109,23 @@ ze_result_t zesMemoryGetState(zes_mem_handle_t mem, zes_mem_state_t* state) {
   return ZE_RESULT_SUCCESS;
 }
 
+// As the spec says: a count of 0 asks how many; a short count is ZE_RESULT_ERROR_INVALID_SIZE.
+ze_result_t zesDeviceProcessesGetState(zes_device_handle_t h, uint32_t* count, zes_process_state_t* states) {
+  FakeDevice* d = nullptr;
+  if (ze_result_t rc = Check(h, &d)) return rc;
+  const uint32_t have = *count;
+  *count = static_cast<uint32_t>(d->processes.size());
+  if (have == 0) return ZE_RESULT_SUCCESS;
+  if (have < d->processes.size()) return ZE_RESULT_ERROR_INVALID_SIZE;
+  for (size_t i = 0; i < d->processes.size(); ++i) {
+    if (states[i].stype != ZES_STRUCTURE_TYPE_PROCESS_STATE) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    states[i].processId = static_cast<uint32_t>(d->processes[i].first);
+    states[i].memSize = d->processes[i].second << 20;
+    states[i].sharedSize = 0;
+  }
+  return ZE_RESULT_SUCCESS;
+}
+
 ze_result_t zesDevicePciGetProperties(zes_device_handle_t h, zes_pci_properties_t* pci) {
   FakeDevice* d = nullptr;
   if (ze_result_t rc = Check(h, &d)) return rc;

@@ -1,4 +1,5 @@
 // A fake libmxsml.so: MXSML's C ABI (drivers/mxsml/mxsml_abi.h) over a JSON fixture.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -77,6 +78,28 @@ EXPORT mxSmlReturn_t mxSmlGetMemoryInfo(unsigned int index, mxSmlMemoryInfo_t* m
   std::memset(memory, 0, sizeof(*memory));
   memory->vramTotal = static_cast<long>(d->memory_mib * 1024);
   memory->vramUse = static_cast<long>(d->memory_used_mib * 1024);
+  return MXSML_SUCCESS;
+}
+
+// Each process is listed with every card it holds; a process on this card also holds fixture card
+// 0 (when this card is not card 0), so the backend must pick this card's share by gpuId. MXSML's
+// behaviour on a short buffer is undocumented: this fake fills what fits and says how many there
+// are, the case the backend must not read past.
+EXPORT mxSmlReturn_t mxSmlGetSingleGpuProcess(unsigned int index, unsigned int* count, mxSmlProcessInfo_t* infos) {
+  FakeDevice* d = nullptr;
+  int fixture_index = 0;
+  if (mxSmlReturn_t rc = Check(index, &d, &fixture_index)) return rc;
+  const size_t fits = std::min<size_t>(*count, d->processes.size());
+  for (size_t i = 0; i < fits; ++i) {
+    std::memset(&infos[i], 0, sizeof(infos[i]));
+    infos[i].processId = static_cast<unsigned>(d->processes[i].first);
+    std::strncpy(infos[i].processName, "python3", sizeof(infos[i].processName) - 1);
+    unsigned n = 0;
+    if (fixture_index != 0) infos[i].processGpuInfo[n++] = {{}, 0u, 512ul << 20};
+    infos[i].processGpuInfo[n++] = {{}, static_cast<unsigned>(fixture_index), static_cast<unsigned long>(d->processes[i].second << 20)};
+    infos[i].gpuNumber = n;
+  }
+  *count = static_cast<unsigned>(d->processes.size());
   return MXSML_SUCCESS;
 }
 

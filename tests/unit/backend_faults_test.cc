@@ -33,27 +33,48 @@ TEST(BackendFaults, FailingCallMarksOnlyThatDeviceUnhealthyWithTheVendorError) {
   control.Reset();
 }
 
-// Issue 47, item 2: who holds each card, from nvmlDeviceGetComputeRunningProcesses_v3, however
-// many there are (more than the first buffer: NVML answers INSUFFICIENT_SIZE with the count).
-TEST(BackendFaults, NvmlListsTheProcessesHoldingEachCard) {
+// Issue 47, item 2: who holds each card, from each vendor's own process query, however many there
+// are (more than the first buffer, so each library's "too short" answer is exercised): NVML's
+// nvmlDeviceGetComputeRunningProcesses_v3, CNDev's cndevGetProcessInfo, MXSML's
+// mxSmlGetSingleGpuProcess (whose entries list every card a process holds) and Level Zero's
+// zesDeviceProcessesGetState.
+struct ProcessQueryCase {
+  const char* backend;
+  const char* fixture;
+  size_t devices;
+};
+
+class CardProcessQuery : public ::testing::TestWithParam<ProcessQueryCase> {};
+
+TEST_P(CardProcessQuery, ListsTheProcessesHoldingEachCard) {
+  const ProcessQueryCase& c = GetParam();
   testing::TempDir dir;
-  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath("dgx-h100")));
+  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath(c.fixture)));
   for (int pid = 100; pid < 112; ++pid) fixture["devices"][1]["processes"].push_back({{"pid", pid}, {"used_memory_mib", pid}});
   const std::string path = dir.path() + "/held.json";
   std::ofstream(path) << fixture.dump();
   setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
   setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
-  auto backend = testing::LoadBackend("nvml");
+  auto backend = testing::LoadBackend(c.backend);
   ASSERT_TRUE(backend.ok()) << backend.status();
   auto devices = (*backend)->Discover();
   ASSERT_TRUE(devices.ok()) << devices.status();
-  ASSERT_EQ(devices->size(), 8u);
+  ASSERT_EQ(devices->size(), c.devices);
   EXPECT_TRUE((*devices)[0].processes.empty());
   ASSERT_EQ((*devices)[1].processes.size(), 12u);
+  EXPECT_EQ((*devices)[1].processes[0].pid, 100);
   EXPECT_EQ((*devices)[1].processes[11].pid, 111);
+  // This card's memory only (MXSML's fake lists 512 MiB on card 0 for each process too).
   EXPECT_EQ((*devices)[1].processes[11].memory_mib, 111u);
   EXPECT_TRUE((*devices)[1].dirty.empty());  // whose they are is the agent's to say
 }
+
+INSTANTIATE_TEST_SUITE_P(EachVendor, CardProcessQuery,
+                         ::testing::Values(ProcessQueryCase{"nvml", "dgx-h100", 8},
+                                           ProcessQueryCase{"cndev", "mlu370-x8", 8},
+                                           ProcessQueryCase{"mxsml", "metax-c500", 8},
+                                           ProcessQueryCase{"levelzero", "intel-max1550", 4}),
+                         [](const auto& test) { return std::string(test.param.backend); });
 
 TEST(BackendFaults, FailingEnumerationIsAnErrorNotACrash) {
   testing::UseFakeVendorLibraries("mlu370-x8");
