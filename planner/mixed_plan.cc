@@ -13,7 +13,6 @@
 namespace hetpool::planner {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr double kNetworkLatency = 30e-6;
 
 // What the price table (or the defaults) says of a class.
@@ -288,10 +287,6 @@ PipelineResult PlanDataParallel(const PlanRequest& req, const std::vector<const 
   plan.tokens_per_second = plan.tokens_per_step / (plan.compute_seconds + plan.link_seconds);
   out.feasible = true;
   return out;
-}
-
-double SecondsPerToken(const Plan& p, const Workload& w) {
-  return p.step_seconds > 0 ? p.step_seconds / TokensPerStep(w, p.layout) : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace

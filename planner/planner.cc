@@ -13,7 +13,6 @@
 namespace hetpool::planner {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 bool Has(const PoolClass& cls, Precision p) { return cls.example.capability.precisions.contains(p); }
 
@@ -365,8 +364,6 @@ double CostPerToken(const Plan& p, const Workload& w) {
   return p.step_seconds / 3600 * p.layout.Devices() * p.price_per_card_hour / TokensPerStep(w, p.layout);
 }
 
-double SecondsPerToken(const Plan& p, const Workload& w) { return SecondsPerTokenOf(p.step_seconds, w, p.layout); }
-
 // What the ranking rests on: a key whose values are all unknown ranks nothing, and the next one
 // known does; the reader is told which.
 std::string RankedBy(Objective objective, const std::vector<Plan>& plans) {
@@ -417,6 +414,8 @@ std::string ClosestSummary(const PlanRequest& req, const std::vector<PoolClass>&
 }
 
 }  // namespace
+
+double SecondsPerToken(const Plan& p, const Workload& w) { return SecondsPerTokenOf(p.step_seconds, w, p.layout); }
 
 absl::StatusOr<Objective> ParseObjective(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);

@@ -78,6 +78,9 @@ double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);
 // 2 (n - 1) latency-bound steps (the NCCL/CNCL ring).
 double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_s, double latency_s);
 
+// Seconds a plan spends per token (infinite when its step time is unknown).
+double SecondsPerToken(const Plan& plan, const Workload& workload);
+
 // Tokens one step processes: micro batch x sequence x accumulation x data-parallel replicas
 // (serving: sequences x replicas).
 double TokensPerStep(const Workload& w, const Layout& l);

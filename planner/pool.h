@@ -84,6 +84,8 @@ std::optional<double> ModelledTflops(const DeviceRecord& card, Precision precisi
 double DefaultMfu(Vendor vendor);
 double DefaultBandwidthUtilisation();
 double DefaultReserveGib(Vendor vendor);
+// Bytes in a GiB, the unit of the price table's reserves.
+inline constexpr double kGiB = 1024.0 * 1024 * 1024;
 double DefaultNetworkGBps();
 double DefaultPcieGBps();
 // GB/s one way of one lane of a vendor fabric.

@@ -40,14 +40,6 @@ void StartConfined(TestCluster& cluster) {
   }
 }
 
-pb::JobSpec ShellJob(const TestCluster& cluster, const std::string& script) {
-  pb::JobSpec spec = cluster.TrainSpec(1, 1, {});
-  spec.clear_python();
-  for (const char* arg : {"/bin/sh", "-c"}) spec.add_command(arg);
-  spec.add_command(script);
-  return spec;
-}
-
 const pb::JobEvent* FindEvent(const pb::Job& job, const std::string& reason) {
   for (const auto& e : job.events()) {
     if (e.reason() == reason) return &e;
@@ -71,7 +63,7 @@ TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
   // Success: the script exits 0 at once, its three escapes still running.
-  auto done = cluster.Submit(ShellJob(cluster, absl::StrCat(kEscapes, "exit 0")));
+  auto done = cluster.Submit(cluster.ShellSpec(absl::StrCat(kEscapes, "exit 0")));
   ASSERT_TRUE(done.ok()) << done.status();
   auto finished = cluster.WaitForState(done->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
   ASSERT_TRUE(finished.ok()) << finished.status() << cluster.AgentLog(0);
@@ -88,7 +80,7 @@ TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {
   EXPECT_NE(finished->placement(0).confinement().find("cgroup v"), std::string::npos);
 
   // Cancel: the escapes run beside the job's own sleep; after the cancel none is left.
-  auto cancelled = cluster.Submit(ShellJob(cluster, absl::StrCat(kEscapes, "exec sleep 600")));
+  auto cancelled = cluster.Submit(cluster.ShellSpec(absl::StrCat(kEscapes, "exec sleep 600")));
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   ASSERT_TRUE(cluster.WaitForState(cancelled->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
   ASSERT_GE(cluster.WaitForJobProcesses(cancelled->id(), 5, absl::Seconds(30)).size(), 5u);  // torchrun, sh, 3 escapes
@@ -105,9 +97,9 @@ TEST(Confinement, AJobOverItsMemoryAskFailsNamingMemoryWhileItsNeighbourRuns) {
   TestCluster cluster(OneNode());
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
-  pb::JobSpec hungry = ShellJob(cluster, "exec python3 -c 'x = bytearray(3 << 30); print(len(x))'");
+  pb::JobSpec hungry = cluster.ShellSpec("exec python3 -c 'x = bytearray(3 << 30); print(len(x))'");
   hungry.mutable_host()->set_memory_mib_per_node(256);
-  auto neighbour = cluster.Submit(ShellJob(cluster, "sleep 2; echo neighbour done"));
+  auto neighbour = cluster.Submit(cluster.ShellSpec("sleep 2; echo neighbour done"));
   ASSERT_TRUE(neighbour.ok()) << neighbour.status();
   auto job = cluster.Submit(hungry);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -143,7 +135,7 @@ TEST(Confinement, AJobOpensOnlyItsOwnCardsDeviceFileAndRunsOnItsCardsCores) {
   std::ofstream(cluster.InventoryPath(0)) << inventory.dump(2);
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
-  pb::JobSpec spec = ShellJob(cluster, absl::StrCat("for f in ", dev, "/card*; do if (: < $f) 2>/dev/null; then ",
+  pb::JobSpec spec = cluster.ShellSpec(absl::StrCat("for f in ", dev, "/card*; do if (: < $f) 2>/dev/null; then ",
                                                    "echo \"opened $f\"; else echo \"denied $f\"; fi; done; ",
                                                    "grep Cpus_allowed_list /proc/self/status; ",
                                                    "echo \"visible $CUDA_VISIBLE_DEVICES\""));
@@ -188,7 +180,7 @@ TEST(Confinement, NothingAPreemptedJobStartedOutlivesItsGeneration) {
   if (IsSkipped()) return;
   // Both of node-a's H100s for each job: the second can only run once the first has stopped.
   auto both_cards = [&](const std::string& script, int priority) {
-    pb::JobSpec spec = ShellJob(cluster, script);
+    pb::JobSpec spec = cluster.ShellSpec(script);
     spec.set_devices_per_node(2);
     spec.mutable_requirements()->add_vendors("nvidia");
     spec.set_priority(priority);
@@ -222,7 +214,7 @@ TEST(Confinement, AFrozenAgentsFenceTakesWhatLeftTheJobsProcessGroupToo) {
   TestCluster cluster(options);
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
-  auto job = cluster.Submit(ShellJob(cluster, absl::StrCat(kEscapes, "exec sleep 600")));
+  auto job = cluster.Submit(cluster.ShellSpec(absl::StrCat(kEscapes, "exec sleep 600")));
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
   ASSERT_GE(cluster.WaitForJobProcesses(job->id(), 5, absl::Seconds(30)).size(), 5u);
@@ -264,7 +256,7 @@ TEST(Confinement, TwoUsersJobsOnANodeSeeNeitherTheOthersEnvironmentNorItsTmp) {
   if (IsSkipped()) return;
   const std::string secret = absl::StrCat("alice-secret-", getpid());
   const std::string left_in_tmp = absl::StrCat("/tmp/hetpool-confinement-", getpid());
-  pb::JobSpec alice_spec = ShellJob(cluster, absl::StrCat("echo \"uid $(id -u)\"; echo x > ", left_in_tmp,
+  pb::JobSpec alice_spec = cluster.ShellSpec(absl::StrCat("echo \"uid $(id -u)\"; echo x > ", left_in_tmp,
                                                           "; exec sleep 600"));
   alice_spec.set_user("alice");
   (*alice_spec.mutable_env())["SECRET"] = secret;
@@ -275,11 +267,11 @@ TEST(Confinement, TwoUsersJobsOnANodeSeeNeitherTheOthersEnvironmentNorItsTmp) {
 
   // Bob's job looks for the secret in every process's environment (and, to show that the
   // search works, for a word of its own in its own), and for the file in /tmp.
-  pb::JobSpec bob_spec = ShellJob(
-      cluster, absl::StrCat("for f in /proc/[0-9]*/environ; do grep -qa ", secret,
-                            " $f 2>/dev/null && echo \"READ $f\"; done; grep -qa bob-word /proc/self/environ && ",
-                            "echo 'own environment read'; [ -e ", left_in_tmp, " ] && echo 'SEES the file'; ",
-                            "echo \"uid $(id -u)\""));
+  pb::JobSpec bob_spec = cluster.ShellSpec(
+      absl::StrCat("for f in /proc/[0-9]*/environ; do grep -qa ", secret,
+                   " $f 2>/dev/null && echo \"READ $f\"; done; grep -qa bob-word /proc/self/environ && ",
+                   "echo 'own environment read'; [ -e ", left_in_tmp, " ] && echo 'SEES the file'; ",
+                   "echo \"uid $(id -u)\""));
   bob_spec.set_user("bob");
   (*bob_spec.mutable_env())["BOB"] = "bob-word";
   auto bob = cluster.Submit(bob_spec);
@@ -313,12 +305,12 @@ TEST(Confinement, ASharedAccountIsNotHandedToAnotherUserWhileTheFirstsProcessesL
   ConfineUsers(cluster, {"--run-as-map", map});
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
-  pb::JobSpec first_spec = ShellJob(cluster, "exec sleep 600");
+  pb::JobSpec first_spec = cluster.ShellSpec("exec sleep 600");
   first_spec.set_user("carol");
   auto first = cluster.Submit(first_spec);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(cluster.WaitForState(first->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok()) << cluster.AgentLog(0);
-  pb::JobSpec second_spec = ShellJob(cluster, "echo \"dave ran as $(id -un)\"");
+  pb::JobSpec second_spec = cluster.ShellSpec("echo \"dave ran as $(id -un)\"");
   second_spec.set_user("dave");
   auto second = cluster.Submit(second_spec);
   ASSERT_TRUE(second.ok()) << second.status();

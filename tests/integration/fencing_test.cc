@@ -160,11 +160,8 @@ INSTANTIATE_TEST_SUITE_P(Fencing, RestartedAgent, ::testing::Values(false, true)
                          });
 
 // A one-card job on node-a's H100s running `script` under sh, marked as the cluster's.
-pb::JobSpec ShellJob(const TestCluster& cluster, const std::string& script) {
-  pb::JobSpec spec = cluster.TrainSpec(1, 1, {});
-  spec.clear_python();
-  for (const char* arg : {"/bin/sh", "-c"}) spec.add_command(arg);
-  spec.add_command(script);
+pb::JobSpec NvidiaShellJob(const TestCluster& cluster, const std::string& script) {
+  pb::JobSpec spec = cluster.ShellSpec(script);
   spec.mutable_requirements()->add_vendors("nvidia");
   return spec;
 }
@@ -186,7 +183,7 @@ TEST(Fencing, AFullWorkDirRefusesWhatItCannotRecordAndLosesTrackOfNothing) {
   if (!disk.ok()) GTEST_SKIP() << "needs a real full filesystem: " << disk.status();
   ASSERT_TRUE(cluster.Start().ok());
 
-  pb::JobSpec ticking = ShellJob(cluster, "while true; do echo tick; sleep 0.2; done");
+  pb::JobSpec ticking = NvidiaShellJob(cluster, "while true; do echo tick; sleep 0.2; done");
   ticking.set_max_restarts(1);
   auto first = cluster.Submit(ticking);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -195,7 +192,7 @@ TEST(Fencing, AFullWorkDirRefusesWhatItCannotRecordAndLosesTrackOfNothing) {
   ASSERT_GE(first_generation.size(), 2u) << cluster.AgentLog(0);
 
   ASSERT_TRUE((*disk)->Fill().ok());
-  pb::JobSpec refused_spec = ShellJob(cluster, "exec sleep 600");
+  pb::JobSpec refused_spec = NvidiaShellJob(cluster, "exec sleep 600");
   refused_spec.set_max_restarts(0);
   auto refused = cluster.Submit(refused_spec);
   ASSERT_TRUE(refused.ok()) << refused.status();

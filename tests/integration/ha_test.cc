@@ -20,6 +20,7 @@
 #include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/read_file.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::testing {
@@ -32,13 +33,6 @@ struct Replica {
   std::unique_ptr<pb::ClusterService::Stub> cluster;
   std::string address() const { return absl::StrCat("127.0.0.1:", port); }
 };
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 class HighAvailability : public ::testing::Test {
  protected:

@@ -10,18 +10,12 @@
 #include "gtest/gtest.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/read_file.h"
 
 namespace hetpool::testing {
 namespace {
 
 namespace pb = ::hetpool::v1;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Runs argv to completion; its exit status (-1 when it could not run or took too long).
 int RunToEnd(const std::vector<std::string>& argv, const std::string& log,

@@ -19,14 +19,10 @@
 #include "httplib.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/read_file.h"
 
 namespace hetpool::testing {
 namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 pb::JobSpec SleepSpec(const std::string& seconds, int devices = 0) {
   pb::JobSpec spec;

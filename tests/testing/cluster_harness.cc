@@ -398,6 +398,14 @@ pb::JobSpec TestCluster::TrainSpec(int nnodes, int devices, std::vector<std::str
   return spec;
 }
 
+pb::JobSpec TestCluster::ShellSpec(const std::string& script) const {
+  pb::JobSpec spec = TrainSpec(1, 1, {});
+  spec.clear_python();
+  for (const char* arg : {"/bin/sh", "-c"}) spec.add_command(arg);
+  spec.add_command(script);
+  return spec;
+}
+
 absl::StatusOr<pb::Job> TestCluster::Submit(const pb::JobSpec& spec) {
   pb::SubmitJobRequest req;
   *req.mutable_spec() = spec;

@@ -120,6 +120,8 @@ class TestCluster {
 
   // A spec for `python3 deploy/examples/train_ddp.py args...` marked with this cluster's run id.
   pb::JobSpec TrainSpec(int nnodes, int devices, std::vector<std::string> args) const;
+  // A one-node, one-card spec running `script` under /bin/sh, marked with this cluster's run id.
+  pb::JobSpec ShellSpec(const std::string& script) const;
   absl::StatusOr<pb::Job> Submit(const pb::JobSpec& spec);
   absl::StatusOr<pb::Job> Get(const std::string& id);
   // Polls until `done(job)` or the timeout; returns the last job seen.

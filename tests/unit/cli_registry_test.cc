@@ -74,10 +74,10 @@ TEST(CliRegistry, ACommandsOwnFlagWinsOverTheGlobalOneOfThatName) {
 
 // Runs the command line, returning its exit status and what it printed on stdout and stderr.
 int RunCli(const std::vector<std::string>& args, std::string* out) {
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
   const int code = RunCommandLine(args);
-  *out = testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+  *out = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
   return code;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "src/common/cpu_list.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetpool::agent {
 namespace {
@@ -34,17 +35,7 @@ std::string Read(const fs::path& file) {
 
 void Write(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
 
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/hetpool-cgroup-test-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
-};
+using ::hetpool::testing::TempDir;
 
 TEST(CpuList, ParsesAndFormatsSysfsLists) {
   EXPECT_EQ(ParseCpuList("0-3,8,10-11\n"), (std::set<int>{0, 1, 2, 3, 8, 10, 11}));
@@ -68,9 +59,9 @@ TEST(CgroupMounts, FindsTheUnifiedTreeAndEachV1Controller) {
 
 TEST(Confinement, RefusesSayingWhatIsMissing) {
   TempDir dir;
-  Write(dir.path / "mounts", "cgroup /x cgroup rw,cpu 0 0\n");
+  Write(fs::path(dir.path()) / "mounts", "cgroup /x cgroup rw,cpu 0 0\n");
   ConfinementOptions options;
-  options.mounts_file = (dir.path / "mounts").string();
+  options.mounts_file = (fs::path(dir.path()) / "mounts").string();
   options.agent_name = "node-a";
   auto opened = Confinement::Open(options);
   ASSERT_FALSE(opened.ok());
@@ -82,14 +73,14 @@ TEST(Confinement, RefusesSayingWhatIsMissing) {
 // cgroup v2 as the agent drives it: what it writes where, read back from a cgroupfs-shaped tree.
 TEST(CgroupV2, WritesTheLimitsAndEnablesTheControllersOnTheWayDown) {
   TempDir root;
-  Write(root.path / "cgroup.controllers", "cpuset cpu io memory hugetlb pids");
+  Write(fs::path(root.path()) / "cgroup.controllers", "cpuset cpu io memory hugetlb pids");
   ConfinementOptions options;
   options.agent_name = "node-a-0000abcd";
   options.jobs_memory_mib = 4096;
-  auto confinement = OpenCgroupV2(root.path.string(), options);
+  auto confinement = OpenCgroupV2(fs::path(root.path()).string(), options);
   ASSERT_TRUE(confinement.ok()) << confinement.status();
-  const fs::path parent = root.path / "hetpool" / "node-a-0000abcd";
-  for (const fs::path& level : {root.path, root.path / "hetpool", parent}) {
+  const fs::path parent = fs::path(root.path()) / "hetpool" / "node-a-0000abcd";
+  for (const fs::path& level : {fs::path(root.path()), fs::path(root.path()) / "hetpool", parent}) {
     EXPECT_EQ(Read(level / "cgroup.subtree_control"), "+cpu +cpuset +memory +pids") << level;
   }
   EXPECT_EQ(Read(parent / "memory.max"), absl::StrCat(4096ull << 20));
@@ -128,10 +119,10 @@ TEST(CgroupV2, WritesTheLimitsAndEnablesTheControllersOnTheWayDown) {
 // a cgroup that will not empty is said, not waited on forever.
 TEST(CgroupV2, WithoutCgroupKillKillsWhatIsListedAndSaysWhatIsLeft) {
   TempDir root;
-  Write(root.path / "cgroup.controllers", "memory pids");
+  Write(fs::path(root.path()) / "cgroup.controllers", "memory pids");
   ConfinementOptions options;
   options.agent_name = "node-a";
-  auto confinement = OpenCgroupV2(root.path.string(), options);
+  auto confinement = OpenCgroupV2(fs::path(root.path()).string(), options);
   ASSERT_TRUE(confinement.ok()) << confinement.status();
   auto job = (*confinement)->Create("job-000002-g1", {});
   ASSERT_TRUE(job.ok()) << job.status();
@@ -146,7 +137,7 @@ TEST(CgroupV2, WithoutCgroupKillKillsWhatIsListedAndSaysWhatIsLeft) {
   int status = 0;
   ASSERT_EQ(waitpid(sleeper, &status, 0), sleeper);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  EXPECT_EQ(Read(root.path / "hetpool" / "node-a" / "job-000002-g1" / "cgroup.freeze"), "0");  // thawed again
+  EXPECT_EQ(Read(fs::path(root.path()) / "hetpool" / "node-a" / "job-000002-g1" / "cgroup.freeze"), "0");  // thawed again
 }
 
 // ---- the real hierarchies ----
@@ -307,7 +298,7 @@ void ExpectAnotherCardsDeviceFileShut(CgroupVersion version) {
   if (!confinement) GTEST_SKIP() << skip;
   if (!confinement->DevicesEnforced()) GTEST_SKIP() << "device files cannot be restricted here";
   TempDir dir;
-  const fs::path card = dir.path / "nvidia7";
+  const fs::path card = fs::path(dir.path()) / "nvidia7";
   ASSERT_EQ(mknod(card.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0) << std::strerror(errno);
   auto number = DeviceNumberOf(card.string());
   ASSERT_TRUE(number.ok()) << number.status();

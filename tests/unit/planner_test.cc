@@ -18,8 +18,6 @@
 namespace hetpool::planner {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
-
 ModelSpec Preset(const char* name) {
   auto m = FindPreset(name);
   EXPECT_TRUE(m.ok()) << m.status();

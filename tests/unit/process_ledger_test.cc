@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "src/common/durable_file.h"
+#include "tests/testing/read_file.h"
 #include "tests/testing/small_filesystem.h"
 #include "tests/testing/temp_dir.h"
 
@@ -18,14 +19,8 @@ namespace hetpool::agent {
 namespace {
 
 using ::hetpool::testing::SmallFilesystem;
+using ::hetpool::testing::ReadAll;
 using ::hetpool::testing::TempDir;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A `sleep 600` in its own process group, with `env` as its whole environment.
 pid_t SpawnSleeper(const std::vector<std::string>& env = {}) {
@@ -54,7 +49,7 @@ int WaitSignal(pid_t pid, absl::Duration patience = absl::Seconds(10)) {
   return 0;
 }
 
-void Reap(pid_t pid) {
+void KillAndReap(pid_t pid) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
 }
@@ -106,7 +101,7 @@ TEST(ProcessLedger, AWriteToAFullDiskKeepsThePreviousLedgerAndSaysSo) {
   EXPECT_EQ(successor.StopLeftovers(absl::Seconds(1)), 1);
   EXPECT_EQ(WaitSignal(first), SIGTERM);
   EXPECT_EQ(ReadAll(path), "");
-  Reap(second);  // never recorded: the runner would not have let it run
+  KillAndReap(second);  // never recorded: the runner would not have let it run
 }
 
 TEST(ProcessLedger, ASuccessorStopsItsPredecessorsProcessesWithoutTheLedger) {
@@ -127,7 +122,7 @@ TEST(ProcessLedger, ASuccessorStopsItsPredecessorsProcessesWithoutTheLedger) {
   EXPECT_EQ(WaitSignal(ours), SIGTERM);
   int status = 0;
   EXPECT_EQ(waitpid(theirs, &status, WNOHANG), 0) << "another agent's job process was stopped";
-  Reap(theirs);
+  KillAndReap(theirs);
 }
 
 }  // namespace
