@@ -3,7 +3,8 @@
 # certificates (deploy/pki.sh) and a user token, starts hetpoold with its embedded store and two
 # agents simulating a mixed NVIDIA / MetaX / Cambricon pool on 127.0.0.1, all over mutual TLS,
 # submits the example DDP job across 2 nodes x 2 processes as that user, waits for it, prints its
-# state and the loss from its logs, then the example job across vendors (H100s and MLU370s in one
+# state and the loss from its logs, the same job in each vendor's container image through podman
+# (as root: docs/containers.md), then the example job across vendors (H100s and MLU370s in one
 # job, its batch split by speed: docs/mixed-vendor.md), and stops everything. Run as root, the agents start the job's
 # processes under a uid of the user's own (the default for users without a mapped account).
 set -euo pipefail
@@ -54,9 +55,22 @@ cp deploy/examples/train_ddp.py deploy/examples/train_mixed.py "$shared/deploy/e
 mkdir -p "$shared/python/hetpool"
 cp python/hetpool/__init__.py python/hetpool/dist.py "$shared/python/hetpool/"  # hetpool.dist, torch only
 chmod -R a+rX "$shared"
+# Jobs in container images (docs/containers.md): as root with podman, one local image per vendor
+# (here all three the same: the host's PyTorch, mounted read-only), run through runc with the
+# containers.conf this machine needs (cgroup v1: no default ulimits, no pids limit).
+runtime_flags=(--container-runtime none)
+if [ "$(id -u)" -eq 0 ] && command -v podman >/dev/null && [ -x /usr/sbin/runc ]; then
+  printf '[containers]\ndefault_ulimits = []\npids_limit = 0\n' >"$run_dir/containers.conf"
+  for image in torch-cuda torch-maca torch-mlu; do
+    deploy/examples/make_torch_image.sh "localhost/hetpool-example/$image:1" "$run_dir/containers.conf"
+  done
+  runtime_flags=(--container-runtime /usr/bin/podman --container-runtime-args=--runtime=/usr/sbin/runc
+                 --containers-conf "$run_dir/containers.conf" --container-mount-dirs /usr)
+fi
 for node in node-a node-b; do
   "$bin/hetpool-agent" --node-name "$node" --work-dir "$run_dir/$node" \
     --tls-ca "$pki/ca.pem" --tls-cert "$pki/$node.pem" --tls-key "$pki/$node.key" --job-dirs "$shared" \
+    "${runtime_flags[@]}" \
     --backend sim --inventory "deploy/examples/$node.json" >"$run_dir/$node.log" 2>&1 &
   pids+=($!)
 done
@@ -79,6 +93,17 @@ echo "== job"
 "$bin/hetpoolctl" get "$job"
 echo "== loss (rank 0)"
 "$bin/hetpoolctl" logs "$job" --rank 0 | grep -E "loss" | sed -n '1p;$p'
+
+if [ "${runtime_flags[1]}" != none ]; then
+  echo "== submitting deploy/examples/image-job.json (the same training, each vendor's image through podman)"
+  imaged=$(cd "$shared" && "$bin/hetpoolctl" submit -f "$repo/deploy/examples/image-job.json")
+  echo "   job $imaged"
+  "$bin/hetpoolctl" wait "$imaged" --timeout 600s || status=$?
+  "$bin/hetpoolctl" get "$imaged" | grep -E "^(state|placement):|^  (image|runtime argv):" | cut -c1-200
+  "$bin/hetpoolctl" logs "$imaged" --rank 0 | grep -E "final loss"
+else
+  echo "== skipping deploy/examples/image-job.json: it needs root, podman and runc"
+fi
 echo "== what would serving llama-2-7b to 8 users take on this pool? (docs/planner.md)"
 "$bin/hetpoolctl" plan --model llama-2-7b --mode infer --batch 8 --context 4096 || true
 

@@ -17,7 +17,9 @@ drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& 
                                 const drivers::RunContext& node) {
   if (!req.vendors.empty() &&
       std::find(req.vendors.begin(), req.vendors.end(), device.vendor) == req.vendors.end()) {
-    return {drivers::Compatibility::kNo, absl::StrCat(VendorName(device.vendor), " is not an allowed vendor")};
+    return {drivers::Compatibility::kNo,
+            absl::StrCat(VendorName(device.vendor), " is not an allowed vendor",
+                         req.vendors_why.empty() ? "" : absl::StrCat(" (", req.vendors_why, ")"))};
   }
   if (!req.models.empty() &&
       std::find(req.models.begin(), req.models.end(), device.model) == req.models.end()) {
@@ -118,6 +120,10 @@ uint64_t ContentGeneration(const NodeView& view) {
   h.Add(static_cast<uint64_t>(view.schedulable) | static_cast<uint64_t>(view.context.metax_cuda_translation) << 1);
   for (const auto& t : view.context.torch_devices) h.Add(t);
   for (const auto& c : view.context.collectives) h.Add(c);
+  h.Add(view.container_runtime);
+  if (view.images != nullptr) {
+    for (const auto& image : *view.images) h.Add(image);
+  }
   h.Add(view.rack);
   h.Add(static_cast<uint64_t>(view.cpu_milli_total));
   h.Add(static_cast<uint64_t>(view.cpu_milli_free));

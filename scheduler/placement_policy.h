@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct NodeView {
   int64_t cpu_milli_free = 0;
   uint64_t host_memory_total_mib = 0;
   uint64_t host_memory_free_mib = 0;
+  // The node's container runtime ("" = none) and the images it holds (owned by the node's
+  // inventory, which outlives the view; null = none).
+  std::string container_runtime;
+  const std::set<std::string>* images = nullptr;
   // Changes whenever anything above changes, and no two views of a pool share one
   // (ContentGeneration computes one), so a policy may keep what it derived from the view across
   // calls. 0: unknown, derived afresh on every call.
@@ -47,6 +52,9 @@ uint64_t ContentGeneration(const NodeView& view);
 
 struct Requirements {
   std::vector<Vendor> vendors;      // empty = any
+  // Why `vendors` is narrower than the job asked, if it is ("the job names images only for
+  // metax"): a card of another vendor is refused saying so.
+  std::string vendors_why;
   std::vector<std::string> models;  // empty = any
   std::vector<std::string> fingerprints;  // empty = any (jobs submitted by model name their class)
   drivers::RunRequirements run;     // code, precisions, memory per device, versions (CanRun)
@@ -81,6 +89,11 @@ struct PlacementRequest {
   std::vector<RoleGroup> groups;
   bool mixed_vendors = false;
   std::string collective;  // a job across vendors that asks for one (flagcx): only nodes that have it
+  // A job in container images: the image per vendor ("" for a vendor it has none for: the
+  // requirements already rule those out). Only nodes with a container runtime take it
+  // (ContainerRuntime filter); those holding its image are preferred (ImageLocality score).
+  bool in_image = false;
+  std::map<Vendor, std::string> images;
 
   bool Grouped() const { return !groups.empty() || mixed_vendors; }
   bool Fractional() const { return device_milli > 0 && device_milli < 1000; }

@@ -8,6 +8,7 @@ HETPOOL_PACKAGES=(
   libabsl-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libsqlite3-dev libze-dev libssl-dev openssl prometheus-cpp-dev libcpp-httplib-dev pciutils
   python3-torch etcd-server golang-etcd-server-dev chromium
   python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel
+  podman runc
 )
 
 # Installs the packages that are missing (apt-get update only when something is).

@@ -95,6 +95,10 @@ struct NodeInventory {
   bool simulated = false;
   std::set<std::string> torch_devices;  // torch plugins the node can run: cuda, mlu, xpu, cpu
   std::set<std::string> collectives;    // collective libraries across vendors found: flagcx
+  // The OCI runtime for jobs in images ("" = none) and the images it holds locally.
+  std::string container_runtime;
+  std::string container_runtime_version;
+  std::set<std::string> images;
 };
 
 }  // namespace hetpool

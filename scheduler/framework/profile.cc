@@ -14,9 +14,10 @@ namespace {
 constexpr char kDefaultProfile[] = R"({
   "queueSort": ["FairShare"],
   "preFilter": ["RequestShape"],
-  "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"],
+  "filter": ["Fingerprint", "NodeSchedulable", "ContainerRuntime", "HostResources", "DeviceHealth", "Capacity", "Quota",
+             "Reservation"],
   "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500, "size_damping": 2.5}},
-            {"name": "LinkScore", "weight": 10}, {"name": "TieRank", "weight": 1}],
+            {"name": "LinkScore", "weight": 10}, {"name": "ImageLocality", "weight": 10}, {"name": "TieRank", "weight": 1}],
   "permit": ["Gang"]
 })";
 
@@ -181,12 +182,20 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
   if (!s.ok()) return s;
   // Leaving these out would double-book devices or host CPU and memory, run jobs on cards that
   // cannot run them, or start part of a gang.
-  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources", "Quota", "Reservation"}) {
+  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources", "Quota",
+                                "Reservation"}) {
     if (!instances.contains(required)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: filter must include ", required));
     }
   }
   if (!instances.contains("Gang")) return absl::InvalidArgumentError("profile: permit must include Gang");
+  // Added when a profile leaves it out (profiles written before jobs ran in images): without it
+  // an image job could land on a node that cannot start it.
+  if (!instances.contains("ContainerRuntime")) {
+    auto made = MakeBuiltinPlugin("ContainerRuntime", nlohmann::json());
+    plugins.owned.push_back(*made);
+    plugins.node_filter.push_back(dynamic_cast<NodeFilterPlugin*>(made->get()));
+  }
   return std::make_unique<Framework>(std::move(plugins), *nodes_to_score, *nodes_to_find);
 }
 

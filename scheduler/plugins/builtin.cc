@@ -31,6 +31,8 @@ const std::map<std::string, Factory>& Registry() {
       {"Capacity", NoArgs("Capacity", plugins::NewCapacity)},
       {"Quota", NoArgs("Quota", plugins::NewQuota)},
       {"Reservation", NoArgs("Reservation", plugins::NewReservation)},
+      {"ContainerRuntime", NoArgs("ContainerRuntime", plugins::NewContainerRuntime)},
+      {"ImageLocality", NoArgs("ImageLocality", plugins::NewImageLocality)},
       {"BestFit", plugins::NewBestFit},
       {"TieRank", NoArgs("TieRank", plugins::NewTieRank)},
       {"Packing", NoArgs("Packing", plugins::NewPacking)},

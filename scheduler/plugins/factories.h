@@ -21,6 +21,8 @@ std::shared_ptr<Plugin> NewDeviceHealth();     // device_health.cc
 std::shared_ptr<Plugin> NewCapacity();         // capacity.cc
 std::shared_ptr<Plugin> NewQuota();            // quota.cc
 std::shared_ptr<Plugin> NewReservation();      // reservation.cc
+std::shared_ptr<Plugin> NewContainerRuntime(); // container_runtime.cc
+std::shared_ptr<Plugin> NewImageLocality();    // image_locality.cc
 // args: {"of": "devices" | "shares"} (default devices).
 absl::StatusOr<std::shared_ptr<Plugin>> NewBestFit(const nlohmann::json& args);  // best_fit.cc
 std::shared_ptr<Plugin> NewTieRank();          // tie_rank.cc

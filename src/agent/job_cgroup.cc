@@ -80,6 +80,19 @@ int KeyedCount(const std::string& text, absl::string_view key) {
   return 0;
 }
 
+// Every process in `dir` and in the cgroups below it (a container runtime makes its own below
+// the job's: podman's libpod-<id> and conmon).
+std::vector<pid_t> ReadPidsTree(const fs::path& dir) {
+  std::vector<pid_t> out = ReadPids(dir / "cgroup.procs");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    const std::vector<pid_t> below = ReadPidsTree(entry.path());
+    out.insert(out.end(), below.begin(), below.end());
+  }
+  return out;
+}
+
 absl::Status MakeDir(const fs::path& dir) {
   if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
   return absl::FailedPreconditionError(Errno(absl::StrCat("cannot create cgroup ", dir.string())));
@@ -88,6 +101,19 @@ absl::Status MakeDir(const fs::path& dir) {
 absl::Status RemoveDir(const fs::path& dir) {
   if (rmdir(dir.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
   return absl::FailedPreconditionError(Errno(absl::StrCat("cannot remove cgroup ", dir.string())));
+}
+
+// A job's cgroup and the (empty) cgroups a runtime left below it, deepest first.
+absl::Status RemoveTree(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> below;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory(ec) && !entry.is_symlink(ec)) below.push_back(entry.path());
+  }
+  for (const auto& child : below) {
+    if (auto s = RemoveTree(child); !s.ok()) return s;
+  }
+  return RemoveDir(dir);
 }
 
 std::string Describe(const JobLimits& l, bool devices_enforced) {
@@ -110,20 +136,20 @@ std::string Describe(const JobLimits& l, bool devices_enforced) {
 // Kills what `procs` lists until it lists nothing (or patience ends), each pid counted once.
 // `stop`/`resume` freeze and thaw around each round where the version can (so nothing forks
 // between the listing and the kill).
-absl::StatusOr<int> KillListed(const fs::path& procs, absl::Duration patience, const std::function<void()>& stop,
+absl::StatusOr<int> KillListed(const fs::path& dir, absl::Duration patience, const std::function<void()>& stop,
                                const std::function<void()>& resume) {
   std::set<pid_t> killed;
   const absl::Time deadline = absl::Now() + patience;
   while (true) {
     stop();
-    const std::vector<pid_t> pids = ReadPids(procs);
+    const std::vector<pid_t> pids = ReadPidsTree(dir);
     for (pid_t pid : pids) {
       if (kill(pid, SIGKILL) == 0) killed.insert(pid);
     }
     resume();
     if (pids.empty()) return static_cast<int>(killed.size());
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(pids.size(), " process(es) still in ", procs.parent_path().string(),
+      return absl::DeadlineExceededError(absl::StrCat(pids.size(), " process(es) still in ", dir.string(),
                                                       " after SIGKILL"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -139,7 +165,7 @@ class CgroupV2Job : public JobCgroup {
     description_ = Describe(limits_, devices_enforced);
   }
   absl::Status Add(pid_t pid) override { return WriteControl(dir_ / "cgroup.procs", absl::StrCat(pid)); }
-  std::vector<pid_t> Processes() const override { return ReadPids(dir_ / "cgroup.procs"); }
+  std::vector<pid_t> Processes() const override { return ReadPidsTree(dir_); }
   absl::StatusOr<int> KillAll(absl::Duration patience) override {
     const int listed = static_cast<int>(Processes().size());
     // cgroup.kill (Linux 5.14) kills the whole cgroup at once, forks in flight included.
@@ -153,11 +179,11 @@ class CgroupV2Job : public JobCgroup {
     }
     const fs::path freeze = dir_ / "cgroup.freeze";
     return KillListed(
-        dir_ / "cgroup.procs", patience, [&] { WriteControl(freeze, "1").IgnoreError(); },
+        dir_, patience, [&] { WriteControl(freeze, "1").IgnoreError(); },
         [&] { WriteControl(freeze, "0").IgnoreError(); });
   }
   int OomKills() const override { return KeyedCount(ReadControl(dir_ / "memory.events"), "oom_kill"); }
-  absl::Status Remove() override { return RemoveDir(dir_); }
+  absl::Status Remove() override { return RemoveTree(dir_); }
 
  private:
   fs::path dir_;
@@ -188,6 +214,7 @@ class CgroupV2 : public Confinement {
     const fs::path dir = parent_ / name;
     if (auto s = MakeDir(dir); !s.ok()) return s;
     auto job = std::make_unique<CgroupV2Job>(dir, limits, devices_enforced_);
+    job->set_path(absl::StrCat("/", fs::path(dir).lexically_relative(root_).string()));
     auto fail = [&](absl::Status s) {
       job->Remove().IgnoreError();
       return s;
@@ -286,7 +313,7 @@ class CgroupV1Job : public JobCgroup {
     }
     return absl::OkStatus();
   }
-  std::vector<pid_t> Processes() const override { return ReadPids(dirs_.at("freezer") / "cgroup.procs"); }
+  std::vector<pid_t> Processes() const override { return ReadPidsTree(dirs_.at("freezer")); }
   absl::StatusOr<int> KillAll(absl::Duration patience) override {
     const fs::path& freezer = dirs_.at("freezer");
     // Frozen, nothing can fork between reading the list and the kills; SIGKILL is delivered
@@ -299,7 +326,7 @@ class CgroupV1Job : public JobCgroup {
       }
     };
     auto thaw = [&] { WriteControl(freezer / "freezer.state", "THAWED").IgnoreError(); };
-    return KillListed(freezer / "cgroup.procs", patience, freeze, thaw);
+    return KillListed(freezer, patience, freeze, thaw);
   }
   int OomKills() const override {
     auto it = dirs_.find("memory");
@@ -308,7 +335,7 @@ class CgroupV1Job : public JobCgroup {
   absl::Status Remove() override {
     absl::Status first;
     for (const auto& [c, dir] : dirs_) {
-      if (auto s = RemoveDir(dir); !s.ok() && first.ok()) first = s;
+      if (auto s = RemoveTree(dir); !s.ok() && first.ok()) first = s;
     }
     return first;
   }
@@ -336,6 +363,9 @@ class CgroupV1 : public Confinement {
     std::map<std::string, fs::path> dirs;
     for (const auto& [c, parent] : parents_) dirs[c] = parent / name;
     auto job = std::make_unique<CgroupV1Job>(dirs, limits, DevicesEnforced());
+    // Every hierarchy holds it at the same path: <mount>/hetpool/<agent>/<name>.
+    const fs::path& memory_parent = parents_.at("memory");
+    job->set_path(absl::StrCat("/", kTop, "/", memory_parent.filename().string(), "/", name));
     auto fail = [&](absl::Status s) {
       job->Remove().IgnoreError();
       return s;

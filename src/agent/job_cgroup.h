@@ -84,10 +84,15 @@ class JobCgroup {
   // "memory 512 MiB, cpu 2000m, cores 0-3, pids 32768, 2 other cards' device files denied"
   const std::string& description() const { return description_; }
   const JobLimits& limits() const { return limits_; }
+  // Its path below the hierarchy's root ("/hetpool/node-a-1f2e3d4c/job-000001-g1"), as a
+  // container runtime's --cgroup-parent takes it: the container's cgroups go below this one.
+  const std::string& path() const { return path_; }
+  void set_path(std::string path) { path_ = std::move(path); }
 
  protected:
   JobLimits limits_;
   std::string description_;
+  std::string path_;
 };
 
 struct ConfinementOptions {

@@ -20,6 +20,7 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/agent_metrics.h"
 #include "src/agent/fence_watchdog.h"
+#include "src/agent/container_runtime.h"
 #include "src/agent/job_cgroup.h"
 #include "src/agent/session.h"
 #include "src/common/flags.h"
@@ -107,6 +108,17 @@ int main(int argc, char** argv) {
   flags.Int("job-pids-max", &job_pids_max, "processes and threads one confined job may have on this node");
   flags.Int("reserve-memory-mib", &reserve_memory_mib,
             "host memory kept from all confined jobs together, for the agent and the system");
+  std::string container_runtime = "auto";
+  hetpool::agent::ContainerRuntimeOptions runtime_options;
+  flags.String("container-runtime", &container_runtime,
+               "the container runtime CLI jobs in images start through: auto (podman on PATH, if there), none, or "
+               "its absolute path (docs/containers.md)");
+  flags.List("container-runtime-args", &runtime_options.global_args,
+             "options the runtime gets before its command, e.g. --runtime=/usr/sbin/runc (repeatable)");
+  flags.String("containers-conf", &runtime_options.containers_conf,
+               "containers.conf the runtime reads (CONTAINERS_CONF); default: its own");
+  flags.List("container-mount-dirs", &runtime_options.mount_dirs,
+             "host directories besides --job-dirs whose contents jobs may mount into their images, read-only");
   flags.String("config", &config, "JSON file whose keys are these flag names");
   flags.String("log-level", &log_level, "trace, debug, info, warn, error");
   if (const char* env = getenv("HETPOOL_SERVER"); env && *env) server = env;
@@ -228,6 +240,19 @@ int main(int argc, char** argv) {
                  "outlives them (docs/security.md)");
   }
   options.confinement = confinement.get();
+  auto runtime_program = hetpool::agent::ResolveRuntimeProgram(container_runtime);
+  if (!runtime_program.ok()) return Fail(runtime_program.status().message());
+  runtime_options.program = *runtime_program;
+  std::unique_ptr<hetpool::agent::ContainerRuntime> runtime;
+  if (!runtime_options.program.empty()) {
+    runtime = std::make_unique<hetpool::agent::ContainerRuntime>(runtime_options);
+    if (auto facts = runtime->Facts(); facts.ok()) {
+      spdlog::info("jobs in images run through {} {} ({} images here)", facts->name, facts->version, facts->images.size());
+    } else {
+      spdlog::warn("container runtime {}: {}", runtime_options.program, std::string(facts.status().message()));
+    }
+    options.container_runtime = runtime.get();
+  }
   options.job_pids_max = job_pids_max > 0 ? static_cast<uint64_t>(job_pids_max) : 0;
   if (options.torchrun_path.empty()) options.torchrun_path = FindOnPath("torchrun");
   if (options.torchrun_path.empty()) return Fail("torchrun not found on PATH; pass --torchrun");

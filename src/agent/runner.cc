@@ -42,16 +42,13 @@ constexpr int kPrivateTmp = 6;
 
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
-std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
+// Each worker's RANK by its LOCAL_RANK, read from the environments of `pids`; empty until all
+// `procs` are seen.
+std::vector<int> DiscoverRanks(const std::vector<pid_t>& pids, int procs) {
   std::vector<int> ranks(static_cast<size_t>(procs), -1);
   int found = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid == pgid || getpgid(pid) != pgid) continue;
-    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+  for (pid_t pid : pids) {
+    std::ifstream environ(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
     std::string var;
     int rank = -1, local = -1;
     while (std::getline(environ, var, '\0')) {
@@ -65,6 +62,19 @@ std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
   }
   if (found < procs) return {};
   return ranks;
+}
+
+// The same for the members of process group `pgid` (torchrun's workers), torchrun itself aside.
+std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
+  std::vector<pid_t> members;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid != pgid && getpgid(pid) == pgid) members.push_back(pid);
+  }
+  return DiscoverRanks(members, procs);
 }
 
 // Opens (creating) a job's node log for appending. Its directories (g<gen>, the job's folder and
@@ -190,18 +200,40 @@ void Runner::Start(const LaunchSpec& spec) {
     record.confinement = absl::StrCat(options_.confinement->version() == CgroupVersion::kV1 ? "cgroup v1" : "cgroup v2",
                                       record.cgroup->description().empty() ? "" : ": ", record.cgroup->description());
   }
+  // What is exec'd: torchrun as the job's account, or (in an image) the container runtime as
+  // root, which starts torchrun as that account in the container. The runtime's own checks
+  // stand in for the working dir and script checks, and the container has a /tmp of its own.
+  std::vector<std::string> exec_argv = spec.argv;
+  std::map<std::string, std::string> exec_env = spec.env;
+  const bool in_image = spec.container.has_value();
+  if (in_image) {
+    if (std::string why = PrepareContainer(spec, record, exec_argv, exec_env); !why.empty()) {
+      close(log);
+      if (record.cgroup != nullptr) record.cgroup->Remove().IgnoreError();
+      record.cgroup = nullptr;
+      record.exited = true;
+      record.exit_code = 127;
+      record.message = why;
+      record.launch_failure = "ContainerFailed";
+      spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, why);
+      return;
+    }
+  }
+  const bool switch_user = run_as.switch_user && !in_image;
+  const std::string start_dir = in_image ? "/" : spec.working_dir;
+  const std::string script = in_image ? "" : spec.script;
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<char*> argv;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : exec_argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<std::string> env_strings;
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : exec_env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   // What the job keeps in view of the host's /tmp, worked out before fork.
   std::unique_ptr<PrivateTmp> private_tmp;
-  if (spec.private_tmp) private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp);
+  if (spec.private_tmp && !in_image) private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp);
 
   // pipe_fds: the child's report of why it could not exec (closed by a successful exec).
   // go_fds: the parent's word that the group is in the ledger; the child execs nothing before
@@ -234,13 +266,13 @@ void Runner::Start(const LaunchSpec& spec) {
     int tmp_error = 0;
     if (private_tmp != nullptr && (tmp_error = private_tmp->EnterInChild()) != 0) {  // as root, first
       err = {kPrivateTmp, tmp_error};
-    } else if (run_as.switch_user &&
+    } else if (switch_user &&
                (setgroups(run_as.groups.size(), run_as.groups.data()) != 0 || setgid(run_as.gid) != 0 ||
                 setuid(run_as.uid) != 0)) {
       err = {3, errno};
-    } else if (chdir(spec.working_dir.c_str()) != 0) {
+    } else if (chdir(start_dir.c_str()) != 0) {
       err = {0, errno};
-    } else if (!spec.script.empty() && access(spec.script.c_str(), R_OK) != 0) {
+    } else if (!script.empty() && access(script.c_str(), R_OK) != 0) {
       err = {4, errno};  // as the job's account, in its working dir: what torchrun would open
     } else {
       char go = 0;
@@ -307,7 +339,7 @@ void Runner::Start(const LaunchSpec& spec) {
                              : err.stage == 3 ? run_as.account
                              : err.stage == 4 ? absl::StrCat(spec.script, " in ", spec.working_dir)
                              : err.stage == kPrivateTmp ? "(a tmpfs in a mount namespace of its own)"
-                                              : spec.argv[0];
+                                              : exec_argv[0];
     record.message = err.stage == kNotRecorded && !confined.ok()
                          ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
                      : err.stage == kNotRecorded
@@ -316,6 +348,7 @@ void Runner::Start(const LaunchSpec& spec) {
     record.launch_failure = kStageFailures[err.stage];
     if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
     if (record.cgroup != nullptr) EndCgroup(key, record);
+    if (in_image) EndContainer(record);
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
@@ -364,6 +397,7 @@ bool Runner::Poll() {
       // with a cgroup, everything the job started, wherever it went.
       killpg(r.pid, SIGKILL);
       if (r.cgroup != nullptr) EndCgroup(key, r);
+      if (r.spec.container) EndContainer(r);
       EndCardLeftovers(key, r);
       if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);
       if (options_.watchdog != nullptr) options_.watchdog->Forget(r.pid);
@@ -371,7 +405,10 @@ bool Runner::Poll() {
       continue;
     }
     if (r.global_ranks.empty() && r.spec.procs > 0) {
-      r.global_ranks = DiscoverRanks(r.pid, r.spec.procs);
+      // In an image, torchrun's workers are the runtime's grandchildren in another process
+      // group, but in the job's cgroup all the same.
+      r.global_ranks = r.spec.container && r.cgroup != nullptr ? DiscoverRanks(r.cgroup->Processes(), r.spec.procs)
+                                                               : DiscoverRanks(r.pid, r.spec.procs);
       any = any || !r.global_ranks.empty();
     }
     if (r.kill_sent && absl::Now() - r.kill_sent_at > r.kill_grace) {
@@ -439,6 +476,36 @@ void Runner::EndCardLeftovers(const Key& key, ProcessRecord& r) {
     r.card_leftovers.push_back(absl::StrCat(DescribeHolder(process, facts), " of ", device_id));
     spdlog::warn("job {} g{}: killed {}, left on its card", key.first, key.second, r.card_leftovers.back());
   }
+}
+
+std::string Runner::PrepareContainer(const LaunchSpec& spec, ProcessRecord& record, std::vector<std::string>& argv,
+                                     std::map<std::string, std::string>& env) {
+  ContainerRuntime* runtime = options_.container_runtime;
+  if (runtime == nullptr) return "not started: this node has no container runtime (hetpool-agent --container-runtime)";
+  ContainerRun run = *spec.container;
+  if (record.cgroup != nullptr) run.cgroup_parent = record.cgroup->path();
+  auto text = EnvFileText(spec.env);
+  if (!text.ok()) return absl::StrCat("not started: ", text.status().message());
+  // Beside the log, where no job account can write: the runtime (root) reads it by name.
+  run.env_file = absl::StrCat(spec.log_path, ".env");
+  const int fd = open(run.env_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::StrCat("not started: ", run.env_file, ": ", std::strerror(errno));
+  const bool written = write(fd, text->data(), text->size()) == static_cast<ssize_t>(text->size());
+  close(fd);
+  if (!written) return absl::StrCat("not started: ", run.env_file, ": ", std::strerror(errno));
+  argv = runtime->RunArgv(run);
+  env = runtime->Environment();
+  record.runtime_argv = argv;
+  return "";
+}
+
+void Runner::EndContainer(ProcessRecord& r) {
+  if (options_.container_runtime == nullptr || !r.spec.container) return;
+  // A runtime killed before it cleaned up leaves its container's record (the name would then
+  // be taken); a pulled image changes what the node holds.
+  options_.container_runtime->Remove(r.spec.container->name);
+  options_.container_runtime->Invalidate();
+  unlink(absl::StrCat(r.spec.log_path, ".env").c_str());
 }
 
 std::string Runner::UidHolder(uid_t uid, const std::string& user) const {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "src/agent/card_holders.h"
+#include "src/agent/container_runtime.h"
 #include "src/agent/fence_watchdog.h"
 #include "src/agent/job_cgroup.h"
 #include "src/agent/job_sandbox.h"
@@ -47,6 +48,9 @@ struct LaunchSpec {
   bool private_tmp = false;
   std::vector<std::string> keep_in_tmp;
   std::string user;  // the hetpool user who owns the job
+  // In a container image: the run, less what Start fills in (the cgroup parent, the env file).
+  // The runtime is exec'd as root and the container runs as run_as; argv above is its command.
+  std::optional<ContainerRun> container;
 };
 
 struct ProcessRecord {
@@ -83,6 +87,8 @@ struct ProcessRecord {
   // Processes of the job's account still holding its cards after it ended, which the agent
   // killed: "pid 4242 (uid 61184, python3) holds 2658 MiB of nvidia0".
   std::vector<std::string> card_leftovers;
+  // In an image: the runtime's command line as run (argv[0] the runtime, torchrun's argv last).
+  std::vector<std::string> runtime_argv;
 };
 
 // "output written from 19:20:01 to 19:21:30 UTC is lost: /var/lib/x had no space left", or ""
@@ -99,6 +105,7 @@ struct RunnerOptions {
   // Every process the vendor libraries list on the node's cards, by device id (empty where no
   // library can tell); when set, what a job leaves on its cards is ended at its exit.
   std::function<std::vector<std::pair<std::string, CardProcess>>()> card_processes;
+  ContainerRuntime* container_runtime = nullptr;  // for launches in images, when the node has one
 };
 
 class Runner {
@@ -140,6 +147,12 @@ class Runner {
   // cards (they left its process group and, unconfined, nothing else found them), unless a
   // running job of the same account owns them.
   void EndCardLeftovers(const Key& key, ProcessRecord& r);
+  // In an image, before the fork: the runtime's command line around the launch, its
+  // environment, and the env file with the job's. A non-empty return is why it cannot start.
+  std::string PrepareContainer(const LaunchSpec& spec, ProcessRecord& record, std::vector<std::string>& argv,
+                               std::map<std::string, std::string>& env);
+  // After it exited: what the runtime left (its container record, the env file).
+  void EndContainer(ProcessRecord& r);
   struct Undead {
     std::shared_ptr<JobCgroup> cgroup;
     LaunchSpec spec;  // whose it was

@@ -86,7 +86,7 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
       backends_(std::move(backends)),
       ledger_(options_.work_dir + "/process-groups", options_.work_dir),
       runner_(RunnerOptions{options_.kill_grace, &ledger_, options_.watchdog, options_.confinement,
-                            [this] { return CardProcesses(); }}) {
+                            [this] { return CardProcesses(); }, options_.container_runtime}) {
   for (const auto& b : backends_) {
     simulated_ = simulated_ || b->Simulated();
     lists_card_processes_ = lists_card_processes_ || !b->Simulated();
@@ -110,6 +110,16 @@ absl::StatusOr<pb::NodeInventory> Session::Inventory() {
   if (!inventory.ok()) return inventory.status();
   NodeInventory tracked = tracker_.Update(*std::move(inventory));
   AttributeCardProcesses(tracked.devices, runner_.RunningJobs());
+  if (options_.container_runtime != nullptr) {
+    // A runtime that does not answer is reported as none: no image job is sent here meanwhile.
+    if (auto facts = options_.container_runtime->Facts(); facts.ok()) {
+      tracked.container_runtime = facts->name;
+      tracked.container_runtime_version = facts->version;
+      tracked.images = facts->images;
+    } else {
+      spdlog::warn("container runtime: {}", std::string(facts.status().message()));
+    }
+  }
   pb::NodeInventory proto = ToProto(tracked);
   int running = 0;
   for (const auto& [key, record] : runner_.records()) running += record.exited ? 0 : 1;
@@ -301,6 +311,8 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
     // Caches (torch, pip) need a writable home; an account without one gets the run directory.
     spec.env["HOME"] = spec.run_as.home.empty() ? run_dir : spec.run_as.home;
   }
+  // In an image, the image's own PATH stands unless the job sets one.
+  if (plan.has_container()) spec.env.erase("PATH");
   for (const auto& [k, v] : plan.env()) spec.env[k] = v;
   // Last, so no plan can change it: how a successor finds this job's processes (process_ledger.h).
   spec.env[kAgentMarkerVariable] = options_.work_dir;
@@ -322,7 +334,52 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
     spec.note = absl::StrCat("simulated devices: planned ", plan.dist_backend(), " on ",
                              plan.torch_device(), ", running gloo on CPU");
   }
+  if (plan.has_container() && spec.refused.empty()) AddContainer(order, spec);
   return spec;
+}
+
+void Session::AddContainer(const pb::LaunchOrder& order, LaunchSpec& spec) const {
+  const pb::NodeLaunchPlan& plan = order.plan();
+  if (options_.container_runtime == nullptr) {
+    spec.refused = "not started: this node has no container runtime (hetpool-agent --container-runtime)";
+    spec.refused_failure = "ContainerFailed";
+    return;
+  }
+  ContainerRun run;
+  run.name = absl::StrCat("hetpool-", options_.node_name, "-", order.job_id(), "-g", order.generation());
+  run.image = plan.container().image();
+  run.uid = spec.run_as.switch_user ? spec.run_as.uid : geteuid();
+  run.gid = spec.run_as.switch_user ? spec.run_as.gid : getegid();
+  if (spec.run_as.switch_user) run.groups = spec.run_as.groups;
+  run.workdir = plan.container().workdir().empty() ? spec.working_dir : plan.container().workdir();
+  run.command = spec.argv;
+  // The job's working dir and its run dir (HOME, torchrun's logs) at their own paths, then the
+  // job's own mounts, each resolved here first (nothing the job can swap is opened by name).
+  std::vector<ContainerMount> wanted;
+  for (const auto& m : plan.container().mounts()) wanted.push_back({m.source(), m.target(), m.read_only()});
+  auto mounts = ResolveMounts(wanted, options_.sandbox.job_dirs, options_.container_runtime->options().mount_dirs);
+  if (!mounts.ok()) {
+    spec.refused = absl::StrCat("not started: ", mounts.status().message());
+    spec.refused_failure = "MountRefused";
+    return;
+  }
+  run.mounts = {{spec.working_dir, spec.working_dir, false}, {spec.run_dir, spec.run_dir, false}};
+  run.mounts.insert(run.mounts.end(), mounts->begin(), mounts->end());
+  // Exactly the job's cards, the device files their vendor's cards share, and the host's driver
+  // libraries the vendor's container toolkit would pass. Simulated cards have none.
+  const std::optional<Vendor> vendor = ParseVendor(plan.vendor());
+  if (!simulated_ && vendor) {
+    for (const auto& id : spec.device_ids) {
+      for (const auto& d : reported_inventory_.devices()) {
+        if (d.id() == id) run.devices.insert(run.devices.end(), d.device_nodes().begin(), d.device_nodes().end());
+      }
+    }
+    if (!spec.device_ids.empty()) {
+      for (auto& shared : SharedDeviceFiles(*vendor)) run.devices.push_back(std::move(shared));
+      for (auto& library : DriverLibraryMounts(*vendor)) run.mounts.push_back(std::move(library));
+    }
+  }
+  spec.container = std::move(run);
 }
 
 void Session::Reconcile(const pb::Orders& orders) {
@@ -437,7 +494,13 @@ bool Session::PushLogs() {
       newly_flushed = true;
       // torchrun exits 1 whichever way a worker failed: its report, now all pushed, says which
       // rank and how.
-      if (r.exit_code != 0 && !r.kill_sent && r.launch_failure.empty()) {
+      if (r.spec.container && r.exit_code == kRuntimeFailedExit && !r.kill_sent && r.launch_failure.empty()) {
+        // The runtime failed, not the job (a pull, a mount, a device): its own words say how.
+        const std::string said = RuntimeError(r.log_tail);
+        r.launch_failure = "ContainerFailed";
+        r.message = absl::StrCat("container runtime failed (exit ", kRuntimeFailedExit, ") running image ",
+                                 r.spec.container->image, said.empty() ? "" : ": ", said);
+      } else if (r.exit_code != 0 && !r.kill_sent && r.launch_failure.empty()) {
         r.torchrun_failure = ParseTorchrunFailure(r.log_tail);
       }
       r.log_tail.clear();
@@ -472,6 +535,7 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
     s->set_confinement(r.confinement);
     s->set_strays_killed(r.strays_killed);
     for (const auto& leftover : r.card_leftovers) s->add_card_leftovers(leftover);
+    for (const auto& arg : r.runtime_argv) s->add_runtime_argv(arg);
     for (const auto& d : r.spec.device_ids) s->add_device_ids(d);
     for (int rank : r.global_ranks) s->add_global_ranks(rank);
     if (!r.launch_failure.empty() || r.torchrun_failure || r.out_of_memory_mib > 0) {

@@ -48,6 +48,8 @@ struct SessionOptions {
   // A cgroup per job generation (job_cgroup.h), when set; each is held to these pids.
   Confinement* confinement = nullptr;
   uint64_t job_pids_max = 32768;
+  // Jobs in container images start through it (container_runtime.h), when the node has one.
+  ContainerRuntime* container_runtime = nullptr;
 };
 
 // What the agent's metrics endpoint reports: the last discovered inventory and the job processes.
@@ -93,6 +95,9 @@ class Session {
   bool Drained(const std::atomic<bool>* drain) const { return drain != nullptr && drain->load() && runner_.Empty(); }
   void Reconcile(const hetpool::v1::Orders& orders);
   LaunchSpec ToLaunchSpec(const hetpool::v1::LaunchOrder& order) const;
+  // A launch in an image: the container around spec.argv (devices, mounts, account), or why not
+  // (spec.refused).
+  void AddContainer(const hetpool::v1::LaunchOrder& order, LaunchSpec& spec) const;
   // Pushes new log bytes; returns true if some exited process is now fully pushed.
   bool PushLogs();
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();

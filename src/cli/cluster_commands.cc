@@ -37,6 +37,11 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
   std::cout << table.Render();
   for (const auto& n : resp.nodes()) {
     if (!n.fault().empty()) std::cout << n.name() << " takes no new work: " << n.fault() << "\n";
+    if (const auto& runtime = n.inventory().container_runtime(); !runtime.name().empty()) {
+      std::cout << n.name() << " runs jobs in images through " << runtime.name() << " " << runtime.version() << " ("
+                << n.inventory().images_size() << (n.inventory().images_size() == 1 ? " image" : " images")
+                << " here)\n";
+    }
     for (const auto& d : n.inventory().devices()) {
       if (!d.dirty().empty()) std::cout << n.name() << " " << d.id() << " is dirty: " << d.dirty() << "\n";
     }

@@ -166,6 +166,14 @@ void PrintJobDetail(const pb::Job& job) {
       std::cout << "  near its cards: cores " << plan.cpus()
                 << (plan.numa_nodes().empty() ? "" : absl::StrCat(", NUMA node(s) ", plan.numa_nodes())) << "\n";
     }
+    if (plan.has_container()) {
+      std::cout << "  image: " << plan.container().image() << "\n";
+      for (const auto& placed : job.placement()) {
+        if (placed.node() == plan.node() && placed.runtime_argv_size() > 0) {
+          std::cout << "  runtime argv: " << absl::StrJoin(placed.runtime_argv(), " ") << "\n";
+        }
+      }
+    }
   }
   std::cout << "events:\n";
   for (const auto& e : job.events()) {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "drivers/fingerprint/spec_table.h"
+#include "src/common/names.h"
 
 namespace hetpool {
 namespace {
@@ -140,6 +141,11 @@ pb::NodeInventory ToProto(const NodeInventory& inv) {
   out.set_simulated(inv.simulated);
   for (const auto& t : inv.torch_devices) out.add_torch_devices(t);
   for (const auto& c : inv.collectives) out.add_collectives(c);
+  if (!inv.container_runtime.empty()) {
+    out.mutable_container_runtime()->set_name(inv.container_runtime);
+    out.mutable_container_runtime()->set_version(inv.container_runtime_version);
+  }
+  for (const auto& image : inv.images) out.add_images(image);
   for (const auto& d : inv.devices) *out.add_devices() = ToProto(d);
   return out;
 }
@@ -163,6 +169,20 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     });
     if (!plain) return absl::InvalidArgumentError("inventory.collectives: each a name of 1-32 of a-z 0-9 _ -");
     inv.collectives.insert(c);
+  }
+  if (auto s = CheckName("inventory.container_runtime.name", in.container_runtime().name(), 32, false); !s.ok()) return s;
+  if (in.container_runtime().version().size() > 64) {
+    return absl::InvalidArgumentError("inventory.container_runtime.version: longer than 64 characters");
+  }
+  inv.container_runtime = in.container_runtime().name();
+  inv.container_runtime_version = in.container_runtime().version();
+  if (in.images_size() > 4096) return absl::InvalidArgumentError("inventory.images: more than 4096 entries");
+  if (in.images_size() > 0 && inv.container_runtime.empty()) {
+    return absl::InvalidArgumentError("inventory.images: listed without a container_runtime");
+  }
+  for (const auto& image : in.images()) {
+    if (auto s = CheckImageReference("inventory.images", image); !s.ok()) return s;
+    inv.images.insert(image);
   }
   if (in.devices_size() > 1024) return absl::InvalidArgumentError("inventory.devices: more than 1024 devices");
   std::set<std::string> ids;

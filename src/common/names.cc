@@ -23,4 +23,19 @@ absl::Status CheckPathComponent(absl::string_view field, absl::string_view value
   return absl::OkStatus();
 }
 
+absl::Status CheckImageReference(absl::string_view field, absl::string_view value) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty image name"));
+  if (value.size() > 255) return absl::InvalidArgumentError(absl::StrCat(field, ": longer than 255 characters"));
+  if (value[0] == '-' || value[0] == '/') {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", value, "' may not start with '-' or '/'"));
+  }
+  for (char c : value) {
+    if (!IsNameChar(c) && c != '/' && c != ':' && c != '@') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", value, "' is not an image name (letters, digits, '.', '_', '-', '/', ':', '@')"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace hetpool

@@ -20,6 +20,11 @@ absl::Status CheckName(absl::string_view field, absl::string_view value, size_t 
 // leading '.', so neither "." nor ".." nor a hidden entry can be made from one.
 absl::Status CheckPathComponent(absl::string_view field, absl::string_view value, size_t max);
 
+// A container image reference as runtimes take it ("registry.example:5000/team/torch:2.4-cu12",
+// "localhost/x@sha256:..."): 1-255 of letters, digits and . _ - / : @, not starting with '-' (a
+// runtime would read it as an option) or '/'. INVALID_ARGUMENT naming `field` otherwise.
+absl::Status CheckImageReference(absl::string_view field, absl::string_view value);
+
 // Users and groups: in tokens and in JobSpec alike.
 inline constexpr size_t kMaxUserName = 64;
 

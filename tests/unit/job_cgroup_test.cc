@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -252,6 +253,56 @@ void OnRealCgroups(CgroupVersion version, const std::function<void(Confinement&)
   check(*confinement);
   EXPECT_TRUE(confinement->Close().ok());
 }
+
+// A container runtime puts its processes in cgroups of its own below the job's (podman's
+// libpod-<id> and conmon, --cgroup-parent): they are the job's all the same, killed with it, and
+// their cgroups removed with its.
+void ExpectCgroupsBelowTheJobsCounted(Confinement& confinement) {
+  auto job = confinement.Create("runtime-g1", {});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_FALSE((*job)->path().empty());
+  EXPECT_TRUE(absl::EndsWith((*job)->path(), "/runtime-g1")) << (*job)->path();
+  // Where this version mounts the hierarchy the path is relative to.
+  std::vector<fs::path> dirs;
+  if (confinement.version() == CgroupVersion::kV1) {
+    for (const char* c : {"freezer", "memory", "pids"}) dirs.push_back(fs::path("/sys/fs/cgroup") / c);
+  } else {
+    std::ifstream mounts("/proc/self/mounts");
+    std::string dev, where, type;
+    while (mounts >> dev >> where >> type) {
+      if (type == "cgroup2") dirs.push_back(where);
+      mounts.ignore(1 << 16, '\n');
+    }
+  }
+  std::vector<fs::path> below;
+  for (const fs::path& root : dirs) {
+    const fs::path dir = root / (*job)->path().substr(1) / "libpod-test";
+    if (!fs::is_directory(dir.parent_path())) continue;
+    ASSERT_TRUE(fs::create_directory(dir)) << dir;
+    below.push_back(dir);
+  }
+  ASSERT_FALSE(below.empty());
+  Waiting child = StartWaiting("exec sleep 600");
+  for (const fs::path& dir : below) Write(dir / "cgroup.procs", absl::StrCat(child.pid));
+  child.Release();
+  const std::vector<pid_t> members = (*job)->Processes();
+  EXPECT_EQ(members, std::vector<pid_t>{child.pid});
+  auto killed = (*job)->KillAll(absl::Seconds(10));
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_EQ(*killed, 1);
+  Reap(child.pid);
+  EXPECT_TRUE((*job)->Remove().ok());
+  for (const fs::path& dir : below) EXPECT_FALSE(fs::exists(dir)) << dir;
+}
+
+TEST(CgroupV1Real, ARuntimesCgroupsBelowTheJobsAreTheJobs) {
+  OnRealCgroups(CgroupVersion::kV1, ExpectCgroupsBelowTheJobsCounted);
+}
+
+TEST(CgroupV2Real, ARuntimesCgroupsBelowTheJobsAreTheJobs) {
+  OnRealCgroups(CgroupVersion::kV2, ExpectCgroupsBelowTheJobsCounted);
+}
+
 
 TEST(CgroupV1Real, TheFenceKillsTheGroupLeadersWholeCgroup) {
   OnRealCgroups(CgroupVersion::kV1, ExpectTheLeadersCgroupKilled);

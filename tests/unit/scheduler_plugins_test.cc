@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -438,6 +439,54 @@ TEST(BuiltinPlugins, ArgumentsAreCheckedByName) {
     ASSERT_TRUE(plugin.ok()) << name;
     EXPECT_EQ((*plugin)->Name(), name);
   }
+}
+
+// Jobs in images (docs/containers.md): only nodes with a runtime; those holding the image first.
+TEST(ContainerRuntimePlugin, AnImageJobWaitsForANodeWithARuntime) {
+  auto plugin = Builtin<NodeFilterPlugin>("ContainerRuntime");
+  ASSERT_NE(plugin, nullptr);
+  NodeView with, without;
+  with.container_runtime = "podman";
+  PlacementRequest plain = Shape(1, 1);
+  PlacementRequest imaged = Shape(1, 1);
+  imaged.in_image = true;
+  imaged.images[Vendor::kNvidia] = "site/torch:2.4";
+  CycleState plain_state(plain), imaged_state(imaged);
+  EXPECT_FALSE(plugin->FilterNode(plain_state, without).has_value());
+  EXPECT_FALSE(plugin->FilterNode(imaged_state, with).has_value());
+  const auto verdict = plugin->FilterNode(imaged_state, without);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ(verdict->rejection, Rejection::kWaiting);  // a runtime may be installed
+  EXPECT_EQ(verdict->reason, "no container runtime on the node (the job runs in an image)");
+}
+
+TEST(ImageLocalityPlugin, PrefersTheNodeThatHoldsTheImageOfItsVendor) {
+  auto plugin = Builtin<ScorePlugin>("ImageLocality");
+  ASSERT_NE(plugin, nullptr);
+  const std::set<std::string> cuda_image = {"site/torch-cuda:2.4"}, maca_image = {"site/torch-maca:2.4"};
+  NodeView holds_cuda, holds_maca, holds_none;
+  holds_cuda.images = &cuda_image;
+  holds_maca.images = &maca_image;
+  PlacementRequest request = Shape(1, 1);
+  request.in_image = true;
+  request.images = {{Vendor::kNvidia, "site/torch-cuda:2.4"}, {Vendor::kMetax, "site/torch-maca:2.4"}};
+  CycleState state(request);
+  auto score = [&](const NodeView& node, Vendor vendor) {
+    NodeCandidate c;
+    c.node = &node;
+    c.vendor = vendor;
+    return plugin->Score(state, c);
+  };
+  EXPECT_EQ(score(holds_cuda, Vendor::kNvidia), 1);
+  EXPECT_EQ(score(holds_cuda, Vendor::kMetax), 0);  // the MetaX image is what a MetaX node needs
+  EXPECT_EQ(score(holds_maca, Vendor::kMetax), 1);
+  EXPECT_EQ(score(holds_none, Vendor::kNvidia), 0);
+  PlacementRequest plain = Shape(1, 1);
+  CycleState plain_state(plain);
+  NodeCandidate c;
+  c.node = &holds_cuda;
+  c.vendor = Vendor::kNvidia;
+  EXPECT_EQ(plugin->Score(plain_state, c), 0);  // no image: every node alike
 }
 
 }  // namespace

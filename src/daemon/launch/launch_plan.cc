@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/common/container_spec.h"
 #include "src/common/job_paths.h"
 #include "src/daemon/launch/collective.h"
 
@@ -43,9 +44,15 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
   std::vector<hetpool::v1::NodeLaunchPlan> plans;
   for (int rank = 0; rank < nnodes; ++rank) {
     const LaunchNode& node = input.nodes[rank];
-    const VendorRuntime& runtime = RuntimeOf(across_vendors ? node.vendor : input.vendor);
+    const Vendor vendor = across_vendors ? node.vendor : input.vendor;
+    const VendorRuntime& runtime = RuntimeOf(vendor);
     const int procs = node.procs > 0 ? node.procs : spec.procs_per_node();
-    if (node.torchrun_path.empty()) {
+    // In an image, torchrun is the image's own (found on its PATH), not the host's.
+    const std::string image = spec.has_container() ? ImageFor(spec.container(), vendor) : "";
+    if (spec.has_container() && image.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("node ", node.name, ": the job names no image for ", runtime.name));
+    }
+    if (image.empty() && node.torchrun_path.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("node ", node.name, " reported no torchrun"));
     }
     hetpool::v1::NodeLaunchPlan plan;
@@ -63,13 +70,19 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     plan.set_cpu_milli(ask.cpu_milli_per_node() + ask.cpu_milli_per_process() * procs);
     plan.set_cpus(node.cpus);
     plan.set_numa_nodes(node.numa_nodes);
+    if (!image.empty()) {
+      hetpool::v1::ContainerLaunch* container = plan.mutable_container();
+      container->set_image(image);
+      *container->mutable_mounts() = spec.container().mounts();
+      container->set_workdir(spec.container().workdir());
+    }
 
     auto& argv = *plan.mutable_argv();
     auto add = [&argv](std::initializer_list<std::string> args) {
       for (const auto& a : args) argv.Add(std::string(a));
     };
     const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
-    add({node.torchrun_path, "--nnodes", nnodes_arg, "--nproc_per_node",
+    add({image.empty() ? node.torchrun_path : "torchrun", "--nnodes", nnodes_arg, "--nproc_per_node",
          absl::StrCat(procs), "--node_rank", absl::StrCat(rank), "--rdzv_backend",
          "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", input.job_id,
          // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one

@@ -114,7 +114,11 @@ void CutToBounds(pb::RankFailure& f) {
 }
 
 // Launch failures the job made (its script or working dir): another try fails the same way.
-bool JobsOwnLaunchFailure(const std::string& kind) { return kind == "ScriptNotFound" || kind == "WorkingDirNotFound"; }
+// A mount outside what the node lets jobs mount is the job's spec too (another node has the
+// same rule).
+bool JobsOwnLaunchFailure(const std::string& kind) {
+  return kind == "ScriptNotFound" || kind == "WorkingDirNotFound" || kind == "MountRefused";
+}
 
 // "rank 2 on node-b exited with code 3: ValueError: bad batch size", or the node's own words when
 // torchrun's report named no rank.
@@ -238,6 +242,15 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
     p->clear_waiting();
     const std::string confinement = ValidUtf8(r.confinement(), kMaxAgentMessageBytes);
     p->set_confinement(confinement);
+    // In an image: the runtime's command line as the agent ran it (bounded like its messages).
+    size_t argv_bytes = 0;
+    for (const auto& arg : r.runtime_argv()) {
+      if (p->runtime_argv_size() >= 512 || (argv_bytes += arg.size()) > 64 * 1024) break;
+      p->add_runtime_argv(ValidUtf8(arg, kMaxAgentMessageBytes));
+    }
+    for (const auto& plan : next.launch_plan()) {
+      if (plan.node() == node && plan.has_container()) p->set_image(plan.container().image());
+    }
     jobs_.AddEvent(next, "NodeStarted",
                    absl::StrCat("node ", node, " started pid ", r.pid(), r.note().empty() ? "" : "; ", r.note(),
                                 confinement.empty() ? "; unconfined" : absl::StrCat("; confined: ", confinement)));

@@ -1,7 +1,10 @@
 #include "src/daemon/state/job_request.h"
 
+#include <algorithm>
+
 #include "drivers/fingerprint/fingerprint.h"
 #include "drivers/fingerprint/spec_table.h"
+#include "src/common/container_spec.h"
 #include "src/common/convert.h"
 #include "src/daemon/state/job_validation.h"
 
@@ -33,6 +36,20 @@ scheduler::Requirements ToRequirements(const pb::DeviceRequirements& r) {
   return out;
 }
 
+// A job whose images cover only some vendors runs only on those: narrow what the requirements
+// allow (validation made sure something is left) and say why.
+void NarrowToImageVendors(const std::set<Vendor>& imaged, scheduler::Requirements& requirements) {
+  std::vector<Vendor> allowed;
+  for (Vendor v : imaged) {
+    if (requirements.vendors.empty() ||
+        std::find(requirements.vendors.begin(), requirements.vendors.end(), v) != requirements.vendors.end()) {
+      allowed.push_back(v);
+    }
+  }
+  requirements.vendors = std::move(allowed);
+  requirements.vendors_why = ImageVendorsReason(imaged);
+}
+
 }  // namespace
 
 scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
@@ -48,6 +65,16 @@ scheduler::PlacementRequest ToPlacementRequest(const pb::JobSpec& spec) {
   if (spec.collective() == "flagcx") req.collective = "flagcx";
   for (const auto& g : spec.groups()) {
     req.groups.push_back({g.name(), g.nnodes(), g.devices_per_node(), ToRequirements(g.requirements())});
+  }
+  if (spec.has_container()) {
+    req.in_image = true;
+    for (Vendor v : {Vendor::kNvidia, Vendor::kMetax, Vendor::kCambricon, Vendor::kIntel, Vendor::kCpu}) {
+      if (std::string image = ImageFor(spec.container(), v); !image.empty()) req.images[v] = std::move(image);
+    }
+    if (const auto imaged = ImageVendors(spec.container())) {
+      NarrowToImageVendors(*imaged, req.requirements);
+      for (auto& group : req.groups) NarrowToImageVendors(*imaged, group.requirements);
+    }
   }
   return req;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "hetpool/vendor.h"
+#include "src/common/container_spec.h"
 #include "src/common/names.h"
 
 namespace hetpool::daemon {
@@ -384,7 +385,8 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
       !s.ok()) {
     return s;
   }
-  return ValidateAcrossVendors(spec);
+  if (auto s = ValidateAcrossVendors(spec); !s.ok()) return s;
+  return ValidateContainerSpec(spec);
 }
 
 absl::Status ValidateRegistration(const hetpool::v1::RegisterRequest& req) {

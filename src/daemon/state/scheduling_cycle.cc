@@ -242,6 +242,8 @@ scheduler::NodeView SchedulingCycle::BuildView(const NodeEntry& node, bool all_f
                                                                     : node.inventory.torch_devices;
   view.context.metax_cuda_translation = options_.metax_cuda_translation;
   view.context.collectives = node.inventory.collectives;
+  view.container_runtime = node.inventory.container_runtime;
+  view.images = &node.inventory.images;
   if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
   const HostFree host = HostFreeOf(node.inventory, *claims);
   view.cpu_milli_total = host.cpu_milli_total;
