@@ -317,6 +317,10 @@ absl::StatusOr<MixedPlan> MakeMixedPlan(const PlanRequest& request, const std::v
       left_out.push_back(absl::StrCat(cls.label, ": no free cards"));
       continue;
     }
+    if (!cls.example.capability.precisions.contains(w.precision)) {
+      left_out.push_back(absl::StrCat(who, ": does not support ", drivers::PrecisionName(w.precision)));
+      continue;
+    }
     if (!cls.example.capability.peak_tflops.contains(w.precision)) {
       left_out.push_back(absl::StrCat(who, ": no ", drivers::PrecisionName(w.precision),
                                       " peak figure (give one in the spec table, docs/fingerprints.md)"));

@@ -173,14 +173,13 @@ StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, con
     return t;
   }
   t.comm = l.pp * layers * 2 * AllReduceSeconds(static_cast<double>(w.batch) * m.hidden * e, l.tp, tensor_link);
-  double seconds = compute_s;
+  // Decode is bounded by reading the weights and cache: without the card's memory bandwidth
+  // (the C500's is not published) the step is unknown, not the compute alone.
   const double bandwidth = cls.example.capability.bandwidth_gbps * 1e9 * fig.bandwidth_utilisation;
-  if (bandwidth > 0) {
-    // Each pipeline stage reads its weights and cache in turn; tensor ranks read in parallel.
-    const double bytes = (DecodeWeightBytes(m, w, l, mem) + mem.kv_cache) * l.pp;
-    seconds = std::max(seconds, bytes / bandwidth);
-  }
-  t.seconds = seconds + t.comm;
+  if (bandwidth <= 0) return {};
+  // Each pipeline stage reads its weights and cache in turn; tensor ranks read in parallel.
+  const double bytes = (DecodeWeightBytes(m, w, l, mem) + mem.kv_cache) * l.pp;
+  t.seconds = std::max(compute_s, bytes / bandwidth) + t.comm;
   return t;
 }
 
@@ -263,8 +262,11 @@ void Finish(Plan& p, const PlanRequest& req, const PoolClass& cls, Precision com
                             absl::StrFormat("communication %.0f%% of the step", 100 * p.comm_seconds / p.step_seconds));
   }
   if (p.step_seconds <= 0) {
-    p.reason = absl::StrCat(p.reason, p.reason.empty() ? "" : "; ", "no ", drivers::PrecisionName(compute),
-                            " peak in the spec table: time and cost unknown");
+    const bool no_bandwidth = PeakFlops(cls, compute) > 0 && w.mode == Mode::kInfer;
+    p.reason = absl::StrCat(p.reason, p.reason.empty() ? "" : "; ",
+                            no_bandwidth ? "no memory bandwidth in the spec table: decode time and cost unknown"
+                                         : absl::StrCat("no ", drivers::PrecisionName(compute),
+                                                        " peak in the spec table: time and cost unknown"));
   }
   if (p.step_seconds > 0 && w.tokens > 0) p.total_seconds = p.step_seconds * w.tokens / TokensPerStep(w, p.layout);
   if (p.total_seconds > 0 && p.price_per_card_hour > 0) p.cost = p.total_seconds / 3600 * n * p.price_per_card_hour;

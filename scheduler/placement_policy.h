@@ -52,12 +52,13 @@ uint64_t ContentGeneration(const NodeView& view);
 
 struct Requirements {
   std::vector<Vendor> vendors;      // empty = any
-  // Why `vendors` is narrower than the job asked, if it is ("the job names images only for
-  // metax"): a card of another vendor is refused saying so.
-  std::string vendors_why;
   std::vector<std::string> models;  // empty = any
   std::vector<std::string> fingerprints;  // empty = any (jobs submitted by model name their class)
   drivers::RunRequirements run;     // code, precisions, memory per device, versions (CanRun)
+  // Why `vendors` is narrower than the job asked, if it is ("the job names images only for
+  // metax"): a card of another vendor is refused saying so. Last, so that the aggregate
+  // initialisers written before it ({vendors, models, fingerprints}) still mean what they say.
+  std::string vendors_why;
 };
 
 // One role group of a job across vendors: its own nodes, cards and requirements.

@@ -78,9 +78,13 @@ SpecTable SpecTable::Defaults() {
            /*confirmed=*/false),
       Spec("Max 1550", Vendor::kIntel, {"Max 1550", "1550"}, "pvc", 3277,
            {{P::kFp64, 17}, {P::kFp32, 23}, {P::kTf32, 110}, {P::kBf16, 263}, {P::kFp16, 263}, {P::kInt8, 577}}),
-      // MetaX publishes little: FP32 from press, the precision set from product pages (unconfirmed).
-      Spec("C500", Vendor::kMetax, {"C500"}, "xcore1000", 0, {{P::kFp32, 15}},
-           {P::kFp64, P::kTf32, P::kBf16, P::kFp16, P::kInt8}, /*confirmed=*/false),
+      // The C500 OAM's figures as Gitee AI's documentation quotes MetaX's official data (VENDORS.md,
+      // docs/fingerprints.md): FP32 36 with the matrix units (18 on the vector units), TF32 140,
+      // BF16 and FP16 280, INT8 560 TOPS; no FP8, so an FP8 job is refused, never estimated. The
+      // memory bandwidth is not published: 0 (unknown) until a spec table gives one.
+      Spec("C500", Vendor::kMetax, {"C500"}, "xcore1000", 0,
+           {{P::kFp32, 36}, {P::kTf32, 140}, {P::kBf16, 280}, {P::kFp16, 280}, {P::kInt8, 560}}, {P::kFp64},
+           /*confirmed=*/false),
   };
   return t;
 }

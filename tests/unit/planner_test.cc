@@ -819,8 +819,8 @@ TEST(Planner, RefusesWhatNoCardSupportsAndBadSizes) {
 // --- one job across classes (plan --mixed) ----------------------------------------------------
 
 // The quickstart pool (deploy/examples/node-a.json, node-b.json: 4 x H100, 2 x MLU370, 2 x C500)
-// for Llama-2-7B: the MLU370s cannot hold the model alone, so only a pipeline across classes
-// uses them, with the few layers their memory and speed allow; the C500 has no bf16 figure.
+// for Llama-2-7B: the small classes cannot hold the model alone, so only a pipeline across
+// classes uses them, with the few layers their memory and speed allow.
 TEST(MixedPlan, APipelineAcrossClassesGivesSmallCardsAFewLayers) {
   std::vector<PoolClass> classes = Pool({{"node-a", Node("H100-SXM", 81559, 2, Fabric::kAll)},
                                          {"node-b", Node("H100-SXM", 81559, 2, Fabric::kAll)},
@@ -831,25 +831,32 @@ TEST(MixedPlan, APipelineAcrossClassesGivesSmallCardsAFewLayers) {
   req.workload.zero_stage = 3;
   req.workload.grad_accum = 32;
   // The H100s at the MFU these layer counts were worked out with (the default moved to 0.387 with
-  // the H200's measurements; at it the MLU370 stays worth one layer beside the C500 below).
+  // the H200's measurements).
   auto prices = ParsePriceTable(R"({"classes": [{"match": "H100", "mfu": 0.40}]})");
   ASSERT_TRUE(prices.ok()) << prices.status();
+  auto layers_of = [](const MixedPlan& plan, const std::string& label) {
+    for (const MixedGroup& g : plan.groups) {
+      if (g.label.find(label) != std::string::npos) return g.layers;
+    }
+    return 0;
+  };
+  // With MetaX's figures (280 bf16 TFLOPS, the spec table's default) the C500s take a stage; the
+  // MLU370's layer would only slow the pipeline, so it is left out, and says why.
   auto mixed = MakeMixedPlan(req, classes, *prices);
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   EXPECT_EQ(mixed->kind, MixedKind::kPipeline);
   ASSERT_EQ(mixed->groups.size(), 2u);
   EXPECT_NE(mixed->groups[0].label.find("H100"), std::string::npos);
-  EXPECT_NE(mixed->groups[1].label.find("MLU370"), std::string::npos);
   int layers = 0;
   for (const MixedGroup& g : mixed->groups) {
     layers += g.layers;
     EXPECT_LE(g.required_bytes, g.card_bytes) << g.label;
   }
   EXPECT_EQ(layers, 32);
-  // Layers follow speed: an H100 stage (2 x 989 TFLOPS) takes far more than the MLU370's (2 x 96).
-  EXPECT_GT(mixed->groups[0].stage_layers.front(), 4 * mixed->groups[1].stage_layers.front());
-  ASSERT_EQ(mixed->left_out.size(), 1u);
-  EXPECT_NE(mixed->left_out[0].find("MXC500 xcore1000 64GiB x2: no bf16 peak figure"), std::string::npos) << mixed->left_out[0];
+  EXPECT_GT(layers_of(*mixed, "MXC500"), 1);
+  EXPECT_NE(absl::StrJoin(mixed->left_out, "; ").find("MLU370-X8 mtp_372 48GiB: too slow to be given a layer"),
+            std::string::npos)
+      << absl::StrJoin(mixed->left_out, "; ");
   // The data-parallel alternative is named with why it does not fit.
   EXPECT_NE(absl::StrJoin(mixed->notes, "; ").find("data-parallel groups: 1 class(es) hold the whole model"),
             std::string::npos)
@@ -857,26 +864,41 @@ TEST(MixedPlan, APipelineAcrossClassesGivesSmallCardsAFewLayers) {
   EXPECT_GT(mixed->tokens_per_second, 0);
   EXPECT_GT(mixed->fastest_alone_tokens_per_second, 0);
 
-  // An operator's figure for the C500 brings it in.
+  // Without the C500's figure it is left out, and the MLU370 is worth a layer: layers follow speed,
+  // an H100 stage (2 x 989 TFLOPS) taking far more than the MLU370's (2 x 96).
   for (PoolClass& cls : classes) {
-    if (cls.example.vendor == Vendor::kMetax) cls.example.capability.peak_tflops[Precision::kBf16] = 280;  // a what-if row
+    if (cls.example.vendor == Vendor::kMetax) cls.example.capability.peak_tflops.erase(Precision::kBf16);
   }
-  auto with_c500 = MakeMixedPlan(req, classes, *prices);
-  ASSERT_TRUE(with_c500.ok()) << with_c500.status();
-  bool c500_in = false;
-  int c500_layers = 0;
-  for (const MixedGroup& g : with_c500->groups) {
-    if (g.label.find("MXC500") == std::string::npos) continue;
-    c500_in = true;
-    c500_layers = g.layers;
-  }
-  EXPECT_TRUE(c500_in);
-  EXPECT_GT(c500_layers, 1);
-  // Now the MLU370's layer goes to the faster C500 stage: a class that would only slow the
-  // pipeline is left out, and says why.
-  EXPECT_NE(absl::StrJoin(with_c500->left_out, "; ").find("MLU370-X8 mtp_372 48GiB: too slow to be given a layer"),
-            std::string::npos)
-      << absl::StrJoin(with_c500->left_out, "; ");
+  auto without_c500 = MakeMixedPlan(req, classes, *prices);
+  ASSERT_TRUE(without_c500.ok()) << without_c500.status();
+  ASSERT_EQ(without_c500->groups.size(), 2u);
+  EXPECT_NE(without_c500->groups[1].label.find("MLU370"), std::string::npos);
+  EXPECT_GT(without_c500->groups[0].stage_layers.front(), 4 * without_c500->groups[1].stage_layers.front());
+  ASSERT_EQ(without_c500->left_out.size(), 1u);
+  EXPECT_NE(without_c500->left_out[0].find("MXC500 xcore1000 64GiB x2: no bf16 peak figure"), std::string::npos)
+      << without_c500->left_out[0];
+
+  // FP8: the C500 has none (MetaX lists no FP8), so it is refused as unsupported, not estimated.
+  req.workload.precision = Precision::kFp8;
+  auto fp8 = MakeMixedPlan(req, classes, *prices);
+  const std::string fp8_words = fp8.ok() ? absl::StrJoin(fp8->left_out, "; ") : std::string(fp8.status().message());
+  EXPECT_NE(fp8_words.find("MXC500 xcore1000 64GiB x2: does not support fp8"), std::string::npos) << fp8_words;
+}
+
+// A plan on the C500 alone is timed from MetaX's figures; FP8 on it is refused.
+TEST(Planner, TheC500IsTimedFromMetaxsFiguresAndRefusesFp8) {
+  std::vector<PoolClass> classes = Pool({{"node-x", Node("MXC500", 65536, 8, Fabric::kNone, Vendor::kMetax)}});
+  PlanRequest req;
+  req.model = Preset("llama-2-7b");
+  req.workload.zero_stage = 3;
+  auto result = MakePlan(req, classes, PriceTable{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->plans.front().feasible) << result->plans.front().reason;
+  EXPECT_GT(result->plans.front().step_seconds, 0) << result->plans.front().reason;
+  req.workload.precision = Precision::kFp8;
+  auto fp8 = MakePlan(req, classes, PriceTable{});
+  ASSERT_FALSE(fp8.ok());
+  EXPECT_NE(fp8.status().message().find("no card in the pool supports fp8"), std::string::npos) << fp8.status();
 }
 
 // Where every class holds the model alone, data-parallel groups split the batch by throughput

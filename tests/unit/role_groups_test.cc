@@ -146,23 +146,23 @@ TEST(MixedVendors, OneVendorWhenOneCanHoldTheJob) {
 }
 
 TEST(MixedVendors, SpillsOntoTheFastestOtherVendor) {
-  // NVIDIA only on node-a; the other two nodes hold MLU370 (96 bf16 TFLOPS) and C500 (no bf16
-  // figure): the job takes NVIDIA, then Cambricon.
-  MixedPool pool({{"node-c5", {kC500, kC500}}, {"node-a", {kH100, kH100}}, {"node-mlu", {kMlu, kMlu}}});
+  // NVIDIA only on node-a; the other two nodes hold MLU370 (96 bf16 TFLOPS) and C500 (280, MetaX's
+  // figure): the job takes NVIDIA, then MetaX.
+  MixedPool pool({{"node-mlu", {kMlu, kMlu}}, {"node-a", {kH100, kH100}}, {"node-c5", {kC500, kC500}}});
   PlacementRequest job = AnyVendors(2, 2);
   auto placement = Shipped()->Place(job, pool.views);
   ASSERT_TRUE(placement.ok()) << placement.status();
   ASSERT_EQ(placement->nodes.size(), 2u);
   EXPECT_EQ(placement->nodes[0].node, "node-a");
   EXPECT_EQ(placement->nodes[0].group, "nvidia");
-  EXPECT_EQ(placement->nodes[1].node, "node-mlu");
-  EXPECT_EQ(placement->nodes[1].group, "cambricon");
+  EXPECT_EQ(placement->nodes[1].node, "node-c5");
+  EXPECT_EQ(placement->nodes[1].group, "metax");
 
-  // Three nodes wanted: all three vendors. Four: never.
+  // Three nodes wanted: all three vendors, the slowest last. Four: never.
   job.nnodes = 3;
   placement = Shipped()->Place(job, pool.views);
   ASSERT_TRUE(placement.ok()) << placement.status();
-  EXPECT_EQ(placement->nodes.back().vendor, Vendor::kMetax);
+  EXPECT_EQ(placement->nodes.back().vendor, Vendor::kCambricon);
   job.nnodes = 4;
   EXPECT_TRUE(absl::IsFailedPrecondition(Shipped()->Place(job, pool.views).status()));
 
