@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/container_launch.h"
 #include "src/agent/private_tmp.h"
 
 namespace hetpool::agent {
@@ -207,7 +208,9 @@ void Runner::Start(const LaunchSpec& spec) {
   std::map<std::string, std::string> exec_env = spec.env;
   const bool in_image = spec.container.has_value();
   if (in_image) {
-    if (std::string why = PrepareContainer(spec, record, exec_argv, exec_env); !why.empty()) {
+    const std::string cgroup = record.cgroup != nullptr ? record.cgroup->path() : "";
+    if (std::string why = PrepareContainer(spec, options_.container_runtime, cgroup, exec_argv, exec_env);
+        !why.empty()) {
       close(log);
       if (record.cgroup != nullptr) record.cgroup->Remove().IgnoreError();
       record.cgroup = nullptr;
@@ -218,6 +221,7 @@ void Runner::Start(const LaunchSpec& spec) {
       spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, why);
       return;
     }
+    record.runtime_argv = exec_argv;
   }
   const bool switch_user = run_as.switch_user && !in_image;
   const std::string start_dir = in_image ? "/" : spec.working_dir;
@@ -348,7 +352,7 @@ void Runner::Start(const LaunchSpec& spec) {
     record.launch_failure = kStageFailures[err.stage];
     if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
     if (record.cgroup != nullptr) EndCgroup(key, record);
-    if (in_image) EndContainer(record);
+    if (in_image) EndContainer(spec, options_.container_runtime);
     spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
     return;
   }
@@ -397,7 +401,7 @@ bool Runner::Poll() {
       // with a cgroup, everything the job started, wherever it went.
       killpg(r.pid, SIGKILL);
       if (r.cgroup != nullptr) EndCgroup(key, r);
-      if (r.spec.container) EndContainer(r);
+      if (r.spec.container) EndContainer(r.spec, options_.container_runtime);
       EndCardLeftovers(key, r);
       if (options_.ledger != nullptr) options_.ledger->Remove(r.pid);
       if (options_.watchdog != nullptr) options_.watchdog->Forget(r.pid);
@@ -476,36 +480,6 @@ void Runner::EndCardLeftovers(const Key& key, ProcessRecord& r) {
     r.card_leftovers.push_back(absl::StrCat(DescribeHolder(process, facts), " of ", device_id));
     spdlog::warn("job {} g{}: killed {}, left on its card", key.first, key.second, r.card_leftovers.back());
   }
-}
-
-std::string Runner::PrepareContainer(const LaunchSpec& spec, ProcessRecord& record, std::vector<std::string>& argv,
-                                     std::map<std::string, std::string>& env) {
-  ContainerRuntime* runtime = options_.container_runtime;
-  if (runtime == nullptr) return "not started: this node has no container runtime (hetpool-agent --container-runtime)";
-  ContainerRun run = *spec.container;
-  if (record.cgroup != nullptr) run.cgroup_parent = record.cgroup->path();
-  auto text = EnvFileText(spec.env);
-  if (!text.ok()) return absl::StrCat("not started: ", text.status().message());
-  // Beside the log, where no job account can write: the runtime (root) reads it by name.
-  run.env_file = absl::StrCat(spec.log_path, ".env");
-  const int fd = open(run.env_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::StrCat("not started: ", run.env_file, ": ", std::strerror(errno));
-  const bool written = write(fd, text->data(), text->size()) == static_cast<ssize_t>(text->size());
-  close(fd);
-  if (!written) return absl::StrCat("not started: ", run.env_file, ": ", std::strerror(errno));
-  argv = runtime->RunArgv(run);
-  env = runtime->Environment();
-  record.runtime_argv = argv;
-  return "";
-}
-
-void Runner::EndContainer(ProcessRecord& r) {
-  if (options_.container_runtime == nullptr || !r.spec.container) return;
-  // A runtime killed before it cleaned up leaves its container's record (the name would then
-  // be taken); a pulled image changes what the node holds.
-  options_.container_runtime->Remove(r.spec.container->name);
-  options_.container_runtime->Invalidate();
-  unlink(absl::StrCat(r.spec.log_path, ".env").c_str());
 }
 
 std::string Runner::UidHolder(uid_t uid, const std::string& user) const {

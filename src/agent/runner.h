@@ -147,12 +147,7 @@ class Runner {
   // cards (they left its process group and, unconfined, nothing else found them), unless a
   // running job of the same account owns them.
   void EndCardLeftovers(const Key& key, ProcessRecord& r);
-  // In an image, before the fork: the runtime's command line around the launch, its
-  // environment, and the env file with the job's. A non-empty return is why it cannot start.
-  std::string PrepareContainer(const LaunchSpec& spec, ProcessRecord& record, std::vector<std::string>& argv,
-                               std::map<std::string, std::string>& env);
-  // After it exited: what the runtime left (its container record, the env file).
-  void EndContainer(ProcessRecord& r);
+
   struct Undead {
     std::shared_ptr<JobCgroup> cgroup;
     LaunchSpec spec;  // whose it was

@@ -18,6 +18,7 @@
 #include "grpcpp/security/credentials.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/card_holders.h"
+#include "src/agent/container_launch.h"
 #include "src/agent/daemon_channel.h"
 #include "src/agent/job_limits.h"
 #include "src/common/convert.h"
@@ -334,52 +335,12 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
     spec.note = absl::StrCat("simulated devices: planned ", plan.dist_backend(), " on ",
                              plan.torch_device(), ", running gloo on CPU");
   }
-  if (plan.has_container() && spec.refused.empty()) AddContainer(order, spec);
+  if (plan.has_container() && spec.refused.empty()) {
+    AddContainer(order, ContainerContext{options_.container_runtime, options_.node_name, options_.sandbox.job_dirs,
+                                         simulated_, &reported_inventory_},
+                 spec);
+  }
   return spec;
-}
-
-void Session::AddContainer(const pb::LaunchOrder& order, LaunchSpec& spec) const {
-  const pb::NodeLaunchPlan& plan = order.plan();
-  if (options_.container_runtime == nullptr) {
-    spec.refused = "not started: this node has no container runtime (hetpool-agent --container-runtime)";
-    spec.refused_failure = "ContainerFailed";
-    return;
-  }
-  ContainerRun run;
-  run.name = absl::StrCat("hetpool-", options_.node_name, "-", order.job_id(), "-g", order.generation());
-  run.image = plan.container().image();
-  run.uid = spec.run_as.switch_user ? spec.run_as.uid : geteuid();
-  run.gid = spec.run_as.switch_user ? spec.run_as.gid : getegid();
-  if (spec.run_as.switch_user) run.groups = spec.run_as.groups;
-  run.workdir = plan.container().workdir().empty() ? spec.working_dir : plan.container().workdir();
-  run.command = spec.argv;
-  // The job's working dir and its run dir (HOME, torchrun's logs) at their own paths, then the
-  // job's own mounts, each resolved here first (nothing the job can swap is opened by name).
-  std::vector<ContainerMount> wanted;
-  for (const auto& m : plan.container().mounts()) wanted.push_back({m.source(), m.target(), m.read_only()});
-  auto mounts = ResolveMounts(wanted, options_.sandbox.job_dirs, options_.container_runtime->options().mount_dirs);
-  if (!mounts.ok()) {
-    spec.refused = absl::StrCat("not started: ", mounts.status().message());
-    spec.refused_failure = "MountRefused";
-    return;
-  }
-  run.mounts = {{spec.working_dir, spec.working_dir, false}, {spec.run_dir, spec.run_dir, false}};
-  run.mounts.insert(run.mounts.end(), mounts->begin(), mounts->end());
-  // Exactly the job's cards, the device files their vendor's cards share, and the host's driver
-  // libraries the vendor's container toolkit would pass. Simulated cards have none.
-  const std::optional<Vendor> vendor = ParseVendor(plan.vendor());
-  if (!simulated_ && vendor) {
-    for (const auto& id : spec.device_ids) {
-      for (const auto& d : reported_inventory_.devices()) {
-        if (d.id() == id) run.devices.insert(run.devices.end(), d.device_nodes().begin(), d.device_nodes().end());
-      }
-    }
-    if (!spec.device_ids.empty()) {
-      for (auto& shared : SharedDeviceFiles(*vendor)) run.devices.push_back(std::move(shared));
-      for (auto& library : DriverLibraryMounts(*vendor)) run.mounts.push_back(std::move(library));
-    }
-  }
-  spec.container = std::move(run);
 }
 
 void Session::Reconcile(const pb::Orders& orders) {

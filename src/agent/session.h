@@ -95,9 +95,6 @@ class Session {
   bool Drained(const std::atomic<bool>* drain) const { return drain != nullptr && drain->load() && runner_.Empty(); }
   void Reconcile(const hetpool::v1::Orders& orders);
   LaunchSpec ToLaunchSpec(const hetpool::v1::LaunchOrder& order) const;
-  // A launch in an image: the container around spec.argv (devices, mounts, account), or why not
-  // (spec.refused).
-  void AddContainer(const hetpool::v1::LaunchOrder& order, LaunchSpec& spec) const;
   // Pushes new log bytes; returns true if some exited process is now fully pushed.
   bool PushLogs();
   google::protobuf::RepeatedPtrField<hetpool::v1::ProcessStatus> ProcessReports();
