@@ -164,6 +164,10 @@ absl::Status Validate(const Workload& w) {
                                    {"seq", w.seq}, {"grad_accum", w.grad_accum}}) {
       if (absl::Status s = positive(field, v); !s.ok()) return s;
     }
+    if (w.global_batch_tokens < 0 || w.global_batch_tokens > (int64_t{1} << 34)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("global batch must be 0 (grad_accum as given) up to 2^34 tokens (got ", w.global_batch_tokens, ")"));
+    }
     if (w.zero_stage < 0 || w.zero_stage > 3) {
       return absl::InvalidArgumentError(absl::StrCat("zero stage must be 0..3 (got ", w.zero_stage, ")"));
     }

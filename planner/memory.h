@@ -42,6 +42,10 @@ struct Workload {
   int64_t micro_batch = 1;
   int64_t seq = 4096;
   int64_t grad_accum = 1;  // micro-batches per optimizer step (also fills the pipeline)
+  // > 0: the planner chooses grad_accum for each layout instead, the most micro-batches a step
+  // whose tokens (micro_batch x seq x data-parallel ranks x grad_accum) stay within this global
+  // batch, as real runs fix their global batch (Llama 2: 4M tokens) rather than their accumulation.
+  int64_t global_batch_tokens = 0;
   Recompute recompute = Recompute::kSelective;
   AttentionKernel attention = AttentionKernel::kFlash;
   bool dropout = false;

@@ -138,7 +138,8 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
     for (int s = 0; s < parts[p].stages; ++s) stages.push_back({p});
   }
   const int n = static_cast<int>(stages.size());
-  const int micro = static_cast<int>(std::min<int64_t>(w.grad_accum, 1 << 20));
+  // One pipeline, no data parallelism: the micro-batches are the whole global batch.
+  const int micro = static_cast<int>(std::min<int64_t>(GradAccumFor(w, Layout{}), 1 << 20));
   for (int i = 0; i < n; ++i) {
     const int in_flight = std::min(n - i, micro);
     stages[i].max_layers = MaxLayers(parts[stages[i].part], in_flight, i == 0, i == n - 1, prices.memory_margin, m.layers);
@@ -234,7 +235,8 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
     return out;
   }
   plan.notes.push_back(absl::StrFormat(
-      "pipeline of %d stages, %d micro-batches a step: the bubble is %.0f%% of it (--grad-accum sets the micro-batches)",
+      "pipeline of %d stages, %d micro-batches a step: the bubble is %.0f%% of it "
+      "(--global-batch or --grad-accum set the micro-batches)",
       used_stages, micro, 100.0 * (used_stages - 1) / slots));
   out.feasible = true;
   return out;
@@ -262,9 +264,9 @@ PipelineResult PlanDataParallel(const PlanRequest& req, const std::vector<const 
     g.required_bytes = it->required_bytes;
     g.card_bytes = it->card_bytes;
     g.layers = req.model.layers;
-    g.tokens_per_second = TokensPerStep(req.workload, it->layout) / it->step_seconds;
+    g.tokens_per_second = TokensPerStep(AsPlanned(req.workload, *it), it->layout) / it->step_seconds;
     throughput += g.tokens_per_second;
-    plan.tokens_per_step += TokensPerStep(req.workload, it->layout);
+    plan.tokens_per_step += TokensPerStep(AsPlanned(req.workload, *it), it->layout);
     plan.cards += g.cards;
     lanes = lanes == 0 ? it->layout.tp * it->layout.pp : std::min(lanes, it->layout.tp * it->layout.pp);
     const double network = FiguresOf(*cls, req.workload, prices, 1).network_bytes_per_s;

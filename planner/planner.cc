@@ -236,22 +236,24 @@ Plan EvaluateLayout(const Plan& row, const PlanRequest& req, const PoolClass& cl
                     const ClassFigures& fig, Precision compute, const Layout& layout) {
   Plan c = row;
   c.layout = layout;
-  c.zero_stage = EffectiveZeroStage(req.workload, layout);
-  c.memory = EstimateMemory(req.model, req.workload, layout);
-  c.memory.allocator = c.memory.activations * AllocatorSlackFraction(req.workload, cls.example.vendor);
+  const Workload w = AsPlanned(req.workload, c);
+  if (w.mode == Mode::kTrain) c.grad_accum = w.grad_accum;
+  c.zero_stage = EffectiveZeroStage(w, layout);
+  c.memory = EstimateMemory(req.model, w, layout);
+  c.memory.allocator = c.memory.activations * AllocatorSlackFraction(w, cls.example.vendor);
   // The margin covers the estimate's error (the sizing validation holds it within 10%); the
   // allocator's slack and the runtime's reserve come on top.
   c.required_bytes = c.memory.Total() * (1 + prices.memory_margin) + c.memory.allocator + fig.reserve_bytes;
   if (c.required_bytes > c.card_bytes) return c;
   c.feasible = true;
-  const StepTime step = StepSeconds(req.model, req.workload, layout, cls, compute, fig, c.memory);
+  const StepTime step = StepSeconds(req.model, w, layout, cls, compute, fig, c.memory);
   c.step_seconds = step.seconds, c.comm_seconds = step.comm;
   return c;
 }
 
 // What a chosen layout adds: nodes, notes, time for the budget, cost, whether it can start now.
 void Finish(Plan& p, const PlanRequest& req, const PoolClass& cls, Precision compute) {
-  const Workload& w = req.workload;
+  const Workload w = AsPlanned(req.workload, p);
   const int n = p.layout.Devices();
   const int per_node = std::max(1, cls.MaxPerNode());
   p.nodes = n <= per_node ? 1 : (n + per_node - 1) / per_node;
@@ -341,8 +343,8 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
         if (!c.feasible) continue;
         // Layouts of one card count differ in tokens per step (data parallelism multiplies
         // them), so they are compared by time per token, not per step.
-        const double per_token = SecondsPerTokenOf(c.step_seconds, w, layout);
-        const double best_per_token = best ? SecondsPerTokenOf(best->step_seconds, w, best->layout) : 0;
+        const double per_token = SecondsPerToken(c, w);
+        const double best_per_token = best ? SecondsPerToken(*best, w) : 0;
         const bool better = !best || per_token < best_per_token * 0.999 ||
                             (per_token <= best_per_token * 1.001 && c.required_bytes < best->required_bytes);
         if (better) best = std::move(c);
@@ -363,7 +365,7 @@ Plan PlanClass(const PlanRequest& req, const PoolClass& cls, const PriceTable& p
 // Cost per token, for ranking when no budget is given (same order as the cost of a budget).
 double CostPerToken(const Plan& p, const Workload& w) {
   if (p.step_seconds <= 0 || p.price_per_card_hour <= 0) return std::numeric_limits<double>::infinity();
-  return p.step_seconds / 3600 * p.layout.Devices() * p.price_per_card_hour / TokensPerStep(w, p.layout);
+  return p.step_seconds / 3600 * p.layout.Devices() * p.price_per_card_hour / TokensPerStep(AsPlanned(w, p), p.layout);
 }
 
 // What the ranking rests on: a key whose values are all unknown ranks nothing, and the next one
@@ -417,7 +419,28 @@ std::string ClosestSummary(const PlanRequest& req, const std::vector<PoolClass>&
 
 }  // namespace
 
-double SecondsPerToken(const Plan& p, const Workload& w) { return SecondsPerTokenOf(p.step_seconds, w, p.layout); }
+double SecondsPerToken(const Plan& p, const Workload& w) {
+  return SecondsPerTokenOf(p.step_seconds, AsPlanned(w, p), p.layout);
+}
+
+int64_t GradAccumFor(const Workload& w, const Layout& l) {
+  if (w.mode != Mode::kTrain || w.global_batch_tokens <= 0) return w.grad_accum;
+  const int64_t per_micro_batch = std::max<int64_t>(1, w.micro_batch * w.seq * l.dp);
+  return std::max<int64_t>(1, w.global_batch_tokens / per_micro_batch);
+}
+
+Workload AsPlanned(const Workload& w, const Plan& p) {
+  Workload planned = w;
+  planned.grad_accum = GradAccumFor(w, p.layout);
+  return planned;
+}
+
+int64_t DefaultGlobalBatchTokens(const ModelSpec& m) {
+  const int64_t params = m.TotalParams();
+  if (params < 1'000'000'000) return 1 << 19;
+  if (params < 6'000'000'000) return 1 << 20;
+  return 1 << 22;
+}
 
 absl::StatusOr<Objective> ParseObjective(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);

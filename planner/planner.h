@@ -39,6 +39,7 @@ struct Plan {
   MemoryBreakdown memory;  // per card, before margin and reserve (memory.allocator: the slack)
   double required_bytes = 0;  // estimate x (1 + margin) + allocator slack + reserve
   double card_bytes = 0;
+  int64_t grad_accum = 0;     // micro-batches per step as planned (training; see Workload)
   double step_seconds = 0;    // 0 = unknown (no peak figure for the precision)
   double comm_seconds = 0;    // of step_seconds, collectives that compute does not hide
   double total_seconds = 0;   // for the token budget; 0 when no budget or unknown
@@ -77,6 +78,17 @@ double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);
 // Ring all-reduce of `bytes` over `ranks`: 2 (n - 1) / n of the data crosses each link, in
 // 2 (n - 1) latency-bound steps (the NCCL/CNCL ring).
 double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_s, double latency_s);
+
+// The workload as a plan runs it: with the micro-batches per step chosen for its layout.
+Workload AsPlanned(const Workload& workload, const Plan& plan);
+
+// The micro-batches per step a layout runs: the workload's, or with a global batch bound the most
+// that stay within it (at least one).
+int64_t GradAccumFor(const Workload& workload, const Layout& layout);
+
+// The global batch published recipes use, by model size: GPT-3's 0.5M tokens up to 1B parameters
+// and 1M up to 6B (Brown et al. 2020, table 2.1), Llama 2's 4M from there (Touvron et al. 2023).
+int64_t DefaultGlobalBatchTokens(const ModelSpec& model);
 
 // Seconds a plan spends per token (infinite when its step time is unknown).
 double SecondsPerToken(const Plan& plan, const Workload& workload);

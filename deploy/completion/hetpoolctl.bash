@@ -175,7 +175,7 @@ _hetpoolctl() {
     "plan")
       case "$prev" in
         --attention) COMPREPLY=($(compgen -W "flash eager" -- "$cur")); return ;;
-        --batch | --cards | --context | --grad-accum | --layout | --lora-rank | --micro-batch | --model | --prefill-chunk | --prompt | --seq | --tokens) return ;;
+        --batch | --cards | --context | --global-batch | --grad-accum | --layout | --lora-rank | --micro-batch | --model | --prefill-chunk | --prompt | --seq | --tokens) return ;;
         --config | --pool | --prices | --spec-table) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --kv-precision | --precision) COMPREPLY=($(compgen -W "fp32 bf16 fp16 fp8 int8 int4" -- "$cur")); return ;;
         --mixed-precision) COMPREPLY=($(compgen -W "master autocast" -- "$cur")); return ;;
@@ -187,7 +187,7 @@ _hetpoolctl() {
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--attention --batch --cards --config --context --dropout --grad-accum --kv-precision --layout --list-models --lora-all-linear --lora-rank --micro-batch --mixed --mixed-precision --mode --model --no-sequence-parallel --objective --optimizer --pool --precision --prefill-chunk --prices --prompt --recompute --seq --spec-table --tokens --wide --zero --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--attention --batch --cards --config --context --dropout --global-batch --grad-accum --kv-precision --layout --list-models --lora-all-linear --lora-rank --micro-batch --mixed --mixed-precision --mode --model --no-sequence-parallel --objective --optimizer --pool --precision --prefill-chunk --prices --prompt --recompute --seq --spec-table --tokens --wide --zero --help" -- "$cur"))
         return
       fi
       COMPREPLY=($(compgen -f -- "$cur"))

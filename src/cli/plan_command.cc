@@ -81,6 +81,14 @@ void PrintPlans(const pb::PlanResponse& resp, bool wide) {
   }
   std::cout << table.Render(wide ? 0 : kNarrowWidth);
   for (const std::string& note : notes) std::cout << note;
+  if (resp.global_batch_tokens() > 0 && rank > 0) {
+    const pb::PlanRow& first = resp.plans(0);
+    const std::string chosen = absl::StrCat(
+        "micro-batches per step: chosen per layout within a global batch of ", resp.global_batch_tokens(),
+        " tokens (--global-batch; --grad-accum fixes them); #1 runs ", first.grad_accum(), " a step, ",
+        static_cast<int64_t>(first.micro_batch()) * first.grad_accum() * first.dp(), " sequences");
+    std::cout << (wide ? chosen + "\n" : Wrap(chosen, kNarrowWidth, 2));
+  }
   if (time_unknown) std::cout << "TIME ?: pass --tokens N (the token budget) for the time and cost of the run\n";
   if (!resp.baseline().empty()) std::cout << "cost-performance baseline: " << resp.baseline() << "\n";
   if (!resp.infeasible_summary().empty()) {
@@ -169,7 +177,7 @@ struct PlanOptions {
   std::vector<std::string> pool;
   int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0,
       prompt = 0, prefill_chunk = 0;
-  double tokens = 0;
+  double tokens = 0, global_batch = 0;
   bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false,
        across_classes = false;
 };
@@ -191,7 +199,11 @@ void DeclarePlan(FlagSet& flags, PlanOptions* o) {
              "one training job across the classes (each on its free cards, the batch split by speed) against each alone");
   flags.Int("seq", &o->seq, "training sequence length (default 4096)");
   flags.Int("micro-batch", &o->micro_batch, "sequences per micro-batch per data-parallel rank (default 1)");
-  flags.Int("grad-accum", &o->grad_accum, "micro-batches per optimizer step (default 1)");
+  flags.Int("grad-accum", &o->grad_accum,
+            "micro-batches per optimizer step (default: chosen per layout within --global-batch)");
+  flags.Double("global-batch", &o->global_batch,
+               "training: tokens per optimizer step at most, the micro-batches chosen per layout within it "
+               "(default by model size: 0.5M up to 1B parameters, 1M up to 6B, 4M above, as GPT-3 and Llama 2)");
   flags.Int("zero", &o->zero, "ZeRO stage over the data-parallel ranks (default 0)");
   flags.Values("zero", {"0", "1", "2", "3"});
   flags.String("recompute", &o->recompute, "activation recomputation (default selective)");
@@ -266,6 +278,7 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
   if (in.flags.WasSet("seq")) w.set_seq(o.seq);
   if (in.flags.WasSet("micro-batch")) w.set_micro_batch(o.micro_batch);
   if (in.flags.WasSet("grad-accum")) w.set_grad_accum(o.grad_accum);
+  if (in.flags.WasSet("global-batch")) w.set_global_batch_tokens(static_cast<int64_t>(o.global_batch));
   if (in.flags.WasSet("zero")) w.set_zero_stage(o.zero);
   if (in.flags.WasSet("lora-rank")) w.set_lora_rank(o.lora_rank);
   if (in.flags.WasSet("batch")) w.set_batch(o.batch);

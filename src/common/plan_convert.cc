@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "drivers/fingerprint/spec_table.h"
+#include "planner/planner.h"
 #include "src/common/flags.h"
 
 namespace hetpool {
@@ -134,6 +135,14 @@ absl::StatusOr<planner::PlanRequest> FromProto(const pb::PlanRequest& request) {
   auto workload = ResolveWorkload(request.workload());
   if (!workload.ok()) return workload.status();
   out.workload = *workload;
+  const pb::Workload& asked = request.workload();
+  if (asked.has_global_batch_tokens() && asked.has_grad_accum()) {
+    return absl::InvalidArgumentError("global_batch_tokens and grad_accum: give one (the planner chooses the other)");
+  }
+  if (out.workload.mode == planner::Mode::kTrain && !asked.has_grad_accum()) {
+    out.workload.global_batch_tokens =
+        asked.has_global_batch_tokens() ? asked.global_batch_tokens() : planner::DefaultGlobalBatchTokens(out.model);
+  }
   auto objective = planner::ParseObjective(request.objective());
   if (!objective.ok()) return objective.status();
   out.objective = *objective;
@@ -170,7 +179,7 @@ pb::PlanRow ToProto(const planner::Plan& p, const Workload& w) {
   row.set_cost_performance(p.cost_performance);
   row.set_available_now(p.available_now);
   row.set_micro_batch(w.mode == planner::Mode::kTrain ? w.micro_batch : w.batch);
-  row.set_grad_accum(w.mode == planner::Mode::kTrain ? w.grad_accum : 1);
+  row.set_grad_accum(w.mode == planner::Mode::kTrain ? planner::GradAccumFor(w, p.layout) : 1);
   return row;
 }
 
@@ -192,6 +201,7 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   out.set_mode(request.workload.mode == planner::Mode::kTrain ? "train" : "infer");
   out.set_precision(std::string(drivers::PrecisionName(request.workload.precision)));
   out.set_memory_margin(prices.memory_margin);
+  if (request.workload.mode == planner::Mode::kTrain) out.set_global_batch_tokens(request.workload.global_batch_tokens);
   return out;
 }
 

@@ -254,7 +254,7 @@ row "dirty: a finished job's setsid grandchild" "gone when its job ends" "${how:
 echo "== the planner against a measured training step"
 config=$here/tinyllama-1.1b.json
 plan_args=(--config "$config" --mode train --seq 2048 --recompute none --attention flash
-           --mixed-precision autocast --cards 1 --pool "$run/inventory.json")
+           --mixed-precision autocast --grad-accum 1 --cards 1 --pool "$run/inventory.json")
 # The largest micro-batch the planner says fits the card.
 micro=0
 for mb in 8 4 2 1; do

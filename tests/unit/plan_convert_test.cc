@@ -20,6 +20,34 @@ TEST(PlanConvert, DefaultsApplyToUnsetFields) {
   EXPECT_EQ(out->objective, planner::Objective::kCost);
 }
 
+// Issue 43, item 2: training without grad_accum gets a global batch, by model size unless given.
+TEST(PlanConvert, TrainingChoosesItsMicroBatchesWithinAGlobalBatch) {
+  struct Case {
+    const char* preset;
+    int64_t tokens;
+  };
+  for (const Case& c : {Case{"gpt2", 1 << 19}, Case{"gpt2-xl", 1 << 20}, Case{"llama-2-7b", 1 << 22}}) {
+    pb::PlanRequest req;
+    req.mutable_model()->set_preset(c.preset);
+    auto out = FromProto(req);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->workload.global_batch_tokens, c.tokens) << c.preset;
+  }
+  pb::PlanRequest given;
+  given.mutable_model()->set_preset("llama-2-7b");
+  given.mutable_workload()->set_global_batch_tokens(1 << 21);
+  EXPECT_EQ(FromProto(given)->workload.global_batch_tokens, 1 << 21);
+  given.mutable_workload()->set_grad_accum(8);
+  EXPECT_EQ(FromProto(given).status().message(), "global_batch_tokens and grad_accum: give one (the planner chooses the other)");
+  given.mutable_workload()->clear_global_batch_tokens();
+  EXPECT_EQ(FromProto(given)->workload.global_batch_tokens, 0);  // grad_accum as given
+  EXPECT_EQ(FromProto(given)->workload.grad_accum, 8);
+  pb::PlanRequest serving;
+  serving.mutable_model()->set_preset("llama-2-7b");
+  serving.mutable_workload()->set_mode("infer");
+  EXPECT_EQ(FromProto(serving)->workload.global_batch_tokens, 0);
+}
+
 TEST(PlanConvert, ExplicitDimensionsAndInferenceFields) {
   pb::PlanRequest req;
   pb::ModelDimensions& d = *req.mutable_model()->mutable_dims();
