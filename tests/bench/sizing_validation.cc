@@ -119,6 +119,11 @@ std::vector<Case> Cases() {
   cases.push_back({"gpt2-45m infer bf16 b1 p1024 c4096", gpt2_medium, Infer(Precision::kBf16, 1, 1024, 4096)});
   cases.push_back({"moe-27m infer fp32 b16 p128 c2048", moe, Infer(Precision::kFp32, 16, 128, 2048)});
   cases.push_back({"moe-27m infer bf16 b2 p2048 c4096", moe, Infer(Precision::kBf16, 2, 2048, 4096)});
+  // Issue 43, item 3: eager attention over long prompts on a small model, where the score and
+  // softmax buffers are a large part of the peak (GPT-2's vocabulary, 6 layers, 384 wide).
+  const ModelSpec gpt2_long = Gpt2("gpt2-6x384", 6, 384, 6, 50257, 1024);
+  cases.push_back({"gpt2-6x384 infer fp32 b4 p1000 c1024 eager", gpt2_long, Infer(Precision::kFp32, 4, 1000, 1024)});
+  cases.push_back({"gpt2-6x384 infer bf16 b4 p1000 c1024 eager", gpt2_long, Infer(Precision::kBf16, 4, 1000, 1024)});
   return cases;
 }
 
