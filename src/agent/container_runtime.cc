@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/exec_args.h"
 
 namespace hetpool::agent {
 namespace {
@@ -29,14 +30,7 @@ constexpr const char* kRuntimePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 // error when it cannot start, exits non-zero or outlives `patience` (then it is killed).
 absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& args,
                                           const std::map<std::string, std::string>& env, absl::Duration patience) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const ExecArgs exec(args, env);
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -45,7 +39,7 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& args,
     dup2(null, 0);
     dup2(out[1], 1);
     dup2(null, 2);
-    execve(argv[0], argv.data(), envp.data());
+    execve(exec.path(), exec.argv(), exec.envp());
     _exit(127);
   }
   close(out[1]);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/container_launch.h"
+#include "src/agent/exec_args.h"
 #include "src/agent/private_tmp.h"
 
 namespace hetpool::agent {
@@ -227,14 +228,7 @@ void Runner::Start(const LaunchSpec& spec) {
   const std::string start_dir = in_image ? "/" : spec.working_dir;
   const std::string script = in_image ? "" : spec.script;
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
-  std::vector<char*> argv;
-  for (const auto& a : exec_argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : exec_env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const ExecArgs exec(exec_argv, exec_env);
   // What the job keeps in view of the host's /tmp, worked out before fork.
   std::unique_ptr<PrivateTmp> private_tmp;
   if (spec.private_tmp && !in_image) private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp);
@@ -290,7 +284,7 @@ void Runner::Start(const LaunchSpec& spec) {
         dup2(null, 0);  // dup2 clears close-on-exec on the copies
         dup2(log, 1);
         dup2(log, 2);
-        execve(argv[0], argv.data(), envp.data());
+        execve(exec.path(), exec.argv(), exec.envp());
         err = {2, errno};
       }
     }
