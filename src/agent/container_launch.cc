@@ -17,7 +17,7 @@ namespace pb = ::hetpool::v1;
 void AddContainer(const pb::LaunchOrder& order, const ContainerContext& context, LaunchSpec& spec) {
   const pb::NodeLaunchPlan& plan = order.plan();
   if (context.runtime == nullptr) {
-    spec.refused = "not started: this node has no container runtime (hetpool-agent --container-runtime)";
+    spec.refused = kNoRuntime;
     spec.refused_failure = "ContainerFailed";
     return;
   }
@@ -58,7 +58,7 @@ void AddContainer(const pb::LaunchOrder& order, const ContainerContext& context,
 
 std::string PrepareContainer(const LaunchSpec& spec, ContainerRuntime* runtime, const std::string& cgroup_path,
                              std::vector<std::string>& argv, std::map<std::string, std::string>& env) {
-  if (runtime == nullptr) return "not started: this node has no container runtime (hetpool-agent --container-runtime)";
+  if (runtime == nullptr) return kNoRuntime;
   ContainerRun run = *spec.container;
   run.cgroup_parent = cgroup_path;
   auto text = EnvFileText(spec.env);

@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/exec_args.h"
+#include "src/agent/job_sandbox.h"
 
 namespace hetpool::agent {
 namespace {
@@ -79,17 +80,6 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& args,
   return text;
 }
 
-// Whether `path` is `root` or below it (both real paths).
-bool Inside(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || absl::StartsWith(path, absl::StrCat(root, "/"));
-}
-
-std::string RealPath(const std::string& path) {
-  char buf[PATH_MAX];
-  return realpath(path.c_str(), buf) != nullptr ? std::string(buf) : "";
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> ResolveRuntimeProgram(const std::string& flag) {
@@ -113,15 +103,9 @@ absl::StatusOr<std::string> ResolveRuntimeProgram(const std::string& flag) {
 absl::StatusOr<RuntimeFacts> ContainerRuntime::Facts(absl::Duration max_age) {
   if (options_.program.empty()) return absl::FailedPreconditionError("no container runtime");
   if (absl::Now() - asked_at_ < max_age) return facts_;
-  auto args = [&](std::initializer_list<const char*> tail) {
-    std::vector<std::string> out{options_.program};
-    out.insert(out.end(), options_.global_args.begin(), options_.global_args.end());
-    for (const char* t : tail) out.emplace_back(t);
-    return out;
-  };
-  auto version = RunAndCapture(args({"version", "--format", "{{.Client.Version}}"}), Environment(), absl::Seconds(10));
+  auto version = RunAndCapture(Command({"version", "--format", "{{.Client.Version}}"}), Environment(), absl::Seconds(10));
   if (!version.ok()) return version.status();
-  auto images = RunAndCapture(args({"images", "--noheading", "--format", "{{.Repository}}:{{.Tag}}"}), Environment(),
+  auto images = RunAndCapture(Command({"images", "--noheading", "--format", "{{.Repository}}:{{.Tag}}"}), Environment(),
                               absl::Seconds(10));
   if (!images.ok()) return images.status();
   RuntimeFacts facts;
@@ -144,11 +128,17 @@ std::map<std::string, std::string> ContainerRuntime::Environment() const {
   return env;
 }
 
-std::vector<std::string> ContainerRuntime::RunArgv(const ContainerRun& run) const {
+std::vector<std::string> ContainerRuntime::Command(std::initializer_list<std::string> words) const {
   std::vector<std::string> argv{options_.program};
   argv.insert(argv.end(), options_.global_args.begin(), options_.global_args.end());
+  argv.insert(argv.end(), words.begin(), words.end());
+  return argv;
+}
+
+std::vector<std::string> ContainerRuntime::RunArgv(const ContainerRun& run) const {
   // The job's cgroup is a cgroupfs path; systemd's manager would want a slice name instead.
-  if (!run.cgroup_parent.empty()) argv.push_back("--cgroup-manager=cgroupfs");
+  std::vector<std::string> argv =
+      run.cgroup_parent.empty() ? Command({}) : Command({"--cgroup-manager=cgroupfs"});
   argv.insert(argv.end(), {"run", "--rm", "--replace", "--name", run.name,
                            // torchrun's rendezvous and the collectives talk to other nodes directly,
                            // by the host's name (c10d hands out the rendezvous host's name).
@@ -180,10 +170,8 @@ std::vector<std::string> ContainerRuntime::RunArgv(const ContainerRun& run) cons
 
 void ContainerRuntime::Remove(const std::string& name) const {
   if (options_.program.empty()) return;
-  std::vector<std::string> args{options_.program};
-  args.insert(args.end(), options_.global_args.begin(), options_.global_args.end());
-  args.insert(args.end(), {"rm", "--force", "--ignore", name});
-  if (auto done = RunAndCapture(args, Environment(), absl::Seconds(15)); !done.ok()) {
+  if (auto done = RunAndCapture(Command({"rm", "--force", "--ignore", name}), Environment(), absl::Seconds(15));
+      !done.ok()) {
     spdlog::warn("container {}: {}", name, std::string(done.status().message()));
   }
 }
@@ -225,21 +213,14 @@ std::vector<ContainerMount> DriverLibraryMounts(Vendor vendor) {
 absl::StatusOr<std::vector<ContainerMount>> ResolveMounts(const std::vector<ContainerMount>& wanted,
                                                           const std::vector<std::string>& job_dirs,
                                                           const std::vector<std::string>& mount_dirs) {
-  std::vector<std::string> writable, readable;
-  for (const auto& d : job_dirs) {
-    if (std::string real = RealPath(d); !real.empty()) writable.push_back(real);
-  }
-  for (const auto& d : mount_dirs) {
-    if (std::string real = RealPath(d); !real.empty()) readable.push_back(real);
-  }
   std::vector<ContainerMount> out;
   for (const auto& m : wanted) {
     const std::string real = RealPath(m.source);
     if (real.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("mount ", m.source, ": ", std::strerror(errno)));
     }
-    const bool in_job_dir = std::any_of(writable.begin(), writable.end(), [&](const auto& r) { return Inside(real, r); });
-    const bool in_mount_dir = std::any_of(readable.begin(), readable.end(), [&](const auto& r) { return Inside(real, r); });
+    const bool in_job_dir = ResolvesInside(real, job_dirs);
+    const bool in_mount_dir = ResolvesInside(real, mount_dirs);
     if (!in_job_dir && !(in_mount_dir && m.read_only)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "mount ", m.source, (real == m.source ? "" : absl::StrCat(" (", real, ")")),

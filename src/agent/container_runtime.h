@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -79,6 +80,9 @@ class ContainerRuntime {
   // record behind). Best effort: waits at most a few seconds.
   void Remove(const std::string& name) const;
 
+  // The runtime's CLI with the operator's global options, then `words`.
+  std::vector<std::string> Command(std::initializer_list<std::string> words) const;
+
  private:
   ContainerRuntimeOptions options_;
   RuntimeFacts facts_;
@@ -110,6 +114,10 @@ absl::StatusOr<std::string> EnvFileText(const std::map<std::string, std::string>
 // What the runtime said when it failed itself (exit 125): its last "Error: " line in the log's
 // tail, or "" when there is none.
 std::string RuntimeError(absl::string_view log_tail);
+
+// Why a launch in an image cannot start on a node without a runtime.
+inline constexpr const char* kNoRuntime =
+    "not started: this node has no container runtime (hetpool-agent --container-runtime)";
 
 // The exit code podman gives when it, not the container's command, failed (a pull, a mount, a
 // device).

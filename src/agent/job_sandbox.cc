@@ -19,11 +19,6 @@
 namespace hetpool::agent {
 namespace {
 
-bool Inside(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
-}
-
 // Local accounts: the name characters (names.h) within useradd's 32, not starting with '-'.
 bool ValidAccountName(const std::string& name) {
   return !name.empty() && name.size() <= 32 && name[0] != '-' && std::all_of(name.begin(), name.end(), IsNameChar);
@@ -31,16 +26,26 @@ bool ValidAccountName(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ResolveWorkingDir(const std::string& dir, const std::vector<std::string>& roots) {
+std::string RealPath(const std::string& path) {
   char resolved[PATH_MAX];
-  if (realpath(dir.c_str(), resolved) == nullptr) {
+  return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : "";
+}
+
+bool ResolvesInside(const std::string& real, const std::vector<std::string>& roots) {
+  return std::any_of(roots.begin(), roots.end(), [&](const std::string& root) {
+    const std::string r = RealPath(root);
+    if (r.empty()) return false;
+    if (r == "/") return true;
+    return real == r || (real.size() > r.size() && real.compare(0, r.size(), r) == 0 && real[r.size()] == '/');
+  });
+}
+
+absl::StatusOr<std::string> ResolveWorkingDir(const std::string& dir, const std::vector<std::string>& roots) {
+  const std::string real = RealPath(dir);
+  if (real.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("cannot enter working_dir ", dir, ": ", std::strerror(errno)));
   }
-  const std::string real = resolved;
-  for (const auto& root : roots) {
-    char root_resolved[PATH_MAX];
-    if (realpath(root.c_str(), root_resolved) != nullptr && Inside(real, root_resolved)) return real;
-  }
+  if (ResolvesInside(real, roots)) return real;
   return absl::FailedPreconditionError(absl::StrCat("working_dir ", dir,
                                                     real == dir ? "" : absl::StrCat(" (really ", real, ")"),
                                                     " is outside this node's job directories (",

@@ -39,6 +39,12 @@ struct RunAs {
   std::string home;           // the account's home directory if it exists, else ""
 };
 
+// The real path of `path` (symlinks followed), "" when it does not resolve (errno says why).
+std::string RealPath(const std::string& path);
+
+// Whether the real path `real` is one of `roots` or below one (each root resolved first).
+bool ResolvesInside(const std::string& real, const std::vector<std::string>& roots);
+
 // The real path of `dir` if it lies inside one of `roots`; FAILED_PRECONDITION saying why not.
 absl::StatusOr<std::string> ResolveWorkingDir(const std::string& dir, const std::vector<std::string>& roots);
 
