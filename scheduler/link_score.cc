@@ -75,26 +75,32 @@ std::vector<size_t> ChooseFromTable(const std::vector<int>& table, size_t table_
   // Every subset is table lookups: subsets of a node's devices are few (C(8,4) = 70,
   // C(16,8) = 12,870), so search them all.
   auto pair = [&](int i, int j) { return table[free[static_cast<size_t>(i)] * table_n + free[static_cast<size_t>(j)]]; };
-  // Average pairwise score of the members flagged in `in` (as LinkScore computes it).
-  auto average = [&](const std::vector<char>& in, bool member) {
-    int sum = 0, pairs = 0;
-    for (int i = 0; i < n; ++i) {
-      if ((in[static_cast<size_t>(i)] != 0) != member) continue;
-      for (int j = i + 1; j < n; ++j) {
-        if ((in[static_cast<size_t>(j)] != 0) != member) continue;
-        sum += pair(i, j);
-        ++pairs;
-      }
+  // A subset's score is the average over its pairs, its rest's the average over the pairs of the
+  // devices left (as LinkScore computes them). The rest's sum comes from the members' alone: all
+  // pairs, less every pair touching a member (each member's row), plus the members' own pairs
+  // (counted twice in the rows). A subset then costs its own pairs, not every device's.
+  std::vector<int> row(static_cast<size_t>(n), 0);
+  int all_sum = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      const int p = pair(i, j);
+      all_sum += p;
+      row[static_cast<size_t>(i)] += p;
+      row[static_cast<size_t>(j)] += p;
     }
-    return pairs == 0 ? 0 : sum / pairs;
-  };
+  }
+  auto pairs_of = [](int k) { return k * (k - 1) / 2; };
+  const int in_pairs = pairs_of(count), rest_pairs = pairs_of(n - count);
   std::vector<int> best;
   int best_score = -1, best_rest = -1;
-  std::vector<char> in(static_cast<size_t>(n));
   ForEachSubset(n, count, [&](const std::vector<int>& pick) {
-    std::fill(in.begin(), in.end(), 0);
-    for (int i : pick) in[static_cast<size_t>(i)] = 1;
-    const int score = average(in, true), rest_score = average(in, false);
+    int in_sum = 0, rows = 0;
+    for (size_t a = 0; a < pick.size(); ++a) {
+      rows += row[static_cast<size_t>(pick[a])];
+      for (size_t b = a + 1; b < pick.size(); ++b) in_sum += pair(pick[a], pick[b]);
+    }
+    const int score = in_pairs == 0 ? 0 : in_sum / in_pairs;
+    const int rest_score = rest_pairs == 0 ? 0 : (all_sum - rows + in_sum) / rest_pairs;
     if (score > best_score || (score == best_score && rest_score > best_rest)) {
       best = pick;
       best_score = score;

@@ -47,6 +47,8 @@ Framework::Framework(Plugins plugins, size_t nodes_to_score, size_t nodes_to_fin
   for (const auto& plugin : plugins_.owned) {
     if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) workload_aware_.push_back(aware);
   }
+  for (const DeviceFilterPlugin* f : plugins_.device_filter) index_devices_ = index_devices_ || f->Name() == "Capacity";
+  for (const NodeFilterPlugin* f : plugins_.node_filter) index_host_ = index_host_ || f->Name() == "HostResources";
 }
 
 size_t Framework::AdaptiveNodesToFind(size_t nodes) {
@@ -151,7 +153,10 @@ absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& reques
       return DecideLocked(group, views);
     });
   }
-  const uint64_t views_key = RefusalMemo::ViewsKey(nodes);
+  // The index reads every view's generation anyway; the memo's key is then one pass over an array.
+  if (index_devices_) free_index_.Sync(nodes);
+  const uint64_t views_key =
+      index_devices_ ? RefusalMemo::ViewsKey(free_index_.generations()) : RefusalMemo::ViewsKey(nodes);
   if (views_key == 0) return PlaceLocked(request, nodes);
   const std::string request_key = RefusalMemo::RequestKey(request);
   if (auto refused = refusals_.Find(request_key, views_key)) return *refused;
@@ -239,8 +244,10 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
 
   const int need = request.Fractional() ? 1 : request.devices_per_node;
   candidates.reserve(std::min(nodes.size(), find + kVendorCount));
-  std::vector<const DeviceView*> fitting_storage;  // candidates hold spans into it
-  fitting_storage.reserve(std::min(nodes.size(), find + kVendorCount) * 8);
+  // The candidates' fitting devices, one after another (each candidate's span is set once the
+  // walk is over and the storage no longer grows).
+  std::vector<const DeviceView*>& fitting_storage = fitting_storage_;  // kept: allocating it showed in profiles
+  std::vector<size_t> fitting_begin;
   std::array<int, kVendorCount> candidates_by_vendor{};
   std::map<Vendor, int> capable;  // nodes that could ever hold the job's share, per vendor
   std::set<std::string> reasons;
@@ -250,93 +257,123 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
   std::vector<int> waiting_by(n_filters), never_by(n_filters);  // per node: devices each filter rejected
   std::map<NodeFilterPlugin*, int> rejected_by_node_filter;
   std::vector<int> rejected_by_device_filter(n_filters + 1);
-  for (size_t ni = 0; ni < nodes.size(); ++ni) {
-    const NodeView& node = nodes[ni];
-    const NodeSummary& summary = Summarise(ni, node);
-    // Device filters run once per device class of the decision, not once per device.
-    std::array<int, kVendorCount> ever{}, fitting{};
-    std::fill(waiting_by.begin(), waiting_by.end(), 0);
-    std::fill(never_by.begin(), never_by.end(), 0);
-    for (const ClassCount& c : summary.classes) {
-      Verdict& v = VerdictFor(state, node, summary, c);
-      if (v.never >= 0) {
-        never_by[static_cast<size_t>(v.never)] += c.count;
-        if (!v.reason_noted && reasons.size() < kMaxDeviceReasons) reasons.insert(v.reason);
-        v.reason_noted = true;
+  // One walk over the nodes in view order. `skip_unfit`: nodes the free-capacity index rules out
+  // are passed over unread; they could never be candidates, so the candidates (and the placement)
+  // are the same as a full walk's, but the tallies a refusal explains itself with are not.
+  auto walk = [&](bool skip_unfit) {
+    candidates.clear();
+    fitting_storage.clear();
+    fitting_begin.clear();
+    candidates_by_vendor.fill(0);
+    capable.clear();
+    reasons.clear();
+    closest = -1;
+    closest_node.clear();
+    rejected_by_node_filter.clear();
+    std::fill(rejected_by_device_filter.begin(), rejected_by_device_filter.end(), 0);
+    why.waiting_reasons.clear();
+    why.nodes_rejected.clear();
+    for (size_t ni = 0; ni < nodes.size(); ++ni) {
+      if (skip_unfit && !free_index_.MayHold(ni, request, index_host_)) continue;
+      const NodeView& node = nodes[ni];
+      const NodeSummary& summary = Summarise(ni, node);
+      // Device filters run once per device class of the decision, not once per device.
+      std::array<int, kVendorCount> ever{}, fitting{};
+      std::fill(waiting_by.begin(), waiting_by.end(), 0);
+      std::fill(never_by.begin(), never_by.end(), 0);
+      for (const ClassCount& c : summary.classes) {
+        Verdict& v = VerdictFor(state, node, summary, c);
+        if (v.never >= 0) {
+          never_by[static_cast<size_t>(v.never)] += c.count;
+          if (!v.reason_noted && reasons.size() < kMaxDeviceReasons) reasons.insert(v.reason);
+          v.reason_noted = true;
+          continue;
+        }
+        const size_t vendor = static_cast<size_t>(class_vendor_[c.id]);
+        ever[vendor] += c.count;
+        if (v.waiting >= 0) {
+          waiting_by[static_cast<size_t>(v.waiting)] += c.count;
+          for (const auto& [filter, reason] : v.waiting_reasons) {
+            why.waiting_reasons.try_emplace(std::string(plugins_.device_filter[static_cast<size_t>(filter)]->Name()), reason);
+          }
+        } else {
+          fitting[vendor] += c.count;
+        }
+      }
+      bool any_capable = false, any_candidate = false;
+      std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> rejected_node;
+      for (size_t vi = 0; vi < kVendorCount; ++vi) {
+        if (ever[vi] < need) continue;
+        rejected_node = node_verdict(node);
+        if (rejected_node && rejected_node->second.rejection == Rejection::kNever) break;
+        any_capable = true;
+        ++capable[static_cast<Vendor>(vi)];
+        if (rejected_node) {
+          why.waiting_reasons.try_emplace(std::string(rejected_node->first->Name()), rejected_node->second.reason);
+          continue;
+        }
+        if (fitting[vi] > closest) {
+          closest = fitting[vi];
+          closest_node = node.name;
+        }
+        if (fitting[vi] < need) continue;
+        NodeCandidate c;
+        c.node = &node;
+        c.vendor = static_cast<Vendor>(vi);
+        const size_t begin = fitting_storage.size();
+        for (size_t d = 0; d < node.devices.size(); ++d) {
+          const uint32_t cls = summary.device_class[d];
+          const Verdict& v = verdicts_[summary.context][cls];
+          if (static_cast<size_t>(class_vendor_[cls]) == vi && v.never < 0 && v.waiting < 0) {
+            fitting_storage.push_back(&node.devices[d]);
+          }
+        }
+        fitting_begin.push_back(begin);
+        candidates.push_back(std::move(c));
+        ++candidates_by_vendor[vi];
+        any_candidate = true;
+      }
+      if (any_candidate) {
+        // Enough found, and one vendor alone can hold the whole gang: stop looking.
+        if (candidates.size() >= find &&
+            *std::max_element(candidates_by_vendor.begin(), candidates_by_vendor.end()) >= request.nnodes) {
+          break;
+        }
         continue;
       }
-      const size_t vendor = static_cast<size_t>(class_vendor_[c.id]);
-      ever[vendor] += c.count;
-      if (v.waiting >= 0) {
-        waiting_by[static_cast<size_t>(v.waiting)] += c.count;
-        for (const auto& [filter, reason] : v.waiting_reasons) {
-          why.waiting_reasons.try_emplace(std::string(plugins_.device_filter[static_cast<size_t>(filter)]->Name()), reason);
-        }
-      } else {
-        fitting[vendor] += c.count;
-      }
-    }
-    bool any_capable = false, any_candidate = false;
-    std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> rejected_node;
-    for (size_t vi = 0; vi < kVendorCount; ++vi) {
-      if (ever[vi] < need) continue;
-      rejected_node = node_verdict(node);
-      if (rejected_node && rejected_node->second.rejection == Rejection::kNever) break;
-      any_capable = true;
-      ++capable[static_cast<Vendor>(vi)];
+      // Tally the node once, under the filter that turned it away (by plugin; named at the end).
+      auto most = [](const std::vector<int>& counts) {
+        const auto it = std::max_element(counts.begin(), counts.end());
+        return it != counts.end() && *it > 0 ? static_cast<int>(it - counts.begin()) : -1;
+      };
       if (rejected_node) {
-        why.waiting_reasons.try_emplace(std::string(rejected_node->first->Name()), rejected_node->second.reason);
-        continue;
+        ++rejected_by_node_filter[rejected_node->first];
+      } else {
+        const int filter = any_capable ? most(waiting_by) : most(never_by);
+        ++rejected_by_device_filter[static_cast<size_t>(filter + 1)];  // slot 0: too few devices
       }
-      if (fitting[vi] > closest) {
-        closest = fitting[vi];
-        closest_node = node.name;
-      }
-      if (fitting[vi] < need) continue;
-      NodeCandidate c;
-      c.node = &node;
-      c.vendor = static_cast<Vendor>(vi);
-      const size_t begin = fitting_storage.size();
-      for (size_t d = 0; d < node.devices.size(); ++d) {
-        const uint32_t cls = summary.device_class[d];
-        const Verdict& v = verdicts_[summary.context][cls];
-        if (static_cast<size_t>(class_vendor_[cls]) == vi && v.never < 0 && v.waiting < 0) {
-          fitting_storage.push_back(&node.devices[d]);
-        }
-      }
-      c.fitting = std::span<const DeviceView* const>(fitting_storage.data() + begin, fitting_storage.size() - begin);
-      candidates.push_back(std::move(c));
-      ++candidates_by_vendor[vi];
-      any_candidate = true;
     }
-    if (any_candidate) {
-      // Enough found, and one vendor alone can hold the whole gang: stop looking.
-      if (candidates.size() >= find &&
-          *std::max_element(candidates_by_vendor.begin(), candidates_by_vendor.end()) >= request.nnodes) {
-        break;
-      }
-      continue;
+    for (const auto& [plugin, n] : rejected_by_node_filter) why.nodes_rejected[std::string(plugin->Name())] += n;
+    for (size_t i = 0; i < rejected_by_device_filter.size(); ++i) {
+      if (rejected_by_device_filter[i] == 0) continue;
+      const std::string by = i == 0 ? "TooFewDevices" : std::string(plugins_.device_filter[i - 1]->Name());
+      why.nodes_rejected[by] += rejected_by_device_filter[i];
     }
-    // Tally the node once, under the filter that turned it away (by plugin; named at the end).
-    auto most = [](const std::vector<int>& counts) {
-      const auto it = std::max_element(counts.begin(), counts.end());
-      return it != counts.end() && *it > 0 ? static_cast<int>(it - counts.begin()) : -1;
-    };
-    if (rejected_node) {
-      ++rejected_by_node_filter[rejected_node->first];
-    } else {
-      const int filter = any_capable ? most(waiting_by) : most(never_by);
-      ++rejected_by_device_filter[static_cast<size_t>(filter + 1)];  // slot 0: too few devices
+    fitting_begin.push_back(fitting_storage.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      candidates[i].fitting = std::span<const DeviceView* const>(fitting_storage.data() + fitting_begin[i],
+                                                                 fitting_begin[i + 1] - fitting_begin[i]);
     }
-  }
-  for (const auto& [plugin, n] : rejected_by_node_filter) why.nodes_rejected[std::string(plugin->Name())] += n;
-  for (size_t i = 0; i < rejected_by_device_filter.size(); ++i) {
-    if (rejected_by_device_filter[i] == 0) continue;
-    const std::string by = i == 0 ? "TooFewDevices" : std::string(plugins_.device_filter[i - 1]->Name());
-    why.nodes_rejected[by] += rejected_by_device_filter[i];
-  }
-
+  };
+  const bool use_index = index_devices_;  // DecideLocked brought it up to date with `nodes`
+  walk(use_index);
   std::optional<Placement> placement = ScoreAndAssemble(state, nodes, candidates);
+  if (!placement && use_index) {
+    // A refusal names what holds the job back on every node: walk them all (the candidates come
+    // out the same, so the answer does too). Verdicts are judged afresh for the reasons they note.
+    ++decision_;
+    walk(false);
+  }
 
   why.device_reasons.assign(reasons.begin(), reasons.end());
   if (closest >= 0) {

@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
+#include "scheduler/framework/free_capacity_index.h"
 #include "scheduler/framework/pending_reason.h"
 #include "scheduler/framework/plugin.h"
 #include "scheduler/framework/refusal_memo.h"
@@ -62,6 +63,12 @@ class Framework : public PlacementPolicy {
   // Declares the job mix the pool expects to the plugins that weigh one (WorkloadAwarePlugin).
   void ExpectWorkload(const std::vector<WorkloadShape>& shapes);
   void NoteSubmitted(const PlacementRequest& request) override;
+  // Every decision reads every node, as before the free-capacity index: what the tests compare
+  // the index's decisions with (they must be the same).
+  void ReadEveryNode() {
+    absl::MutexLock lock(&mu_);
+    index_devices_ = false;
+  }
 
  private:
   // Devices that every device filter must judge alike (plugin.h): same class, health and free
@@ -102,7 +109,8 @@ class Framework : public PlacementPolicy {
     bool reason_noted = false;
   };
 
-  // A remembered refusal (refusal_memo.h), or PlaceLocked.
+  // A remembered refusal (refusal_memo.h), or PlaceLocked (which reads free_index_ as this
+  // brought it up to date with `nodes`).
   absl::StatusOr<Placement> DecideLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Placement> PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
@@ -134,6 +142,13 @@ class Framework : public PlacementPolicy {
   std::vector<std::vector<Verdict>> verdicts_ ABSL_GUARDED_BY(mu_);  // [context][class]
   uint64_t decision_ ABSL_GUARDED_BY(mu_) = 0;
   RefusalMemo refusals_ ABSL_GUARDED_BY(mu_);
+  // Nodes that cannot hold an ask are passed over unread (free_capacity_index.h), when the
+  // profile has the filters the index answers for: Capacity (the cards), HostResources (the host).
+  FreeCapacityIndex free_index_ ABSL_GUARDED_BY(mu_);
+  bool index_devices_ ABSL_GUARDED_BY(mu_) = false;
+  bool index_host_ = false;
+  // PlaceLocked's storage for its candidates' fitting devices, kept from decision to decision.
+  std::vector<const DeviceView*> fitting_storage_ ABSL_GUARDED_BY(mu_);
 };
 
 // "1 node x 8 devices of one vendor (bf16, >= 80 GiB)": a request's shape in words.

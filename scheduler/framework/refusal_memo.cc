@@ -5,13 +5,28 @@
 
 namespace hetpool::scheduler {
 
-uint64_t RefusalMemo::ViewsKey(const std::vector<NodeView>& nodes) {
-  uint64_t key = 0x9e3779b97f4a7c15ull ^ nodes.size();
-  for (const NodeView& n : nodes) {
-    if (n.generation == 0) return 0;
-    key = (key ^ n.generation) * 0x100000001b3ull + (key >> 29);
+namespace {
+
+// Folds the generations in order; 0 when one is 0 (unknown).
+template <typename Generations>
+uint64_t KeyOf(size_t count, Generations&& generation_at) {
+  uint64_t key = 0x9e3779b97f4a7c15ull ^ count;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t generation = generation_at(i);
+    if (generation == 0) return 0;
+    key = (key ^ generation) * 0x100000001b3ull + (key >> 29);
   }
   return key == 0 ? 1 : key;
+}
+
+}  // namespace
+
+uint64_t RefusalMemo::ViewsKey(const std::vector<NodeView>& nodes) {
+  return KeyOf(nodes.size(), [&](size_t i) { return nodes[i].generation; });
+}
+
+uint64_t RefusalMemo::ViewsKey(std::span<const uint64_t> generations) {
+  return KeyOf(generations.size(), [&](size_t i) { return generations[i]; });
 }
 
 std::string RefusalMemo::RequestKey(const PlacementRequest& r) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -23,6 +24,8 @@ class RefusalMemo {
  public:
   // A key of the views' generations, in order; 0 when a view has none.
   static uint64_t ViewsKey(const std::vector<NodeView>& nodes);
+  // The same key from the generations alone (FreeCapacityIndex keeps them in one array).
+  static uint64_t ViewsKey(std::span<const uint64_t> generations);
   // Every field of the request that placement reads.
   static std::string RequestKey(const PlacementRequest& request);
   // The refusal of the request of `request_key` on views of `views_key`, if one is remembered.

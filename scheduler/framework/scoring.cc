@@ -98,15 +98,16 @@ struct Group {
   int64_t score = 0;
   std::vector<const NodeCandidate*> members;
 };
-std::optional<Group> AssembleGang(std::vector<const NodeCandidate*> ranked, const std::map<const NodeCandidate*, int64_t>& score,
-                                  int nnodes) {
+// `score`: each candidate's total, by its position from `first`.
+std::optional<Group> AssembleGang(std::vector<const NodeCandidate*> ranked, const NodeCandidate* first,
+                                  const std::vector<int64_t>& score, int nnodes) {
   if (static_cast<int>(ranked.size()) < nnodes) return std::nullopt;
   auto take = [&](const std::vector<const NodeCandidate*>& from) {
     Group g;
     std::set<std::string> racks;
     for (int i = 0; i < nnodes; ++i) {
       g.members.push_back(from[static_cast<size_t>(i)]);
-      g.score += score.at(from[static_cast<size_t>(i)]);
+      g.score += score[static_cast<size_t>(from[static_cast<size_t>(i)] - first)];
       racks.insert(from[static_cast<size_t>(i)]->node->rack);
     }
     g.racks = static_cast<int>(racks.size());
@@ -186,15 +187,13 @@ std::optional<Placement> Framework::ScoreAndAssemble(CycleState& state, const st
   }
   for (size_t j = 0; j < selecting.size(); ++j) add(*selecting[j], finalists, std::move(raw[j]));
 
-  std::map<const NodeCandidate*, int64_t> score_of;
-  for (size_t i : finalists) score_of[&candidates[i]] = total[i];
   std::optional<Group> best;
   Vendor best_vendor = Vendor::kCpu;
   for (auto& [vendor, list] : ranked) {
     std::sort(list.begin(), list.end(), better);
     std::vector<const NodeCandidate*> ordered;
     for (size_t i : list) ordered.push_back(&candidates[i]);
-    auto group = AssembleGang(ordered, score_of, request.nnodes);
+    auto group = AssembleGang(ordered, candidates.data(), total, request.nnodes);
     if (!group) continue;
     const bool better_group =
         !best || std::make_tuple(group->racks, -group->score) < std::make_tuple(best->racks, -best->score);

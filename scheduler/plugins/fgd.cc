@@ -73,7 +73,10 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
   void Unreserve(const PlacementRequest& r, const Placement&) override {
     if (mix_ != Mix::kPlaced) return;
     auto it = std::find(history_.rbegin(), history_.rend(), ShapeOf(r));
-    if (it != history_.rend()) history_.erase(std::next(it).base());
+    if (it != history_.rend()) {
+      Uncount(*it);
+      history_.erase(std::next(it).base());
+    }
     if (!UsesExpected()) measure_.reset();
   }
   void NoteSubmitted(const PlacementRequest& r) override {
@@ -98,7 +101,11 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
 
   void Remember(const PlacementRequest& r) {
     history_.push_back(ShapeOf(r));
-    if (history_.size() > window_) history_.pop_front();
+    ++counts_[history_.back()];
+    if (history_.size() > window_) {
+      Uncount(history_.front());
+      history_.pop_front();
+    }
     if (!UsesExpected()) measure_.reset();  // the mix changed
   }
 
@@ -133,9 +140,7 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
       // Submitted jobs name models, so the interned names grow with what users send; ids only
       // need to agree within one measure, so start them over when they are many.
       if (models_.size() > kMaxModelNames) models_.clear();
-      std::map<Shape, int> counts;
-      for (const Shape& s : history_) ++counts[s];
-      for (const auto& [shape, n] : counts) {
+      for (const auto& [shape, n] : counts_) {
         const auto& [cpu, devices, milli, models] = shape;
         std::vector<std::string> allowed;
         if (!models.empty()) allowed = absl::StrSplit(models, '|');
@@ -167,7 +172,16 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
   Mix mix_;
   double size_damping_;
 
+  // One shape left the window.
+  void Uncount(const Shape& shape) {
+    auto it = counts_.find(shape);
+    if (it != counts_.end() && --it->second == 0) counts_.erase(it);
+  }
+
   std::deque<Shape> history_;
+  // How many of each shape history_ holds, kept as it changes: the measure is rebuilt after every
+  // submission, and counting the whole window each time showed in the placement profile.
+  std::map<Shape, int> counts_;
   std::vector<TaskShape> expected_;
   std::map<std::string, int> models_;
   std::optional<ExpectedFragmentation> measure_;

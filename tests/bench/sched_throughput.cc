@@ -1,24 +1,33 @@
-// sched_throughput: placement decisions per second of the daemon's policy (the default plugin
-// profile, scheduler/framework/profile.h) on a synthetic pool, and latency per decision by job
-// shape, measured two ways. Figures go to docs/benchmarks.md.
-//   sched_throughput [--nodes 5000] [--jobs 100000] [--seed 1] [--mode both|place|cycle] [-o json]
-// place: `Place` alone, on views the bench owns (placements applied between decisions).
+// sched_throughput: placements per second of the daemon's policy (the default plugin profile,
+// scheduler/framework/profile.h) on a synthetic pool kept busy, measured two ways, with
+// refusals counted apart. Figures go to docs/benchmarks.md.
+//   sched_throughput [--nodes 5000] [--jobs 100000] [--seed 1] [--mode both|place|cycle]
+//                    [--utilisation 0.9] [--batch 1000] [-o json]
+// Steady state: jobs finish, oldest first, whenever the next ones would take the cards in use
+// past --utilisation of the pool, so every decision is made on a pool about that full (a pool
+// that fills and stays full measures how fast it says no: issue 44). The jobs placed before the
+// pool first reaches that level are a warm-up and are not counted.
+// place: `Place` alone, on views the bench owns (placements taken and given back on them), each
+//   job first noted as submitted (the mix the Fgd score weighs); a job refused is dropped.
 // cycle: the daemon's own scheduling cycle (ClusterState::Tick: queue order, the head-of-line
 //   reservation, Schedule + Bind = claims, launch plans and a store write per placement, pending
-//   reasons), with every job queued first and every node registered through Register. The store
-//   keeps serialized rows in memory (no disk): the figure is the cycle's CPU cost. The daemon's
-//   log lines go to stderr (hetpoold logs every placement at info).
+//   reasons), every node registered through Register; jobs are submitted --batch at a time
+//   through Submit, one Tick places what fits, and jobs end through the agents' heartbeats
+//   (Heartbeat, exit code 0), as they do in hetpoold. A job refused waits in the queue and is
+//   offered again. The store keeps serialized rows in memory (no disk): the figure is the
+//   cycle's CPU cost. The daemon's log lines go to stderr (hetpoold logs every placement at info).
 // Pool: 8 cards per node, a mix of H100 (NVSwitch), A100 (bridged pairs), MetaX C500 (MetaXLink
 // zones), MLU370 (MLU-Link groups) and Intel Max 1550 (Xe Link). Jobs: 70% one card, 20% half a
-// card, 8% eight cards, 2% 32-card gangs (4 nodes x 8); placements are applied as they are made,
-// and a job that does not fit counts as a decision too.
+// card, 8% eight cards, 2% 32-card gangs (4 nodes x 8).
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <random>
 #include <unordered_map>
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 #include "drivers/fingerprint/fingerprint.h"
@@ -102,20 +111,40 @@ std::vector<int> MakeShapes(int jobs_n, std::mt19937_64& rng) {
   return shapes;
 }
 
-// Decisions, outcome and latency per decision, in decision order.
-struct Decisions {
-  std::vector<double> us;
-  std::vector<bool> placed;
+// One decision: the job's shape, whether it was placed and how long it took.
+struct Decided {
+  int shape = kOne;
+  bool placed = false;
+  double us = 0;
 };
 
-nlohmann::json Summary(const Decisions& d, const std::vector<int>& shapes, double seconds) {
+// The shape's cards in thousandths (a half card is 500).
+int64_t CardMilli(int shape) {
+  switch (shape) {
+    case kHalf: return 500;
+    case kEight: return 8000;
+    case kGang: return 32000;
+    default: return 1000;
+  }
+}
+
+sched::PlacementRequest RequestFor(int shape) {
+  sched::PlacementRequest req;
+  req.nnodes = shape == kGang ? 4 : 1;
+  req.devices_per_node = shape == kEight || shape == kGang ? 8 : 1;
+  if (shape == kHalf) req.device_milli = 500;
+  return req;
+}
+
+// `seconds`: the time the scheduler spent (the Place calls, or the Ticks), what the rates divide by.
+nlohmann::json Summary(const std::vector<Decided>& decisions, double seconds) {
   std::map<int, std::vector<double>> by_shape;
   std::map<int, int> placed_by_shape;
   std::vector<double> placing_us, refusing_us;
-  for (size_t i = 0; i < d.us.size(); ++i) {
-    by_shape[shapes[i]].push_back(d.us[i]);
-    placed_by_shape[shapes[i]] += d.placed[i] ? 1 : 0;
-    (d.placed[i] ? placing_us : refusing_us).push_back(d.us[i]);
+  for (const Decided& d : decisions) {
+    by_shape[d.shape].push_back(d.us);
+    placed_by_shape[d.shape] += d.placed ? 1 : 0;
+    (d.placed ? placing_us : refusing_us).push_back(d.us);
   }
   nlohmann::json by_outcome = nlohmann::json::object();
   for (const auto& [name, lat] : {std::pair<const char*, const std::vector<double>&>{"placed", placing_us},
@@ -123,23 +152,64 @@ nlohmann::json Summary(const Decisions& d, const std::vector<int>& shapes, doubl
     double total_us = 0;
     for (double us : lat) total_us += us;
     by_outcome[name] = {{"decisions", lat.size()},
-                        {"decisions_per_second", total_us > 0 ? static_cast<double>(lat.size()) / (total_us / 1e6) : 0},
+                        {"seconds", total_us / 1e6},
+                        {"per_second_of_own_time", total_us > 0 ? static_cast<double>(lat.size()) / (total_us / 1e6) : 0},
                         {"p50_ms", Percentile(lat, 0.5) / 1000}, {"p99_ms", Percentile(lat, 0.99) / 1000}};
   }
   nlohmann::json by_shape_json = nlohmann::json::object();
   for (const auto& [shape, lat] : by_shape) {
+    std::vector<double> placed_lat;
+    for (const Decided& d : decisions) {
+      if (d.shape == shape && d.placed) placed_lat.push_back(d.us);
+    }
     by_shape_json[kShapeNames[shape]] = {{"decisions", lat.size()}, {"placed", placed_by_shape[shape]},
-                                         {"p50_ms", Percentile(lat, 0.5) / 1000}, {"p99_ms", Percentile(lat, 0.99) / 1000}};
+                                         {"p50_ms", Percentile(lat, 0.5) / 1000}, {"p99_ms", Percentile(lat, 0.99) / 1000},
+                                         {"placed_p99_ms", Percentile(placed_lat, 0.99) / 1000}};
   }
-  return {{"decisions", d.us.size()},
+  const double placed = static_cast<double>(placing_us.size()), refused = static_cast<double>(refusing_us.size());
+  return {{"placements_per_second", seconds > 0 ? placed / seconds : 0},
+          {"refusals_per_second", seconds > 0 ? refused / seconds : 0},
+          {"placed", placing_us.size()},
+          {"refused", refusing_us.size()},
+          {"placed_share", placed + refused > 0 ? placed / (placed + refused) : 0},
           {"seconds", seconds},
-          {"decisions_per_second", seconds > 0 ? static_cast<double>(d.us.size()) / seconds : 0},
           {"by_outcome", by_outcome},
           {"shapes", by_shape_json}};
 }
 
+// Keeps the pool at or under a share of its cards in use: the oldest jobs finish first.
+template <typename Job>
+class SteadyPool {
+ public:
+  SteadyPool(int64_t cards, double utilisation) : ceiling_milli_(static_cast<int64_t>(utilisation * cards * 1000)) {}
+  // Ends the oldest jobs (calling `finish` on each) until `milli` more fits under the ceiling.
+  // Returns true once the pool has reached the ceiling (the warm-up is over).
+  template <typename F>
+  bool MakeRoom(int64_t milli, F&& finish) {
+    while (!running_.empty() && used_milli_ + milli > ceiling_milli_) {
+      reached_ = true;
+      finish(running_.front().second);
+      used_milli_ -= running_.front().first;
+      running_.pop_front();
+    }
+    return reached_;
+  }
+  void Started(int64_t milli, Job job) {
+    used_milli_ += milli;
+    running_.emplace_back(milli, std::move(job));
+  }
+  bool reached() const { return reached_; }
+
+ private:
+  const int64_t ceiling_milli_;
+  int64_t used_milli_ = 0;
+  bool reached_ = false;
+  std::deque<std::pair<int64_t, Job>> running_;
+};
+
 // `Place` alone on views the bench owns.
-nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes) {
+nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes,
+                        double utilisation) {
   std::vector<sched::NodeView> views(devices.size());
   for (size_t n = 0; n < devices.size(); ++n) {
     auto& v = views[n];
@@ -156,46 +226,79 @@ nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, c
   for (size_t n = 0; n < views.size(); ++n) index_of[views[n].name] = n;
   auto framework = sched::DefaultFramework();
   sched::PlacementPolicy& policy = *framework;
-  Decisions decisions;
-  const auto start = std::chrono::steady_clock::now();
+  struct Running {
+    sched::PlacementRequest request;
+    sched::Placement placement;
+  };
+  SteadyPool<Running> pool(static_cast<int64_t>(devices.size()) * 8, utilisation);
+  // A job ends: its cards go back on the views (TakeOnView undone).
+  auto finish = [&](const Running& job) {
+    for (const auto& a : job.placement.nodes) {
+      auto& v = views[index_of.at(a.node)];
+      v.cpu_milli_free += job.request.cpu_milli;
+      v.host_memory_free_mib += job.request.host_memory_mib;
+      for (auto& dv : v.devices) {
+        if (std::find(a.device_ids.begin(), a.device_ids.end(), dv.device->id) == a.device_ids.end()) continue;
+        dv.milli_free += a.device_milli;
+        dv.memory_free_mib = std::min(dv.device->memory_mib, dv.memory_free_mib + a.device_memory_mib);
+        dv.free = dv.milli_free >= 1000;
+      }
+      v.generation = ++generation;
+    }
+  };
+  std::vector<Decided> decisions;
+  double seconds = 0;
+  int warmup = 0;
   for (int shape : shapes) {
-    sched::PlacementRequest req;
-    req.nnodes = shape == kGang ? 4 : 1;
-    req.devices_per_node = shape == kEight || shape == kGang ? 8 : 1;
-    if (shape == kHalf) req.device_milli = 500;
+    const bool steady = pool.MakeRoom(CardMilli(shape), finish);
+    const sched::PlacementRequest req = RequestFor(shape);
+    policy.NoteSubmitted(req);  // the mix Fgd weighs, as hetpoold tells it at submission
     const auto t0 = std::chrono::steady_clock::now();
     auto placement = policy.Place(req, views);
-    const auto t1 = std::chrono::steady_clock::now();
-    decisions.us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    decisions.placed.push_back(placement.ok());
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (steady) {
+      decisions.push_back({shape, placement.ok(), us});
+      seconds += us / 1e6;
+    } else {
+      ++warmup;
+    }
     if (!placement.ok()) continue;
     for (const auto& a : placement->nodes) {
       auto& v = views[index_of.at(a.node)];
       v.generation = ++generation;
       sched::TakeOnView(req, a, v);
     }
+    pool.Started(CardMilli(shape), {req, *std::move(placement)});
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return Summary(decisions, shapes, seconds);
+  nlohmann::json out = Summary(decisions, seconds);
+  out["warmup_decisions"] = warmup;
+  return out;
 }
 
-// Records each decision of the cycle (ClusterState reports them in queue order).
+// Records each decision of the cycle (ClusterState reports them in queue order), by job.
 class DecisionRecorder final : public hetpool::daemon::StateObserver {
  public:
-  void Decision(absl::Duration took, bool placed) override {
-    decisions.us.push_back(absl::ToDoubleMicroseconds(took));
-    decisions.placed.push_back(placed);
+  void Decision(const pb::Job& job, absl::Duration took, bool placed) override {
+    auto it = shape_of.find(job.id());
+    decisions.push_back({it == shape_of.end() ? kOne : it->second, placed, absl::ToDoubleMicroseconds(took)});
   }
   void StoreWrite(absl::Duration, bool) override {}
   void SchedulingPass(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const hetpool::v1::Job&, const std::string&) override {}
-  Decisions decisions;
+  std::unordered_map<std::string, int> shape_of;
+  std::vector<Decided> decisions;
 };
 
-// The daemon's scheduling cycle: every job queued (while no node is registered, so submission
-// costs no feasibility check), every node registered, then one full cycle over the queue.
-nlohmann::json RunCycle(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes) {
+[[noreturn]] void Fail(const std::string& what, const absl::Status& status) {
+  std::cerr << "sched_throughput: " << what << ": " << status << "\n";
+  std::exit(1);
+}
+
+// The daemon's scheduling cycle in a steady state: jobs submitted a batch at a time, one Tick
+// each, and jobs ended through their nodes' heartbeats.
+nlohmann::json RunCycle(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes,
+                        double utilisation, int batch) {
   hetpool::testing::MemoryStore store;  // what a store costs minus the disk
   DecisionRecorder recorder;
   auto framework = sched::DefaultFramework();
@@ -203,26 +306,8 @@ nlohmann::json RunCycle(const std::vector<std::vector<DeviceRecord>>& devices, c
   options.observer = &recorder;
   options.lease_ttl = absl::Hours(1);  // the cycle must not see nodes expire while it runs
   hetpool::daemon::ClusterState state(options, &store, framework.get());
-  if (auto s = state.Load(); !s.ok()) {
-    std::cerr << "sched_throughput: " << s << "\n";
-    std::exit(1);
-  }
-  const auto submit_start = std::chrono::steady_clock::now();
-  for (int shape : shapes) {
-    pb::JobSpec spec;
-    spec.set_user("bench");
-    spec.set_working_dir("/tmp");
-    spec.add_command("/bin/true");
-    spec.set_nnodes(shape == kGang ? 4 : 1);
-    spec.set_devices_per_node(shape == kEight || shape == kGang ? 8 : 1);
-    if (shape == kHalf) spec.set_device_milli(500);
-    if (auto job = state.Submit(spec, ""); !job.ok()) {
-      std::cerr << "sched_throughput: submit: " << job.status() << "\n";
-      std::exit(1);
-    }
-  }
-  const double submit_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_start).count();
+  if (auto s = state.Load(); !s.ok()) Fail("load", s);
+  std::vector<std::string> sessions(devices.size());
   for (size_t n = 0; n < devices.size(); ++n) {
     pb::RegisterRequest req;
     req.set_node_name("node-" + std::to_string(n));
@@ -232,23 +317,91 @@ nlohmann::json RunCycle(const std::vector<std::vector<DeviceRecord>>& devices, c
     hetpool::NodeInventory inventory;
     inventory.devices = devices[n];
     *req.mutable_inventory() = hetpool::ToProto(inventory);
-    if (auto r = state.Register(req); !r.ok()) {
-      std::cerr << "sched_throughput: register: " << r.status() << "\n";
-      std::exit(1);
-    }
+    auto r = state.Register(req);
+    if (!r.ok()) Fail("register", r.status());
+    sessions[n] = r->session_id();
   }
-  const auto start = std::chrono::steady_clock::now();
-  state.Tick();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::json out = Summary(recorder.decisions, shapes, seconds);
-  out["submit_seconds"] = submit_seconds;
+  // What each node's agent runs (job -> generation): a heartbeat reports all of it.
+  std::vector<std::map<std::string, uint64_t>> processes(devices.size());
+  auto node_index = [](const std::string& name) { return static_cast<size_t>(std::stoul(name.substr(5))); };
+  // A job ends: each of its nodes reports its process exited with code 0.
+  auto finish = [&](const pb::Job& job) {
+    for (const auto& p : job.placement()) {
+      const size_t n = node_index(p.node());
+      pb::HeartbeatRequest beat;
+      beat.set_session_id(sessions[n]);
+      beat.set_node_name(p.node());
+      for (const auto& [id, generation] : processes[n]) {
+        pb::ProcessStatus* process = beat.add_processes();
+        process->set_job_id(id);
+        process->set_generation(generation);
+        const bool ending = id == job.id();
+        process->set_running(!ending);
+        process->set_exited(ending);
+      }
+      if (auto r = state.Heartbeat(beat); !r.ok()) Fail("heartbeat", r.status());
+      processes[n].erase(job.id());
+    }
+  };
+  SteadyPool<pb::Job> pool(static_cast<int64_t>(devices.size()) * 8, utilisation);
+  std::vector<std::string> waiting;  // submitted, not placed yet
+  double seconds = 0;
+  size_t counted_from = 0, next = 0;  // decisions before the pool first reached the ceiling: warm-up
+  int64_t queued_milli = 0;
+  while (next < shapes.size()) {
+    // Room under the ceiling for the batch and for what still waits, then the batch.
+    const size_t end = std::min(shapes.size(), next + static_cast<size_t>(batch));
+    int64_t batch_milli = 0;
+    for (size_t j = next; j < end; ++j) batch_milli += CardMilli(shapes[j]);
+    const bool was_steady = pool.reached();
+    pool.MakeRoom(queued_milli + batch_milli, finish);
+    if (!was_steady && pool.reached()) counted_from = recorder.decisions.size();
+    for (; next < end; ++next) {
+      pb::JobSpec spec;
+      spec.set_user("bench");
+      spec.set_working_dir("/tmp");
+      spec.add_command("/bin/true");
+      spec.set_nnodes(shapes[next] == kGang ? 4 : 1);
+      spec.set_devices_per_node(shapes[next] == kEight || shapes[next] == kGang ? 8 : 1);
+      if (shapes[next] == kHalf) spec.set_device_milli(500);
+      auto job = state.Submit(spec, "");
+      if (!job.ok()) Fail("submit", job.status());
+      recorder.shape_of[job->id()] = shapes[next];
+      waiting.push_back(job->id());
+    }
+    const auto start = std::chrono::steady_clock::now();
+    state.Tick();
+    if (pool.reached()) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // What the Tick placed starts running on its nodes.
+    std::vector<std::string> still;
+    queued_milli = 0;
+    for (const std::string& id : waiting) {
+      auto job = state.GetJob(id);
+      if (!job.ok()) Fail("get job", job.status());
+      const int64_t milli = CardMilli(recorder.shape_of[id]);
+      if (job->state() == pb::JOB_STATE_PENDING) {
+        still.push_back(id);
+        queued_milli += milli;
+        continue;
+      }
+      for (const auto& p : job->placement()) processes[node_index(p.node())][id] = job->generation();
+      pool.Started(milli, *std::move(job));
+    }
+    waiting.swap(still);
+  }
+  std::vector<Decided> counted(recorder.decisions.begin() + static_cast<std::ptrdiff_t>(counted_from),
+                                recorder.decisions.end());
+  nlohmann::json out = Summary(counted, seconds);
+  out["warmup_decisions"] = counted_from;
+  out["left_waiting"] = waiting.size();
   return out;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int nodes_n = 5000, jobs_n = 100000;
+  int nodes_n = 5000, jobs_n = 100000, batch = 1000;
+  double utilisation = 0.9;
   uint64_t seed = 1;
   std::string output = "table", mode = "both";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -257,6 +410,8 @@ int main(int argc, char** argv) {
     else if (flag == "--jobs") jobs_n = std::stoi(value);
     else if (flag == "--seed") seed = std::stoull(value);
     else if (flag == "--mode") mode = value;
+    else if (flag == "--utilisation") utilisation = std::stod(value);
+    else if (flag == "--batch") batch = std::stoi(value);
     else if (flag == "-o") output = value;
     else {
       std::cerr << "sched_throughput: unknown flag " << flag << "\n";
@@ -267,24 +422,38 @@ int main(int argc, char** argv) {
     std::cerr << "sched_throughput: --mode is both, place or cycle\n";
     return 2;
   }
+  if (!(utilisation > 0 && utilisation <= 1) || batch < 1 || nodes_n < 1 || jobs_n < 1) {
+    std::cerr << "sched_throughput: --utilisation is in (0, 1]; --batch, --nodes and --jobs are at least 1\n";
+    return 2;
+  }
   // The daemon's info lines (one per scheduled job) go to stderr, as hetpoold's do, so that stdout
   // stays the result; run with 2>/dev/null to keep their cost and drop the text.
   spdlog::set_default_logger(spdlog::stderr_logger_mt("sched_throughput"));
   std::mt19937_64 rng(seed);
   const auto devices = MakePool(nodes_n, rng);
   const std::vector<int> shapes = MakeShapes(jobs_n, rng);
-  nlohmann::json result = {{"nodes", nodes_n}, {"cards", nodes_n * 8}, {"jobs", jobs_n}};
-  if (mode != "cycle") result["place"] = RunPlace(devices, shapes);
-  if (mode != "place") result["cycle"] = RunCycle(devices, shapes);
+  nlohmann::json result = {{"nodes", nodes_n},
+                           {"cards", nodes_n * 8},
+                           {"jobs", jobs_n},
+                           {"steady_state", absl::StrCat("jobs finish oldest first to keep at most ", utilisation * 100,
+                                                         "% of the cards in use; the warm-up is not counted")}};
+  if (mode != "cycle") result["place"] = RunPlace(devices, shapes, utilisation);
+  if (mode != "place") {
+    result["cycle"] = RunCycle(devices, shapes, utilisation, batch);
+    result["cycle"]["batch"] = batch;
+  }
   if (output == "json") {
     std::cout << result.dump(2) << "\n";
     return 0;
   }
+  std::cout << nodes_n << " nodes x 8 cards, " << jobs_n << " jobs; steady state: " << result["steady_state"].get<std::string>()
+            << "\n";
   for (const char* part : {"place", "cycle"}) {
     if (!result.contains(part)) continue;
     const auto& r = result[part];
-    std::cout << part << ": " << nodes_n << " nodes x 8 cards, " << jobs_n << " jobs: "
-              << r["decisions_per_second"].get<double>() << " decisions/s\n";
+    std::cout << part << ": " << r["placements_per_second"].get<double>() << " placements/s, "
+              << r["refusals_per_second"].get<double>() << " refusals/s (" << r["placed"].get<int>() << " placed, "
+              << r["refused"].get<int>() << " refused)\n";
     for (const auto& [name, o] : r["by_outcome"].items()) std::cout << "  " << name << ": " << o.dump() << "\n";
     for (const auto& [name, sh] : r["shapes"].items()) std::cout << "  " << name << ": " << sh.dump() << "\n";
   }

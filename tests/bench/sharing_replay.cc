@@ -151,7 +151,7 @@ struct Pod {
 class PreemptionLog final : public hetpool::daemon::StateObserver {
  public:
   enum class Kind { kPreempted, kMoved, kResized };
-  void Decision(absl::Duration, bool) override {}
+  void Decision(const pb::Job&, absl::Duration, bool) override {}
   void StoreWrite(absl::Duration, bool) override {}
   void SchedulingPass(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}

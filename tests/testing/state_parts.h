@@ -63,7 +63,7 @@ inline pb::JobSpec TrainingSpec(int nnodes, int devices, int max_restarts = 0) {
 // the passes.
 class CountingObserver : public daemon::StateObserver {
  public:
-  void Decision(absl::Duration, bool) override { ++decisions; }
+  void Decision(const pb::Job&, absl::Duration, bool) override { ++decisions; }
   void StoreWrite(absl::Duration, bool) override {}
   void SchedulingPass(absl::Duration, bool full) override { ++(full ? full_passes : new_passes); }
   void JobEnded(const pb::Job&) override {}

@@ -483,6 +483,80 @@ TEST(SchedulerFramework, KeptSummariesDecideAsFreshOnes) {
   EXPECT_GT(refused, 50);
 }
 
+// The free-capacity index passes over nodes that cannot hold an ask; decisions and refusals
+// (their reasons too) must be those of a framework that reads every node, while jobs come and go,
+// on a pool of several vendors with host CPU and memory limits.
+TEST(SchedulerFramework, FreeCapacityIndexDecidesAsReadingEveryNode) {
+  Pool pool(60, 8);
+  for (size_t n = 0; n < pool.views.size(); ++n) {
+    const Vendor vendor = n % 4 == 1 ? Vendor::kMetax : n % 4 == 2 ? Vendor::kCambricon : Vendor::kNvidia;
+    if (vendor != Vendor::kNvidia) {
+      for (size_t c = 0; c < 8; ++c) pool.devices[n][c] = Card(static_cast<int>(c), vendor, vendor == Vendor::kMetax ? "MetaX C500" : "MLU370-X8");
+    }
+    NodeView& v = pool.views[n];
+    v.context.torch_devices = {"cuda", "mlu", "cpu"};
+    if (n % 3 != 0) {  // the others report no host totals: not limited
+      v.cpu_milli_total = v.cpu_milli_free = 64000;
+      v.host_memory_total_mib = v.host_memory_free_mib = 512 * 1024;
+    }
+    v.generation = ContentGeneration(v);
+  }
+  auto indexed = DefaultFramework(), every = DefaultFramework();
+  every->ReadEveryNode();
+  std::mt19937 rng(5);
+  struct Running {
+    PlacementRequest request;
+    Placement placement;
+  };
+  std::vector<Running> running;
+  int placed = 0, refused = 0;
+  for (int j = 0; j < 600; ++j) {
+    PlacementRequest r = Whole(1 + static_cast<int>(rng() % 5 == 0), std::array{1, 2, 4, 8}[rng() % 4]);
+    if (rng() % 3 == 0) {
+      r = Whole(1, 1);
+      r.device_milli = 250 * static_cast<int32_t>(1 + rng() % 3);
+    }
+    r.cpu_milli = std::array<int64_t, 3>{0, 8000, 40000}[rng() % 3];
+    r.host_memory_mib = rng() % 4 == 0 ? 200 * 1024 : 0;
+    if (rng() % 5 == 0) r.requirements.vendors = {Vendor::kMetax};
+    auto a = indexed->Place(r, pool.views);
+    auto b = every->Place(r, pool.views);
+    ASSERT_EQ(a.ok(), b.ok()) << "job " << j << ": " << (a.ok() ? b.status() : a.status());
+    if (!a.ok()) {
+      EXPECT_EQ(a.status(), b.status()) << "job " << j;
+      ++refused;
+    } else {
+      ++placed;
+      ASSERT_EQ(a->nodes.size(), b->nodes.size());
+      for (size_t k = 0; k < a->nodes.size(); ++k) {
+        EXPECT_EQ(a->nodes[k].node, b->nodes[k].node) << "job " << j;
+        EXPECT_EQ(a->nodes[k].device_ids, b->nodes[k].device_ids) << "job " << j;
+      }
+      TakeOnViews(r, *a, pool.views);
+      running.push_back({r, *a});
+    }
+    // A third of the time a running job ends: its cards and host share come back.
+    if (!running.empty() && rng() % 3 == 0) {
+      const size_t k = rng() % running.size();
+      for (const NodeAssignment& na : running[k].placement.nodes) {
+        NodeView& v = pool.views[static_cast<size_t>(std::stoi(na.node.substr(1)))];
+        v.cpu_milli_free += running[k].request.cpu_milli;
+        v.host_memory_free_mib += running[k].request.host_memory_mib;
+        for (DeviceView& dv : v.devices) {
+          if (std::find(na.device_ids.begin(), na.device_ids.end(), dv.device->id) == na.device_ids.end()) continue;
+          dv.milli_free += na.device_milli;
+          dv.memory_free_mib = std::min(dv.device->memory_mib, dv.memory_free_mib + na.device_memory_mib);
+          dv.free = dv.milli_free == 1000;
+        }
+        v.generation = ContentGeneration(v);
+      }
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  EXPECT_GT(placed, 150);
+  EXPECT_GT(refused, 50);
+}
+
 TEST(SchedulerFramework, StopsLookingOnceEnoughNodesFit) {
   EXPECT_EQ(Framework::AdaptiveNodesToFind(50), 50u);
   EXPECT_EQ(Framework::AdaptiveNodesToFind(100), 100u);

@@ -2,6 +2,8 @@
 #include "scheduler/framework/profile.h"
 #include "scheduler/link_score.h"
 
+#include <bit>
+#include <random>
 #include <set>
 
 #include "drivers/fingerprint/fingerprint.h"
@@ -52,6 +54,49 @@ TEST(TopologyPolicy, TwoCardsOnABridgedNodeGetABridgedPair) {
   auto four = ChooseDevices(Pointers(a100, {0}), 4);
   EXPECT_EQ(Ids(four), (std::vector<std::string>{"nvidia4", "nvidia5", "nvidia6", "nvidia7"}));
   EXPECT_TRUE(ChooseDevices(Pointers(a100, {0, 1, 2, 3, 4, 5, 6}), 2).empty());
+}
+
+// ChooseFromTable scores each subset from its members' rows; the choice must be the one the plain
+// definition gives (best average over the chosen pairs, then over the pairs left, first found).
+TEST(TopologyPolicy, ChoiceFromTheTableIsTheBestSubsetByDefinition) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    const size_t n = 2 + rng() % 9;
+    std::vector<int> table(n * n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = i + 1; j < n; ++j) table[i * n + j] = table[j * n + i] = static_cast<int>(rng() % 4) * 40;
+    }
+    std::vector<size_t> free;
+    for (size_t i = 0; i < n; ++i) {
+      if (rng() % 4 != 0) free.push_back(i);
+    }
+    const int count = 1 + static_cast<int>(rng() % n);
+    // The definition, over every subset of `free` in lexicographic order of positions.
+    auto average = [&](const std::vector<size_t>& members) {
+      int sum = 0, pairs = 0;
+      for (size_t a = 0; a < members.size(); ++a) {
+        for (size_t b = a + 1; b < members.size(); ++b, ++pairs) sum += table[members[a] * n + members[b]];
+      }
+      return pairs == 0 ? 0 : sum / pairs;
+    };
+    std::vector<size_t> expected;
+    int best = -1, best_rest = -1;
+    const size_t k = free.size();
+    for (uint32_t mask = 0; static_cast<int>(k) >= count && mask < (1u << k); ++mask) {
+      if (std::popcount(mask) != count) continue;
+      std::vector<size_t> in, out;
+      for (size_t i = 0; i < k; ++i) (mask >> i & 1u ? in : out).push_back(free[i]);
+      const int score = average(in), rest = average(out);
+      // Ties: the subset ForEachSubset meets first (lexicographic by position), as the code keeps.
+      if (score > best || (score == best && rest > best_rest) ||
+          (score == best && rest == best_rest && std::lexicographical_compare(in.begin(), in.end(), expected.begin(), expected.end()))) {
+        expected = in;
+        best = score;
+        best_rest = rest;
+      }
+    }
+    EXPECT_EQ(ChooseFromTable(table, n, free, count), expected) << "round " << round;
+  }
 }
 
 TEST(TopologyPolicy, BestFitKeepsWholeNodesFreeAndBigJobsTakeWholeNodes) {

@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Start(const std::s
 
 void DaemonMetrics::Watch(const ClusterState* state) { pool_->Watch(state); }
 
-void DaemonMetrics::Decision(absl::Duration took, bool placed) {
+void DaemonMetrics::Decision(const pb::Job&, absl::Duration took, bool placed) {
   decision_seconds_.Add({}, kFastSeconds).Observe(absl::ToDoubleSeconds(took));
   decisions_.Add({{"result", placed ? "placed" : "waiting"}}).Increment();
 }

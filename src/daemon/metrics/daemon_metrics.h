@@ -27,7 +27,7 @@ class DaemonMetrics final : public StateObserver, public CallObserver {
   void Watch(const ClusterState* state);
   int port() const { return endpoint_->port(); }
 
-  void Decision(absl::Duration took, bool placed) override;
+  void Decision(const hetpool::v1::Job& job, absl::Duration took, bool placed) override;
   void StoreWrite(absl::Duration took, bool ok) override;
   void SchedulingPass(absl::Duration took, bool full) override;
   void JobEnded(const hetpool::v1::Job& job) override;

@@ -97,7 +97,10 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
       inventory = NodeInventory{};
     }
     NodeEntry& node = nodes_[record.name()];
+    const std::string address = record.address();
     node.record = std::move(record);
+    node.record.clear_address();
+    SetAddress(node, address);
     node.stored_row = std::move(row);
     node.inventory = *std::move(inventory);
     node.inventory_revision = ++last_inventory_revision_;
@@ -136,7 +139,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
                          SameLabels(node.record.labels(), req.labels()) &&
                          SameLastingInventory(node.record.inventory(), req.inventory());
   // A changed inventory replaces the old one; claims (running jobs) are left as they are.
-  node.record.set_address(req.address());
+  SetAddress(node, req.address());
   node.record.set_torchrun_path(req.torchrun_path());
   node.record.set_work_dir(req.work_dir());
   *node.record.mutable_labels() = req.labels();
@@ -241,6 +244,16 @@ absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::strin
   return absl::OkStatus();
 }
 
+void NodeRegistry::SetAddress(NodeEntry& node, const std::string& address) {
+  const std::string& name = node.record.name();
+  if (auto old = names_at_address_.find(node.record.address()); old != names_at_address_.end()) {
+    old->second.erase(name);
+    if (old->second.empty()) names_at_address_.erase(old);
+  }
+  node.record.set_address(address);
+  names_at_address_[address].insert(name);
+}
+
 absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address) {
   std::set<int> used;
   auto note = [&](const std::string& endpoint) {
@@ -255,9 +268,10 @@ absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address)
   // are busy: every generation whose rank 0 runs there, also one being stopped (the claim stays
   // until the agent no longer reports its processes). Several agents may share a host. Only
   // those nodes' claims are read: scanning every job made each gang placement cost O(jobs).
-  for (const auto& [name, node] : nodes_) {
-    if (node.record.address() != address) continue;
-    for (const auto& [key, claim] : node.claims) note(claim.rendezvous_endpoint);
+  if (auto at = names_at_address_.find(address); at != names_at_address_.end()) {
+    for (const std::string& name : at->second) {
+      for (const auto& [key, claim] : nodes_.at(name).claims) note(claim.rendezvous_endpoint);
+    }
   }
   const int span = ports_.max - ports_.min + 1;
   int& cursor = next_port_[address];

@@ -131,6 +131,10 @@ class NodeRegistry {
   uint64_t last_inventory_revision_ = 0;
   uint64_t lasting_epoch_ = 0;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
+  // The nodes at each address (several agents may share a host): what PickRendezvousPort reads,
+  // instead of every node of the pool for each multi-node placement.
+  std::map<std::string, std::set<std::string>> names_at_address_;
+  void SetAddress(NodeEntry& node, const std::string& address);
   OrdersListener orders_listener_;
 };
 

@@ -6,52 +6,19 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "drivers/backend_factory.h"
 #include "scheduler/framework/refusal_memo.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "scheduler/framework/pending_reason.h"
 #include "src/common/convert.h"
 #include "src/daemon/launch/placement_binder.h"
 #include "src/daemon/sharing/queue_order.h"
+#include "src/daemon/state/head_of_line_hold.h"
 #include "src/daemon/state/job_request.h"
 #include "src/daemon/state/pool_queries.h"
 #include "src/daemon/state/quota_ledger.h"
 
 namespace hetpool::daemon {
 namespace {
-
-// Marks the devices held for the head of the queue and for preemptors (and only those): the
-// Reservation filter keeps the other jobs off them.
-void MarkHeld(const std::map<std::string, std::set<std::string>>& held, scheduler::NodeView& view) {
-  auto it = held.find(view.name);
-  bool changed = false;
-  for (auto& dv : view.devices) {
-    const bool now_held = it != held.end() && it->second.contains(dv.device->id);
-    changed = changed || dv.held != now_held;
-    dv.held = now_held;
-  }
-  if (changed) view.generation = scheduler::ContentGeneration(view);
-}
-
-// The view of node `name` in `views` (in name order, as NodeViews builds them), or null.
-scheduler::NodeView* ViewNamed(std::vector<scheduler::NodeView>& views, const std::string& name) {
-  auto it = std::lower_bound(views.begin(), views.end(), name,
-                             [](const scheduler::NodeView& v, const std::string& n) { return v.name < n; });
-  return it == views.end() || it->name != name ? nullptr : &*it;
-}
-
-// What a node's view reads of its claims, as text: two claim sets with the same signature hold
-// the same devices, shares and host resources.
-std::string ClaimsSignature(const Claims& claims) {
-  std::string out;
-  for (const auto& [key, claim] : claims) {
-    absl::StrAppend(&out, key.first, "/", key.second, ":", claim.device_milli, ",", claim.device_memory_mib, ",",
-                    claim.cpu_milli, ",", claim.host_memory_mib);
-    for (const std::string& id : claim.device_ids) absl::StrAppend(&out, ",", id);
-    out.push_back(';');
-  }
-  return out;
-}
 
 // `a` and `b` together.
 HeldCards Merged(HeldCards a, const HeldCards& b) {
@@ -91,6 +58,7 @@ SchedulingCycle::SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler:
       policy_(policy),
       wakeups_(wakeups),
       options_(std::move(options)),
+      views_(nodes, options_.metax_cuda_translation),
       preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share, options_.defrag),
       elastic_(jobs, nodes, reconciler, *policy, preemption_, options_.elastic_grow_after) {}
 
@@ -140,7 +108,7 @@ absl::Status SchedulingCycle::EverFits(const scheduler::PlacementRequest& reques
     key = scheduler::RefusalMemo::RequestKey(request);
     if (auto it = ever_fits_.find(key); it != ever_fits_.end()) return it->second;
   }
-  auto placed = policy_->Place(request, NodeViews(/*all_free=*/true));
+  auto placed = policy_->Place(request, views_.Views(/*all_free=*/true));
   // Only "never" refuses; anything else (no room now) is for the queue to find out.
   absl::Status answer =
       !placed.ok() && absl::IsFailedPrecondition(placed.status()) ? placed.status() : absl::OkStatus();
@@ -152,118 +120,14 @@ absl::Status SchedulingCycle::EverFits(const scheduler::PlacementRequest& reques
   return answer;
 }
 
-template <typename F>
-void SchedulingCycle::ForEachCurrentView(bool all_free, F&& f) const {
-  std::map<std::string, CachedView>& cache = all_free ? free_views_ : held_views_;
-  auto cached = cache.begin();
-  size_t index = 0;
-  for (const auto& [name, node] : nodes_.entries()) {
-    while (cached != cache.end() && cached->first < name) cached = cache.erase(cached);  // a node gone
-    if (cached == cache.end() || cached->first != name) cached = cache.emplace_hint(cached, name, CachedView{});
-    Current(cached->second, node, all_free);
-    f(index++, name, cached->second);
-    ++cached;
-  }
-  cache.erase(cached, cache.end());
-}
-
-std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const {
-  std::vector<scheduler::NodeView> views;
-  views.reserve(nodes_.entries().size());
-  ForEachCurrentView(all_free, [&](size_t, const std::string&, const CachedView& cached) {
-    views.push_back(cached.view);
-  });
-  return views;
-}
-
-void SchedulingCycle::SyncViews(std::vector<scheduler::NodeView>& views) {
-  // An entry copied from the cached view as it is now (same build: its devices point into the
-  // same inventory) with the same generation (which held marks change too) is that view.
-  std::vector<uint64_t>& builds = working_view_builds_;
-  bool same_nodes = views.size() == nodes_.entries().size() && builds.size() == views.size();
-  ForEachCurrentView(false, [&](size_t i, const std::string& name, const CachedView& cached) {
-    same_nodes = same_nodes && views[i].name == name;
-    if (same_nodes && (builds[i] != cached.build || views[i].generation != cached.view.generation)) {
-      views[i] = cached.view;
-      builds[i] = cached.build;
-    }
-  });
-  if (same_nodes) return;
-  views.clear();  // a node came or went: copy them all
-  builds.clear();
-  ForEachCurrentView(false, [&](size_t, const std::string&, const CachedView& cached) {
-    views.push_back(cached.view);
-    builds.push_back(cached.build);
-  });
-}
-
-scheduler::NodeView SchedulingCycle::ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
-  if (without != nullptr && !all_free) return BuildView(node, all_free, without);
-  return Current((all_free ? free_views_ : held_views_)[node.record.name()], node, all_free);
-}
-
-const scheduler::NodeView& SchedulingCycle::Current(CachedView& cached, const NodeEntry& node, bool all_free) const {
-  const bool schedulable = all_free || node.schedulable();
-  bool current = !cached.view.name.empty() && cached.inventory_revision == node.inventory_revision &&
-                 cached.schedulable == schedulable;
-  // Claims untouched since they were last read are the same claims; touched ones may still be
-  // (a heartbeat looks them up): compare what they hold before building the view again.
-  if (!all_free && cached.claims_revision != node.claims.revision()) {
-    std::string claims = ClaimsSignature(node.claims);
-    current = current && claims == cached.claims;
-    cached.claims = std::move(claims);
-    cached.claims_revision = node.claims.revision();
-  }
-  if (!current) {
-    cached.view = BuildView(node, all_free, nullptr);
-    cached.build = ++view_builds_;
-    cached.inventory_revision = node.inventory_revision;
-    cached.schedulable = schedulable;
-  }
-  return cached.view;
-}
-
-scheduler::NodeView SchedulingCycle::BuildView(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
-  scheduler::NodeView view;
-  view.name = node.record.name();
-  view.schedulable = all_free || node.schedulable();
-  static const Claims kNoClaims;
-  const Claims* claims = all_free ? &kNoClaims : &node.claims;
-  Claims kept;
-  if (without != nullptr && !all_free) {
-    for (const auto& [key, claim] : node.claims) {
-      if (!without->contains(key)) kept.emplace(key, claim);
-    }
-    claims = &kept;
-  }
-  // Shares held per device: whole claims take all of it, fractional ones their slice.
-  const Holds holds = HoldsByDevice(*claims);
-  view.context.torch_devices = node.inventory.torch_devices.empty() ? drivers::DefaultTorchDevices(node.inventory.devices)
-                                                                    : node.inventory.torch_devices;
-  view.context.metax_cuda_translation = options_.metax_cuda_translation;
-  view.context.collectives = node.inventory.collectives;
-  view.container_runtime = node.inventory.container_runtime;
-  view.images = &node.inventory.images;
-  if (auto rack = node.record.labels().find("rack"); rack != node.record.labels().end()) view.rack = rack->second;
-  const HostFree host = HostFreeOf(node.inventory, *claims);
-  view.cpu_milli_total = host.cpu_milli_total;
-  view.cpu_milli_free = host.cpu_milli;
-  view.host_memory_total_mib = host.memory_total_mib;
-  view.host_memory_free_mib = host.memory_mib;
-  for (const auto& device : node.inventory.devices) {
-    const DeviceFree free = FreeOf(device, HoldOn(holds, device.id));
-    view.devices.push_back({&device, free.whole, free.milli, free.memory_mib});
-  }
-  view.generation = scheduler::ContentGeneration(view);  // the policy re-reads only changed nodes
-  return view;
-}
+std::vector<scheduler::NodeView> SchedulingCycle::NodeViews(bool all_free) const { return views_.Views(all_free); }
 
 void SchedulingCycle::Refresh(std::vector<scheduler::NodeView>& views, const std::string& name,
                               const Reservation& held) const {
   scheduler::NodeView* view = ViewNamed(views, name);
   const NodeEntry* node = nodes_.Find(name);
   if (view == nullptr || node == nullptr) return;
-  *view = ViewOf(*node, false);
+  *view = views_.ViewOf(*node, false);
   MarkHeld(held, *view);
 }
 
@@ -281,7 +145,7 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
     // Placed, or placed but not bound (no pending reason): either way no smaller size is tried.
     if (placement.ok() || !scheduler::HasPendingReason(placement.status())) break;
   }
-  if (options_.observer != nullptr) options_.observer->Decision(absl::Now() - decision_start, placement.ok());
+  if (options_.observer != nullptr) options_.observer->Decision(entry.job(), absl::Now() - decision_start, placement.ok());
   if (!placement.ok()) return placement;
   if (pass.quota) pass.quota->HoldPlacement(entry.job().spec(), *placement, pass.views);
   if (FairShareLedger* const fair_share = options_.fair_share; fair_share != nullptr) {
@@ -359,7 +223,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
   // the nodes it changed, so the policy re-reads only those (NodeView.generation). Copying every
   // node's view afresh was a fifth of a loaded daemon's CPU at 5,000 nodes.
   pass.views = std::move(working_views_);
-  SyncViews(pass.views);
+  views_.Sync(pass.views);
   absl::Cleanup keep_views = [&] { working_views_ = std::move(pass.views); };
   preemption_.NewPass();
   elastic_.NewPass();
@@ -377,7 +241,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
       scheduler::NodeView* view = ViewNamed(trial, name);
       const NodeEntry* node = nodes_.Find(name);
       if (view == nullptr || node == nullptr) continue;
-      *view = ViewOf(*node, false, &without);
+      *view = views_.ViewOf(*node, false, &without);
       MarkHeld(pass.held, *view);
     }
     return trial;
@@ -394,7 +258,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     // Decoded once: what it waits for decides the steps below and is recorded on the job.
     const std::optional<scheduler::PendingReason> reason = scheduler::PendingReasonOf(placement.status());
     if (!reason.has_value()) {  // placed but not bound: read the state again
-      SyncViews(pass.views);
+      views_.Sync(pass.views);
       pass.Hold(pass.held);
     }
     const bool for_capacity = absl::IsUnavailable(placement.status()) && !WaitsOnQuota(reason);
@@ -457,7 +321,7 @@ void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementReq
     // Waiting on its owner's quota, not on the pool: it holds no nodes for itself either.
     why.set_quota(quota->second);
   } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
-    reserved = ReservationFor(request, views);  // nothing is reserved for a head yet (it reads no held marks)
+    reserved = HeadOfLineHold(request, views);  // nothing is reserved for a head yet (it reads no held marks)
     if (!reserved.empty()) {  // the caller marks the views
       std::vector<std::string> names;
       for (const auto& [node, devices] : reserved) names.push_back(node);
@@ -477,73 +341,6 @@ void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementReq
   // Why a job waits is recomputed every pass (and after a restart), so it is not written to the
   // store: the next state change carries it. Watchers still hear of it now.
   jobs_.SayWhyWaiting(entry, reason, message, std::move(why), reason);
-}
-
-SchedulingCycle::Reservation SchedulingCycle::ReservationFor(const scheduler::PlacementRequest& request,
-                                                             const std::vector<scheduler::NodeView>& views) {
-  // Per node: the qualifying devices of the vendor with the most of them, how many are free, and
-  // how close the node is to holding the job: the least-free part of what it asks (devices, host
-  // CPU, host memory), as a fraction of the ask.
-  struct Option {
-    std::string node;
-    size_t free = 0;
-    std::set<std::string> devices;
-    double closeness = 0;
-  };
-  // `free` of `asked` of a host resource, as a fraction at most 1 (a node that does not report
-  // the resource, its `total` 0, or a job that does not ask for it, is not limited by it).
-  auto part = [](double free, double asked, double total) {
-    return asked <= 0 || total <= 0 ? 1.0 : std::min(1.0, std::max(0.0, free) / asked);
-  };
-  std::vector<Option> options;
-  scheduler::QualifyCache qualify(request.requirements);
-  for (const auto& view : views) {
-    if (!view.schedulable) continue;
-    // A node without the host CPU or memory the job asks, in all, can never hold it: holding
-    // its cards would keep others off them for nothing.
-    if ((view.cpu_milli_total > 0 && request.cpu_milli > view.cpu_milli_total) ||
-        (view.host_memory_total_mib > 0 && request.host_memory_mib > view.host_memory_total_mib)) {
-      continue;
-    }
-    qualify.SetNode(view.context);
-    std::map<Vendor, Option> by_vendor;
-    for (const auto& dv : view.devices) {
-      if (!dv.device->Placeable() || qualify.Get(*dv.device).compatibility == drivers::Compatibility::kNo) continue;
-      Option& o = by_vendor[dv.device->vendor];
-      o.node = view.name;
-      o.devices.insert(dv.device->id);
-      o.free += scheduler::Available(request, dv) ? 1 : 0;
-    }
-    const Option* best = nullptr;
-    for (const auto& [vendor, o] : by_vendor) {
-      if (static_cast<int>(o.devices.size()) < request.devices_per_node) continue;
-      if (best == nullptr || o.free > best->free) best = &o;
-    }
-    if (best == nullptr) continue;
-    Option chosen = *best;
-    const double cards = std::min(1.0, static_cast<double>(chosen.free) / std::max(1, request.devices_per_node));
-    chosen.closeness = std::min({cards,
-                                 part(static_cast<double>(view.cpu_milli_free), static_cast<double>(request.cpu_milli),
-                                      static_cast<double>(view.cpu_milli_total)),
-                                 part(static_cast<double>(view.host_memory_free_mib),
-                                      static_cast<double>(request.host_memory_mib),
-                                      static_cast<double>(view.host_memory_total_mib))});
-    options.push_back(std::move(chosen));
-  }
-  if (static_cast<int>(options.size()) < request.nnodes) return {};
-  // Closest first (a node with every card free but its cores taken is no closer than its cores
-  // allow), then most free cards: those nodes are likely to hold the job soonest.
-  std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
-    if (a.closeness != b.closeness) return a.closeness > b.closeness;
-    if (a.free != b.free) return a.free > b.free;
-    return a.node < b.node;
-  });
-  Reservation out;
-  for (int i = 0; i < request.nnodes; ++i) {
-    const Option& o = options[static_cast<size_t>(i)];
-    out[o.node] = o.devices;
-  }
-  return out;
 }
 
 }  // namespace hetpool::daemon

@@ -1,5 +1,5 @@
-// SchedulingCycle: one pass of the queue through the placement policy. It builds the node views
-// the policy decides on (claim_ledger.h's one definition of free), offers the pending jobs in
+// SchedulingCycle: one pass of the queue through the placement policy. It brings the node views
+// the policy decides on up to date (node_view_cache.h), offers the pending jobs in
 // the policy's queue order, binds each placement (launch/placement_binder.h), keeps the head of
 // the queue's reservation (the Reservation filter keeps backfill off it), asks the quota ledger
 // for the Quota filter, keeps the fair-share ledger's view of what groups hold (its queue order,
@@ -26,6 +26,7 @@
 #include "src/daemon/state/elastic_stage.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
+#include "src/daemon/state/node_view_cache.h"
 #include "src/daemon/state/preemption_stage.h"
 #include "src/daemon/state/state_observer.h"
 #include "src/daemon/state/wakeups.h"
@@ -88,10 +89,6 @@ class SchedulingCycle {
   struct PassState;
 
   void Pass(const std::vector<std::string>* only, absl::Time now);
-  // `without`: claims left out (as if those jobs had stopped). A node whose inventory,
-  // schedulability and claims are as they were gets its cached view back.
-  scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without = nullptr) const;
-  scheduler::NodeView BuildView(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const;
   // Rebuilds the view of `name` in `views` after its claims changed.
   void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& held) const;
   // Offers the job to the policy and binds it; on a placement, counts it in the ledgers and
@@ -104,40 +101,8 @@ class SchedulingCycle {
   void NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
                    const scheduler::PendingReason& waited, std::vector<scheduler::NodeView>& views,
                    Reservation& reserved);
-  // The nodes (and their qualifying devices) a waiting job is held for: those closest to
-  // holding it (the least-free part of its ask, cards, host CPU or host memory, the largest;
-  // then the most free qualifying cards), never a node whose host could not hold it at all.
-  // Empty if the pool lacks such nodes.
-  static Reservation ReservationFor(const scheduler::PlacementRequest& request,
-                                    const std::vector<scheduler::NodeView>& views);
-
-  // Every node's last view, with what it was built from: a pass, and every submission's "can it
-  // ever fit" check, would otherwise rebuild (and hash) every node of a large pool each time.
-  struct CachedView {
-    uint64_t inventory_revision = 0;
-    bool schedulable = false;
-    uint64_t claims_revision = 0;  // Claims::revision() when `claims` was last read
-    std::string claims;            // ClaimsSignature of the claims it was built with
-    scheduler::NodeView view;
-    uint64_t build = 0;  // which build of a view this is (view_builds_ then): no two share one
-  };
-  mutable uint64_t view_builds_ = 0;
-  // By node name, like NodeRegistry's nodes: NodeViews walks both in step (a lookup per node
-  // was a quarter of a pass at 5,000 nodes) and drops the views of nodes that are gone.
-  mutable std::map<std::string, CachedView> held_views_, free_views_;
-  // `cached` brought up to date with `node` (rebuilt only when what it was built from changed).
-  const scheduler::NodeView& Current(CachedView& cached, const NodeEntry& node, bool all_free) const;
-  // Calls f(index, name, its CachedView brought up to date) for every node in name order,
-  // dropping the cached views of nodes that are gone.
-  template <typename F>
-  void ForEachCurrentView(bool all_free, F&& f) const;
-  // `views` (the last pass's, in name order, held cards marked) made every node's current view,
-  // copying only those that differ.
-  void SyncViews(std::vector<scheduler::NodeView>& views);
-  // The last pass's views, kept for the next one to bring up to date (SyncViews), and the build
-  // of the cached view each was copied from.
+  // The last pass's views, kept for the next one to bring up to date (NodeViewCache::Sync).
   std::vector<scheduler::NodeView> working_views_;
-  std::vector<uint64_t> working_view_builds_;
   // EverFits' answers by request shape (RefusalMemo::RequestKey), for the pool's lasting epoch.
   std::unordered_map<std::string, absl::Status> ever_fits_;
   uint64_t ever_fits_epoch_ = 0;
@@ -147,6 +112,7 @@ class SchedulingCycle {
   scheduler::PlacementPolicy* const policy_;
   Wakeups& wakeups_;
   const CycleOptions options_;
+  NodeViewCache views_;
   PreemptionStage preemption_;
   ElasticStage elastic_;  // keeps its resized jobs' cards on preemption_'s holds
   std::vector<std::string> new_jobs_;  // submitted since the last pass

@@ -28,8 +28,9 @@ inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartP
 class StateObserver {
  public:
   virtual ~StateObserver() = default;
-  // One job offered to the scheduler: how long the decision took and whether it was placed.
-  virtual void Decision(absl::Duration took, bool placed) = 0;
+  // One job offered to the scheduler (as it is after the decision): how long the decision took
+  // and whether it was placed.
+  virtual void Decision(const hetpool::v1::Job& job, absl::Duration took, bool placed) = 0;
   virtual void StoreWrite(absl::Duration took, bool ok) = 0;
   // One scheduling pass over the queue (`full`), or over new submissions only: how long it took.
   virtual void SchedulingPass(absl::Duration took, bool full) = 0;

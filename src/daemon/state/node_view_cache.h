@@ -1,0 +1,74 @@
+// NodeViewCache: the node views the placement policy decides on (claim_ledger.h's one definition
+// of free), each kept with what it was built from (the node's inventory revision, whether it
+// takes work, its claims) and rebuilt only when that changed. A pass, and every submission's
+// "can it ever fit" check, would otherwise rebuild (and hash) every node of a large pool each
+// time. Thread-free: the scheduling cycle uses it under the state lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scheduler/placement_policy.h"
+#include "src/daemon/state/node_registry.h"
+#include "src/daemon/state/preemption_stage.h"
+
+namespace hetpool::daemon {
+
+class NodeViewCache {
+ public:
+  // `metax_cuda_translation`: a CUDA translation layer is installed on MetaX nodes (their views'
+  // run context says so).
+  NodeViewCache(const NodeRegistry& nodes, bool metax_cuda_translation)
+      : nodes_(nodes), metax_cuda_translation_(metax_cuda_translation) {}
+
+  // Every node's current view, in name order, each with its ContentGeneration. `all_free`: as if
+  // no claim held anything and every node took work (can a job ever fit?).
+  std::vector<scheduler::NodeView> Views(bool all_free) const;
+
+  // `views` (what the last Sync left, held marks and all) made every node's current view,
+  // copying only the entries whose view changed; all of them when a node came or went.
+  void Sync(std::vector<scheduler::NodeView>& views);
+
+  // The current view of `node`. `without`: the claims of those jobs left out (what the pool would
+  // be if they stopped): built afresh, not kept.
+  scheduler::NodeView ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without = nullptr) const;
+
+ private:
+  struct CachedView {
+    uint64_t inventory_revision = 0;
+    bool schedulable = false;
+    uint64_t claims_revision = 0;  // Claims::revision() when `claims` was last read
+    std::string claims;            // ClaimsSignature of the claims it was built with
+    scheduler::NodeView view;
+    uint64_t build = 0;  // which build of a view this is (builds_ then): no two share one
+  };
+
+  // `cached` brought up to date with `node` (rebuilt only when what it was built from changed).
+  const scheduler::NodeView& Current(CachedView& cached, const NodeEntry& node, bool all_free) const;
+  scheduler::NodeView Build(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const;
+  // Calls f(index, name, its CachedView brought up to date) for every node in name order,
+  // dropping the cached views of nodes that are gone.
+  template <typename F>
+  void ForEachCurrent(bool all_free, F&& f) const;
+
+  const NodeRegistry& nodes_;
+  const bool metax_cuda_translation_;
+  mutable uint64_t builds_ = 0;
+  // By node name, like NodeRegistry's nodes: ForEachCurrent walks both in step (a lookup per
+  // node was a quarter of a pass at 5,000 nodes) and drops the views of nodes that are gone.
+  mutable std::map<std::string, CachedView> held_views_, free_views_;
+  // The build of the cached view each entry of the last synced vector was copied from.
+  std::vector<uint64_t> synced_builds_;
+};
+
+// Marks the devices of `held` (node -> device ids) held on `view`, and only those: the
+// Reservation filter keeps other jobs off them. The view's generation changes with its marks.
+void MarkHeld(const HeldCards& held, scheduler::NodeView& view);
+
+// The view of node `name` in `views` (in name order, as NodeViewCache makes them), or null.
+scheduler::NodeView* ViewNamed(std::vector<scheduler::NodeView>& views, const std::string& name);
+
+}  // namespace hetpool::daemon
