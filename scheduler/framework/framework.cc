@@ -68,7 +68,11 @@ const Framework::NodeSummary& Framework::Summarise(size_t index, const NodeView&
   s.device_class.clear();
   s.classes.clear();
   s.pair_table.clear();
+  s.busy_vendors = 0;
+  s.index_ordered = true;
   for (size_t d = 0; d < node.devices.size(); ++d) {
+    if (d > 0 && node.devices[d - 1].device->index >= node.devices[d].device->index) s.index_ordered = false;
+    if (!node.devices[d].free) s.busy_vendors |= static_cast<uint8_t>(1u << static_cast<unsigned>(node.devices[d].device->vendor));
     const uint32_t id = ClassOf(node, node.devices[d]);
     s.device_class.push_back(id);
     auto it = std::find_if(s.classes.begin(), s.classes.end(), [id](const ClassCount& c) { return c.id == id; });
@@ -320,6 +324,7 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
         NodeCandidate c;
         c.node = &node;
         c.vendor = static_cast<Vendor>(vi);
+        c.vendor_in_use = static_cast<int8_t>((summary.busy_vendors >> vi) & 1u);
         const size_t begin = fitting_storage.size();
         for (size_t d = 0; d < node.devices.size(); ++d) {
           const uint32_t cls = summary.device_class[d];

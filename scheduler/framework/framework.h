@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 
 #include "scheduler/framework/free_capacity_index.h"
@@ -91,11 +92,15 @@ class Framework : public PlacementPolicy {
     uint16_t first = 0;  // index of one of its devices in the node's view
   };
   // What the filters need of one node, kept across calls while the view's generation holds.
+  // Inline storage for the usual node (up to 8 cards, a few classes): a decision reads hundreds
+  // of summaries, and a pointer to chase per summary was a cache miss each.
   struct NodeSummary {
     uint64_t generation = 0;
     uint32_t context = 0;
-    std::vector<uint32_t> device_class;  // per device of the view
-    std::vector<ClassCount> classes;
+    uint8_t busy_vendors = 0;  // bit per Vendor: some device of it is not free
+    bool index_ordered = true;  // the view lists its devices by ascending DeviceRecord::index
+    absl::InlinedVector<uint32_t, 8> device_class;  // per device of the view
+    absl::InlinedVector<ClassCount, 4> classes;
     std::vector<int> pair_table;  // link scores of every device pair (link_score.h); empty: not built yet
   };
   // One decision's device-filter outcome for a (node context, device class).

@@ -42,6 +42,9 @@ struct NodeCandidate {
   const NodeView* node = nullptr;
   Vendor vendor = Vendor::kCpu;
   std::span<const DeviceView* const> fitting;  // storage owned by the Place call
+  // 1 when some device of `vendor` on the node is not free, 0 when all are, as the framework's
+  // node summary knows without reading the devices; -1: not known (read the devices).
+  int8_t vendor_in_use = -1;
   std::vector<const DeviceView*> chosen;
   int link_score = 0;
 };

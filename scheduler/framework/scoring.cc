@@ -35,7 +35,9 @@ Placement ToPlacement(const PlacementRequest& request, Vendor vendor, const std:
 }
 
 // `pair_table`: the link scores of the node's device pairs, by position in its view.
-void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std::vector<int>& pair_table) {
+// `index_ordered`: the view lists the devices by index, so the fitting ones (in view order) are too.
+void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std::vector<int>& pair_table,
+                   bool index_ordered) {
   if (request.Fractional()) {
     // Best fit: the device with the least share left that still fits, so partly used devices
     // fill up and whole ones stay whole.
@@ -53,8 +55,10 @@ void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std:
   std::vector<size_t> free;
   free.reserve(c.fitting.size());
   for (const DeviceView* dv : c.fitting) free.push_back(static_cast<size_t>(dv - devices.data()));
-  std::sort(free.begin(), free.end(),
-            [&](size_t a, size_t b) { return devices[a].device->index < devices[b].device->index; });
+  if (!index_ordered) {  // each comparison reads two device records: skipped when it can be
+    std::sort(free.begin(), free.end(),
+              [&](size_t a, size_t b) { return devices[a].device->index < devices[b].device->index; });
+  }
   const std::vector<size_t> picked = ChooseFromTable(pair_table, devices.size(), free, request.devices_per_node);
   for (size_t p : picked) c.chosen.push_back(&devices[p]);
   c.link_score = LinkScoreFromTable(pair_table, devices.size(), picked);
@@ -179,7 +183,8 @@ std::optional<Placement> Framework::ScoreAndAssemble(CycleState& state, const st
     } else {
       if (request.devices_per_node > 0) {
         const size_t index = static_cast<size_t>(c.node - nodes.data());
-        SelectDevices(request, c, request.Fractional() ? kNoTable : PairTable(index, *c.node));
+        SelectDevices(request, c, request.Fractional() ? kNoTable : PairTable(index, *c.node),
+                      summaries_[index].index_ordered);
       }
       for (size_t j = 0; j < selecting.size(); ++j) chosen_raw[j] = selecting[j]->plugin->Score(state, c);
     }

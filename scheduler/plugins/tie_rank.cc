@@ -17,6 +17,7 @@ class TieRank final : public ScorePlugin {
   absl::string_view Name() const override { return "TieRank"; }
   int64_t Score(CycleState& state, const NodeCandidate& c) override {
     if (state.request.devices_per_node == 0) return -UsableMilliOf(*c.node, Vendor::kCpu).left;
+    if (c.vendor_in_use >= 0) return c.vendor_in_use;  // every candidate is scored: no device reads
     for (const DeviceView& dv : c.node->devices) {
       if (dv.device->vendor == c.vendor && !dv.free) return 1;  // the node is in use
     }

@@ -12,6 +12,11 @@
 //   CI size: --nodes 500 --store-jobs 25000 --load-seconds 10 --idle-seconds 5
 //   build/tests/fleet_scale --store-jobs 250000 --seed-only DIR: only seed DIR/hetpool.db, to time
 //   or profile hetpoold's start on it alone (hetpoold --data-dir DIR --insecure).
+//   build/tests/fleet_scale --ramp 250,500,1000,2000 [--load-seconds 60] [--job-seconds S]: after
+//   the heartbeats-alone window, submissions at each rate in turn for --load-seconds, and the
+//   highest rate held: every submission acknowledged at the pace asked and ordered to its node
+//   with submit-to-order p99 under 1 s (counted from the call, so the acknowledgement is in it).
+//   The ramp stops at the first rate not held; there is no restart in this mode.
 //
 // Job shapes and durations come from the trace's pods when --trace is given (whole cards,
 // durations scaled down 100x and kept within 5-120 s so the pool keeps free capacity), else from
@@ -33,7 +38,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -66,6 +73,10 @@ struct Options {
   std::string trace;
   std::string output = "table";
   std::string seed_only;  // a directory: seed its store and stop
+  // --ramp: submission rates (per second), each held for --load-seconds, in place of the one
+  // --rate and the restart; the report names the highest rate held (issue 44).
+  std::vector<double> ramp;
+  double job_seconds = 0;  // ramp: each job's run time; 0 = sized to keep the pool half busy
 };
 
 struct Shape {
@@ -76,7 +87,7 @@ struct Shape {
 int Usage(const std::string& why) {
   std::cerr << "fleet_scale: " << why
             << "\nusage: fleet_scale [--nodes N] [--cards N] [--store-jobs N] [--rate PER_S] [--load-seconds S]"
-            << " [--seed-only DIR]"
+            << " [--seed-only DIR] [--ramp R1,R2,... [--job-seconds S]]"
                " [--idle-seconds S] [--trace DIR] [-o json]\n";
   return 2;
 }
@@ -294,6 +305,129 @@ absl::Time LoggedAt(const std::string& log, const std::string& needle) {
   return at;
 }
 
+// Each submitted job's wait to its launch order and to the heartbeat that reported it running
+// (first generation only; a job not ordered yet is not in either, one not running not in the second).
+struct Waits {
+  std::vector<double> to_order_ms, to_running_ms;
+};
+Waits WaitsOf(const std::vector<hetpool::bench::LaunchRecord>& launches, const std::map<std::string, absl::Time>& submitted) {
+  Waits w;
+  for (const auto& l : launches) {
+    auto it = submitted.find(l.job_id);
+    if (it == submitted.end() || l.generation != 1) continue;
+    w.to_order_ms.push_back(absl::ToDoubleMilliseconds(l.ordered - it->second));
+    if (l.reported_running != absl::InfiniteFuture()) {
+      w.to_running_ms.push_back(absl::ToDoubleMilliseconds(l.reported_running - it->second));
+    }
+  }
+  return w;
+}
+
+// One step of the ramp: `rate` submissions/s for `seconds`, then until every one is ordered to
+// its node (or 30 s more). Submissions come from many users at once, as from CI pipelines: one
+// client per 10/s, each with 100 ms per call at its share of the pace (a durable submission
+// waits for its group's fsync), so a slow answer delays that client's next call, not the
+// stream. `next_job` numbers the jobs.
+nlohmann::json RampStep(double rate, int seconds, double job_seconds, const std::vector<Shape>& shapes,
+                        TestCluster& cluster, FleetSimulator& fleet, pid_t daemon, int& next_job) {
+  const int clients_n = std::clamp(static_cast<int>(std::ceil(rate / 10)), 8, 256);
+  const int total = static_cast<int>(rate * seconds);
+  const int first = next_job;
+  next_job += total;
+  struct Sent {
+    std::string id;
+    absl::Time at;  // when the call was made: the user's wait starts there
+  };
+  std::vector<std::vector<Sent>> sent(clients_n);
+  std::atomic<int> failed{0};
+  const double cpu0 = CpuSeconds(daemon);
+  const absl::Time t0 = absl::Now();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < clients_n; ++c) {
+    clients.emplace_back([&, c] {
+      auto stub = pb::JobService::NewStub(cluster.channel());
+      for (int n = c; n < total; n += clients_n) {
+        const absl::Time due = t0 + absl::Seconds(n / rate);
+        if (absl::Now() < due) absl::SleepFor(due - absl::Now());
+        pb::SubmitJobRequest req;
+        *req.mutable_spec() = SpecFor({shapes[(n * 7919) % shapes.size()].cards, job_seconds}, first + n);
+        pb::SubmitJobResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+        const absl::Time at = absl::Now();
+        const grpc::Status status = stub->SubmitJob(&ctx, req, &resp);
+        if (status.ok()) {
+          sent[c].push_back({resp.job().id(), at});
+        } else if (failed.fetch_add(1) == 0) {
+          std::cerr << "fleet_scale: a submission failed: " << status.error_message() << "\n";
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  const double wall = Seconds(absl::Now() - t0);
+  const double cpu = (CpuSeconds(daemon) - cpu0) / wall;
+  std::map<std::string, absl::Time> submitted;
+  for (const auto& client : sent) {
+    for (const Sent& s : client) submitted[s.id] = s.at;
+  }
+  Waits waits;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30);;) {
+    waits = WaitsOf(fleet.Launches(), submitted);
+    if (waits.to_order_ms.size() >= submitted.size() || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  const std::vector<double>& to_order_ms = waits.to_order_ms;
+  const std::vector<double>& to_running_ms = waits.to_running_ms;
+  const double achieved = static_cast<double>(submitted.size()) / wall;
+  const double order_p99 = hetpool::bench::Percentile(to_order_ms, 0.99);
+  const bool all_ordered = to_order_ms.size() == submitted.size();
+  const bool held = failed.load() == 0 && achieved >= 0.98 * rate && all_ordered && order_p99 < 1000;
+  return {{"rate_per_s", rate},
+          {"achieved_rate_per_s", achieved},
+          {"clients", clients_n},
+          {"job_seconds", job_seconds},
+          {"submitted", submitted.size()},
+          {"failed_submits", failed.load()},
+          {"ordered", to_order_ms.size()},
+          {"daemon_cpu_cores", cpu},
+          {"submit_to_order_ms",
+           {{"p50", hetpool::bench::Percentile(to_order_ms, 0.5)},
+            {"p99", order_p99},
+            {"max", hetpool::bench::Percentile(to_order_ms, 1.0)}}},
+          {"submit_to_running_ms",
+           {{"p50", hetpool::bench::Percentile(to_running_ms, 0.5)},
+            {"p99", hetpool::bench::Percentile(to_running_ms, 0.99)}}},
+          {"held", held}};
+}
+
+// The ramp: each rate in turn until one is not held. A job runs `o.job_seconds`, or long enough
+// that the step's rate keeps about half the pool's cards busy (the run's subject is the daemon's
+// pace, not a full pool's queue), within 1-120 s.
+nlohmann::json RunRamp(const Options& o, const std::vector<Shape>& shapes, TestCluster& cluster,
+                       FleetSimulator& fleet, pid_t daemon, int& next_job) {
+  double mean_cards = 0;
+  for (const Shape& s : shapes) mean_cards += s.cards;
+  mean_cards /= static_cast<double>(shapes.size());
+  nlohmann::json steps = nlohmann::json::array();
+  double highest = 0;
+  for (const double rate : o.ramp) {
+    const double job_seconds =
+        o.job_seconds > 0 ? o.job_seconds
+                          : std::clamp(0.5 * o.nodes * o.cards / (rate * mean_cards), 1.0, 120.0);
+    if (o.output != "json") {
+      std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << "ramp: " << rate
+                << " submissions/s for " << o.load_seconds << " s (jobs of " << job_seconds << " s)\n";
+    }
+    nlohmann::json step = RampStep(rate, o.load_seconds, job_seconds, shapes, cluster, fleet, daemon, next_job);
+    const bool held = step["held"].get<bool>();
+    steps.push_back(std::move(step));
+    if (!held) break;
+    highest = rate;
+  }
+  return {{"steps", steps}, {"highest_rate_held_per_s", highest}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -315,6 +449,14 @@ int main(int argc, char** argv) {
     else if (flag == "--trace") o.trace = value;
     else if (flag == "-o") o.output = value;
     else if (flag == "--seed-only") o.seed_only = value;
+    else if (flag == "--job-seconds") o.job_seconds = std::stod(value);
+    else if (flag == "--ramp") {
+      for (absl::string_view r : absl::StrSplit(value, ',')) {
+        double rate = 0;
+        if (!absl::SimpleAtod(r, &rate) || rate <= 0) return Usage(absl::StrCat("bad --ramp rate '", r, "'"));
+        o.ramp.push_back(rate);
+      }
+    }
     else return Usage("unknown flag " + flag);
   }
   if (o.nodes < 1 || o.cards < 1 || o.cards > 64 || o.rate <= 0 || o.store_jobs < 0) return Usage("bad sizes");
@@ -403,6 +545,38 @@ int main(int argc, char** argv) {
   report["idle_rss_mib"] = RssBytes(daemon) / (1 << 20);
   report["heartbeats_per_s"] = 0.0;
 
+  if (!o.ramp.empty()) {
+    int next_job = 0;
+    report["ramp"] = RunRamp(o, shapes, cluster, fleet, daemon, next_job);
+    report["failed_agent_calls"] = fleet.FailedCalls();
+    fleet.Stop();
+    if (o.output == "json") {
+      std::cout << report.dump(2) << "\n";
+    } else {
+      for (const auto& [key, value] : report.items()) {
+        if (key != "ramp") std::cout << absl::StrFormat("%-32s %s\n", key, value.dump());
+      }
+      std::cout << "rate/s  achieved/s  submitted  failed  ordered  to order p50/p99 ms  to running p50/p99 ms"
+                   "  daemon cores  held\n";
+      for (const auto& step : report["ramp"]["steps"]) {
+        std::cout << absl::StrFormat("%6.0f  %10.1f  %9d  %6d  %7d  %8.1f / %-8.1f  %9.1f / %-9.1f  %12.2f  %s\n",
+                                     step["rate_per_s"].get<double>(), step["achieved_rate_per_s"].get<double>(),
+                                     step["submitted"].get<int>(), step["failed_submits"].get<int>(),
+                                     step["ordered"].get<int>(), step["submit_to_order_ms"]["p50"].get<double>(),
+                                     step["submit_to_order_ms"]["p99"].get<double>(),
+                                     step["submit_to_running_ms"]["p50"].get<double>(),
+                                     step["submit_to_running_ms"]["p99"].get<double>(),
+                                     step["daemon_cpu_cores"].get<double>(), step["held"].get<bool>() ? "yes" : "no");
+      }
+      std::cout << "highest rate held: " << report["ramp"]["highest_rate_held_per_s"].dump() << "/s\n";
+    }
+    // Whatever the pace, the first step's submissions must all be acknowledged and ordered.
+    const nlohmann::json& first = report["ramp"]["steps"][0];
+    const bool healthy = first["failed_submits"] == 0 && first["ordered"] == first["submitted"];
+    if (!healthy) std::cerr << "fleet_scale: submissions of the first step failed or were never ordered\n";
+    return healthy ? 0 : 1;
+  }
+
   // Under load: submissions at --rate, `list` pages read beside them.
   say(absl::StrCat("submitting ", o.rate, " jobs/s for ", o.load_seconds, " s"));
   std::map<std::string, absl::Time> submitted;
@@ -469,15 +643,9 @@ int main(int argc, char** argv) {
   }
   load_done.store(true);
   lister.join();
-  std::vector<double> to_running_ms, to_order_ms;
-  for (const auto& l : fleet.Launches()) {
-    auto it = submitted.find(l.job_id);
-    if (it == submitted.end() || l.generation != 1) continue;
-    to_order_ms.push_back(absl::ToDoubleMilliseconds(l.ordered - it->second));
-    if (l.reported_running != absl::InfiniteFuture()) {
-      to_running_ms.push_back(absl::ToDoubleMilliseconds(l.reported_running - it->second));
-    }
-  }
+  const Waits waits = WaitsOf(fleet.Launches(), submitted);
+  const std::vector<double>& to_order_ms = waits.to_order_ms;
+  const std::vector<double>& to_running_ms = waits.to_running_ms;
   report["jobs_started"] = to_running_ms.size();
   report["launch_orders_seen"] = fleet.Launches().size();
   report["failed_agent_calls"] = fleet.FailedCalls();

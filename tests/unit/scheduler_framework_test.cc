@@ -430,6 +430,21 @@ TEST(RefusalMemo, RefusesAgainOnlyTheSameRequestOnUnchangedViews) {
   EXPECT_FALSE(memo.Find(RefusalMemo::RequestKey(eight), 0).has_value());
 }
 
+// Two frameworks decided job `j` alike: both placed it on the same nodes and cards, or both
+// refused it with the same status and reason.
+void ExpectSameDecision(const absl::StatusOr<Placement>& a, const absl::StatusOr<Placement>& b, int j) {
+  ASSERT_EQ(a.ok(), b.ok()) << "job " << j << ": " << (a.ok() ? b.status() : a.status());
+  if (!a.ok()) {
+    EXPECT_EQ(a.status(), b.status()) << "job " << j;
+    return;
+  }
+  ASSERT_EQ(a->nodes.size(), b->nodes.size());
+  for (size_t k = 0; k < a->nodes.size(); ++k) {
+    EXPECT_EQ(a->nodes[k].node, b->nodes[k].node) << "job " << j;
+    EXPECT_EQ(a->nodes[k].device_ids, b->nodes[k].device_ids) << "job " << j;
+  }
+}
+
 TEST(SchedulerFramework, KeptSummariesDecideAsFreshOnes) {
   Pool kept(40, 8), fresh(40, 8);
   for (size_t n = 0; n < kept.views.size(); ++n) {
@@ -452,18 +467,8 @@ TEST(SchedulerFramework, KeptSummariesDecideAsFreshOnes) {
     if (rng() % 4 == 0) r.requirements.vendors = {Vendor::kMetax};
     auto a = with->Place(r, kept.views);
     auto b = without->Place(r, fresh.views);
-    ASSERT_EQ(a.ok(), b.ok()) << "job " << j << ": " << (a.ok() ? b.status() : a.status());
-    if (!a.ok()) {
-      EXPECT_EQ(a.status(), b.status()) << "job " << j;
-      ++refused;
-    } else {
-      ++placed;
-      ASSERT_EQ(a->nodes.size(), b->nodes.size());
-      for (size_t k = 0; k < a->nodes.size(); ++k) {
-        EXPECT_EQ(a->nodes[k].node, b->nodes[k].node) << "job " << j;
-        EXPECT_EQ(a->nodes[k].device_ids, b->nodes[k].device_ids) << "job " << j;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectSameDecision(a, b, j));
+    ++(a.ok() ? placed : refused);
     // Apply the placement to both pools; only the kept pool's owner says which nodes changed.
     if (!a.ok()) continue;
     for (Pool* p : {&kept, &fresh}) {
@@ -521,17 +526,11 @@ TEST(SchedulerFramework, FreeCapacityIndexDecidesAsReadingEveryNode) {
     if (rng() % 5 == 0) r.requirements.vendors = {Vendor::kMetax};
     auto a = indexed->Place(r, pool.views);
     auto b = every->Place(r, pool.views);
-    ASSERT_EQ(a.ok(), b.ok()) << "job " << j << ": " << (a.ok() ? b.status() : a.status());
+    ASSERT_NO_FATAL_FAILURE(ExpectSameDecision(a, b, j));
     if (!a.ok()) {
-      EXPECT_EQ(a.status(), b.status()) << "job " << j;
       ++refused;
     } else {
       ++placed;
-      ASSERT_EQ(a->nodes.size(), b->nodes.size());
-      for (size_t k = 0; k < a->nodes.size(); ++k) {
-        EXPECT_EQ(a->nodes[k].node, b->nodes[k].node) << "job " << j;
-        EXPECT_EQ(a->nodes[k].device_ids, b->nodes[k].device_ids) << "job " << j;
-      }
       TakeOnViews(r, *a, pool.views);
       running.push_back({r, *a});
     }

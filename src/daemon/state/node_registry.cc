@@ -96,6 +96,7 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
                    record.name(), std::string(inventory.status().message()));
       inventory = NodeInventory{};
     }
+    if (!nodes_.contains(record.name())) ++nodes_added_;
     NodeEntry& node = nodes_[record.name()];
     const std::string address = record.address();
     node.record = std::move(record);
@@ -125,6 +126,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   const bool known = nodes_.contains(req.node_name());
   NodeEntry& node = nodes_[req.node_name()];
   if (!known) {
+    ++nodes_added_;
     node.record.set_name(req.node_name());
     *node.record.mutable_registered_at() = ToProtoTime(now);
     node.orders_version = static_cast<uint64_t>(absl::ToUnixMicros(now));

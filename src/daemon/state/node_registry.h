@@ -96,6 +96,9 @@ class NodeRegistry {
   // Moves whenever a node comes or a node's lasting inventory, labels or record change: what the
   // pool could ever hold is unchanged while it stays (SchedulingCycle::EverFits remembers it).
   uint64_t lasting_epoch() const { return lasting_epoch_; }
+  // Moves whenever a node is added (nodes are never removed): with the count of entries, what
+  // says that pointers to them, in name order, still list every node.
+  uint64_t nodes_added() const { return nodes_added_; }
 
   // A registration (already validated): the node is created or updated, gets a new session and
   // is Ready. Its claims (running jobs) are left as they are. The record is stored; a failed
@@ -130,6 +133,7 @@ class NodeRegistry {
   std::map<std::string, NodeEntry> nodes_;
   uint64_t last_inventory_revision_ = 0;
   uint64_t lasting_epoch_ = 0;
+  uint64_t nodes_added_ = 0;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
   // The nodes at each address (several agents may share a host): what PickRendezvousPort reads,
   // instead of every node of the pool for each multi-node placement.

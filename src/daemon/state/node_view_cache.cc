@@ -50,7 +50,7 @@ void NodeViewCache::ForEachCurrent(bool all_free, F&& f) const {
     while (cached != cache.end() && cached->first < name) cached = cache.erase(cached);  // a node gone
     if (cached == cache.end() || cached->first != name) cached = cache.emplace_hint(cached, name, CachedView{});
     Current(cached->second, node, all_free);
-    f(index++, name, cached->second);
+    f(index++, node, cached->second);
     ++cached;
   }
   cache.erase(cached, cache.end());
@@ -59,29 +59,48 @@ void NodeViewCache::ForEachCurrent(bool all_free, F&& f) const {
 std::vector<scheduler::NodeView> NodeViewCache::Views(bool all_free) const {
   std::vector<scheduler::NodeView> views;
   views.reserve(nodes_.entries().size());
-  ForEachCurrent(all_free, [&](size_t, const std::string&, const CachedView& cached) { views.push_back(cached.view); });
+  ForEachCurrent(all_free, [&](size_t, const NodeEntry&, const CachedView& cached) { views.push_back(cached.view); });
   return views;
 }
 
+void NodeViewCache::UpdateSlots() {
+  if (slots_.size() == nodes_.entries().size() && slots_nodes_added_ == nodes_.nodes_added()) return;
+  slots_.clear();
+  ForEachCurrent(false, [&](size_t, const NodeEntry& node, CachedView& cached) {
+    // The cache's entries are map nodes: their addresses hold until the node is dropped.
+    slots_.push_back({&node, &cached});
+  });
+  slots_nodes_added_ = nodes_.nodes_added();
+  ++slots_version_;
+}
+
 void NodeViewCache::Sync(std::vector<scheduler::NodeView>& views) {
+  UpdateSlots();
   // An entry copied from the cached view as it is now (same build: its devices point into the
   // same inventory) with the same generation (which held marks change too) is that view.
   std::vector<uint64_t>& builds = synced_builds_;
-  bool same_nodes = views.size() == nodes_.entries().size() && builds.size() == views.size();
-  ForEachCurrent(false, [&](size_t i, const std::string& name, const CachedView& cached) {
-    same_nodes = same_nodes && views[i].name == name;
-    if (same_nodes && (builds[i] != cached.build || views[i].generation != cached.view.generation)) {
-      views[i] = cached.view;
-      builds[i] = cached.build;
+  // Only the vector the last Sync left (moved around, it keeps its buffer) is synced in place.
+  if (synced_version_ == slots_version_ && synced_data_ == views.data() && views.size() == slots_.size() &&
+      builds.size() == views.size()) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const CachedView& cached = *slots_[i].cached;
+      Current(*slots_[i].cached, *slots_[i].node, false);
+      if (builds[i] != cached.build || views[i].generation != cached.view.generation) {
+        views[i] = cached.view;
+        builds[i] = cached.build;
+      }
     }
-  });
-  if (same_nodes) return;
-  views.clear();  // a node came or went: copy them all
+    return;
+  }
+  views.clear();  // a node came, or the vector is not the one synced last: copy them all
   builds.clear();
-  ForEachCurrent(false, [&](size_t, const std::string&, const CachedView& cached) {
-    views.push_back(cached.view);
-    builds.push_back(cached.build);
-  });
+  for (const Slot& slot : slots_) {
+    const scheduler::NodeView& view = Current(*slot.cached, *slot.node, false);
+    views.push_back(view);
+    builds.push_back(slot.cached->build);
+  }
+  synced_version_ = slots_version_;
+  synced_data_ = views.data();
 }
 
 scheduler::NodeView NodeViewCache::ViewOf(const NodeEntry& node, bool all_free, const std::set<JobGen>* without) const {
