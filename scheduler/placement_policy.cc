@@ -77,6 +77,19 @@ void TakeOnView(const PlacementRequest& request, const NodeAssignment& assignmen
   }
 }
 
+void GiveBackOnView(const PlacementRequest& request, const NodeAssignment& assignment, NodeView& view) {
+  view.cpu_milli_free += request.cpu_milli;
+  view.host_memory_free_mib = std::min(view.host_memory_total_mib, view.host_memory_free_mib + request.host_memory_mib);
+  for (const std::string& id : assignment.device_ids) {
+    for (DeviceView& dv : view.devices) {
+      if (dv.device->id != id) continue;
+      dv.milli_free += assignment.device_milli;
+      dv.memory_free_mib = std::min(dv.device->memory_mib, dv.memory_free_mib + assignment.device_memory_mib);
+      dv.free = dv.milli_free >= 1000;
+    }
+  }
+}
+
 void TakeOnViews(const PlacementRequest& request, const Placement& placement, std::vector<NodeView>& views) {
   for (const auto& assignment : placement.nodes) {
     for (auto& view : views) {

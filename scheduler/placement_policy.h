@@ -199,6 +199,9 @@ bool Available(const PlacementRequest& request, const DeviceView& view);
 // memory), for owners of views that play placements forward without rebuilding them. The caller
 // gives the view its new generation.
 void TakeOnView(const PlacementRequest& request, const NodeAssignment& assignment, NodeView& view);
+// What TakeOnView took, given back when the job ends (a card whose whole share is back is free
+// again). The caller gives the view its new generation.
+void GiveBackOnView(const PlacementRequest& request, const NodeAssignment& assignment, NodeView& view);
 // The whole placement taken on `views` (found by name), each changed view given its new generation.
 void TakeOnViews(const PlacementRequest& request, const Placement& placement, std::vector<NodeView>& views);
 

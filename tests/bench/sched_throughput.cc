@@ -231,18 +231,11 @@ nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, c
     sched::Placement placement;
   };
   SteadyPool<Running> pool(static_cast<int64_t>(devices.size()) * 8, utilisation);
-  // A job ends: its cards go back on the views (TakeOnView undone).
+  // A job ends: its cards go back on the views.
   auto finish = [&](const Running& job) {
     for (const auto& a : job.placement.nodes) {
       auto& v = views[index_of.at(a.node)];
-      v.cpu_milli_free += job.request.cpu_milli;
-      v.host_memory_free_mib += job.request.host_memory_mib;
-      for (auto& dv : v.devices) {
-        if (std::find(a.device_ids.begin(), a.device_ids.end(), dv.device->id) == a.device_ids.end()) continue;
-        dv.milli_free += a.device_milli;
-        dv.memory_free_mib = std::min(dv.device->memory_mib, dv.memory_free_mib + a.device_memory_mib);
-        dv.free = dv.milli_free >= 1000;
-      }
+      sched::GiveBackOnView(job.request, a, v);
       v.generation = ++generation;
     }
   };

@@ -539,14 +539,7 @@ TEST(SchedulerFramework, FreeCapacityIndexDecidesAsReadingEveryNode) {
       const size_t k = rng() % running.size();
       for (const NodeAssignment& na : running[k].placement.nodes) {
         NodeView& v = pool.views[static_cast<size_t>(std::stoi(na.node.substr(1)))];
-        v.cpu_milli_free += running[k].request.cpu_milli;
-        v.host_memory_free_mib += running[k].request.host_memory_mib;
-        for (DeviceView& dv : v.devices) {
-          if (std::find(na.device_ids.begin(), na.device_ids.end(), dv.device->id) == na.device_ids.end()) continue;
-          dv.milli_free += na.device_milli;
-          dv.memory_free_mib = std::min(dv.device->memory_mib, dv.memory_free_mib + na.device_memory_mib);
-          dv.free = dv.milli_free == 1000;
-        }
+        GiveBackOnView(running[k].request, na, v);
         v.generation = ContentGeneration(v);
       }
       running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
