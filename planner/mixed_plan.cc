@@ -17,8 +17,7 @@ constexpr double kNetworkLatency = 30e-6;
 
 // What the price table (or the defaults) says of a class.
 struct Figures {
-  double peak_flops = 0;  // in the training precision; 0 = unknown
-  double mfu = 0;
+  ComputeModel compute;  // in the training precision (peak 0 = unknown)
   double reserve_bytes = 0;
   double network_bytes_per_s = 0;
   double node_link_bytes_per_s = 0;  // tensor parallelism inside a node: the fabric, else PCIe
@@ -28,8 +27,8 @@ Figures FiguresOf(const PoolClass& cls, const Workload& w, const PriceTable& pri
   Figures f;
   const ClassPricing* row = prices.Find(cls);
   const auto& peaks = cls.example.capability.peak_tflops;
-  if (auto it = peaks.find(w.precision); it != peaks.end()) f.peak_flops = it->second * 1e12;
-  f.mfu = row && row->mfu ? *row->mfu : DefaultMfu(cls.example.vendor);
+  const auto peak = peaks.find(w.precision);
+  f.compute = ComputeModelFor(cls, peak == peaks.end() ? 0 : peak->second * 1e12, row);
   f.reserve_bytes = (row && row->reserve_gib ? *row->reserve_gib : DefaultReserveGib(cls.example.vendor)) * kGiB;
   f.network_bytes_per_s = (row && row->network_gbytes_per_s ? *row->network_gbytes_per_s : DefaultNetworkGBps()) * 1e9;
   const double pcie = (row && row->pcie_gbytes_per_s ? *row->pcie_gbytes_per_s : DefaultPcieGBps()) * 1e9;
@@ -118,9 +117,9 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
     c.card_bytes = static_cast<double>(cls->example.memory_mib) * 1024 * 1024;
     const double e = ActivationElementBytes(w);
     const double activation = static_cast<double>(w.seq) * w.micro_batch * m.hidden * e;
-    const double flops_per_layer = ModelFlopsPerToken(m, w) * w.micro_batch * w.seq / m.layers;
+    const double tokens = static_cast<double>(w.micro_batch) * w.seq;
     // Megatron: 4 all-reduces of the layer's activations per micro-batch (2 forward, 2 backward).
-    c.layer_seconds = flops_per_layer / (tp * c.fig.peak_flops * c.fig.mfu) +
+    c.layer_seconds = ComputeSeconds(c.fig.compute, m, w, tokens, 1.0 / m.layers, tp) +
                       4 * RingAllReduceSeconds(activation, tp, c.fig.node_link_bytes_per_s, 10e-6);
     parts.push_back(c);
   }

@@ -45,23 +45,10 @@ double TokensPerStep(const Workload& w, const Layout& l) {
   return static_cast<double>(w.micro_batch) * w.seq * w.grad_accum * l.dp;
 }
 
-// 6N for training (forward + backward) or 2N per generated token, plus attention's score and
-// value products (Kaplan et al.: 2 x layers x context x attention width per forward token).
-// Recomputation is not counted: MFU is model-FLOPs utilisation (PaLM's definition, Megatron's
-// "MFU" as against "HFU"), so a recomputing run reaches a lower MFU, and the MFU the operator
-// states is the one its runs reach.
-double ModelFlopsPerToken(const ModelSpec& m, const Workload& w) {
-  const double n = static_cast<double>(m.ActiveParams());
-  const double ctx = static_cast<double>(w.mode == Mode::kTrain ? w.seq : w.context);
-  const double attention = 2.0 * m.layers * ctx * m.QDim();
-  if (w.mode == Mode::kInfer) return 2 * n + attention;
-  return 3 * (2 * n + attention);  // forward = 1, backward = 2
-}
-
 namespace {
 
 struct ClassFigures {
-  double mfu = 0;
+  const ClassPricing* row = nullptr;  // the table's row for the class, if any
   double bandwidth_utilisation = 0;
   double reserve_bytes = 0;
   double price = 0;
@@ -73,7 +60,7 @@ struct ClassFigures {
 ClassFigures FiguresFor(const PoolClass& cls, const PriceTable& prices) {
   ClassFigures f;
   const ClassPricing* row = prices.Find(cls);
-  f.mfu = row && row->mfu ? *row->mfu : DefaultMfu(cls.example.vendor);
+  f.row = row;
   f.bandwidth_utilisation =
       row && row->bandwidth_utilisation ? *row->bandwidth_utilisation : DefaultBandwidthUtilisation();
   f.reserve_bytes = (row && row->reserve_gib ? *row->reserve_gib : DefaultReserveGib(cls.example.vendor)) * kGiB;
@@ -133,7 +120,7 @@ struct StepTime {
   double comm = 0;     // of which collectives left exposed
 };
 
-// Seconds per step: compute at peak x MFU, stretched by the pipeline bubble (m micro-batches
+// Seconds per step: compute (compute_time.h), stretched by the pipeline bubble (m micro-batches
 // over p stages run m / (m + p - 1) of the time), plus what communication adds:
 //  - tensor parallelism: 4 all-reduces of the layer's activations per layer and micro-batch in
 //    training (2 forward, 2 backward; Megatron), 2 per layer and decode step; on the critical path;
@@ -145,8 +132,8 @@ StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, con
                      Precision compute, const ClassFigures& fig, const MemoryBreakdown& mem) {
   const double peak = PeakFlops(cls, compute);
   if (peak <= 0) return {};
-  const double flops = ModelFlopsPerToken(m, w) * TokensPerStep(w, l);
-  const double compute_s = flops / (l.Devices() * peak * fig.mfu);
+  const double compute_s =
+      ComputeSeconds(ComputeModelFor(cls, peak, fig.row), m, w, TokensPerStep(w, l), 1.0, l.Devices());
   const double layers = std::ceil(static_cast<double>(m.layers) / l.pp);
   const LinkSpeed tensor_link = TensorLink(l, cls, fig);
   const double e = w.precision == Precision::kFp32 || w.precision == Precision::kTf32 ? 4 : 2;  // activations

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "planner/compute_time.h"
 #include "planner/memory.h"
 #include "planner/model.h"
 #include "planner/pool.h"
@@ -70,10 +71,6 @@ struct PlanResult {
 // Validates the inputs (a clear error naming the field), then plans against `classes`.
 absl::StatusOr<PlanResult> MakePlan(const PlanRequest& request, const std::vector<PoolClass>& classes,
                                     const PriceTable& prices);
-
-// Model FLOPs per token (6N + attention for training, 2N + attention per generated token), what
-// MFU is measured against: recomputation is not counted.
-double ModelFlopsPerToken(const ModelSpec& model, const Workload& workload);
 
 // Ring all-reduce of `bytes` over `ranks`: 2 (n - 1) / n of the data crosses each link, in
 // 2 (n - 1) latency-bound steps (the NCCL/CNCL ring).

@@ -192,10 +192,11 @@ std::optional<double> ModelledTflops(const DeviceRecord& card, Precision precisi
 
 double DefaultMfu(Vendor vendor) {
   switch (vendor) {
-    // Measured on a real H200 (../shared/docs/H200-RUN.md: PyTorch 2.11, bf16 autocast, SDPA),
-    // counting model FLOPs as ModelFlopsPerToken does: 0.353 for a 1.1B Llama shape, 0.421 for a
-    // 3B one. 0.387 is the one figure with the least worst error over both (-8.9% and +8.7% in
-    // step time); it was 0.40, from published runs of far larger models.
+    // The flat form, for an NVIDIA card with no bandwidth figure and for the batch split; plans
+    // of cards with one use the two-term default (compute_time.h). Measured on a real H200
+    // (../shared/docs/H200-RUN.md: PyTorch 2.11, bf16 autocast, SDPA), counting model FLOPs as
+    // ModelFlopsPerToken does: 0.353 for a 1.1B Llama shape, 0.421 for a 3B one. 0.387 is the one
+    // flat figure with the least worst error over both (-8.9% and +8.7% in step time).
     case Vendor::kNvidia: return 0.387;
     case Vendor::kMetax: return 0.35;
     default: return 0.30;

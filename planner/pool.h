@@ -48,7 +48,7 @@ void AddNode(std::vector<PoolClass>& classes, const std::string& node, const Nod
 struct ClassPricing {
   std::string match;
   double price_per_card_hour = 0;  // 0 = not priced
-  std::optional<double> mfu;       // model-FLOPs utilisation for compute-bound work
+  std::optional<double> mfu;       // model-FLOPs utilisation its training reaches (compute_time.h)
   std::optional<double> bandwidth_utilisation;  // share of peak memory bandwidth decode reaches
   std::optional<double> reserve_gib;            // runtime memory (context, collectives) per card
   std::optional<double> network_gbytes_per_s;   // what each card sends across nodes, GB/s one way
@@ -75,9 +75,10 @@ struct PriceTable {
 //               "pcie_gbytes_per_s": 16}, ...]}
 absl::StatusOr<PriceTable> ParsePriceTable(absl::string_view json_text);
 
-// A card's modelled compute for a job: its dense peak in `precision` x the MFU its class reaches
-// (the table's row for its class, else the vendor default), what the planner times steps with.
-// nullopt when the card has no peak figure for the precision.
+// A card's modelled compute for a job that names no model: its dense peak in `precision` x the
+// flat MFU its class reaches (the table's row for its class, else the vendor default), what the
+// daemon splits a job's batch across classes by. The planner, which knows the model, times
+// steps with compute_time.h. nullopt when the card has no peak figure for the precision.
 std::optional<double> ModelledTflops(const DeviceRecord& card, Precision precision, const PriceTable& prices);
 
 // Defaults when the table says nothing, by vendor (docs/planner.md says where they come from).

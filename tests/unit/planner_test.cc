@@ -405,7 +405,8 @@ PlanRequest Train70b() {
 // "required" was 62,908 MiB for the 1.1B shape against 66,550 MiB reserved: a user told it needs
 // 61.4 GiB would have run out of memory on a 64 GiB card. The estimate stays the tensors' peak.
 // The step (median of 5 after 3 warm-ups) was 0.336 s and 0.447 s; planned at MFU 0.40 it was
-// 0.296 s (-11.8%) and 0.470 s (+5.1%): both within 10% at the default NVIDIA MFU now.
+// 0.296 s (-11.8%) and 0.470 s (+5.1%); at a flat 0.387, -8.9% and +8.7%; with the two-term
+// default fitted to them, both within 1%.
 TEST(PlannerMemory, RequiredCoversTheReservedPeaksMeasuredOnAnH200) {
   struct Measured {
     const char* config;
@@ -446,7 +447,9 @@ TEST(PlannerMemory, RequiredCoversTheReservedPeaksMeasuredOnAnH200) {
     // What the card must have: never below what the allocator reserved plus the context.
     EXPECT_GE(p.required_bytes / kMiB, run.reserved_mib + kCudaContextMib);
     EXPECT_GT(p.memory.allocator, 0);
-    EXPECT_NEAR(p.step_seconds, run.step_seconds, 0.10 * run.step_seconds);
+    // NVIDIA's two-term compute default is fitted to these two steps (compute_time.h), so the
+    // plan reproduces them; a change to the step model that loses them fails here.
+    EXPECT_NEAR(p.step_seconds, run.step_seconds, 0.01 * run.step_seconds);
     // The slack is the allocator's: serving (no backward) and CPU classes carry none.
     EXPECT_EQ(AllocatorSlackFraction(req.workload, Vendor::kCpu), 0);
     Workload serving = req.workload;
@@ -489,14 +492,16 @@ TEST(Planner, SeventyBillionTrainTakesWholeNodesWithTensorParallelInTheGroup) {
   const Plan& s = staged->plans[0];
   EXPECT_EQ(s.nodes, 4);
   EXPECT_EQ(s.devices_per_node, 8);
-  // Compute: (6N + attention) FLOPs per token at 989 TFLOPS x the default MFU (38.7%) on every card, stretched by
-  // the pipeline bubble: with one micro-batch per step, (1 + pp - 1) / 1. Communication: the
-  // tensor-parallel all-reduces, 4 per layer (20 per stage) of the 4096 x 8192 bf16 activations
-  // over the 450 GB/s NVSwitch ring of 8: 2 x 7/8 x 67 MB / 450 GB/s + 14 x 10 us each, every
-  // stage in turn.
-  const double flops = result->flops_per_token * 2e9;
+  // Compute, NVIDIA's two-term default: (6N + attention) FLOPs per token at 59.3% of 989 TFLOPS,
+  // plus 885 bytes of elementwise traffic per layer and hidden unit at 3,350 GB/s, shared by
+  // every card and stretched by the pipeline bubble: with one micro-batch per step,
+  // (1 + pp - 1) / 1. Communication: the tensor-parallel all-reduces, 4 per layer (20 per stage)
+  // of the 4096 x 8192 bf16 activations over the 450 GB/s NVSwitch ring of 8:
+  // 2 x 7/8 x 67 MB / 450 GB/s + 14 x 10 us each, every stage in turn.
+  const double per_token = result->flops_per_token / (989e12 * kNvidiaMatmulShare) +
+                           kElementwiseBytesPerWidth * 80 * 8192 / 3350e9;
   const double steps = 2e9 / 4096;
-  const double compute = flops / (32 * 989e12 * DefaultMfu(Vendor::kNvidia)) * 4;
+  const double compute = 2e9 * per_token / 32 * 4;
   const double all_reduce = 14 * 10e-6 + 2 * 7.0 / 8 * (4096.0 * 8192 * 2) / 450e9;
   EXPECT_NEAR(s.comm_seconds, 20 * 4 * all_reduce * 4, 1e-12);
   EXPECT_NEAR(s.total_seconds, compute + steps * s.comm_seconds, 1e-6 * s.total_seconds);
@@ -508,8 +513,7 @@ TEST(Planner, SeventyBillionTrainTakesWholeNodesWithTensorParallelInTheGroup) {
   const Plan& q = smoother->plans[0];
   const Layout l = q.layout;
   EXPECT_NEAR(q.total_seconds - q.comm_seconds * 2e9 / (8 * 4096.0 * l.dp),
-              flops / (l.Devices() * 989e12 * DefaultMfu(Vendor::kNvidia)) * (8.0 + l.pp - 1) / 8,
-              1e-6 * q.total_seconds);
+              2e9 * per_token / l.Devices() * (8.0 + l.pp - 1) / 8, 1e-6 * q.total_seconds);
 }
 
 // Issue 18 item 3: with --cards the layouts of that many cards are compared by time for the
@@ -713,10 +717,10 @@ TEST(Planner, ReproducesPublishedTrainingThroughputWithin20Percent) {
 // Issue 43, target 2: the Llama 2 paper's GPU-hours (Touvron et al. 2023, table 2: 184,320,
 // 368,640 and 1,720,320 A100-80GB hours for 7B, 13B and 70B over 2T tokens), planned as a user
 // would, with default flags (plan_convert's defaults: the global batch chosen by model size, 4M
-// tokens here) on 16 DGX A100 80GB nodes. Planned: 1.11x, 1.06x and 1.26x (one micro-batch per
-// rank gave 2.46x for 70B). The target, within 25%, holds for 7B and 13B; 70B misses it by a
-// point: the NVIDIA MFU (0.387) is fitted to 1-3B runs on an H200, and Llama 2's 70B ran at
-// about 0.46 of the A100's peak. This test holds what is met, and 70B to 30%.
+// tokens here) on 16 DGX A100 80GB nodes. Planned: 0.91x, 0.83x and 0.95x. Nothing here is
+// fitted to the paper: NVIDIA's two-term compute default is fitted to two runs on an H200, and
+// the A100's higher bandwidth per FLOP is what brings its plans nearer the paper (at a flat MFU
+// of 0.387, fitted to the same runs, they were 1.11x, 1.06x and 1.26x).
 TEST(Planner, Llama2GpuHoursWithDefaultFlagsWithin25Percent) {
   std::vector<PoolClass> classes;
   NodeInventory dgx = Node("NVIDIA A100-SXM4-80GB", 81920, 8, Fabric::kAll);
@@ -745,10 +749,66 @@ TEST(Planner, Llama2GpuHoursWithDefaultFlagsWithin25Percent) {
     EXPECT_LE(step_tokens, 1 << 22) << preset;
     EXPECT_GT(step_tokens + 4096.0 * plan.layout.dp, 1 << 22) << preset;
     const double hours = plan.total_seconds / 3600 * plan.layout.Devices();
-    EXPECT_NEAR(hours / paper_hours, 1.0, std::string(preset) == "llama-2-70b" ? 0.30 : 0.25)
+    EXPECT_NEAR(hours / paper_hours, 1.0, 0.25)
         << preset << ": " << hours << " GPU-hours planned on " << LayoutName(plan.layout, plan.zero_stage) << ", "
         << plan.grad_accum << " micro-batches a step; the paper: " << paper_hours;
   }
+}
+
+// Issue 43: NVIDIA's two-term compute default against the flat form (compute_time.h).
+TEST(PlannerCompute, TwoTermsWhereTheCardsBandwidthIsKnownAndAStatedMfuOtherwise) {
+  const PoolClass h100 = Pool({{"h", Node("NVIDIA H100 80GB HBM3", 81559, 8, Fabric::kAll)}}).at(0);
+  const PoolClass a100 = Pool({{"a", Node("NVIDIA A100-SXM4-80GB", 81920, 8, Fabric::kAll)}}).at(0);
+  ASSERT_EQ(h100.example.capability.bandwidth_gbps, 3350);
+  ASSERT_GT(a100.example.capability.bandwidth_gbps, 0);
+  Workload w;
+  w.seq = 4096;
+  const double peak_h100 = 989e12, peak_a100 = 312e12;
+  auto modelled_mfu = [&](const PoolClass& cls, double peak, const ModelSpec& m, const Workload& work) {
+    const double seconds = ComputeSeconds(ComputeModelFor(cls, peak, nullptr), m, work, 1e6, 1.0, 1);
+    return ModelFlopsPerToken(m, work) * 1e6 / (seconds * peak);
+  };
+  const ModelSpec small = Preset("llama-2-7b"), large = Preset("llama-2-70b");
+  // By definition: the matmuls at their share of the peak, the elementwise bytes at the bandwidth.
+  const double expected = ModelFlopsPerToken(small, w) / (peak_h100 * kNvidiaMatmulShare) +
+                          kElementwiseBytesPerWidth * small.layers * small.hidden / 3350e9;
+  EXPECT_NEAR(ComputeSeconds(ComputeModelFor(h100, peak_h100, nullptr), small, w, 1, 1.0, 1), expected,
+              1e-9 * expected);
+  // A wider model and a card with more bandwidth per FLOP both reach a higher MFU, and neither
+  // above the matmuls' share.
+  EXPECT_GT(modelled_mfu(h100, peak_h100, large, w), modelled_mfu(h100, peak_h100, small, w));
+  EXPECT_GT(modelled_mfu(a100, peak_a100, small, w), modelled_mfu(h100, peak_h100, small, w));
+  EXPECT_LT(modelled_mfu(a100, peak_a100, large, w), kNvidiaMatmulShare);
+  // Cards share the work; a layer share is that share of it.
+  const ComputeModel two_terms = ComputeModelFor(h100, peak_h100, nullptr);
+  EXPECT_NEAR(ComputeSeconds(two_terms, small, w, 8e4, 1.0, 8), ComputeSeconds(two_terms, small, w, 1e4, 1.0, 1),
+              1e-12);
+  EXPECT_NEAR(ComputeSeconds(two_terms, small, w, 1e4, 0.25, 1) * 4, ComputeSeconds(two_terms, small, w, 1e4, 1.0, 1),
+              1e-12);
+  // Full recomputation is one more forward: a third more of both terms. Selective costs nothing.
+  Workload full = w;
+  full.recompute = Recompute::kFull;
+  EXPECT_NEAR(ComputeSeconds(two_terms, small, full, 1e4, 1.0, 1),
+              4.0 / 3 * ComputeSeconds(two_terms, small, w, 1e4, 1.0, 1), 1e-12);
+  // fp32 activations move twice the elementwise bytes.
+  Workload fp32 = w;
+  fp32.precision = Precision::kFp32;
+  const double matmuls = ModelFlopsPerToken(small, w) / (peak_h100 * kNvidiaMatmulShare);
+  EXPECT_NEAR(ComputeSeconds(two_terms, small, fp32, 1, 1.0, 1) - matmuls, 2 * (expected - matmuls), 1e-15);
+  // A stated MFU is the flat form, recomputation included in it.
+  ClassPricing row;
+  row.mfu = 0.5;
+  const ComputeModel stated = ComputeModelFor(h100, peak_h100, &row);
+  EXPECT_EQ(stated.mfu, 0.5);
+  EXPECT_NEAR(ComputeSeconds(stated, small, full, 1e4, 1.0, 1), ModelFlopsPerToken(small, w) * 1e4 / (peak_h100 * 0.5),
+              1e-12);
+  // No bandwidth figure, or a vendor whose stack was not measured: the vendor's flat default.
+  PoolClass unknown = h100;
+  unknown.example.capability.bandwidth_gbps = 0;
+  EXPECT_EQ(ComputeModelFor(unknown, peak_h100, nullptr).mfu, DefaultMfu(Vendor::kNvidia));
+  const PoolClass mlu = Pool({{"m", Node("MLU370-X8", 49152, 8, Fabric::kNone, Vendor::kCambricon)}}).at(0);
+  EXPECT_EQ(ComputeModelFor(mlu, 96e12, nullptr).mfu, DefaultMfu(Vendor::kCambricon));
+  EXPECT_EQ(ComputeSeconds(ComputeModelFor(h100, 0, nullptr), small, w, 1e4, 1.0, 1), 0);
 }
 
 // MFU counts model FLOPs: recomputing activations costs the run MFU, so at a stated MFU the time

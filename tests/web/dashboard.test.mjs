@@ -71,7 +71,10 @@ before(async () => {
   base = `http://127.0.0.1:${httpPort}`;
   start([join(build, 'src/hetpoold'), '--insecure', '--listen', `127.0.0.1:${grpcPort}`, '--data-dir', join(dir, 'daemon'),
     '--http-listen', `127.0.0.1:${httpPort}`, '--rdzv-port-range', '12500-12549']);
-  await waitFor(async () => (await fetch(base + '/api/nodes')).ok, 'hetpoold');
+  // Start-up waits get two minutes: on a loaded machine (the suite's container tests beside this
+  // one) two agents once took over 30 s to report Ready.
+  const startUpMs = 120000;
+  await waitFor(async () => (await fetch(base + '/api/nodes')).ok, 'hetpoold', startUpMs);
   for (const node of ['node-a', 'node-b']) {
     start([join(build, 'src/hetpool-agent'), '--insecure', '--server', `127.0.0.1:${grpcPort}`, '--node-name', node,
       '--work-dir', join(dir, node), '--backend', 'sim', '--inventory', join(source, 'deploy/examples', node + '.json'),
@@ -80,7 +83,7 @@ before(async () => {
   await waitFor(async () => {
     const nodes = await (await fetch(base + '/api/nodes')).json();
     return (nodes.nodes || []).filter((n) => n.state === 'NODE_STATE_READY').length === 2;
-  }, 'two Ready nodes');
+  }, 'two Ready nodes', startUpMs);
   mkdirSync(shots, { recursive: true });
   browser = await chromium.launch({
     executablePath: chromiumPath,
