@@ -18,7 +18,8 @@ constexpr char kDefaultProfile[] = R"({
              "Reservation"],
   "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500, "size_damping": 2.5}},
             {"name": "LinkScore", "weight": 10}, {"name": "ImageLocality", "weight": 10}, {"name": "TieRank", "weight": 1}],
-  "permit": ["Gang"]
+  "permit": ["Gang"],
+  "nodesToFind": 100
 })";
 
 constexpr int kMaxWeight = 1000;

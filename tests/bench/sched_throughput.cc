@@ -1,8 +1,9 @@
 // sched_throughput: placements per second of the daemon's policy (the default plugin profile,
-// scheduler/framework/profile.h) on a synthetic pool kept busy, measured two ways, with
-// refusals counted apart. Figures go to docs/benchmarks.md.
+// scheduler/framework/profile.h, or the file --scheduler-profile names, as hetpoold takes it) on
+// a synthetic pool kept busy, measured two ways, with refusals counted apart. Figures go to
+// docs/benchmarks.md.
 //   sched_throughput [--nodes 5000] [--jobs 100000] [--seed 1] [--mode both|place|cycle]
-//                    [--utilisation 0.9] [--batch 1000] [-o json]
+//                    [--utilisation 0.9] [--batch 1000] [--scheduler-profile FILE] [-o json]
 // Steady state: jobs finish, oldest first, whenever the next ones would take the cards in use
 // past --utilisation of the pool, so every decision is made on a pool about that full (a pool
 // that fills and stays full measures how fast it says no: issue 44). The jobs placed before the
@@ -22,9 +23,11 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +47,20 @@ using hetpool::DeviceRecord;
 using hetpool::LinkKind;
 using hetpool::Vendor;
 namespace sched = hetpool::scheduler;
+
+// The default profile, or the one in `file` (what hetpoold's --scheduler-profile takes).
+std::unique_ptr<sched::Framework> FrameworkOf(const std::string& file) {
+  if (file.empty()) return sched::DefaultFramework();
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto framework = in ? sched::FrameworkFromProfile(text.str()) : absl::NotFoundError("cannot be read");
+  if (!framework.ok()) {
+    std::cerr << "sched_throughput: --scheduler-profile " << file << ": " << framework.status() << "\n";
+    std::exit(2);
+  }
+  return *std::move(framework);
+}
 
 struct Model {
   Vendor vendor;
@@ -208,7 +225,8 @@ class SteadyPool {
 };
 
 // `Place` alone on views the bench owns.
-nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes,
+nlohmann::json RunPlace(const std::string& profile, const std::vector<std::vector<DeviceRecord>>& devices,
+                        const std::vector<int>& shapes,
                         double utilisation) {
   std::vector<sched::NodeView> views(devices.size());
   for (size_t n = 0; n < devices.size(); ++n) {
@@ -224,7 +242,7 @@ nlohmann::json RunPlace(const std::vector<std::vector<DeviceRecord>>& devices, c
   uint64_t generation = devices.size();
   std::unordered_map<std::string, size_t> index_of;
   for (size_t n = 0; n < views.size(); ++n) index_of[views[n].name] = n;
-  auto framework = sched::DefaultFramework();
+  auto framework = FrameworkOf(profile);
   sched::PlacementPolicy& policy = *framework;
   struct Running {
     sched::PlacementRequest request;
@@ -290,11 +308,12 @@ class DecisionRecorder final : public hetpool::daemon::StateObserver {
 
 // The daemon's scheduling cycle in a steady state: jobs submitted a batch at a time, one Tick
 // each, and jobs ended through their nodes' heartbeats.
-nlohmann::json RunCycle(const std::vector<std::vector<DeviceRecord>>& devices, const std::vector<int>& shapes,
+nlohmann::json RunCycle(const std::string& profile, const std::vector<std::vector<DeviceRecord>>& devices,
+                        const std::vector<int>& shapes,
                         double utilisation, int batch) {
   hetpool::testing::MemoryStore store;  // what a store costs minus the disk
   DecisionRecorder recorder;
-  auto framework = sched::DefaultFramework();
+  auto framework = FrameworkOf(profile);
   hetpool::daemon::ClusterOptions options;
   options.observer = &recorder;
   options.lease_ttl = absl::Hours(1);  // the cycle must not see nodes expire while it runs
@@ -396,7 +415,7 @@ int main(int argc, char** argv) {
   int nodes_n = 5000, jobs_n = 100000, batch = 1000;
   double utilisation = 0.9;
   uint64_t seed = 1;
-  std::string output = "table", mode = "both";
+  std::string output = "table", mode = "both", profile;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--nodes") nodes_n = std::stoi(value);
@@ -405,6 +424,7 @@ int main(int argc, char** argv) {
     else if (flag == "--mode") mode = value;
     else if (flag == "--utilisation") utilisation = std::stod(value);
     else if (flag == "--batch") batch = std::stoi(value);
+    else if (flag == "--scheduler-profile") profile = value;
     else if (flag == "-o") output = value;
     else {
       std::cerr << "sched_throughput: unknown flag " << flag << "\n";
@@ -425,14 +445,15 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   const auto devices = MakePool(nodes_n, rng);
   const std::vector<int> shapes = MakeShapes(jobs_n, rng);
-  nlohmann::json result = {{"nodes", nodes_n},
+  nlohmann::json result = {{"scheduler_profile", profile.empty() ? "default" : profile},
+                           {"nodes", nodes_n},
                            {"cards", nodes_n * 8},
                            {"jobs", jobs_n},
                            {"steady_state", absl::StrCat("jobs finish oldest first to keep at most ", utilisation * 100,
                                                          "% of the cards in use; the warm-up is not counted")}};
-  if (mode != "cycle") result["place"] = RunPlace(devices, shapes, utilisation);
+  if (mode != "cycle") result["place"] = RunPlace(profile, devices, shapes, utilisation);
   if (mode != "place") {
-    result["cycle"] = RunCycle(devices, shapes, utilisation, batch);
+    result["cycle"] = RunCycle(profile, devices, shapes, utilisation, batch);
     result["cycle"]["batch"] = batch;
   }
   if (output == "json") {
