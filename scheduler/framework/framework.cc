@@ -157,15 +157,29 @@ absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& reques
       return DecideLocked(group, views);
     });
   }
-  // The index reads every view's generation anyway; the memo's key is then one pass over an array.
   if (index_devices_) free_index_.Sync(nodes);
-  const uint64_t views_key =
-      index_devices_ ? RefusalMemo::ViewsKey(free_index_.generations()) : RefusalMemo::ViewsKey(nodes);
-  if (views_key == 0) return PlaceLocked(request, nodes);
-  const std::string request_key = RefusalMemo::RequestKey(request);
-  if (auto refused = refusals_.Find(request_key, views_key)) return *refused;
+  // The views' key is a pass over every node (over the index's array of generations when there is
+  // one), and the request's key a string: each is worked out only when needed, to look up a
+  // refusal of the same request or to remember a new one. A pool with nothing refused pays neither.
+  std::optional<uint64_t> views_key;
+  auto key_of_views = [&] {
+    if (!views_key) {
+      views_key = index_devices_ ? RefusalMemo::ViewsKey(free_index_.generations()) : RefusalMemo::ViewsKey(nodes);
+    }
+    return *views_key;
+  };
+  std::string request_key;
+  if (refusals_.size() > 0) {
+    request_key = RefusalMemo::RequestKey(request);
+    if (refusals_.Knows(request_key)) {
+      if (auto refused = refusals_.Find(request_key, key_of_views())) return *refused;
+    }
+  }
   auto placement = PlaceLocked(request, nodes);
-  if (!placement.ok()) refusals_.Remember(request_key, views_key, placement.status());
+  if (!placement.ok()) {
+    if (request_key.empty()) request_key = RefusalMemo::RequestKey(request);
+    refusals_.Remember(request_key, key_of_views(), placement.status());
+  }
   return placement;
 }
 
@@ -277,7 +291,9 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
     std::fill(rejected_by_device_filter.begin(), rejected_by_device_filter.end(), 0);
     why.waiting_reasons.clear();
     why.nodes_rejected.clear();
-    for (size_t ni = 0; ni < nodes.size(); ++ni) {
+    // Over the nodes whose bits say they may hold the ask, in view order (every node otherwise).
+    auto next = [&](size_t from) { return skip_unfit ? free_index_.NextMayHold(from, request) : from; };
+    for (size_t ni = next(0); ni < nodes.size(); ni = next(ni + 1)) {
       if (skip_unfit && !free_index_.MayHold(ni, request, index_host_)) continue;
       const NodeView& node = nodes[ni];
       const NodeSummary& summary = Summarise(ni, node);

@@ -28,6 +28,12 @@ class FreeCapacityIndex {
   // The views' generations as of the last Sync, in view order (what RefusalMemo keys on).
   std::span<const uint64_t> generations() const { return generations_; }
 
+  // The first node at or after `from` whose bits say it may hold `request`'s per-node device ask
+  // (nodes.size() when none): bit sets by whole cards free (1 to 8) and by the share left on one
+  // card (in tenths), so the walk jumps over full nodes 64 at a time instead of asking each. A
+  // superset of MayHold's device part: MayHold still decides. Asks of more than 8 whole cards,
+  // or none, are not skipped over.
+  size_t NextMayHold(size_t from, const PlacementRequest& request) const;
   // False when node `index` cannot hold `request`'s per-node ask from one vendor's cards: fewer
   // than devices_per_node whole free cards of every vendor, or (a share) no card with the share
   // left. With `host`, also false when its host lacks the CPU or memory asked free.
@@ -51,7 +57,10 @@ class FreeCapacityIndex {
 
  private:
   static constexpr size_t kVendors = static_cast<size_t>(Vendor::kCpu) + 1;
+  static constexpr size_t kWholeLevels = 8;   // at least 1..8 whole cards free of one vendor
+  static constexpr size_t kShareLevels = 11;  // a card with at least 0, 100, ..., 1000 milli left
   void Read(size_t index, const NodeView& node);
+  void SetBits(size_t index);
 
   std::vector<uint64_t> generations_;
   // Host room: a node that reports no total is not limited (the filter's rule).
@@ -61,6 +70,10 @@ class FreeCapacityIndex {
   // card (-1: no card of that vendor).
   std::vector<uint8_t> whole_free_;
   std::vector<int16_t> most_milli_free_;
+  // Bit sets by node index (64 nodes a word): whole_at_least_[k - 1] has the nodes where one
+  // vendor has k whole cards free; share_at_least_[t] those with a card of t x 100 milli left.
+  std::array<std::vector<uint64_t>, kWholeLevels> whole_at_least_;
+  std::array<std::vector<uint64_t>, kShareLevels> share_at_least_;
 };
 
 }  // namespace hetpool::scheduler

@@ -31,6 +31,8 @@ class RefusalMemo {
   // The refusal of the request of `request_key` on views of `views_key`, if one is remembered.
   std::optional<absl::Status> Find(const std::string& request_key, uint64_t views_key) const;
   void Remember(const std::string& request_key, uint64_t views_key, absl::Status refusal);
+  // Whether a refusal of the request is remembered at all, on any views (no views key needed).
+  bool Knows(const std::string& request_key) const { return refusals_.contains(request_key); }
   size_t size() const { return refusals_.size(); }
 
  private:

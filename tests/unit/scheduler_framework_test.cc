@@ -416,8 +416,11 @@ TEST(RefusalMemo, RefusesAgainOnlyTheSameRequestOnUnchangedViews) {
   memo.Remember(RefusalMemo::RequestKey(eight), key, absl::UnavailableError("needs 4 nodes"));
   ASSERT_TRUE(memo.Find(RefusalMemo::RequestKey(eight), key).has_value());
   EXPECT_EQ(memo.Find(RefusalMemo::RequestKey(eight), key)->message(), "needs 4 nodes");
+  // Whether to work the views' key out at all: only for a request refused before.
+  EXPECT_TRUE(memo.Knows(RefusalMemo::RequestKey(eight)));
   PlacementRequest other = eight;
   other.requirements.run.min_memory_mib = 1;  // any field of the request tells them apart
+  EXPECT_FALSE(memo.Knows(RefusalMemo::RequestKey(other)));
   EXPECT_FALSE(memo.Find(RefusalMemo::RequestKey(other), key).has_value());
   other = eight;
   other.cpu_milli = 1000;
