@@ -23,11 +23,9 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +35,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/framework/profile.h"
 #include "src/common/convert.h"
+#include "src/common/flags.h"
 #include "src/daemon/state/cluster_state.h"
 #include "tests/bench/percentile.h"
 #include "tests/testing/memory_store.h"
@@ -48,13 +47,11 @@ using hetpool::LinkKind;
 using hetpool::Vendor;
 namespace sched = hetpool::scheduler;
 
-// The default profile, or the one in `file` (what hetpoold's --scheduler-profile takes).
+// The default profile, or the one in `file` (read as hetpoold reads its --scheduler-profile).
 std::unique_ptr<sched::Framework> FrameworkOf(const std::string& file) {
   if (file.empty()) return sched::DefaultFramework();
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto framework = in ? sched::FrameworkFromProfile(text.str()) : absl::NotFoundError("cannot be read");
+  auto text = hetpool::ReadTextFile(file);
+  auto framework = text.ok() ? sched::FrameworkFromProfile(*text) : text.status();
   if (!framework.ok()) {
     std::cerr << "sched_throughput: --scheduler-profile " << file << ": " << framework.status() << "\n";
     std::exit(2);

@@ -83,11 +83,11 @@ void NodeViewCache::Sync(std::vector<scheduler::NodeView>& views) {
   if (synced_version_ == slots_version_ && synced_data_ == views.data() && views.size() == slots_.size() &&
       builds.size() == views.size()) {
     for (size_t i = 0; i < slots_.size(); ++i) {
-      const CachedView& cached = *slots_[i].cached;
-      Current(*slots_[i].cached, *slots_[i].node, false);
-      if (builds[i] != cached.build || views[i].generation != cached.view.generation) {
-        views[i] = cached.view;
-        builds[i] = cached.build;
+      const Slot& slot = slots_[i];
+      const scheduler::NodeView& view = Current(*slot.cached, *slot.node, false);
+      if (builds[i] != slot.cached->build || views[i].generation != view.generation) {
+        views[i] = view;
+        builds[i] = slot.cached->build;
       }
     }
     return;
