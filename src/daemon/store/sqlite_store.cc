@@ -37,6 +37,32 @@ class Statement {
   int rc_ = SQLITE_ERROR;
 };
 
+// One use of a statement the store keeps prepared (`kept`, prepared here on first use): the
+// same calls as Statement, and a reset when the use ends, which also drops the bindings (they
+// point into the caller's strings).
+class ReusedStatement {
+ public:
+  ReusedStatement(sqlite3* db, sqlite3_stmt*& kept, const char* sql) {
+    if (kept == nullptr && sqlite3_prepare_v2(db, sql, -1, &kept, nullptr) != SQLITE_OK) {
+      sqlite3_finalize(kept);
+      kept = nullptr;
+    }
+    stmt_ = kept;
+  }
+  ~ReusedStatement() {
+    if (stmt_ == nullptr) return;
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  ReusedStatement(const ReusedStatement&) = delete;
+  ReusedStatement& operator=(const ReusedStatement&) = delete;
+  bool ok() const { return stmt_ != nullptr; }
+  sqlite3_stmt* get() { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
 // Runs `PRAGMA quick_check(table)` on `db`: "" when the table and its indexes are whole, else what
 // SQLite found (the first few problems).
 std::string TableProblems(sqlite3* db, const char* table) {
@@ -272,6 +298,9 @@ SqliteStore::~SqliteStore() {
   if (archive_checker_.joinable()) archive_checker_.join();
   {
     absl::MutexLock lock(&mu_);
+    for (sqlite3_stmt* kept : {upsert_job_stmt_, raise_seq_stmt_, archive_put_stmt_, archive_delete_stmt_}) {
+      sqlite3_finalize(kept);  // a database with statements left open does not close
+    }
     sqlite3_close(db_);  // checkpoints the WAL into the database, flushing both
   }
   absl::MutexLock lock(&flush_mu_);
@@ -378,9 +407,12 @@ absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
     batch.swap(queue_);
   }
   absl::Status status = Exec("BEGIN IMMEDIATE");
+  uint64_t highest_seq = 0;
   for (auto& w : batch) {
     if (status.ok()) status = UpsertJob(*w->job);
+    highest_seq = std::max(highest_seq, w->job->submit_seq());
   }
+  if (status.ok()) status = RaiseHighestJobSeqLocked(highest_seq);  // once for the batch
   status = status.ok() ? Exec("COMMIT") : status;
   if (!status.ok()) Exec("ROLLBACK").IgnoreError();
   for (auto& w : batch) {
@@ -393,8 +425,9 @@ absl::Status SqliteStore::PutJob(const hetpool::v1::Job& job) {
 
 absl::Status SqliteStore::UpsertJob(const hetpool::v1::Job& job) {
   const std::string data = job.SerializeAsString();
-  Statement stmt(db_, "INSERT INTO jobs (id, seq, state, user, data) VALUES (?1, ?2, ?3, ?4, ?5) "
-                      "ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data");
+  ReusedStatement stmt(db_, upsert_job_stmt_,
+                       "INSERT INTO jobs (id, seq, state, user, data) VALUES (?1, ?2, ?3, ?4, ?5) "
+                       "ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data");
   if (!stmt.ok()) return Error("prepare job upsert");
   sqlite3_bind_text(stmt.get(), 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_STATIC);
   sqlite3_bind_int64(stmt.get(), 2, static_cast<sqlite3_int64>(job.submit_seq()));
@@ -403,13 +436,14 @@ absl::Status SqliteStore::UpsertJob(const hetpool::v1::Job& job) {
                     SQLITE_STATIC);
   sqlite3_bind_blob(stmt.get(), 5, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error(absl::StrCat("write job ", job.id()));
-  return RaiseHighestJobSeqLocked(job.submit_seq());
+  return absl::OkStatus();
 }
 
 absl::Status SqliteStore::RaiseHighestJobSeqLocked(uint64_t seq) {
   txn_seq_ = std::max(txn_seq_, seq);
-  Statement stmt(db_, "INSERT INTO meta (key, value) VALUES ('highest_job_seq', ?1) "
-                      "ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)");
+  ReusedStatement stmt(db_, raise_seq_stmt_,
+                       "INSERT INTO meta (key, value) VALUES ('highest_job_seq', ?1) "
+                       "ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)");
   if (!stmt.ok()) return Error("prepare job sequence update");
   sqlite3_bind_int64(stmt.get(), 1, static_cast<sqlite3_int64>(seq));
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("write job sequence");
@@ -442,6 +476,7 @@ absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs, cons
   absl::Status status = Exec("BEGIN IMMEDIATE");
   for (const auto& job : jobs) {
     if (status.ok()) status = UpsertJob(job);
+    if (status.ok()) status = RaiseHighestJobSeqLocked(job.submit_seq());
   }
   for (const auto& node : nodes) {
     if (status.ok()) status = UpsertNode(node);
@@ -498,7 +533,8 @@ absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs,
     if (!status.ok()) break;
     if (keep) {
       const std::string data = job.SerializeAsString();
-      Statement put(db_, "INSERT OR REPLACE INTO archived_jobs (id, finished, data) VALUES (?1, ?2, ?3)");
+      ReusedStatement put(db_, archive_put_stmt_,
+                          "INSERT OR REPLACE INTO archived_jobs (id, finished, data) VALUES (?1, ?2, ?3)");
       if (!put.ok()) {
         status = Error("prepare archive write");
         break;
@@ -509,7 +545,7 @@ absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs,
       if (sqlite3_step(put.get()) != SQLITE_DONE) status = Error(absl::StrCat("archive job ", job.id()));
     }
     if (status.ok()) {
-      Statement remove(db_, "DELETE FROM jobs WHERE id = ?1");
+      ReusedStatement remove(db_, archive_delete_stmt_, "DELETE FROM jobs WHERE id = ?1");
       if (!remove.ok()) {
         status = Error("prepare job delete");
         break;
