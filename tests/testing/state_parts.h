@@ -97,6 +97,13 @@ struct StateParts {
   daemon::NodeEntry& Register(const std::string& node, int cards) {
     return nodes.Register(Registration(node), H100s(cards), now);
   }
+  // Drains or undrains `node` in memory alone (no store write, no wakeup), for a test's setup;
+  // noted for the scheduling cycle's views as the registry's own changes are.
+  void SetDrainedInMemory(daemon::NodeEntry& node, bool drained) {
+    node.record.set_drained(drained);
+    nodes.NoteViewChange(node);
+  }
+  void SetDrainedInMemory(const std::string& node, bool drained) { SetDrainedInMemory(*nodes.Find(node), drained); }
 
   absl::Time now = absl::FromUnixSeconds(1'800'000'000);
   MemoryStore store;

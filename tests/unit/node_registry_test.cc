@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "src/common/convert.h"
+#include "src/daemon/state/node_view_cache.h"
 #include "tests/testing/state_parts.h"
 
 namespace hetpool::daemon {
@@ -154,6 +155,68 @@ TEST(NodeRegistry, ADrainCountsOnlyOnceStored) {
   ASSERT_TRUE(parts.nodes.SetDrained(node, true, "by a test").ok());
   EXPECT_FALSE(node.schedulable());
   EXPECT_TRUE(parts.store.StoredNode("a").drained());
+}
+
+// Issue 44: a scheduling pass reads again only the nodes the registry noted as changed. Every
+// change a node's view is built from is noted: after each, the views synced in place are those
+// a cache that never saw the pool before builds (generations are hashes of the content), for
+// each of two readers. A change made behind the registry's back is missed until the periodic
+// check reads every node.
+TEST(NodeRegistry, EveryChangeANodesViewReadsIsNotedForTheNextPass) {
+  StateParts parts;
+  parts.Register("a", 2);
+  parts.Register("b", 2);
+  NodeViewCache cache(parts.nodes, false), other(parts.nodes, false);  // two readers of the notes
+  std::vector<scheduler::NodeView> views, other_views;
+  cache.Sync(views);  // the first copies every view
+  other.Sync(other_views);
+  auto synced_as_fresh = [&](const std::string& after) {
+    cache.Sync(views);
+    const std::vector<scheduler::NodeView> fresh = NodeViewCache(parts.nodes, false).Views(false);
+    ASSERT_EQ(views.size(), fresh.size()) << after;
+    for (size_t i = 0; i < views.size(); ++i) {
+      EXPECT_EQ(views[i].name, fresh[i].name) << after;
+      EXPECT_EQ(views[i].generation, fresh[i].generation) << after << ": node " << fresh[i].name;
+    }
+  };
+  NodeEntry& a = *parts.nodes.Find("a");
+  a.claims[{"job-1", 1}] = Claim{{"nvidia0"}};
+  synced_as_fresh("a claim");
+  views[0].devices[1].held = true;  // a pass's own mark on its vector
+  views[0].generation = scheduler::ContentGeneration(views[0]);
+  synced_as_fresh("a held mark");
+  a.claims.erase({"job-1", 1});
+  synced_as_fresh("a claim gone");
+  parts.nodes.SetFault(a, "fence watchdog fired");
+  synced_as_fresh("a fault");
+  parts.nodes.SetFault(a, "");
+  ASSERT_TRUE(parts.nodes.SetDrained(a, true, "by a test").ok());
+  synced_as_fresh("a drain");
+  ASSERT_TRUE(parts.nodes.SetDrained(a, false, "by a test").ok());
+  parts.nodes.EndSession(a);
+  synced_as_fresh("a lapsed lease");
+  parts.Register("a", 4);
+  synced_as_fresh("a registration with more cards");
+  NodeInventory sick = testing::H100s(4);
+  sick.devices[3].healthy = false;
+  pb::NodeInventory reported;
+  reported.add_devices()->set_id("nvidia3");
+  parts.nodes.UpdateInventory(a, reported, sick);
+  synced_as_fresh("a heartbeat's inventory");
+  other.Sync(other_views);  // the first reader's takes left the second's notes
+  EXPECT_EQ(other_views[0].generation, views[0].generation);
+  EXPECT_EQ(other_views[0].devices.size(), 4u);
+  parts.Register("0-first", 1);  // sorts first: every slot moves
+  synced_as_fresh("a new node");
+  EXPECT_EQ(cache.unnoted_changes(), 0u);
+
+  NodeEntry& b = *parts.nodes.Find("b");
+  b.ready = false;  // not through the registry: no note
+  cache.Sync(views);
+  EXPECT_TRUE(views[2].schedulable) << "an unnoted change is not read (which is why changes must be noted)";
+  for (uint64_t i = 0; i < NodeViewCache::kCheckEverySyncs && cache.unnoted_changes() == 0; ++i) cache.Sync(views);
+  EXPECT_EQ(cache.unnoted_changes(), 1u) << "the periodic check finds it";
+  EXPECT_FALSE(views[2].schedulable);
 }
 
 TEST(NodeRegistry, RendezvousPortsGoRoundTheRangeAndSkipThoseHeld) {

@@ -500,9 +500,9 @@ class DefragCycleTest : public PreemptionCycleTest {
   }
   // A running job on `node` (the other nodes drained while it is placed).
   JobEntry& On(const std::string& node, pb::JobSpec spec) {
-    for (auto& [name, entry] : parts_.nodes.entries()) entry.record.set_drained(name != node);
+    for (auto& [name, entry] : parts_.nodes.entries()) parts_.SetDrainedInMemory(entry, name != node);
     JobEntry& job = Running(std::move(spec), defrag_cycle_);
-    for (auto& [name, entry] : parts_.nodes.entries()) entry.record.set_drained(false);
+    for (auto& [name, entry] : parts_.nodes.entries()) parts_.SetDrainedInMemory(entry, false);
     EXPECT_EQ(job.job().placement(0).node(), node);
     return job;
   }
@@ -523,7 +523,7 @@ class DefragCycleTest : public PreemptionCycleTest {
     On("d", Spec(1, 2, 0));
     On("e", Spec(1, 3, 0));
     auto drain = [&](bool drained) {
-      for (const char* node : others) parts_.nodes.Find(node)->record.set_drained(drained);
+      for (const char* node : others) parts_.SetDrainedInMemory(node, drained);
     };
     drain(true);
     JobEntry& pair = WaitingGang(2, cycle);
@@ -596,7 +596,7 @@ TEST_F(DefragCycleTest, AGangWaitingOnScatteredCardsGetsThemByMovingAMovableJob)
 
 TEST_F(DefragCycleTest, SharesOnTwoCardsAreRepackedOntoOneToFreeAWholeCard) {
   // Node a only: a half card and a quarter card on two of its cards, the others taken whole.
-  parts_.nodes.Find("b")->record.set_drained(true);
+  parts_.SetDrainedInMemory("b", true);
   JobEntry& fixed = On("a", Spec(1, 2, 0));
   pb::JobSpec half = Movable(1), quarter = Movable(1);
   half.set_device_milli(500);
@@ -610,7 +610,7 @@ TEST_F(DefragCycleTest, SharesOnTwoCardsAreRepackedOntoOneToFreeAWholeCard) {
   ASSERT_NE(halfjob.job().placement(0).device_ids(0), quarterjob.job().placement(0).device_ids(0));
   ReportAll({{fill.job().id(), 0}});  // the filler ends: 500 + 750 milli free, no whole card
   ASSERT_EQ(fill.job().state(), pb::JOB_STATE_SUCCEEDED);
-  for (auto& [name, node] : parts_.nodes.entries()) node.record.set_drained(name != "a");
+  for (auto& [name, node] : parts_.nodes.entries()) parts_.SetDrainedInMemory(node, name != "a");
   JobEntry& whole = WaitingGang(1, defrag_cycle_);
   defrag_cycle_.Run(parts_.now);
   ASSERT_EQ(quarterjob.job().state(), pb::JOB_STATE_PENDING) << whole.job().message();  // the cheaper to move
@@ -676,7 +676,7 @@ TEST_F(DefragCycleTest, ASetOfFewerMovesGoesWhenTheCheapestNeedsMoreThanTheBucke
   SchedulingCycle paced(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, options);
   const YoungAndOlder jobs = ThreeYoungOnATwoOlderOnB();
   ASSERT_NO_FATAL_FAILURE(SpendOneMove(paced, {"a", "b", "c"}));
-  for (const char* node : {"d", "e"}) parts_.nodes.Find(node)->record.set_drained(true);
+  for (const char* node : {"d", "e"}) parts_.SetDrainedInMemory(node, true);
 
   JobEntry& gang = WaitingGang(4, paced);  // 11 minutes refill less than one move
   paced.Run(parts_.now);
@@ -709,7 +709,7 @@ TEST_F(DefragCycleTest, MovesArePacedOverTheHourBeyondTheBurst) {
   parts_.Register("d", 4);
   JobEntry& third = On("c", Movable(1));
   On("d", Spec(1, 1, 0));
-  for (const char* node : {"a", "b"}) parts_.nodes.Find(node)->record.set_drained(true);
+  for (const char* node : {"a", "b"}) parts_.SetDrainedInMemory(node, true);
   JobEntry& next = WaitingGang(4, paced);
   paced.Run(parts_.now);
   EXPECT_EQ(third.job().state(), pb::JOB_STATE_RUNNING) << "the bucket is still in debt";

@@ -110,14 +110,12 @@ TEST_F(SchedulingCycleTest, ViewsOfUnchangedNodesAreReusedAndChangedOnesRebuilt)
   EXPECT_EQ(free_on(placed, used == "a" ? "b" : "a"), 4);
   EXPECT_EQ(free_on(cycle_.NodeViews(true), used), 4) << "as if nothing were held";
 
-  NodeEntry& node = *parts_.nodes.Find(used);
-  node.ready = false;  // a lapsed lease
+  parts_.nodes.EndSession(*parts_.nodes.Find(used));  // a lapsed lease
   for (const auto& view : cycle_.NodeViews(false)) {
     if (view.name == used) {
       EXPECT_FALSE(view.schedulable);
     }
   }
-  node.ready = true;
   parts_.Register(used, 8);  // registers again with more cards: a new inventory
   EXPECT_EQ(free_on(cycle_.NodeViews(true), used), 8);
 }
@@ -138,11 +136,11 @@ TEST_F(SchedulingCycleTest, APassSeesNodesAddedSinceTheLastAndChangesOnKnownOnes
   EXPECT_EQ(second.job().placement(0).node(), "a");
 
   parts_.Register("c", 2);
-  parts_.nodes.Find("c")->ready = false;  // a lapsed lease: takes no work
+  parts_.nodes.EndSession(*parts_.nodes.Find("c"));  // a lapsed lease: takes no work
   JobEntry& third = Submit(TrainingSpec(1, 2));
   cycle_.Run(parts_.now + absl::Seconds(2));
   EXPECT_EQ(third.job().state(), pb::JOB_STATE_PENDING);
-  parts_.nodes.Find("c")->ready = true;
+  parts_.Register("c", 2);  // its agent is back
   parts_.wakeups.CapacityChanged();
   cycle_.Run(parts_.now + absl::Seconds(3));
   ASSERT_EQ(third.job().state(), pb::JOB_STATE_SCHEDULED) << third.job().message();

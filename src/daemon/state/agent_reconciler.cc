@@ -374,7 +374,6 @@ absl::Time AgentReconciler::ExpireLeases(absl::Time now) {
       spdlog::warn("node {}: lease lapsed, now NotReady; its jobs count as running for {} more", name,
                    absl::FormatDuration(leases_.orphan_grace));
     }
-    node.ready = false;
     nodes_.EndSession(node);
     // Past the orphan grace as well, the agent and its fence watchdog have stopped the processes
     // (they stop them at the grace after their last answer, which came before this node's last

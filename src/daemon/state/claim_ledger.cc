@@ -11,6 +11,7 @@ Claims::Map& Claims::Changing() {
   // never shows a revision its old claims had.
   static std::atomic<uint64_t> next{1};
   revision_ = next.fetch_add(1, std::memory_order_relaxed);
+  if (on_change_) on_change_();
   return map_;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -44,6 +45,15 @@ class Claims {
   using iterator = Map::iterator;
   using const_iterator = Map::const_iterator;
 
+  Claims() = default;
+  // A node's claims are its own: a copy would carry the node's change hook to other claims.
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
+
+  // `on_change` is called at every access that may change the claims, as revision() moves: the
+  // registry notes the node for the next scheduling pass (NodeRegistry::NoteViewChange).
+  void CallOnChange(std::function<void()> on_change) { on_change_ = std::move(on_change); }
+
   const_iterator begin() const { return map_.begin(); }
   const_iterator end() const { return map_.end(); }
   const_iterator find(const JobGen& key) const { return map_.find(key); }
@@ -73,6 +83,7 @@ class Claims {
 
   Map map_;
   uint64_t revision_ = 0;
+  std::function<void()> on_change_;
 };
 
 // What the claims on a node hold of one device. Claims being stopped still hold theirs: their

@@ -1,5 +1,6 @@
 #include "src/daemon/state/node_registry.h"
 
+#include <bit>
 #include <random>
 #include <set>
 
@@ -96,8 +97,7 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
                    record.name(), std::string(inventory.status().message()));
       inventory = NodeInventory{};
     }
-    if (!nodes_.contains(record.name())) ++nodes_added_;
-    NodeEntry& node = nodes_[record.name()];
+    NodeEntry& node = Emplace(record.name());
     const std::string address = record.address();
     node.record = std::move(record);
     node.record.clear_address();
@@ -108,8 +108,49 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
     node.ready = false;
     node.last_heartbeat = now;  // one lease of grace to re-register
     node.orders_version = version_base;
+    NoteViewChange(node);
   }
   ++lasting_epoch_;
+}
+
+NodeEntry& NodeRegistry::Emplace(const std::string& name) {
+  auto [it, added] = nodes_.try_emplace(name);
+  NodeEntry& node = it->second;
+  if (added) {
+    ++nodes_added_;
+    // A map's entries stay where they are: the hook's pointer holds as long as the node.
+    node.claims.CallOnChange([this, &node] { NoteViewChange(node); });
+  }
+  return node;
+}
+
+void NodeRegistry::NoteViewChange(NodeEntry& node) {
+  for (uint32_t missing = view_change_readers_ & ~node.view_change_noted; missing != 0; missing &= missing - 1) {
+    view_changes_[std::countr_zero(missing)].push_back(&node);
+  }
+  node.view_change_noted |= view_change_readers_;
+}
+
+int NodeRegistry::AddViewChangeReader() {
+  const uint32_t free = ~view_change_readers_;
+  if (free == 0) return -1;
+  const int reader = std::countr_zero(free);
+  view_change_readers_ |= 1u << reader;
+  return reader;
+}
+
+void NodeRegistry::RemoveViewChangeReader(int reader) {
+  if (reader < 0 || reader >= kMaxViewChangeReaders) return;
+  TakeViewChanges(reader);  // clears its bit on the nodes it had
+  view_change_readers_ &= ~(1u << reader);
+}
+
+std::vector<NodeEntry*> NodeRegistry::TakeViewChanges(int reader) {
+  if (reader < 0 || reader >= kMaxViewChangeReaders) return {};
+  std::vector<NodeEntry*> taken;
+  taken.swap(view_changes_[reader]);
+  for (NodeEntry* node : taken) node->view_change_noted &= ~(1u << reader);
+  return taken;
 }
 
 NodeEntry* NodeRegistry::Find(const std::string& name) {
@@ -124,9 +165,8 @@ const NodeEntry* NodeRegistry::Find(const std::string& name) const {
 
 NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory inventory, absl::Time now) {
   const bool known = nodes_.contains(req.node_name());
-  NodeEntry& node = nodes_[req.node_name()];
+  NodeEntry& node = Emplace(req.node_name());
   if (!known) {
-    ++nodes_added_;
     node.record.set_name(req.node_name());
     *node.record.mutable_registered_at() = ToProtoTime(now);
     node.orders_version = static_cast<uint64_t>(absl::ToUnixMicros(now));
@@ -150,6 +190,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   node.inventory_revision = ++last_inventory_revision_;
   node.session_id = NewSessionId();
   node.ready = true;
+  NoteViewChange(node);
   node.last_heartbeat = now;
   node.applied_version = 0;
   if (orders_listener_) orders_listener_(node.record.name());
@@ -176,6 +217,8 @@ absl::StatusOr<NodeEntry*> NodeRegistry::Session(const std::string& node, const 
 
 void NodeRegistry::EndSession(NodeEntry& node) {
   node.session_id.clear();
+  node.ready = false;
+  NoteViewChange(node);
   if (orders_listener_) orders_listener_(node.record.name());
 }
 
@@ -207,6 +250,7 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
   }
   node.inventory = std::move(parsed);
   node.inventory_revision = ++last_inventory_revision_;
+  NoteViewChange(node);
   ParseStoredInventory(node);
   const bool lasting_change = !SameLastingInventory(node.record.inventory(), reported);
   *node.record.mutable_inventory() = reported;
@@ -229,6 +273,7 @@ void NodeRegistry::SetFault(NodeEntry& node, const std::string& fault) {
     spdlog::error("node {}: its agent takes no new work: {}", node.record.name(), fault);
   }
   node.record.set_fault(fault);
+  NoteViewChange(node);
   wakeups_.Changed();
 }
 
@@ -236,6 +281,7 @@ absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::strin
   if (node.record.drained() == drained) return absl::OkStatus();
   ParseStoredInventory(node);  // the record is written whole
   node.record.set_drained(drained);
+  NoteViewChange(node);
   if (auto s = store_->PutNode(node.record); !s.ok()) {
     node.record.set_drained(!drained);
     return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "scheduler/placement_policy.h"
@@ -21,8 +22,11 @@ class NodeViewCache {
  public:
   // `metax_cuda_translation`: a CUDA translation layer is installed on MetaX nodes (their views'
   // run context says so).
-  NodeViewCache(const NodeRegistry& nodes, bool metax_cuda_translation)
-      : nodes_(nodes), metax_cuda_translation_(metax_cuda_translation) {}
+  NodeViewCache(NodeRegistry& nodes, bool metax_cuda_translation)
+      : nodes_(nodes), metax_cuda_translation_(metax_cuda_translation), reader_(nodes.AddViewChangeReader()) {}
+  ~NodeViewCache() { nodes_.RemoveViewChangeReader(reader_); }
+  NodeViewCache(const NodeViewCache&) = delete;
+  NodeViewCache& operator=(const NodeViewCache&) = delete;
 
   // Every node's current view, in name order, each with its ContentGeneration. `all_free`: as if
   // no claim held anything and every node took work (can a job ever fit?).
@@ -30,8 +34,15 @@ class NodeViewCache {
 
   // `views` (what the last Sync left, held marks and all) made every node's current view,
   // copying only the entries whose view changed; all of them when a node came, or when `views`
-  // is another vector than the one the last Sync left.
+  // is another vector than the one the last Sync left. It reads the nodes the registry noted as
+  // changed (NodeRegistry::TakeViewChanges) and the entries changed in `views` since, not every
+  // node; every kCheckEverySyncs-th call reads every node as well, and logs any change it finds
+  // that was not noted (a bug: a field changed without NoteViewChange). A cache the registry
+  // has no reader left for reads every node each time.
   void Sync(std::vector<scheduler::NodeView>& views);
+  static constexpr uint64_t kCheckEverySyncs = 1024;
+  // Changes found that were not noted, since the start (what the check above logs).
+  uint64_t unnoted_changes() const { return unnoted_changes_; }
 
   // The current view of `node`. `without`: the claims of those jobs left out (what the pool would
   // be if they stopped): built afresh, not kept.
@@ -63,16 +74,25 @@ class NodeViewCache {
     CachedView* cached;
   };
   void UpdateSlots();
+  // views[i] made slot i's current view (copied when it is another build or generation); true
+  // when it was copied.
+  bool SyncSlot(std::vector<scheduler::NodeView>& views, size_t i);
 
-  const NodeRegistry& nodes_;
+  NodeRegistry& nodes_;
   const bool metax_cuda_translation_;
+  const int reader_;  // of the registry's view changes; -1: none
   mutable uint64_t builds_ = 0;
   // By node name, like NodeRegistry's nodes: ForEachCurrent walks both in step (a lookup per
   // node was a quarter of a pass at 5,000 nodes) and drops the views of nodes that are gone.
   mutable std::map<std::string, CachedView> held_views_, free_views_;
-  // The build of the cached view each entry of the last synced vector was copied from.
+  // The build and generation of the cached view each entry of the last synced vector was copied
+  // from: an entry whose generation differs was changed by the caller (held marks, a refresh).
   std::vector<uint64_t> synced_builds_;
+  std::vector<uint64_t> synced_generations_;
   std::vector<Slot> slots_;
+  std::unordered_map<const NodeEntry*, size_t> slot_of_;  // index in slots_
+  uint64_t syncs_ = 0;
+  uint64_t unnoted_changes_ = 0;
   uint64_t slots_nodes_added_ = 0;
   uint64_t slots_version_ = 0;   // moves when slots_ is made again
   uint64_t synced_version_ = 0;  // slots_version_ when the synced vector was last copied whole
