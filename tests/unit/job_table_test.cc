@@ -260,11 +260,14 @@ TEST(JobTable, TheQueueAndTheCountsFollowEveryStateChange) {
     parts.jobs.ForEachPending([&](const JobEntry& e) { ids.push_back(e.job().id()); });
     std::vector<std::string> walked;
     std::map<std::pair<int, int>, int64_t> counted;
+    size_t live_elastic = 0;
     for (const auto& [id, entry] : parts.jobs.entries()) {
       if (entry.job().state() == pb::JOB_STATE_PENDING) walked.push_back(id);
       ++counted[{entry.job().state(), entry.job().spec().priority()}];
+      live_elastic += !IsTerminal(entry.job().state()) && entry.job().spec().has_elastic_nnodes() ? 1 : 0;
     }
     EXPECT_EQ(parts.jobs.counts(), counted);
+    EXPECT_EQ(parts.jobs.live_elastic(), live_elastic);
     EXPECT_EQ(ids, walked);  // submission order, which is id order here
     EXPECT_EQ(parts.jobs.Pending(nullptr).size(), ids.size());
     EXPECT_EQ(parts.jobs.pending_count(), ids.size());
@@ -274,6 +277,7 @@ TEST(JobTable, TheQueueAndTheCountsFollowEveryStateChange) {
   waiting.set_id("job-000002");
   waiting.set_submit_seq(2);
   waiting.set_state(pb::JOB_STATE_PENDING);
+  waiting.mutable_spec()->mutable_elastic_nnodes()->set_max(2);  // and so is `done`
   pb::Job done = waiting;
   done.set_id("job-000001");
   done.set_submit_seq(1);
@@ -281,7 +285,11 @@ TEST(JobTable, TheQueueAndTheCountsFollowEveryStateChange) {
   parts.Load({done, waiting}, 2);
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002"}));
 
-  JobEntry& a = parts.Submit(TrainingSpec(1, 1));  // job-000003
+  pb::JobSpec elastic = TrainingSpec(1, 1);
+  elastic.mutable_elastic_nnodes()->set_min(1);
+  elastic.mutable_elastic_nnodes()->set_max(2);
+  JobEntry& a = parts.Submit(elastic);  // job-000003
+  EXPECT_EQ(parts.jobs.live_elastic(), 2u);
   pb::JobSpec urgent = TrainingSpec(1, 1);
   urgent.set_priority(7);
   JobEntry& b = parts.Submit(urgent);  // job-000004
@@ -309,6 +317,9 @@ TEST(JobTable, TheQueueAndTheCountsFollowEveryStateChange) {
   parts.jobs.Forget(parts.jobs.FinishedBefore(parts.now, 10));  // job-000001 and job-000004 retire
   EXPECT_EQ(parts.jobs.Find("job-000004"), nullptr);
   EXPECT_EQ(queued(), std::vector<std::string>({"job-000002", "job-000003"}));
+  move_to(a, pb::JOB_STATE_FAILED);
+  EXPECT_EQ(queued(), std::vector<std::string>({"job-000002"}));
+  EXPECT_EQ(parts.jobs.live_elastic(), 1u);  // the loaded one still waits
 }
 
 }  // namespace

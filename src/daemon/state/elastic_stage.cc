@@ -18,6 +18,7 @@ ElasticStage::ElasticStage(JobTable& jobs, NodeRegistry& nodes, AgentReconciler&
 std::map<std::string, ElasticStage::Running>& ElasticStage::RunningElastic() {
   if (running_) return *running_;
   std::map<std::string, Running>& running = running_.emplace();
+  if (jobs_.live_elastic() == 0) return running;  // nothing to find in every node's claims
   const std::set<std::string> stopping =
       ForEachKeptClaim(nodes_, [&](const std::string& name, const NodeEntry&, const JobGen& key, const Claim& claim) {
         JobEntry* entry = jobs_.Find(key.first);

@@ -60,6 +60,12 @@ void JobTable::IndexState(JobEntry& entry) {
   } else {
     pending_.erase(entry.summary().submit_seq);
   }
+  // A finished job is not parsed for this (it may be kept as bytes); a live one is parsed.
+  if (!IsTerminal(entry.summary().state) && entry.job().spec().has_elastic_nnodes()) {
+    live_elastic_.insert(entry.summary().id);
+  } else {
+    live_elastic_.erase(entry.summary().id);
+  }
 }
 
 JobEntry* JobTable::Find(const std::string& id) {
@@ -293,6 +299,7 @@ void JobTable::Forget(const std::vector<Retiring>& retired) {
     if (it == jobs_.end() || it->second.version != r.version) continue;
     by_seq_.erase(r.job.submit_seq());
     pending_.erase(r.job.submit_seq());  // a finished job is not there; kept exact all the same
+    live_elastic_.erase(r.job.id());
     Count(it->second, -1);
     if (!r.job.request_id().empty()) job_by_request_.erase({r.job.spec().user(), r.job.request_id()});
     jobs_.erase(it);
