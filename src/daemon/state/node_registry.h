@@ -81,6 +81,9 @@ using OrdersListener = std::function<void(const std::string& node)>;
 class NodeRegistry {
  public:
   NodeRegistry(Store* store, Wakeups& wakeups, PortRange rendezvous_ports);
+  // Its nodes' claims call back into it (NoteViewChange): it stays where it was made.
+  NodeRegistry(const NodeRegistry&) = delete;
+  NodeRegistry& operator=(const NodeRegistry&) = delete;
 
   // Every change of a node's orders version (BumpOrders) or session (Register, EndSession) is
   // told to `listener` from then on.
