@@ -63,6 +63,14 @@ class ReusedStatement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+// The highest job number among `jobs`: what a transaction writing them raises the store's mark
+// to, once.
+uint64_t HighestSubmitSeq(const std::vector<hetpool::v1::Job>& jobs) {
+  uint64_t highest = 0;
+  for (const auto& job : jobs) highest = std::max(highest, job.submit_seq());
+  return highest;
+}
+
 // Runs `PRAGMA quick_check(table)` on `db`: "" when the table and its indexes are whole, else what
 // SQLite found (the first few problems).
 std::string TableProblems(sqlite3* db, const char* table) {
@@ -476,8 +484,8 @@ absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs, cons
   absl::Status status = Exec("BEGIN IMMEDIATE");
   for (const auto& job : jobs) {
     if (status.ok()) status = UpsertJob(job);
-    if (status.ok()) status = RaiseHighestJobSeqLocked(job.submit_seq());
   }
+  if (status.ok() && !jobs.empty()) status = RaiseHighestJobSeqLocked(HighestSubmitSeq(jobs));
   for (const auto& node : nodes) {
     if (status.ok()) status = UpsertNode(node);
   }
@@ -553,9 +561,9 @@ absl::Status SqliteStore::ArchiveJobs(const std::vector<hetpool::v1::Job>& jobs,
       sqlite3_bind_text(remove.get(), 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_STATIC);
       if (sqlite3_step(remove.get()) != SQLITE_DONE) status = Error(absl::StrCat("delete job ", job.id()));
     }
-    // The live rows no longer hold this job's number: the meta row does.
-    if (status.ok()) status = RaiseHighestJobSeqLocked(job.submit_seq());
   }
+  // The live rows no longer hold these jobs' numbers: the meta row does.
+  if (status.ok() && !jobs.empty()) status = RaiseHighestJobSeqLocked(HighestSubmitSeq(jobs));
   status = status.ok() ? Exec("COMMIT") : status;
   if (!status.ok()) Exec("ROLLBACK").IgnoreError();
   return Wrote(status);
