@@ -9,6 +9,7 @@ HETPOOL_PACKAGES=(
   python3-torch etcd-server golang-etcd-server-dev chromium
   python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel
   podman runc
+  libfaketime  # tests step the wall clock of hetpoold and its agents (issue 60, item 2)
 )
 
 # Installs the packages that are missing (apt-get update only when something is).

@@ -1,3 +1,4 @@
+#include "src/common/monotonic_clock.h"
 #include "src/agent/container_runtime.h"
 
 #include <fcntl.h>
@@ -50,10 +51,10 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& args,
     return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   }
   std::string text;
-  const absl::Time deadline = absl::Now() + patience;
+  const absl::Time deadline = MonotonicNow() + patience;
   bool timed_out = false;
   while (true) {
-    const int wait_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    const int wait_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - MonotonicNow())));
     pollfd p{out[0], POLLIN, 0};
     const int ready = poll(&p, 1, wait_ms);
     if (ready < 0 && errno == EINTR) continue;
@@ -102,7 +103,7 @@ absl::StatusOr<std::string> ResolveRuntimeProgram(const std::string& flag) {
 
 absl::StatusOr<RuntimeFacts> ContainerRuntime::Facts(absl::Duration max_age) {
   if (options_.program.empty()) return absl::FailedPreconditionError("no container runtime");
-  if (absl::Now() - asked_at_ < max_age) return facts_;
+  if (MonotonicNow() - asked_at_ < max_age) return facts_;
   auto version = RunAndCapture(Command({"version", "--format", "{{.Client.Version}}"}), Environment(), absl::Seconds(10));
   if (!version.ok()) return version.status();
   auto images = RunAndCapture(Command({"images", "--noheading", "--format", "{{.Repository}}:{{.Tag}}"}), Environment(),
@@ -118,7 +119,7 @@ absl::StatusOr<RuntimeFacts> ContainerRuntime::Facts(absl::Duration max_age) {
     facts.images.insert(std::string(line));
   }
   facts_ = std::move(facts);
-  asked_at_ = absl::Now();
+  asked_at_ = MonotonicNow();
   return facts_;
 }
 

@@ -1,3 +1,4 @@
+#include "src/common/monotonic_clock.h"
 #include "src/agent/daemon_channel.h"
 
 #include "absl/time/clock.h"
@@ -15,11 +16,11 @@ std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address,
 
 bool WaitForDaemon(grpc::Channel* channel, absl::Duration backoff, absl::Duration period,
                    const std::function<bool()>& tick) {
-  for (absl::Time until = absl::Now() + backoff; absl::Now() < until;) {
+  for (absl::Time until = MonotonicNow() + backoff; MonotonicNow() < until;) {
     if (!tick()) return false;
     // try_to_connect: an idle channel starts connecting; one in backoff keeps its schedule.
     if (channel != nullptr && channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return true;
-    absl::SleepFor(std::min(period, until - absl::Now()));
+    absl::SleepFor(std::min(period, until - MonotonicNow()));
   }
   return false;
 }

@@ -1,3 +1,4 @@
+#include "src/common/monotonic_clock.h"
 #include "src/agent/job_cgroup.h"
 
 #include <fcntl.h>
@@ -139,7 +140,7 @@ std::string Describe(const JobLimits& l, bool devices_enforced) {
 absl::StatusOr<int> KillListed(const fs::path& dir, absl::Duration patience, const std::function<void()>& stop,
                                const std::function<void()>& resume) {
   std::set<pid_t> killed;
-  const absl::Time deadline = absl::Now() + patience;
+  const absl::Time deadline = MonotonicNow() + patience;
   while (true) {
     stop();
     const std::vector<pid_t> pids = ReadPidsTree(dir);
@@ -148,7 +149,7 @@ absl::StatusOr<int> KillListed(const fs::path& dir, absl::Duration patience, con
     }
     resume();
     if (pids.empty()) return static_cast<int>(killed.size());
-    if (absl::Now() > deadline) {
+    if (MonotonicNow() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(pids.size(), " process(es) still in ", dir.string(),
                                                       " after SIGKILL"));
     }
@@ -170,9 +171,9 @@ class CgroupV2Job : public JobCgroup {
     const int listed = static_cast<int>(Processes().size());
     // cgroup.kill (Linux 5.14) kills the whole cgroup at once, forks in flight included.
     if (fs::exists(dir_ / "cgroup.kill") && WriteControl(dir_ / "cgroup.kill", "1").ok()) {
-      const absl::Time deadline = absl::Now() + patience;
+      const absl::Time deadline = MonotonicNow() + patience;
       while (!Processes().empty()) {
-        if (absl::Now() > deadline) return absl::DeadlineExceededError(absl::StrCat(dir_.string(), " is not empty after cgroup.kill"));
+        if (MonotonicNow() > deadline) return absl::DeadlineExceededError(absl::StrCat(dir_.string(), " is not empty after cgroup.kill"));
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       return listed;
@@ -320,8 +321,8 @@ class CgroupV1Job : public JobCgroup {
     // once the cgroup thaws.
     auto freeze = [&] {
       if (!WriteControl(freezer / "freezer.state", "FROZEN").ok()) return;
-      const absl::Time until = absl::Now() + absl::Seconds(1);
-      while (absl::StripAsciiWhitespace(ReadControl(freezer / "freezer.state")) != "FROZEN" && absl::Now() < until) {
+      const absl::Time until = MonotonicNow() + absl::Seconds(1);
+      while (absl::StripAsciiWhitespace(ReadControl(freezer / "freezer.state")) != "FROZEN" && MonotonicNow() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     };

@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   flags.String("node-name", &options.node_name, "this node's name in the pool (default: host name)");
   flags.String("address", &options.address, "address other nodes use to reach this one (rendezvous host)");
   flags.String("work-dir", &options.work_dir, "root for job logs and scratch files");
+  std::string dynamic_users_file = hetpool::agent::DynamicUsers::kDefaultPath;
+  flags.String("dynamic-users-file", &dynamic_users_file,
+               "the host's table of the uids users' jobs run as (run-as dynamic), shared by every agent of the "
+               "host under a lock");
   flags.List("backend", &backends,
              "discovery backends: auto (every vendor library that loads: nvml, cndev, mxsml, levelzero), "
              "nvml, cndev, mxsml, levelzero, sysfs, sim (default: auto, or sim with --inventory)");
@@ -207,9 +211,16 @@ int main(int argc, char** argv) {
     if (!map.ok()) return Fail("--run-as-map " + run_as_map_file + ": " + std::string(map.status().message()));
     options.sandbox.run_as_map = *std::move(map);
   }
-  auto dynamic_users = hetpool::agent::DynamicUsers::Open(options.work_dir + "/dynamic-users.json");
-  if (!dynamic_users.ok()) return Fail(dynamic_users.status().message());
-  options.sandbox.dynamic_users = dynamic_users->get();
+  // Only root switches users (job_sandbox.h); an agent of another account never reads the table.
+  std::unique_ptr<hetpool::agent::DynamicUsers> dynamic_users;
+  if (geteuid() == 0) {
+    auto opened = hetpool::agent::DynamicUsers::Open(
+        dynamic_users_file, hetpool::agent::DynamicUsers::kDefaultMin, hetpool::agent::DynamicUsers::kDefaultMax,
+        /*legacy=*/options.work_dir + "/dynamic-users.json");
+    if (!opened.ok()) return Fail(opened.status().message());
+    dynamic_users = *std::move(opened);
+  }
+  options.sandbox.dynamic_users = dynamic_users.get();
   if (geteuid() != 0) {
     spdlog::info("not running as root: job processes run as this agent's account");
   } else if (options.sandbox.run_as == "root") {

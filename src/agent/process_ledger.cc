@@ -1,3 +1,4 @@
+#include "src/common/monotonic_clock.h"
 #include "src/agent/process_ledger.h"
 
 #include <signal.h>
@@ -138,7 +139,7 @@ int ProcessLedger::StopLeftovers(absl::Duration grace) {
     }
     return false;
   };
-  for (absl::Time deadline = absl::Now() + grace; absl::Now() < deadline && any_left();) {
+  for (absl::Time deadline = MonotonicNow() + grace; MonotonicNow() < deadline && any_left();) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   for (pid_t pgid : stopping) killpg(pgid, SIGKILL);

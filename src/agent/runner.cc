@@ -1,3 +1,4 @@
+#include "src/common/monotonic_clock.h"
 #include "src/agent/runner.h"
 
 #include <fcntl.h>
@@ -359,7 +360,7 @@ void Runner::Kill(const Key& key, const std::string& reason, absl::Duration grac
   if (it == records_.end() || it->second.exited || it->second.kill_sent) return;
   ProcessRecord& r = it->second;
   r.kill_sent = true;
-  r.kill_sent_at = absl::Now();
+  r.kill_sent_at = MonotonicNow();
   r.kill_reason = reason;
   r.kill_grace = grace > absl::ZeroDuration() ? grace : options_.kill_grace;
   spdlog::info("job {} g{}: stopping pid {} ({}; SIGKILL after {})", key.first, key.second, r.pid, reason,
@@ -409,7 +410,7 @@ bool Runner::Poll() {
                                                                : DiscoverRanks(r.pid, r.spec.procs);
       any = any || !r.global_ranks.empty();
     }
-    if (r.kill_sent && absl::Now() - r.kill_sent_at > r.kill_grace) {
+    if (r.kill_sent && MonotonicNow() - r.kill_sent_at > r.kill_grace) {
       killpg(r.pid, SIGKILL);
       if (r.cgroup != nullptr) r.cgroup->SignalAll(SIGKILL);
     }

@@ -1,3 +1,4 @@
+#include "src/common/monotonic_clock.h"
 #include "src/agent/session.h"
 
 #include <fcntl.h>
@@ -241,7 +242,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   }
   lease_ttl_ = absl::Milliseconds(resp.lease_ttl_ms());
   heartbeat_every_ = HeartbeatPeriod(resp.heartbeat_interval_ms(), absl::Milliseconds(resp.lease_ttl_ms()));
-  Contacted(absl::Now());
+  Contacted(MonotonicNow());
   reported_inventory_ = inventory;
   unreported_inventory_.reset();
   applied_version_ = 0;
@@ -521,7 +522,7 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
 
 void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   absl::Time last_heartbeat = absl::InfinitePast();
-  absl::Time last_inventory = absl::Now();
+  absl::Time last_inventory = MonotonicNow();
   while (!stop->load()) {
     // First, before anything is reported: an agent back from a pause or a partition longer than
     // the fencing deadline stops its (stale) job processes.
@@ -551,8 +552,8 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     }
     report_now |= runner_.Poll();
     report_now |= PushLogs();
-    if (absl::Now() - last_inventory >= options_.inventory_refresh) {
-      last_inventory = absl::Now();
+    if (MonotonicNow() - last_inventory >= options_.inventory_refresh) {
+      last_inventory = MonotonicNow();
       // The work dir may have room again: until the ledger is written, nothing new may start.
       if (!ledger_.last_write().ok()) ledger_.Rewrite().IgnoreError();
       auto inventory = Inventory();
@@ -570,7 +571,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     }
     const std::string fault = Fault();
     report_now |= fault != reported_fault_;  // the daemon must stop placing here at once
-    if (report_now || absl::Now() - last_heartbeat >= heartbeat_every_) {
+    if (report_now || MonotonicNow() - last_heartbeat >= heartbeat_every_) {
       pb::HeartbeatRequest req;
       req.set_fault(fault);
       req.set_session_id(session_id_);
@@ -583,7 +584,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
       auto ctx = ContextWithDeadline(absl::Seconds(5));
       const grpc::Status status = conn_->stub->Heartbeat(ctx.get(), req, &resp);
       if (status.ok()) {
-        last_heartbeat = absl::Now();
+        last_heartbeat = MonotonicNow();
         Contacted(last_heartbeat);
         reported_fault_ = fault;
         // The fleet grew or shrank since this session began: the daemon spreads beats anew.
@@ -622,11 +623,11 @@ void Session::Contacted(absl::Time when) {
 }
 
 void Session::FenceIfCutOff() {
-  if (fenced_ || fence_after_ <= absl::ZeroDuration() || absl::Now() - last_contact_ < fence_after_) return;
+  if (fenced_ || fence_after_ <= absl::ZeroDuration() || MonotonicNow() - last_contact_ < fence_after_) return;
   fenced_ = true;
   if (!runner_.AnyRunning()) return;
   const std::string reason =
-      absl::StrCat("fenced: no hetpoold answered for ", absl::FormatDuration(absl::Now() - last_contact_));
+      absl::StrCat("fenced: no hetpoold answered for ", absl::FormatDuration(MonotonicNow() - last_contact_));
   spdlog::error("{}; stopping every job process (their daemon has given them to other nodes)", reason);
   runner_.KillAll(reason);
 }
@@ -671,8 +672,8 @@ void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain)
   }
   // Graceful stop: take the job processes down with the agent.
   runner_.KillAll("agent stopping");
-  const absl::Time give_up = absl::Now() + options_.kill_grace + absl::Seconds(2);
-  while (runner_.AnyRunning() && absl::Now() < give_up) {
+  const absl::Time give_up = MonotonicNow() + options_.kill_grace + absl::Seconds(2);
+  while (runner_.AnyRunning() && MonotonicNow() < give_up) {
     runner_.Poll();
     absl::SleepFor(absl::Milliseconds(50));
   }

@@ -18,6 +18,7 @@
 #include "drivers/inventory_tracker.h"
 #include "hetpool/v1/agent.grpc.pb.h"
 #include "grpcpp/security/credentials.h"
+#include "src/common/monotonic_clock.h"
 #include "src/agent/job_sandbox.h"
 #include "src/agent/runner.h"
 
@@ -129,7 +130,7 @@ class Session {
   std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;
   uint64_t applied_version_ = 0;
-  absl::Time last_contact_ = absl::Now();  // the last registration or heartbeat a daemon answered
+  absl::Time last_contact_ = MonotonicNow();  // the last registration or heartbeat a daemon answered
   absl::Duration fence_after_ = absl::ZeroDuration();  // known once a daemon has announced its lease
   absl::Duration lease_ttl_ = absl::ZeroDuration();    // the daemon's, announced at registration
   absl::Duration heartbeat_every_ = absl::Seconds(1);  // likewise (HeartbeatPeriod in session.cc)

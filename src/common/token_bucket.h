@@ -17,12 +17,14 @@ class TokenBucket {
   // What it holds at `now` (refilled since the last call; the first call finds it full).
   double Refill(absl::Time now) {
     tokens_ = Held(now);
-    updated_ = now;
+    updated_ = now;  // after a clock that went back, refills count from its new reading
     return tokens_;
   }
-  // What it would hold at `now`, without changing it.
+  // What it would hold at `now`, without changing it. A `now` before the last update (a clock
+  // that went back) refills nothing and takes nothing: callers pass MonotonicNow(), which does
+  // not go back, and a wall clock stepped back must not put every user in hours of debt.
   double Held(absl::Time now) const {
-    if (updated_ == absl::InfinitePast()) return tokens_;
+    if (updated_ == absl::InfinitePast() || now <= updated_) return tokens_;
     return std::min(burst_, tokens_ + rate_ * absl::ToDoubleSeconds(now - updated_));
   }
   void Take(double tokens) { tokens_ -= tokens; }

@@ -65,13 +65,14 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (options.store.empty() || options.store == "sqlite") {
     const std::string path = options.data_dir + "/hetpool.db";
     const absl::Time opening = absl::Now();
-    auto store = SqliteStore::Open(path);
+    // --recover compares every index with its table: damage there passes the pages' check.
+    auto store = SqliteStore::Open(path, SqliteStore::OpenOptions{.check_indexes = options.recover});
     // With "loaded ... in" below, the time a restart takes before it answers (the fleet bench reads both).
     if (store.ok()) spdlog::info("opened and checked {} in {:.3f} s", path, absl::ToDoubleSeconds(absl::Now() - opening));
     if (store.ok() && options.recover) {
       // An ordinary start checks the archive after it serves; --recover checks it first, so that
       // a damaged archive is rebuilt too.
-      if (absl::Status archive = (*store)->CheckArchive(); absl::IsFailedPrecondition(archive)) {
+      if (absl::Status archive = (*store)->CheckArchive(/*check_indexes=*/true); absl::IsFailedPrecondition(archive)) {
         store.value().reset();
         store = archive;
       } else if (absl::Status rows = CheckRowsParse(**store, path); absl::IsDataLoss(rows)) {
@@ -92,6 +93,13 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
                    "{} rows unreadable, set aside); the damaged file is {}; job ids continue above {}",
                    path, recovered->jobs, recovered->archived, recovered->nodes, recovered->salvaged,
                    recovered->unreadable, recovered->damaged_copy, recovered->highest_job_seq);
+      if (recovered->wal.damaged > 0) {
+        spdlog::warn("--recover: its WAL had {} damaged frames of {}; {} intact frames past the first damaged one "
+                     "were read too", recovered->wal.damaged, recovered->wal.frames, recovered->wal.past_first_damage);
+      }
+      if (!recovered->wal_problem.empty()) {
+        spdlog::warn("--recover: its WAL could not be read frame by frame: {}", recovered->wal_problem);
+      }
       store = SqliteStore::Open(path);
     } else if (store.ok() && options.recover) {
       spdlog::info("--recover: {} passed its check; nothing to recover", path);
@@ -193,6 +201,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, *server_credentials, &d->port_);
+  // No SO_REUSEPORT (gRPC's default turns it on): a second process on this address fails to
+  // start instead of sharing its calls, and an HA replica that bound its address knows that no
+  // other live replica serves there (Leadership takes over its own predecessor's key).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Requests are small (a job spec, a heartbeat with an inventory, a 4 MiB log push at most):
   // anything larger is refused before it is parsed.
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);

@@ -225,6 +225,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   auto framework = hetpool::scheduler::DefaultFramework();
   hetpool::daemon::ClusterOptions options;
   options.clock = [&now] { return now; };
+  options.monotonic_clock = [&now] { return now; };
   options.lease_ttl = absl::Hours(100000);  // simulated agents report only when something changes
   options.max_events_per_job = o.explain ? 100000 : 20;  // --explain keeps every event of a job
   PreemptionLog preemptions;

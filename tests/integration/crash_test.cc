@@ -1,14 +1,18 @@
 // kill -9 of hetpoold: every acknowledged submission survives, and running jobs are re-adopted
 // (same generation, same processes), not restarted. On both stores: SQLite and a real etcd.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "gtest/gtest.h"
+#include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetpool::testing {
 namespace {
@@ -162,6 +166,73 @@ TEST_P(DamagedStore, IsRefusedNamingTheFileAndRecoverStartsAboveEveryId) {
 
 INSTANTIATE_TEST_SUITE_P(Stores, DamagedStore, ::testing::Values("truncated", "header", "row"),
                          [](const ::testing::TestParamInfo<std::string>& damage) { return damage.param; });
+
+// The state of every node, by name.
+std::map<std::string, pb::NodeState> NodeStates(TestCluster& cluster) {
+  std::map<std::string, pb::NodeState> states;
+  pb::ListNodesResponse nodes;
+  grpc::ClientContext ctx;
+  if (!cluster.cluster().ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok()) return states;
+  for (const auto& node : nodes.nodes()) states[node.name()] = node.state();
+  return states;
+}
+
+// Issue 60, item 2, end to end: hetpoold and both agents under libfaketime, their wall clocks
+// stepped back an hour while they run, the monotonic clock untouched. Before, the daemon kept an
+// agent killed with SIGKILL Ready for the hour (its leases ran on the wall clock), refused every
+// submission with "retry in 7172040 ms", and the live agent's heartbeats stopped for the hour.
+TEST(WallClockStep, BackAnHourStretchesNoLeaseAndRefusesNoSubmission) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under ASan, no library may be preloaded before its runtime; the plain run covers this";
+#endif
+  const std::string faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+  if (access(faketime.c_str(), R_OK) != 0) {
+    GTEST_SKIP() << faketime << " is missing (Debian's libfaketime; deploy/lib/common.sh installs it)";
+  }
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.lease_ttl = absl::Seconds(3);
+  options.orphan_grace = absl::Seconds(3);
+  TempDir clock_dir;
+  const std::string offset_file = clock_dir.path() + "/offset";
+  std::ofstream(offset_file) << "+0\n";
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"LD_PRELOAD", faketime},
+      {"FAKETIME_TIMESTAMP_FILE", offset_file},
+      {"FAKETIME_CACHE_DURATION", "1"},  // the file is read again every second
+      {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
+  options.daemon_env = env;
+  for (auto& agent : options.agents) agent.env.insert(agent.env.end(), env.begin(), env.end());
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+
+  std::ofstream(offset_file) << "-3600\n";
+  // The step has reached the daemon once the jobs it stamps are an hour old.
+  bool stepped = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); !stepped && absl::Now() < deadline;) {
+    auto job = cluster.Submit(cluster.ShellSpec("true"));
+    ASSERT_TRUE(job.ok()) << "a submission after the step was refused: " << job.status();
+    stepped = FromProtoTime(job->created_at()) < absl::Now() - absl::Minutes(50);
+    if (!stepped) absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(stepped) << "libfaketime did not step hetpoold's clock";
+  for (int i = 0; i < 20; ++i) {
+    auto job = cluster.Submit(cluster.ShellSpec("true"));
+    ASSERT_TRUE(job.ok()) << "a submission after the step was refused: " << job.status();
+  }
+
+  cluster.SignalAgent(1, SIGKILL);  // node-b
+  std::map<std::string, pb::NodeState> states;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
+    states = NodeStates(cluster);
+    if (states["node-b"] == pb::NODE_STATE_NOT_READY) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(states["node-b"], pb::NODE_STATE_NOT_READY) << "a killed agent kept its 3 s lease\n" << cluster.DaemonLog();
+  // node-a's agent, stepped back too, still beats: a few leases later it is Ready.
+  const absl::Time later = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < later && NodeStates(cluster)["node-a"] == pb::NODE_STATE_READY) absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(NodeStates(cluster)["node-a"], pb::NODE_STATE_READY) << cluster.AgentLog(0);
+}
 
 }  // namespace
 }  // namespace hetpool::testing

@@ -59,11 +59,11 @@ class HighAvailability : public ::testing::Test {
     agent_ = *std::move(agent);
   }
 
-  absl::Status StartReplica(size_t i) {
+  absl::Status StartReplica(size_t i, const std::string& leader_lease = "2s") {
     Replica& r = replicas_[i];
     auto process = ChildProcess::Spawn(
         {HETPOOLD_BIN, "--listen", r.address(), "--data-dir", absl::StrCat(dir_.path(), "/d", i), "--store",
-         "etcd://" + etcd_.endpoints(), "--leader-lease", "2s", "--lease-ttl", "10s", "--rdzv-port-range",
+         "etcd://" + etcd_.endpoints(), "--leader-lease", leader_lease, "--lease-ttl", "10s", "--rdzv-port-range",
          absl::StrCat(31000 + 50 * i, "-", 31049 + 50 * i), "--insecure",
          // One log directory every replica mounts (docs/reliability.md), so logs survive failover.
          "--logs-dir", dir_.path() + "/shared-logs"},
@@ -146,6 +146,19 @@ class HighAvailability : public ::testing::Test {
   std::vector<Replica> replicas_;
   std::unique_ptr<ChildProcess> agent_;
 };
+
+// Issue 60, item 10: a lone replica killed with SIGKILL and started again on its own address
+// leads at once. Before, it waited out its predecessor's lease (60 s here), answering "not the
+// leader; the leader is at <its own address>" meanwhile.
+TEST_F(HighAvailability, AReplicaStartedAgainOnItsOwnAddressDoesNotWaitOutItsPredecessorsLease) {
+  for (int i = 0; i < 3; ++i) KillReplica(i);
+  ASSERT_TRUE(StartReplica(0, "60s").ok());
+  ASSERT_EQ(WaitForLeader(absl::Seconds(30)), 0) << Logs();  // the old leader's 2 s key lapses first
+  KillReplica(0);
+  ASSERT_TRUE(StartReplica(0, "60s").ok());
+  ASSERT_EQ(WaitForLeader(absl::Seconds(30)), 0) << "it waited out its own predecessor's lease\n" << Logs();
+  EXPECT_TRUE(absl::StrContains(ReadAll(dir_.path() + "/daemon0.log"), "its predecessor's")) << Logs();
+}
 
 TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicatesNothing) {
   const int leader = WaitForLeader();

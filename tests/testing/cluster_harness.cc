@@ -296,7 +296,7 @@ absl::Status TestCluster::StartDaemon(int port, absl::Duration patience) {
     argv.push_back("--insecure");
   }
   argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
-  auto daemon = ChildProcess::Spawn(argv, dir() + "/daemon.log");
+  auto daemon = ChildProcess::Spawn(argv, dir() + "/daemon.log", options_.daemon_env);
   if (!daemon.ok()) return daemon.status();
   daemon_ = *std::move(daemon);
   for (absl::Time deadline = absl::Now() + patience; absl::Now() < deadline;) {

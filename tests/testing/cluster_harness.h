@@ -87,6 +87,7 @@ class TestCluster {
     // at this much silence, as they did at 80% of the lease before the grace existed.
     absl::Duration orphan_grace = absl::Seconds(8);
     std::vector<std::string> daemon_args;  // extra hetpoold flags, e.g. {"--store", "etcd://..."}
+    std::vector<std::pair<std::string, std::string>> daemon_env;  // set in hetpoold's environment only
     // TLS everywhere (deploy/pki.sh makes a CA, the daemon's and each agent's certificate) and a
     // token file holding an admin token the harness's own calls use; else --insecure.
     bool tls = false;

@@ -67,6 +67,7 @@ class ClusterStateTest : public ::testing::Test {
     options.lease_ttl = absl::Seconds(10);
     options.orphan_grace = absl::Seconds(20);  // lost after 30 s of silence
     options.clock = [this] { return now_; };
+    options.monotonic_clock = [this] { return now_ + steady_offset_; };
     options.observer = &observer_;
     options.retain_finished = retain_finished_;  // off unless a test sets it
     options.archive_finished = archive_finished_;
@@ -191,6 +192,9 @@ class ClusterStateTest : public ::testing::Test {
 
   testing::TempDir dir_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  // The monotonic clock is now_ plus this: a test steps the wall clock by moving now_ and this
+  // the other way.
+  absl::Duration steady_offset_;
   absl::Duration retain_finished_ = absl::ZeroDuration();
   bool archive_finished_ = true;
   PreemptionMode preemption_ = PreemptionMode::kOff;
@@ -337,6 +341,35 @@ TEST_F(ClusterStateTest, NonZeroExitRestartsTheGangThenFails) {
   EXPECT_EQ(j.state(), pb::JOB_STATE_FAILED);
   EXPECT_EQ(j.reason(), "NonZeroExit");
   EXPECT_NE(j.message().find("exited with code 2"), std::string::npos);
+}
+
+// Issue 60, item 2: leases run on the monotonic clock. With hetpoold's wall clock stepped back an
+// hour (libfaketime, monotonic untouched), an agent killed with SIGKILL stayed Ready for the hour:
+// a dead node kept its jobs and received new ones.
+TEST_F(ClusterStateTest, AWallClockSteppedBackDoesNotStretchALease) {
+  Register("a", 2);
+  auto job = state_->Submit(Spec(1, 2), "");
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {Proc(job->id(), 1, true)}).ok());
+  // The wall clock goes back an hour; 11 s pass; the agent is silent.
+  now_ -= absl::Hours(1);
+  steady_offset_ += absl::Hours(1) + absl::Seconds(11);
+  state_->Tick();
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_NOT_READY) << "a silent node kept its lease";
+  steady_offset_ += absl::Seconds(20);  // past the orphan grace, on the monotonic clock alone
+  state_->Tick();
+  EXPECT_EQ(Job(job->id()).reason(), "NodeLost");
+}
+
+// And a wall clock stepped forward does not cut one short.
+TEST_F(ClusterStateTest, AWallClockSteppedForwardDoesNotCutALeaseShort) {
+  Register("a", 2);
+  state_->Tick();
+  ASSERT_TRUE(Heartbeat("a", {}).ok());
+  now_ += absl::Hours(1);
+  steady_offset_ -= absl::Hours(1) - absl::Seconds(1);
+  state_->Tick();
+  EXPECT_EQ(state_->GetNode("a")->state(), pb::NODE_STATE_READY);
 }
 
 TEST_F(ClusterStateTest, LapsedLeaseLosesTheNodeAndItsJobs) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -102,6 +103,38 @@ TEST(JobSandbox, ByDefaultEachUserRunsAsAUidOfTheirOwn) {
   EXPECT_TRUE((*tiny)->UidFor("carol").ok());
   auto full = (*tiny)->UidFor("dave");
   EXPECT_TRUE(absl::IsResourceExhausted(full.status())) << full.status();
+}
+
+// Issue 60, item 4: two agents on one host each kept a table of their own starting at 61184;
+// node-a gave bob 61184 and node-b gave alice 61184, and alice's job read bob's secrets. One
+// table per host, under a lock: a user has one uid on the host, and no two users share one.
+TEST(JobSandbox, TwoAgentsOfAHostShareOneUidTable) {
+  testing::TempDir dir;
+  const std::string host_table = dir.path() + "/host/dynamic-users.json";
+  auto node_a = DynamicUsers::Open(host_table);
+  auto node_b = DynamicUsers::Open(host_table);
+  ASSERT_TRUE(node_a.ok() && node_b.ok());
+  const auto bob = (*node_a)->UidFor("bob");
+  const auto alice = (*node_b)->UidFor("alice");  // node-b had never heard of bob
+  ASSERT_TRUE(bob.ok() && alice.ok()) << bob.status() << alice.status();
+  EXPECT_NE(*alice, *bob) << "two users of one host share a uid";
+  EXPECT_EQ(*(*node_b)->UidFor("bob"), *bob);
+  EXPECT_EQ(*(*node_a)->UidFor("alice"), *alice);
+
+  // Tables an older agent kept in its own work dir are merged: the first keeps its uids; where
+  // the second's uid went to another user already, its user gets a new one.
+  const std::string old_a = dir.path() + "/a.json", old_b = dir.path() + "/b.json";
+  std::ofstream(old_a) << R"({"carol": 64000})";
+  std::ofstream(old_b) << R"({"dave": 64000, "erin": 64001})";
+  const std::string merged = dir.path() + "/merged/dynamic-users.json";
+  ASSERT_TRUE(DynamicUsers::Open(merged, DynamicUsers::kDefaultMin, DynamicUsers::kDefaultMax, old_a).ok());
+  auto both = DynamicUsers::Open(merged, DynamicUsers::kDefaultMin, DynamicUsers::kDefaultMax, old_b);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(*(*both)->UidFor("carol"), 64000u);
+  EXPECT_EQ(*(*both)->UidFor("erin"), 64001u);
+  EXPECT_NE(*(*both)->UidFor("dave"), 64000u);
+  EXPECT_TRUE(std::filesystem::exists(old_b + ".merged"));
+  EXPECT_FALSE(std::filesystem::exists(old_b));
 }
 
 TEST(JobSandbox, RunAsMapFile) {

@@ -43,6 +43,7 @@ class OrderStreamsTest : public ::testing::Test {
     ClusterOptions options;
     options.lease_ttl = absl::Seconds(10);
     options.clock = [this] { return now_; };
+    options.monotonic_clock = [this] { return now_ + steady_offset_; };
     state_ = std::make_unique<ClusterState>(options, store_.get(), policy_.get());
     ASSERT_TRUE(state_->Load().ok());
     streams_ = OrderStreams::Start(state_.get());
@@ -110,6 +111,7 @@ class OrderStreamsTest : public ::testing::Test {
 
   testing::TempDir dir_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  absl::Duration steady_offset_;  // the monotonic clock is now_ plus this
   std::unique_ptr<scheduler::Framework> policy_ = scheduler::DefaultFramework();
   std::atomic<bool> disk_fails_{false};
   std::unique_ptr<SqliteStore> store_;

@@ -278,6 +278,24 @@ TEST(RateLimiter, BurstThenRatePerUser) {
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(unlimited.Admit("x").ok());
 }
 
+// Issue 60, item 2: the limiter runs on the monotonic clock by default, and a clock that goes
+// back (the wall clock stepped back an hour, as hetpoold's was under libfaketime) adds no debt:
+// before, every submission after the step was refused "retry in 7172040 ms".
+TEST(RateLimiter, AClockThatGoesBackPutsNoUserInDebt) {
+  absl::Time now = absl::FromUnixSeconds(10'000);
+  RateLimiter limiter(2.0, 3.0, [&now] { return now; });
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(limiter.Admit("alice").ok()) << i;
+  now -= absl::Hours(1);
+  absl::Status over = limiter.Admit("alice");
+  EXPECT_TRUE(absl::StrContains(over.message(), "retry in 500 ms")) << over;
+  now += absl::Milliseconds(500);
+  EXPECT_TRUE(limiter.Admit("alice").ok());
+  // The default clock is the monotonic one.
+  RateLimiter by_default(2.0, 3.0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(by_default.Admit("bob").ok()) << i;
+  EXPECT_FALSE(by_default.Admit("bob").ok());
+}
+
 // --- quotas
 TEST(Quota, CardLimitsBySelectorUserAndGroup) {
   auto table = QuotaTable::Parse(R"({"users": {"alice": {"cards": {"*": 8, "nvidia": 4}, "queued_jobs": 2}},

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/testing/read_file.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::daemon {
@@ -110,6 +111,95 @@ TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
   EXPECT_NE(store.status().message().find("damaged"), absl::string_view::npos) << store.status();
   EXPECT_NE(store.status().message().find("--recover"), absl::string_view::npos) << store.status();
+}
+
+// Changes the first "job-15" key in the root page of the id index to "job-16": every page stays
+// well formed and in order, as after a bad sector inside a key.
+void DamageIdIndexKey(const std::string& path) {
+  int root = 0, page_size = 0;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='sqlite_autoindex_jobs_1'", -1, &stmt,
+                       nullptr);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    root = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    page_size = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+  std::string file = testing::ReadAll(path);
+  const size_t page_at = static_cast<size_t>(root - 1) * page_size;
+  const size_t key = file.find("job-15", page_at);
+  ASSERT_LT(key, page_at + page_size) << "no job-15 key in the index's root page";
+  file[key + 5] = '6';
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << file;
+}
+
+// What SQLite's own quick_check says of the file at `path`.
+std::string QuickCheck(const std::string& path) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &stmt, nullptr);
+  std::string result = sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return result;
+}
+
+// Leaves a WAL beside the store, as a daemon killed with SIGKILL does: a write whose connection
+// closes without checkpointing.
+void LeaveAWal(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  ASSERT_EQ(sqlite3_exec(db, "INSERT OR REPLACE INTO meta (key, value) VALUES ('test', 1)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+}
+
+// Issue 60, item 3: one key of the id index changed in place. quick_check passes it, so before
+// both a start and --recover passed, and the next write of job-15 added a second row for its id.
+// A start after a shutdown that was not clean (a WAL left behind) compares the indexes with their
+// table and refuses; --recover always compares them, and rebuilds the store.
+TEST(SqliteStore, AnIndexKeyDamagedInPlaceIsFoundAndRebuilt) {
+  for (const bool clean_shutdown : {true, false}) {
+    SCOPED_TRACE(clean_shutdown ? "after a clean shutdown" : "after a kill");
+    testing::TempDir dir;
+    const std::string path = dir.path() + "/hetpool.db";
+    {
+      auto store = SqliteStore::Open(path);
+      ASSERT_TRUE(store.ok());
+      for (int i = 1; i <= 30; ++i) ASSERT_TRUE((*store)->PutJob(MakeJob(i, hetpool::v1::JOB_STATE_PENDING)).ok());
+    }
+    DamageIdIndexKey(path);
+    ASSERT_EQ(QuickCheck(path), "ok") << "the damage is not of the kind quick_check misses";
+    if (!clean_shutdown) {
+      LeaveAWal(path);
+      auto refused = SqliteStore::Open(path);
+      ASSERT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+      EXPECT_TRUE(absl::StrContains(refused.status().message(), "--recover")) << refused.status();
+    }
+    auto checked = SqliteStore::Open(path, SqliteStore::OpenOptions{.check_indexes = true});
+    ASSERT_TRUE(absl::IsFailedPrecondition(checked.status())) << "--recover's check passed a damaged index";
+    EXPECT_TRUE(absl::StrContains(checked.status().message(), "damaged")) << checked.status();
+
+    auto report = RecoverSqliteStore(path, /*seq_floor=*/0);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->jobs, 30u);
+    auto store = SqliteStore::Open(path, SqliteStore::OpenOptions{.check_indexes = true});
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutJob(MakeJob(15, hetpool::v1::JOB_STATE_RUNNING)).ok());
+    auto rows = (*store)->LoadJobRows();
+    ASSERT_TRUE(rows.ok());
+    EXPECT_EQ(rows->size(), 30u) << "a write added a second row for an id";
+  }
 }
 
 TEST(SqliteRecovery, RebuildsFromTheReadableRowsAndKeepsTheDamagedFile) {
@@ -334,27 +424,54 @@ TEST_P(DamagedWal, IsRefusedAndRecoverKeepsEveryAcknowledgedId) {
     std::fstream file(wal, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(static_cast<std::streamoff>(size / 3));
     file.write("\xde\xad\xbe\xef\xde\xad\xbe\xef\xde\xad\xbe\xef\xde\xad\xbe\xef", 16);
+  } else if (GetParam() == "frame_checksum") {
+    // The stored checksum of a frame a third of the way in (32-byte log header, frames of a
+    // 24-byte header and a 4096-byte page), its page whole.
+    constexpr std::streamoff kFrame = 24 + 4096;
+    std::fstream file(wal, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(32 + (static_cast<std::streamoff>(size) - 32) / kFrame / 3 * kFrame + 16);
+    file.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
   } else {
     std::filesystem::resize_file(wal, size / 2);
   }
-  auto refused = SqliteStore::Open(path);
-  ASSERT_TRUE(absl::IsFailedPrecondition(refused.status())) << "a damaged WAL was loaded: " << refused.status();
-  EXPECT_NE(refused.status().message().find(wal), absl::string_view::npos) << refused.status();
-  EXPECT_NE(refused.status().message().find("--recover"), absl::string_view::npos) << refused.status();
-  EXPECT_NE(refused.status().message().find("up to 50 were acknowledged"), absl::string_view::npos) << refused.status();
+  const std::string wal_before = testing::ReadAll(wal);
+  const std::string db_before = testing::ReadAll(path);
+  for (int start = 0; start < 2; ++start) {  // a start refused twice, as a restart loop would
+    auto refused = SqliteStore::Open(path);
+    ASSERT_TRUE(absl::IsFailedPrecondition(refused.status())) << "a damaged WAL was loaded: " << refused.status();
+    EXPECT_NE(refused.status().message().find(wal), absl::string_view::npos) << refused.status();
+    EXPECT_NE(refused.status().message().find("--recover"), absl::string_view::npos) << refused.status();
+    EXPECT_NE(refused.status().message().find("up to 50 were acknowledged"), absl::string_view::npos)
+        << refused.status();
+  }
+  // Issue 60, item 1: the refused starts checkpointed the WAL's readable part into the database
+  // and deleted the WAL, and with it the 36 acknowledged jobs in the frames past the flip.
+  EXPECT_EQ(testing::ReadAll(wal), wal_before) << "a refused start changed the WAL";
+  EXPECT_EQ(testing::ReadAll(path), db_before) << "a refused start wrote into the database";
 
   auto report = RecoverSqliteStore(path, /*seq_floor=*/0);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_GT(report->jobs, 0u);
-  EXPECT_LT(report->jobs, 50u);
   EXPECT_EQ(report->highest_job_seq, 50u);
+  EXPECT_EQ(testing::ReadAll(report->damaged_copy + "-wal"), wal_before) << "the damaged WAL is not kept whole";
+  if (GetParam() != "truncated") {
+    // Every frame past the damaged one is intact and read: all 50 come back.
+    EXPECT_EQ(report->wal.damaged, 1u);
+    EXPECT_GT(report->wal.past_first_damage, 0u);
+    EXPECT_EQ(report->jobs, 50u);
+  } else {
+    EXPECT_GT(report->jobs, 0u);
+    EXPECT_LT(report->jobs, 50u);
+  }
   auto store = SqliteStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(*(*store)->HighestJobSeq(), 50u) << "the next job would reuse an acknowledged id";
-  EXPECT_TRUE(std::filesystem::exists(report->damaged_copy + "-wal"));
+  auto rows = (*store)->LoadJobRows();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->size(), report->jobs);
+  EXPECT_FALSE(std::filesystem::exists(report->damaged_copy + "-frames")) << "the derived image is left behind";
 }
 
-INSTANTIATE_TEST_SUITE_P(SqliteStore, DamagedWal, ::testing::Values("flipped", "truncated"),
+INSTANTIATE_TEST_SUITE_P(SqliteStore, DamagedWal, ::testing::Values("flipped", "frame_checksum", "truncated"),
                          [](const ::testing::TestParamInfo<std::string>& damage) { return damage.param; });
 
 // Many callers at once (the daemon's RPC threads): each Sync returns only once a flush that

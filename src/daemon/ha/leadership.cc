@@ -1,6 +1,7 @@
 #include "src/daemon/ha/leadership.h"
 
 #include "absl/strings/str_cat.h"
+#include "src/common/monotonic_clock.h"
 #include "spdlog/spdlog.h"
 
 namespace hetpool::daemon {
@@ -22,26 +23,21 @@ void Leadership::Resign() {
   if (thread_.joinable()) thread_.join();
   leader_ = false;
   if (lease_ != 0) {
-    etcdserverpb::LeaseRevokeRequest req;
-    req.set_id(lease_);
-    etcdserverpb::LeaseRevokeResponse resp;
-    endpoints_.Call(options_.ttl / 2, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
-      return etcdserverpb::Lease::NewStub(ch)->LeaseRevoke(&ctx, req, &resp);
-    });
+    RevokeLease(lease_);
     lease_ = 0;
   }
 }
 
 std::string Leadership::Leader() const {
   absl::MutexLock lock(&mu_);
-  if (absl::Now() - etcd_answered_ > options_.ttl) return "";
+  if (MonotonicNow() - etcd_answered_ > options_.ttl) return "";
   return leader_address_;
 }
 
 std::string Leadership::NoLeaderReason() const {
   absl::MutexLock lock(&mu_);
   if (etcd_answered_ == absl::InfinitePast()) return "no leader is elected yet";
-  const absl::Duration silent = absl::Now() - etcd_answered_;
+  const absl::Duration silent = MonotonicNow() - etcd_answered_;
   if (silent <= options_.ttl) return "no leader is elected yet";
   return absl::StrCat("no leader is known: etcd has not answered this replica for ",
                       absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1))), " (no quorum?)");
@@ -66,7 +62,7 @@ void Leadership::Step() {
     });
     if (!s.ok() || resp.id() == 0) return;
     lease_ = resp.id();
-    last_renewed_ = absl::Now();
+    last_renewed_ = MonotonicNow();
   } else {
     // Renew: one keep-alive round trip on a short stream.
     etcdserverpb::LeaseKeepAliveRequest req;
@@ -81,8 +77,8 @@ void Leadership::Step() {
       return stream->Finish();
     });
     if (renewed) {
-      last_renewed_ = absl::Now();
-    } else if (absl::Now() - last_renewed_ >= options_.ttl) {
+      last_renewed_ = MonotonicNow();
+    } else if (MonotonicNow() - last_renewed_ >= options_.ttl) {
       // The lease has lapsed (or etcd is out of reach for a whole lease): whatever we held is gone.
       spdlog::warn("leader lease {} lapsed", lease_);
       lease_ = 0;
@@ -93,7 +89,20 @@ void Leadership::Step() {
       return;
     }
   }
-  // Campaign: create the key with our lease unless it exists; either way learn who leads.
+  Campaign(/*may_take_over=*/true);
+}
+
+void Leadership::RevokeLease(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  etcdserverpb::LeaseRevokeResponse resp;
+  endpoints_.Call(options_.ttl / 2, [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext& ctx) {
+    return etcdserverpb::Lease::NewStub(ch)->LeaseRevoke(&ctx, req, &resp);
+  });
+}
+
+void Leadership::Campaign(bool may_take_over) {
+  // Create the key with our lease unless it exists; either way learn who leads.
   etcdserverpb::TxnRequest txn;
   auto* cmp = txn.add_compare();
   cmp->set_key(options_.key);
@@ -126,9 +135,22 @@ void Leadership::Step() {
   {
     absl::MutexLock lock(&mu_);
     leader_address_ = holder;
-    etcd_answered_ = absl::Now();
+    etcd_answered_ = MonotonicNow();
   }
   const bool ours = holder_lease == lease_ && holder == options_.self;
+  if (!ours && holder == options_.self && holder_lease != 0 && may_take_over) {
+    // The key names this replica's own address under another lease: its predecessor's, killed or
+    // hung before it could resign. This process has bound that address (reuse of the port is off,
+    // daemon_server.cc), so no other live replica serves there. Revoking the old lease ends the
+    // old key at once instead of a whole lease later (meanwhile this replica answered "not the
+    // leader; the leader is at" itself); a predecessor still alive finds its lease gone and
+    // stops, and its writes carry the old fencing revision, which etcd refuses from now on.
+    spdlog::warn("the leader key names this replica's address {} under lease {}, not this process's: its "
+                 "predecessor's; revoking it to lead at once", holder, holder_lease);
+    RevokeLease(holder_lease);
+    Campaign(/*may_take_over=*/false);
+    return;
+  }
   if (ours && !leader_.load()) {
     fencing_revision_ = create_revision;
     leader_ = true;

@@ -49,7 +49,12 @@ class Leadership {
  private:
   explicit Leadership(Options options);
   void Run();
+  // Renews (or takes) this replica's lease, then campaigns.
   void Step();
+  // Creates the leader key unless it exists, and learns who leads. `may_take_over`: a key naming
+  // this replica's own address under a predecessor's lease is revoked and the campaign run again.
+  void Campaign(bool may_take_over);
+  void RevokeLease(int64_t lease);
 
   Options options_;
   EtcdEndpoints endpoints_;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/common/monotonic_clock.h"
 #include "src/common/token_bucket.h"
 
 namespace hetpool::daemon {
@@ -17,7 +18,9 @@ namespace hetpool::daemon {
 class RateLimiter {
  public:
   // rate <= 0: unlimited.
-  RateLimiter(double rate, double burst, std::function<absl::Time()> clock = [] { return absl::Now(); });
+  // `clock` runs deadlines (src/common/monotonic_clock.h): retry times must not follow steps of
+  // the wall clock.
+  RateLimiter(double rate, double burst, std::function<absl::Time()> clock = MonotonicNow);
   absl::Status Admit(const std::string& user);
 
  private:

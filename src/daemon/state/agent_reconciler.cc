@@ -362,10 +362,10 @@ void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& 
 absl::Time AgentReconciler::ExpireLeases(absl::Time now) {
   absl::Time next = absl::InfiniteFuture();
   for (auto& [name, node] : nodes_.entries()) {
-    const absl::Duration silent = now - node.last_heartbeat;
+    const absl::Duration silent = now - node.lease_renewed_at;
     if (!node.ready && node.claims.empty()) continue;
     if (silent <= leases_.lease_ttl) {
-      next = std::min(next, node.last_heartbeat + leases_.lease_ttl);
+      next = std::min(next, node.lease_renewed_at + leases_.lease_ttl);
       continue;
     }
     // Past the lease: no new work, and the agent must register again and report what still runs.
@@ -379,7 +379,7 @@ absl::Time AgentReconciler::ExpireLeases(absl::Time now) {
     // (they stop them at the grace after their last answer, which came before this node's last
     // heartbeat): only now may the jobs run elsewhere.
     if (silent <= leases_.lease_ttl + leases_.orphan_grace) {
-      next = std::min(next, node.last_heartbeat + leases_.lease_ttl + leases_.orphan_grace);
+      next = std::min(next, node.lease_renewed_at + leases_.lease_ttl + leases_.orphan_grace);
       continue;
     }
     std::vector<JobGen> lost;

@@ -36,7 +36,8 @@ class AgentReconciler {
   // Nodes silent past the lease become NotReady; past the orphan grace too, their jobs are
   // restarted elsewhere or fail. Returns when the next lease or grace can lapse at the earliest
   // (a heartbeat only moves a node's later; a registration's comes a lease after it):
-  // InfiniteFuture when no node has one to lapse.
+  // InfiniteFuture when no node has one to lapse. `now` and the answer are on the monotonic
+  // clock, as each node's lease_renewed_at is.
   absl::Time ExpireLeases(absl::Time now);
   // Orders every node running a claim of the job's current generation to stop it, with `reason`,
   // SIGKILL following SIGTERM after `grace` (zero: the agent's --kill-grace).

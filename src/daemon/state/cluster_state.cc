@@ -68,7 +68,7 @@ absl::Status ClusterState::Load() {
   const absl::Time read = absl::Now();
   absl::MutexLock lock(&mu_);
   const absl::Time now = Now();
-  nodes_.Load(*std::move(nodes), now);
+  nodes_.Load(*std::move(nodes), now, SteadyNow());
   jobs_.Load(*std::move(jobs), *highest_seq);
   // Jobs that were running keep their claims, so their processes are re-adopted when their
   // agents register again.
@@ -140,7 +140,7 @@ void ClusterState::Tick() {
   {
     absl::MutexLock lock(&mu_);
     ReloadQueues();
-    if (const absl::Time now = Now(); now >= next_lease_check_) {
+    if (const absl::Time now = SteadyNow(); now >= next_lease_check_) {
       next_lease_check_ = std::max(reconciler_.ExpireLeases(now), now + kLeaseCheckEvery);
     }
     cycle_.Run(Now());
@@ -153,12 +153,12 @@ void ClusterState::Tick() {
 
 std::vector<JobTable::Retiring> ClusterState::DueForRetirement() {
   if (options_.retain_finished <= absl::ZeroDuration()) return {};
-  const absl::Time now = Now();
-  if (now < next_retention_sweep_) return {};
-  // A bounded batch per tick: a large backlog goes in steps between scheduling passes.
+  if (SteadyNow() < next_retention_sweep_) return {};
+  // A bounded batch per tick: a large backlog goes in steps between scheduling passes. Jobs are
+  // old by their stamps (wall time); the sweeps are paced on the monotonic clock.
   constexpr size_t kRetireBatch = 500;
-  std::vector<JobTable::Retiring> batch = jobs_.FinishedBefore(now - options_.retain_finished, kRetireBatch);
-  if (batch.size() < kRetireBatch) next_retention_sweep_ = now + absl::Minutes(1);  // none left for now
+  std::vector<JobTable::Retiring> batch = jobs_.FinishedBefore(Now() - options_.retain_finished, kRetireBatch);
+  if (batch.size() < kRetireBatch) next_retention_sweep_ = SteadyNow() + absl::Minutes(1);  // none left for now
   return batch;
 }
 
@@ -171,14 +171,14 @@ void ClusterState::Retire(const std::vector<JobTable::Retiring>& batch) {
     spdlog::error("retention: {} finished jobs stay live, the store did not take them: {}", batch.size(),
                   std::string(s.message()));
     absl::MutexLock lock(&mu_);
-    next_retention_sweep_ = Now() + absl::Minutes(1);
+    next_retention_sweep_ = SteadyNow() + absl::Minutes(1);
     return;
   }
   bool backlog_done = false;
   {
     absl::MutexLock lock(&mu_);
     jobs_.Forget(batch);
-    backlog_done = Now() < next_retention_sweep_;
+    backlog_done = SteadyNow() < next_retention_sweep_;
   }
   spdlog::info("retention: {} jobs that ended over {} ago {} (oldest {})", batch.size(),
                absl::FormatDuration(options_.retain_finished), options_.archive_finished ? "archived" : "dropped",

@@ -37,6 +37,7 @@
 #include "src/daemon/state/claim_ledger.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
+#include "src/common/monotonic_clock.h"
 #include "src/common/watched_file.h"
 #include "src/daemon/sharing/fair_share.h"
 #include "src/daemon/state/pool_snapshot.h"
@@ -70,7 +71,11 @@ struct ClusterOptions {
   bool metax_cuda_translation = false;  // a CUDA translation layer (cu-bridge) is installed on MetaX nodes
   // --prices: the MFU each class reaches, by which a job across vendors' batch is split.
   planner::PriceTable prices;
+  // Stamps people read (a job's times, its events, a node's last heartbeat as shown).
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Deadlines: leases and their grace, waits, pacing (src/common/monotonic_clock.h). Tests that
+  // move `clock` move this too, and step one without the other.
+  std::function<absl::Time()> monotonic_clock = MonotonicNow;
   std::shared_ptr<const QuotaTable> quotas;  // null: no quotas
   // Fair-share queues (docs/sharing.md): the config, and the file it was read from and is read
   // again from when it changes (nullopt: never re-read). No config: the policy's order alone.
@@ -111,10 +116,10 @@ class ClusterState {
   absl::StatusOr<pb::Job> GetJob(const std::string& id) const;
   absl::StatusOr<pb::ListJobsResponse> ListJobs(const pb::ListJobsRequest& request) const;
   absl::StatusOr<pb::Job> Cancel(const std::string& id, const std::string& reason);
-  // Returns the job once its change counter passes `after_version`, or at `deadline` (then the
-  // current snapshot). The pair's second member is the counter to pass next time.
+  // Returns the job once its change counter passes `after_version`, or after `patience` (then
+  // the current snapshot). The pair's second member is the counter to pass next time.
   absl::StatusOr<std::pair<pb::Job, uint64_t>> WaitJob(const std::string& id, uint64_t after_version,
-                                                       absl::Time deadline) const;
+                                                       absl::Duration patience) const;
 
   // --- AgentService
   absl::StatusOr<pb::RegisterResponse> Register(const pb::RegisterRequest& request);
@@ -158,6 +163,7 @@ class ClusterState {
 
  private:
   absl::Time Now() const { return options_.clock(); }
+  absl::Time SteadyNow() const { return options_.monotonic_clock(); }  // for deadlines alone
   // A changed --queues file: new weights and entitlements (an invalid one keeps the last good).
   void ReloadQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retention: moves a bounded batch of finished jobs past --retain-finished into the store's

@@ -16,11 +16,11 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   if (!inventory.ok()) return inventory.status();
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("hetpoold is shutting down");
-  const absl::Time now = Now();
-  NodeEntry& node = nodes_.Register(req, *std::move(inventory), now);
+  const absl::Time lease_from = SteadyNow();
+  NodeEntry& node = nodes_.Register(req, *std::move(inventory), Now(), lease_from);
   nodes_.SetFault(node, req.fault());
   // The leases are next looked at when the earliest can lapse; this one's may be the earliest.
-  next_lease_check_ = std::min(next_lease_check_, now + options_.lease_ttl);
+  next_lease_check_ = std::min(next_lease_check_, lease_from + options_.lease_ttl);
   reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/true);
   nodes_.BumpOrders(node);
   wakeups_.CapacityChanged();
@@ -126,6 +126,7 @@ absl::Status ClusterState::ApplyHeartbeat(QueuedHeartbeat& heartbeat) {
   NodeEntry& node = **session;
   if (heartbeat.inventory) nodes_.UpdateInventory(node, req.inventory(), *std::move(heartbeat.inventory));
   node.last_heartbeat = Now();
+  node.lease_renewed_at = SteadyNow();
   node.applied_version = std::min(req.applied_orders_version(), node.orders_version);
   nodes_.SetFault(node, req.fault());
   if (req.draining()) {

@@ -104,15 +104,19 @@ absl::StatusOr<pb::Job> ClusterState::Cancel(const std::string& id, const std::s
 }
 
 absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::string& id, uint64_t after_version,
-                                                                   absl::Time deadline) const {
+                                                                   absl::Duration patience) const {
   absl::MutexLock lock(&mu_);
+  // On the monotonic clock, and waited for as a timeout: absl's WaitWithDeadline reads the wall
+  // clock, so a step back would stretch the wait by the step.
+  const absl::Time deadline = SteadyNow() + patience;
   while (true) {
     const JobEntry* entry = jobs_.Find(id);
     if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
-    if (entry->version > after_version || stopping_ || Now() >= deadline) {
+    const absl::Time now = SteadyNow();
+    if (entry->version > after_version || stopping_ || now >= deadline) {
       return std::make_pair(entry->Copy(), entry->version);
     }
-    changed_.WaitWithDeadline(&mu_, deadline);
+    changed_.WaitWithTimeout(&mu_, deadline - now);
   }
 }
 

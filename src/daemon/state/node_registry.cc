@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<StoredNode>> DecodeStoredNodes(std::vector<StoredRow>
   });
 }
 
-void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
+void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now, absl::Time lease_from) {
   const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
   for (auto& [record, row, inventory] : stored) {
     if (!inventory.ok()) {
@@ -106,7 +106,8 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now) {
     node.inventory = *std::move(inventory);
     node.inventory_revision = ++last_inventory_revision_;
     node.ready = false;
-    node.last_heartbeat = now;  // one lease of grace to re-register
+    node.last_heartbeat = now;
+    node.lease_renewed_at = lease_from;  // one lease of grace to re-register
     node.orders_version = version_base;
     NoteViewChange(node);
   }
@@ -163,7 +164,8 @@ const NodeEntry* NodeRegistry::Find(const std::string& name) const {
   return it == nodes_.end() ? nullptr : &it->second;
 }
 
-NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory inventory, absl::Time now) {
+NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory inventory, absl::Time now,
+                                  absl::Time lease_from) {
   const bool known = nodes_.contains(req.node_name());
   NodeEntry& node = Emplace(req.node_name());
   if (!known) {
@@ -192,6 +194,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   node.ready = true;
   NoteViewChange(node);
   node.last_heartbeat = now;
+  node.lease_renewed_at = lease_from;
   node.applied_version = 0;
   if (orders_listener_) orders_listener_(node.record.name());
   if (unchanged) return node;

@@ -44,7 +44,8 @@ struct NodeEntry {
   uint64_t inventory_revision = 0;
   std::string session_id;
   bool ready = false;
-  absl::Time last_heartbeat;
+  absl::Time last_heartbeat;    // wall time, shown to people
+  absl::Time lease_renewed_at;  // the same moment on the monotonic clock: what the lease runs on
   uint64_t orders_version = 0;    // bumped whenever what the node should run changes
   uint64_t applied_version = 0;   // the orders version the agent last said it acted on
   Claims claims;
@@ -89,10 +90,11 @@ class NodeRegistry {
   // told to `listener` from then on.
   void WatchOrders(OrdersListener listener) { orders_listener_ = std::move(listener); }
 
-  // The stored nodes (DecodeStoredNodes), NotReady with one lease of grace from `now` to
-  // register again. Orders versions start at `now` in microseconds, above anything an earlier
-  // daemon handed out.
-  void Load(std::vector<StoredNode> stored, absl::Time now);
+  // The stored nodes (DecodeStoredNodes), NotReady with one lease of grace from `lease_from`
+  // (the monotonic clock's now) to register again. Orders versions start at `now` (wall time) in
+  // microseconds, above anything an earlier daemon handed out. Without `lease_from`: `now`.
+  void Load(std::vector<StoredNode> stored, absl::Time now, absl::Time lease_from);
+  void Load(std::vector<StoredNode> stored, absl::Time now) { Load(std::move(stored), now, now); }
 
   NodeEntry* Find(const std::string& name);
   const NodeEntry* Find(const std::string& name) const;
@@ -125,7 +127,13 @@ class NodeRegistry {
   // A registration (already validated): the node is created or updated, gets a new session and
   // is Ready. Its claims (running jobs) are left as they are. The record is stored; a failed
   // write is logged, and the agent's next registration writes it again.
-  NodeEntry& Register(const pb::RegisterRequest& request, NodeInventory inventory, absl::Time now);
+  // `now` stamps it (wall time); its lease runs from `lease_from` (the monotonic clock's now;
+  // without it, `now`).
+  NodeEntry& Register(const pb::RegisterRequest& request, NodeInventory inventory, absl::Time now,
+                      absl::Time lease_from);
+  NodeEntry& Register(const pb::RegisterRequest& request, NodeInventory inventory, absl::Time now) {
+    return Register(request, std::move(inventory), now, now);
+  }
   // The node of a live session, or NOT_FOUND telling the agent to register again.
   absl::StatusOr<NodeEntry*> Session(const std::string& node, const std::string& session);
   absl::Status CheckSession(const std::string& node, const std::string& session) const;

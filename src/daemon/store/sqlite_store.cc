@@ -71,10 +71,17 @@ uint64_t HighestSubmitSeq(const std::vector<hetpool::v1::Job>& jobs) {
   return highest;
 }
 
-// Runs `PRAGMA quick_check(table)` on `db`: "" when the table and its indexes are whole, else what
-// SQLite found (the first few problems).
-std::string TableProblems(sqlite3* db, const char* table) {
-  Statement check(db, absl::StrCat("PRAGMA quick_check(", table, ")").c_str());
+// How closely TableProblems looks: the pages alone (quick_check: every page of the table and its
+// indexes is well formed), or also every index entry against its row (integrity_check: an index
+// damaged in place, which quick_check passes, would let the next write add a second row for an
+// id that exists).
+enum class Check { kPages, kIndexes };
+
+// Runs `PRAGMA quick_check(table)` or `integrity_check(table)` on `db`: "" when the table and
+// its indexes are whole, else what SQLite found (the first few problems).
+std::string TableProblems(sqlite3* db, const char* table, Check how = Check::kPages) {
+  Statement check(db, absl::StrCat("PRAGMA ", how == Check::kPages ? "quick_check(" : "integrity_check(", table, ")")
+                          .c_str());
   if (!check.ok()) return absl::StrCat(table, ": ", sqlite3_errmsg(db));
   std::string problems;
   int rc;
@@ -111,11 +118,16 @@ absl::Status Damaged(const std::string& path, const std::string& problems, absl:
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
-  return Open(path, [](int fd) { return ::fdatasync(fd); });
+  return Open(path, OpenOptions{});
 }
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
                                                                std::function<int(int)> flush) {
+  return Open(path, OpenOptions{.flush = std::move(flush)});
+}
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path, OpenOptions options) {
+  if (!options.flush) options.flush = [](int fd) { return ::fdatasync(fd); };
   // SQLite takes a zero-length file for a new database and would start an empty pool on it. A
   // store hetpoold wrote is never empty (unless its pages are all still in the WAL), so such a
   // file is a truncated one: refuse rather than forget every job.
@@ -127,6 +139,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
               "hetpoold with --recover (keeps the file, starts an empty store whose job ids continue above the old "
               "ones; docs/reliability.md)"));
   }
+  // A clean close checkpoints the WAL into the database and removes it: a WAL left behind means
+  // the daemon was killed or the machine stopped, and the indexes are compared with their tables.
+  const bool unclean = std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0;
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
@@ -134,7 +149,17 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3_close(db);
     return absl::UnavailableError(absl::StrCat("open ", path, ": ", message));
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path, std::move(flush)));
+  // Until the checks below pass, closing must not checkpoint. SQLite reads a WAL up to its first
+  // frame that fails its checksum; the last connection's close would copy those frames into the
+  // database and delete the WAL, and with it every acknowledged job in the frames past the bad
+  // one (issue 60: a refused start left 14 of 50). Nothing here writes before the checks either:
+  // the CREATE ... IF NOT EXISTS below change nothing in a store that has its tables.
+  if (sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr) != SQLITE_OK) {
+    std::string message = sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return absl::InternalError(absl::StrCat("open ", path, ": cannot keep the WAL on close: ", message));
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path, std::move(options.flush)));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 5000);
   // WAL keeps readers off the writer's path. synchronous=NORMAL: a commit writes the WAL without
@@ -165,7 +190,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   }
   // A damaged page (an index, a table) would load part of the jobs and then hand out their ids
   // again: check the whole file before trusting any of it.
-  if (auto s = store->CheckIntegrity(path); !s.ok()) return s;
+  if (auto s = store->CheckIntegrity(path, options.check_indexes || unclean); !s.ok()) return s;
   if (auto s = store->CheckAcknowledged(); !s.ok()) return s;
   Statement version(db, "PRAGMA user_version");
   if (!version.ok() || sqlite3_step(version.get()) != SQLITE_ROW) return store->Error("read schema version");
@@ -173,6 +198,10 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   if (found > kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " has schema version ", found, "; this hetpoold understands up to ", kSchemaVersion));
+  }
+  // Checked: from here a close checkpoints again (a clean stop leaves no WAL behind).
+  if (sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr) != SQLITE_OK) {
+    return store->Error("checkpoint on close");
   }
   if (auto s = store->Exec("PRAGMA user_version=1"); !s.ok()) return s;
   return store;
@@ -242,19 +271,19 @@ absl::Status SqliteStore::WriteAcked(uint64_t seq) {
   return absl::OkStatus();
 }
 
-absl::Status SqliteStore::CheckIntegrity(const std::string& path) {
+absl::Status SqliteStore::CheckIntegrity(const std::string& path, bool check_indexes) {
   // The tables a start reads. The archive (finished jobs past retention, most of a large store's
   // file) is checked apart, after the daemon serves (CheckArchive): a start never walks it.
   std::string problems;
   for (const char* table : {"jobs", "nodes", "meta"}) {
-    const std::string found = TableProblems(db_, table);
+    const std::string found = TableProblems(db_, table, check_indexes ? Check::kIndexes : Check::kPages);
     if (!found.empty()) absl::StrAppend(&problems, problems.empty() ? "" : "; ", found);
   }
   if (problems.empty()) return absl::OkStatus();
   return Damaged(path, problems, "hetpoold will not start on it");
 }
 
-absl::Status SqliteStore::CheckArchive() {
+absl::Status SqliteStore::CheckArchive(bool check_indexes) {
   // Its own read-only connection: in WAL mode it reads beside the writer, so a check of a large
   // archive holds up no submission.
   sqlite3* db = nullptr;
@@ -271,7 +300,8 @@ absl::Status SqliteStore::CheckArchive() {
     }
     check_db_ = db;
   }
-  const std::string problems = TableProblems(db, "archived_jobs");
+  const std::string problems =
+      TableProblems(db, "archived_jobs", check_indexes ? Check::kIndexes : Check::kPages);
   {
     absl::MutexLock lock(&check_mu_);
     check_db_ = nullptr;

@@ -29,21 +29,32 @@ namespace hetpool::daemon {
 
 class SqliteStore : public Store {
  public:
+  struct OpenOptions {
+    // Flushes the WAL file (fdatasync's contract: 0, or -1 and errno): tests make a disk that fails.
+    std::function<int(int)> flush;
+    // Compare every index of the tables a start reads with its table (PRAGMA integrity_check),
+    // not only the pages (quick_check): --recover does. A start does it on its own when the last
+    // shutdown was not clean (a WAL file was left: a clean close checkpoints and removes it).
+    bool check_indexes = false;
+  };
   // Opens (creating if needed) `path`, e.g. DATA_DIR/hetpool.db.
   // FAILED_PRECONDITION naming the file when the tables a start reads are damaged (PRAGMA
-  // quick_check of the live jobs, nodes and meta rows), the file is truncated to nothing, or it
-  // lacks jobs that were acknowledged (PATH-acked is above its highest job number): a damaged
-  // store is never loaded in part. The archive is not read here (CheckArchive).
+  // quick_check of the live jobs, nodes and meta rows; integrity_check, indexes against their
+  // tables, as OpenOptions says), the file is truncated to nothing, or it lacks jobs that were
+  // acknowledged (PATH-acked is above its highest job number): a damaged store is never loaded
+  // in part. A refused store is left as it was found: until every check has passed, closing the
+  // connection does not checkpoint, so the WAL and every frame in it stay for --recover. The
+  // archive is not read here (CheckArchive).
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
-  // The same, flushing the WAL file with `flush` (fdatasync's contract: 0, or -1 and errno):
-  // tests make a disk that fails.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, std::function<int(int)> flush);
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, OpenOptions options);
   ~SqliteStore() override;
 
-  // Checks the archive (PRAGMA quick_check of archived_jobs) on its own read-only connection.
-  // FAILED_PRECONDITION naming the file and --recover when it is damaged; from then on
-  // ArchiveJobs refuses (finished jobs stay live) and archive reads answer what SQLite can read.
-  absl::Status CheckArchive();
+  // Checks the archive (PRAGMA quick_check of archived_jobs; integrity_check with
+  // `check_indexes`) on its own read-only connection. FAILED_PRECONDITION naming the file and
+  // --recover when it is damaged; from then on ArchiveJobs refuses (finished jobs stay live) and
+  // archive reads answer what SQLite can read.
+  absl::Status CheckArchive(bool check_indexes = false);
   // CheckArchive on a thread of the store's, its finding logged; the destructor interrupts it.
   void CheckArchiveInBackground();
 
@@ -89,7 +100,7 @@ class SqliteStore : public Store {
   // Refuses writes once a flush failed (Sync).
   absl::Status Writable() const;
   absl::Status FlushWal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_mu_);
-  absl::Status CheckIntegrity(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckIntegrity(const std::string& path, bool check_indexes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpsertNode(const hetpool::v1::Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RaiseHighestJobSeqLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> HighestJobSeqLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
