@@ -24,7 +24,11 @@ constexpr const char* kMpsPipeDirectory = "/tmp/nvidia-mps";
 
 bool UnderTmp(const std::string& path) { return path == "/tmp" || absl::StartsWith(path, "/tmp/"); }
 
-PrivateTmp::PrivateTmp(const std::vector<std::string>& keep) {
+PrivateTmp::PrivateTmp(const std::vector<std::string>& keep, bool private_shm, uint64_t shm_mib) {
+  std::error_code shm_ec;
+  private_shm_ = private_shm && fs::is_directory("/dev/shm", shm_ec);
+  const std::string shm = shm_mib > 0 ? absl::StrCat("mode=1777,size=", shm_mib, "m") : "mode=1777";
+  shm.copy(shm_options_, sizeof(shm_options_) - 1);
   std::set<std::string> wanted;
   std::vector<std::string> candidates = keep;
   candidates.push_back(kMpsPipeDirectory);
@@ -88,6 +92,7 @@ int PrivateTmp::EnterInChild() {
     if (mount(bind.source, bind.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
     close(bind.fd);
   }
+  if (private_shm_ && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, shm_options_) != 0) return errno;
   return 0;
 }
 

@@ -232,7 +232,9 @@ void Runner::Start(const LaunchSpec& spec) {
   const ExecArgs exec(exec_argv, exec_env);
   // What the job keeps in view of the host's /tmp, worked out before fork.
   std::unique_ptr<PrivateTmp> private_tmp;
-  if (spec.private_tmp && !in_image) private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp);
+  if (spec.private_tmp && !in_image) {
+    private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp, spec.private_shm, spec.limits.memory_mib);
+  }
 
   // pipe_fds: the child's report of why it could not exec (closed by a successful exec).
   // go_fds: the parent's word that the group is in the ledger; the child execs nothing before

@@ -47,6 +47,8 @@ struct LaunchSpec {
   // A /tmp of its own (private_tmp.h), keeping these paths of the host's /tmp in view.
   bool private_tmp = false;
   std::vector<std::string> keep_in_tmp;
+  // With private_tmp, a /dev/shm of its own too (private_tmp.h), sized by limits.memory_mib.
+  bool private_shm = false;
   std::string user;  // the hetpool user who owns the job
   // In a container image: the run, less what Start fills in (the cgroup parent, the env file).
   // The runtime is exec'd as root and the container runs as run_as; argv above is its command.

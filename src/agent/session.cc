@@ -294,6 +294,8 @@ LaunchSpec Session::ToLaunchSpec(const pb::LaunchOrder& order) const {
     spec.private_tmp = true;
     spec.keep_in_tmp = options_.sandbox.job_dirs;
     spec.keep_in_tmp.push_back(run_dir);
+    // A job on an MPS-shared card meets its MPS server's shared memory in the host's /dev/shm.
+    spec.private_shm = plan.env().count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == 0;
   }
   if (auto dir = ResolveWorkingDir(plan.working_dir(), options_.sandbox.job_dirs); dir.ok()) {
     spec.working_dir = *dir;

@@ -3,6 +3,7 @@
 // Skipped, saying so, where the test cannot make mount namespaces (not root).
 #include "src/agent/private_tmp.h"
 
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,42 @@ TEST(PrivateTmp, AJobSeesItsOwnTmpAndWhatItKeepsAndLeavesNothingOnTheHost) {
   EXPECT_TRUE(fs::exists(kept / "from-job"));
   fs::remove_all(kept);
   fs::remove(hidden);
+}
+
+// Issue 60, item 5: /dev/shm was the host's, shared by every job and outliving them all (a file
+// bob's job wrote there was readable by alice's and stayed in RAM). A job's /dev/shm is its own,
+// sized by its memory limit, and gone with it.
+TEST(PrivateTmp, AJobHasADevShmOfItsOwnSizedByItsMemory) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: no mount namespace can be made";
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "this host has no /dev/shm";
+  const fs::path host_file = absl::StrCat("/dev/shm/hetpool-shm-host-", getpid());
+  const fs::path job_file = absl::StrCat("/dev/shm/hetpool-shm-job-", getpid());
+  std::ofstream(host_file) << "another job's secret";
+  PrivateTmp plan({}, /*private_shm=*/true, /*shm_mib=*/64);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (plan.EnterInChild() != 0) _exit(10);
+    if (fs::exists(host_file)) _exit(11);  // the host's /dev/shm is out of view
+    std::ofstream(job_file) << "mine";
+    if (!fs::exists(job_file)) _exit(12);  // its own is writable
+    struct statvfs shm {};
+    if (statvfs("/dev/shm", &shm) != 0) _exit(13);
+    if (shm.f_blocks * shm.f_frsize != 64ull << 20) _exit(14);  // sized by its memory
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(fs::exists(job_file)) << "what the job wrote in /dev/shm outlived it on the host";
+
+  // A job on an MPS-shared card keeps the host's: its MPS server's shared memory is there.
+  PrivateTmp shared({}, /*private_shm=*/false);
+  const pid_t mps = fork();
+  if (mps == 0) _exit(shared.EnterInChild() == 0 && fs::exists(host_file) ? 0 : 10);
+  ASSERT_EQ(waitpid(mps, &status, 0), mps);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  fs::remove(host_file);
 }
 
 }  // namespace
