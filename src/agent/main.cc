@@ -23,6 +23,7 @@
 #include "src/agent/container_runtime.h"
 #include "src/agent/job_cgroup.h"
 #include "src/agent/session.h"
+#include "src/common/escaped_log.h"
 #include "src/common/flags.h"
 #include "src/common/program.h"
 #include "src/common/tls.h"
@@ -90,6 +91,11 @@ int main(int argc, char** argv) {
   flags.String("torchrun", &options.torchrun_path, "torchrun executable (default: found on PATH)");
   flags.String("job-path", &options.job_path, "PATH given to job processes");
   flags.Duration("kill-grace", &options.kill_grace, "time between SIGTERM and SIGKILL when stopping a job");
+  flags.Duration("run-dir-retention", &options.run_dir_retention,
+                 "how long an ended job generation's run directory and node log stay in the work dir (default 72h)");
+  int job_disk_limit_mib = 0;
+  flags.Int("job-disk-limit-mib", &job_disk_limit_mib,
+            "stop a running job whose run directory holds more than this (default 0: no limit)");
   std::string fence_after = "auto", on_stop = "handback";
   flags.String("on-stop", &on_stop,
                "on SIGTERM: handback (stop job processes now; hetpoold restarts them elsewhere) or finish "
@@ -145,7 +151,7 @@ int main(int argc, char** argv) {
     options.fence_after = *d;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
+  hetpool::UseEscapedLogs("%Y-%m-%dT%H:%M:%S.%e %^%l%$ agent %v");
 
   if (backends.empty()) backends = {inventory.empty() ? "auto" : "sim"};
   hetpool::drivers::BackendOptions backend_options;
@@ -186,6 +192,8 @@ int main(int argc, char** argv) {
     options.node_name = host;
   }
   if (options.work_dir.empty()) return Fail("--work-dir is required");
+  if (job_disk_limit_mib < 0) return Fail("--job-disk-limit-mib must be 0 (no limit) or more");
+  options.job_disk_limit_mib = static_cast<uint64_t>(job_disk_limit_mib);
   std::error_code ec;
   std::filesystem::create_directories(options.work_dir, ec);
   options.work_dir = std::filesystem::absolute(options.work_dir).lexically_normal().string();

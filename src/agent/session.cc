@@ -522,6 +522,25 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
   return out;
 }
 
+void Session::KeepWorkDirInBounds() {
+  if (MonotonicNow() < next_work_dir_sweep_) return;
+  next_work_dir_sweep_ = MonotonicNow() + absl::Minutes(1);
+  std::set<RunDirJanitor::Key> running;
+  for (const auto& [key, record] : runner_.records()) running.insert(key);
+  const RunDirJanitor janitor(
+      {.work_dir = options_.work_dir, .retention = options_.run_dir_retention, .job_disk_limit_mib = options_.job_disk_limit_mib});
+  // File times are wall time, so the sweep's is too.
+  const RunDirJanitor::Sweep sweep = janitor.Run(running, absl::Now());
+  if (!sweep.removed.empty()) {
+    spdlog::info("removed the run directories of {} generations that ended over {} ago", sweep.removed.size(),
+                 absl::FormatDuration(options_.run_dir_retention));
+  }
+  for (const auto& [key, why] : sweep.over_limit) {
+    spdlog::warn("job {} g{}: stopping it: {}", key.first, key.second, why);
+    runner_.Kill(key, why);
+  }
+}
+
 void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   absl::Time last_heartbeat = absl::InfinitePast();
   absl::Time last_inventory = MonotonicNow();
@@ -554,6 +573,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     }
     report_now |= runner_.Poll();
     report_now |= PushLogs();
+    KeepWorkDirInBounds();
     if (MonotonicNow() - last_inventory >= options_.inventory_refresh) {
       last_inventory = MonotonicNow();
       // The work dir may have room again: until the ledger is written, nothing new may start.

@@ -20,6 +20,7 @@
 #include "grpcpp/security/credentials.h"
 #include "src/common/monotonic_clock.h"
 #include "src/agent/job_sandbox.h"
+#include "src/agent/run_dir_janitor.h"
 #include "src/agent/runner.h"
 
 namespace hetpool::agent {
@@ -51,6 +52,10 @@ struct SessionOptions {
   uint64_t job_pids_max = 32768;
   // Jobs in container images start through it (container_runtime.h), when the node has one.
   ContainerRuntime* container_runtime = nullptr;
+  // The work dir's bounds (run_dir_janitor.h): ended generations' directories go after
+  // `run_dir_retention`; a running one past `job_disk_limit_mib` (0: none) is stopped.
+  absl::Duration run_dir_retention = absl::Hours(72);
+  uint64_t job_disk_limit_mib = 0;
 };
 
 // What the agent's metrics endpoint reports: the last discovered inventory and the job processes.
@@ -117,6 +122,9 @@ class Session {
   bool lists_card_processes_ = false;  // a backend that is not simulated may list card processes
   ProcessLedger ledger_;  // before runner_, which records into it
   Runner runner_;
+  // Sweeps the work dir once a minute (KeepWorkDirInBounds).
+  void KeepWorkDirInBounds();
+  absl::Time next_work_dir_sweep_ = absl::InfinitePast();
   size_t server_index_ = 0;
   std::shared_ptr<grpc::Channel> channel_;  // to servers[channel_server_]; see ChannelToServer
   size_t channel_server_ = 0;

@@ -7,7 +7,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/command.h"
 #include "src/common/durable_file.h"
@@ -45,8 +49,19 @@ absl::StatusOr<std::string> NewToken() {
 }
 
 struct TokenOptions {
-  std::string file, user, group, role = "user", comment;
+  std::string file, user, group, role = "user", comment, expires;
 };
+
+// "--expires 30d" / "12h" / "90m": when from now; days as well as absl's units.
+absl::StatusOr<absl::Time> ExpiryFrom(const std::string& text, absl::Time now) {
+  int64_t days = 0;
+  if (absl::EndsWith(text, "d") && absl::SimpleAtoi(text.substr(0, text.size() - 1), &days) && days > 0) {
+    return now + absl::Hours(24 * days);
+  }
+  absl::Duration d;
+  if (absl::ParseDuration(text, &d) && d > absl::ZeroDuration()) return now + d;
+  return absl::InvalidArgumentError(absl::StrCat("--expires '", text, "': expected a duration such as 30d, 12h or 90m"));
+}
 
 void DeclareToken(FlagSet& flags, TokenOptions* o) {
   flags.String("file", &o->file, "the token file hetpoold --tokens reads");
@@ -56,6 +71,7 @@ void DeclareToken(FlagSet& flags, TokenOptions* o) {
   flags.String("role", &o->role, "what the token may do (default: user)");
   flags.Values("role", {"viewer", "user", "operator", "admin"});
   flags.String("comment", &o->comment, "a note kept with the entry");
+  flags.String("expires", &o->expires, "the token is refused after this long (30d, 12h; default: never)");
 }
 
 int Token(Client&, const Invocation& in, const TokenOptions& o) {
@@ -72,6 +88,11 @@ int Token(Client&, const Invocation& in, const TokenOptions& o) {
   nlohmann::json entry = {{"user", user}, {"role", role}, {"sha256", daemon::Sha256Hex(*token)}};
   if (!group.empty()) entry["group"] = group;
   if (!comment.empty()) entry["comment"] = comment;
+  if (!o.expires.empty()) {
+    auto expires = ExpiryFrom(o.expires, absl::Now());
+    if (!expires.ok()) return in.Usage(std::string(expires.status().message()));
+    entry["expires"] = absl::FormatTime(absl::RFC3339_sec, *expires, absl::UTCTimeZone());
+  }
   (*doc)["tokens"].push_back(entry);
   // The same checks hetpoold makes, before anything is written.
   if (auto table = daemon::TokenTable::Parse(doc->dump()); !table.ok()) return Error(table.status());

@@ -233,8 +233,13 @@ int RunCommandLine(const std::vector<std::string>& args) {
   if (!operands.ok()) return CommandUsage(entry->name, std::string(operands.status().message()));
   if (auto wrong = CheckOperands(*entry, *operands)) return CommandUsage(entry->name, *wrong);
   Globals& globals = options.globals;
+  if (leading.WasSet("token") || flags.WasSet("token")) {
+    // argv is in /proc/PID/cmdline, which every local user reads (ps).
+    std::cerr << "hetpoolctl: warning: --token on the command line is visible to every user of this machine (ps); "
+                 "use --token-file or $HETPOOL_TOKEN\n";
+  }
   if (!options.token_file.empty()) {
-    auto text = ReadTextFile(options.token_file);
+    auto text = ReadSecretFile(options.token_file);
     if (!text.ok()) return Error(text.status());
     globals.token = std::string(absl::StripAsciiWhitespace(*text));
   }

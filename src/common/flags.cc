@@ -1,10 +1,18 @@
 #include "src/common/flags.h"
 
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -203,12 +211,60 @@ std::string FlagSet::FlagHelp() const {
   return out;
 }
 
+namespace {
+
+// " (as user NAME, uid N)": who was refused.
+std::string AsWhom() {
+  const uid_t uid = geteuid();
+  const struct passwd* account = getpwuid(uid);
+  return absl::StrCat(" (as user ", account != nullptr ? account->pw_name : "?", ", uid ", uid, ")");
+}
+
+absl::StatusOr<std::string> ReadOpenFile(const std::string& path, int fd) {
+  std::string text;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return absl::NotFoundError(absl::StrCat(path, ": cannot be read: ", std::strerror(error)));
+    }
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+absl::StatusOr<int> OpenForReading(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  const int error = errno;
+  return absl::NotFoundError(absl::StrCat(path, ": cannot be read: ", std::strerror(error),
+                                          error == EACCES || error == EPERM ? AsWhom() : ""));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  auto fd = OpenForReading(path);
+  if (!fd.ok()) return fd.status();
+  return ReadOpenFile(path, *fd);
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  auto fd = OpenForReading(path);
+  if (!fd.ok()) return fd.status();
+  struct stat st {};
+  if (::fstat(*fd, &st) == 0 && (st.st_mode & 077) != 0) {
+    ::close(*fd);
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "%s holds a secret but its group or others may read it (mode %04o): chmod 600 %s", path, st.st_mode & 07777,
+        path));
+  }
+  return ReadOpenFile(path, *fd);
 }
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {

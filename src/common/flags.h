@@ -78,8 +78,12 @@ class FlagSet {
   std::set<std::string> set_;
 };
 
-// Reads a whole file; the error names it.
+// Reads a whole file; the error names it, why it cannot be read (the errno's text) and, when
+// that is a permission, the account this process runs as.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+// The same, for a file holding a secret (a bearer token): PERMISSION_DENIED when its group or
+// others may read or write it, naming its mode and the chmod that mends it.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
 // Reads a JSON config file into an object; errors name the file.
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "spdlog/spdlog.h"
+#include "src/common/escaped_log.h"
 #include "src/common/flags.h"
 #include "src/common/plan_convert.h"
 #include "src/common/program.h"
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
     options.scheduler_profile = *std::move(text);
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ hetpoold %v");
+  hetpool::UseEscapedLogs("%Y-%m-%dT%H:%M:%S.%e %^%l%$ hetpoold %v");
 
   // Before any thread starts, so only the sigwait below receives them.
   const sigset_t signals = hetpool::BlockShutdownSignals();

@@ -256,6 +256,8 @@ TEST_F(SecurityTest, UsersCannotCancelReadOrWatchEachOthersJobs) {
   // The CLI says the same, with its error exit code.
   std::string out;
   EXPECT_EQ(cluster_->RunCli({"--token", tokens_.at("bob"), "cancel", id}, &out), 1) << out;
+  // Issue 60, item 8: a token on the command line is in every local user's `ps`: said so.
+  EXPECT_TRUE(absl::StrContains(out, "--token on the command line is visible to every user")) << out;
   EXPECT_TRUE(absl::StrContains(out, "PERMISSION_DENIED")) << out;
 
   // The job is untouched; its owner may cancel it.
@@ -279,6 +281,41 @@ TEST_F(SecurityTest, UsersCannotCancelReadOrWatchEachOthersJobs) {
     if (j["method"] == "SubmitJob" && j["target"] == id && j["caller"] == "alice" && j["role"] == "user") saw_submit = true;
   }
   EXPECT_TRUE(saw_denied_cancel && saw_cancel && saw_submit) << audit;
+}
+
+// Issue 60, item 8: a token revoked while it has a stream open (logs -f, watch) ends the stream;
+// before, `logs -f` went on after `admin revoke` for as long as the job ran.
+TEST_F(SecurityTest, RevokingATokenEndsTheStreamsItOpened) {
+  auto token = cluster_->AddToken("rita", "", "user");
+  ASSERT_TRUE(token.ok()) << token.status();
+  auto rita = pb::JobService::NewStub(cluster_->ChannelAs(*token));
+  pb::Job job;
+  grpc::Status submitted;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
+    submitted = Submit(*rita, SleepSpec("120"), &job);  // the daemon re-reads the token file within a second
+    if (submitted.error_code() != grpc::StatusCode::UNAUTHENTICATED) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  pb::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  auto reader = rita->WatchJob(&ctx, watch);
+  pb::WatchJobResponse update;
+  ASSERT_TRUE(reader->Read(&update)) << "the watch did not start";
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"admin", "revoke", "--file", cluster_->TokenFile(), "--user", "rita"}, &out), 0) << out;
+  while (reader->Read(&update)) {
+  }
+  const grpc::Status ended = reader->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAUTHENTICATED) << ended.error_message();
+  EXPECT_TRUE(absl::StrContains(ended.error_message(), "this stream ends")) << ended.error_message();
+  auto olga = JobsAs("olga");
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id(job.id());
+  pb::Job cancelled;
+  EXPECT_TRUE(WithDeadline([&](grpc::ClientContext* c) { return olga->CancelJob(c, cancel, &cancelled); }).ok());
 }
 
 TEST_F(SecurityTest, OperatorsManageEveryJobAndNodesViewersOnlyRead) {

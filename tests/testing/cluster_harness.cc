@@ -499,15 +499,18 @@ std::string TestCluster::AgentLog(size_t index) const {
 
 int TestCluster::RunCli(const std::vector<std::string>& args, std::string* output) const {
   std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", address()};
+  std::vector<std::pair<std::string, std::string>> env;
   if (options_.tls) {
-    argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem", "--token", admin_token_});
+    // The token in the environment, as users are told to pass it (--token shows in ps).
+    argv.insert(argv.end(), {"--tls-ca", PkiDir() + "/ca.pem"});
+    env.emplace_back("HETPOOL_TOKEN", admin_token_);
   } else {
     argv.push_back("--insecure");
   }
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string out_path = dir() + "/cli.out";
   std::filesystem::remove(out_path);
-  auto child = ChildProcess::Spawn(argv, out_path);
+  auto child = ChildProcess::Spawn(argv, out_path, env);
   if (!child.ok()) return -1;
   auto status = (*child)->Wait(absl::Seconds(120));
   *output = ReadFile(out_path);

@@ -1,15 +1,26 @@
 // Modules of src/common that carry user input across programs: orders split into parts that fit
 // a message (issue 14, item 4), duplicate keys in job files and requests that are not UTF-8
 // (item 9), and the elastic job file's nnodes range (issue 16, item 3).
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "src/common/convert.h"
+#include "src/common/escaped_log.h"
+#include "src/common/flags.h"
 #include "src/common/job_file.h"
 #include "src/common/json_keys.h"
 #include "src/common/orders_parts.h"
 #include "src/common/torchrun_lines.h"
 #include "src/common/utf8.h"
 #include "request_parsing.h"
+#include "tests/testing/temp_dir.h"
 
 namespace hetpool {
 namespace {
@@ -27,6 +38,36 @@ pb::Orders BigOrders(int launches, size_t env_bytes) {
   }
   orders.add_kills()->set_job_id("job-old");
   return orders;
+}
+
+// Issue 60, item 9: a cancel reason with escape sequences reached hetpoold's log raw. What a
+// message holds is escaped, and a newline in it cannot start a forged line.
+TEST(EscapedLogs, ControlsInAMessageAreWrittenOutAndItStaysOneLine) {
+  std::ostringstream out;
+  auto logger = std::make_shared<spdlog::logger>("escaped-log-test",
+                                                 std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  spdlog::register_logger(logger);
+  UseEscapedLogs("%v");
+  logger->warn("cancelled: {}", "\x1b]52;c;cm0gLXJmIH4=\x07" "done\n2026-01-01 info forged");
+  spdlog::drop("escaped-log-test");
+  EXPECT_EQ(out.str(), "cancelled: \\x1b]52;c;cm0gLXJmIH4=\\x07done\\n2026-01-01 info forged\n");
+}
+
+// Issue 60, item 8: a file holding a bearer token that others may read is refused, saying the
+// mode and the chmod; a file that cannot be read says why.
+TEST(ReadSecretFile, RefusesAFileOthersMayReadAndSaysWhyAFileCannotBeRead) {
+  testing::TempDir dir;
+  const std::string token = dir.path() + "/token";
+  std::ofstream(token) << "hp_secret\n";
+  ::chmod(token.c_str(), 0644);
+  const auto open = ReadSecretFile(token);
+  EXPECT_TRUE(absl::IsPermissionDenied(open.status())) << open.status();
+  EXPECT_TRUE(absl::StrContains(open.status().message(), "mode 0644")) << open.status();
+  EXPECT_TRUE(absl::StrContains(open.status().message(), "chmod 600 " + token)) << open.status();
+  ::chmod(token.c_str(), 0600);
+  EXPECT_EQ(*ReadSecretFile(token), "hp_secret\n");
+  const auto missing = ReadTextFile(dir.path() + "/missing");
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "No such file or directory")) << missing.status();
 }
 
 TEST(OrdersParts, EveryPartFitsAndTheAssemblerRebuildsTheWholeSet) {

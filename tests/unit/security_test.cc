@@ -191,6 +191,26 @@ TEST(Authenticator, TokensCertificatesAndRevocation) {
   EXPECT_FALSE(Authenticator::Open(dir.path() + "/missing.json").ok());
 }
 
+// Issue 60, item 8: tokens may expire; an expired one is refused, saying when it expired.
+TEST(Authenticator, AnExpiredTokenIsRefusedSayingWhen) {
+  hetpool::testing::TempDir dir;
+  const std::string path = dir.path() + "/tokens.json";
+  nlohmann::json doc = nlohmann::json::parse(TokenFileText({{"tok-old", "alice", "user"}, {"tok-new", "bob", "user"}}));
+  doc["tokens"][0]["expires"] = "2020-01-01T00:00:00Z";
+  doc["tokens"][1]["expires"] = "2999-01-01T00:00:00Z";
+  std::ofstream(path) << doc.dump();
+  auto auth = Authenticator::Open(path);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  const absl::Status old = (*auth)->Authenticate("Bearer tok-old", {}).status();
+  EXPECT_TRUE(absl::IsUnauthenticated(old)) << old;
+  EXPECT_TRUE(absl::StrContains(old.message(), "expired at 2020-01-01T00:00:00")) << old;
+  EXPECT_TRUE((*auth)->Authenticate("Bearer tok-new", {}).ok());
+  doc["tokens"][1]["expires"] = "next week";
+  const auto bad = TokenTable::Parse(doc.dump());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "tokens[1].expires")) << bad.status();
+}
+
 // --- audit line
 TEST(AuditLog, OneJsonLinePerCallEvenForHostileBytes) {
   Caller alice = User("alice", Role::kUser);

@@ -36,7 +36,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view json_text) {
     const auto& t = tokens[i];
     if (!t.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object"));
     for (const auto& [key, value] : t.items()) {
-      if (key != "user" && key != "group" && key != "role" && key != "sha256" && key != "comment") {
+      if (key != "user" && key != "group" && key != "role" && key != "sha256" && key != "comment" && key != "expires") {
         return absl::InvalidArgumentError(absl::StrCat(where, ": unknown field '", key, "'"));
       }
       if (!value.is_string()) return absl::InvalidArgumentError(absl::StrCat(where, ".", key, ": expected a string"));
@@ -49,6 +49,15 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view json_text) {
     auto role = ParseRole(t.value("role", ""));
     if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ".", role.status().message()));
     entry.role = *role;
+    if (t.contains("expires")) {
+      absl::Time expires;
+      std::string error;
+      if (!absl::ParseTime(absl::RFC3339_full, t["expires"].get<std::string>(), &expires, &error)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".expires: expected an RFC 3339 time such as 2027-03-01T00:00:00Z (", error, ")"));
+      }
+      entry.expires = expires;
+    }
     std::string hash = absl::AsciiStrToLower(t.value("sha256", ""));
     if (hash.size() != 64 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".sha256: expected 64 hex digits"));

@@ -1,15 +1,19 @@
 // Bearer tokens: the file hetpoold reads them from, and the hash they are kept as.
 //
 // The file holds SHA-256 hashes only, so a leaked copy lets nobody in:
-//   {"tokens": [{"user": "alice", "group": "vision", "role": "user", "sha256": "<64 hex digits>"}]}
-// `hetpoolctl admin token` makes a token and appends its entry.
+//   {"tokens": [{"user": "alice", "group": "vision", "role": "user", "sha256": "<64 hex digits>",
+//                "expires": "2027-03-01T00:00:00Z"}]}
+// `hetpoolctl admin token` makes a token and appends its entry. "expires" (RFC 3339, optional):
+// from then on the token is refused, and the streams it opened end.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "src/daemon/security/access_policy.h"
 
 namespace hetpool::daemon {
@@ -21,6 +25,7 @@ struct TokenEntry {
   std::string user;
   std::string group;
   Role role = Role::kViewer;
+  std::optional<absl::Time> expires;  // none: never
 };
 
 class TokenTable {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
@@ -34,6 +35,14 @@ class ApiGuard {
         calls_(calls) {}
 
   absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& ctx) const;
+  // For a stream, again at each step: UNAUTHENTICATED once the token that opened it was revoked
+  // or expired (issue 60, item 8: `logs -f` went on 14 s after `admin revoke`, and would have
+  // for as long as the job ran).
+  absl::Status StillAuthenticated(const grpc::ServerContextBase& ctx) const {
+    absl::StatusOr<Caller> caller = Identify(ctx);
+    if (caller.ok()) return absl::OkStatus();
+    return absl::UnauthenticatedError(absl::StrCat("this stream ends: ", caller.status().message()));
+  }
   void Audit(const grpc::ServerContextBase& ctx, const Caller* caller, absl::string_view method,
              const std::string& target, const absl::Status& result) const;
   RateLimiter& submissions() const { return *submissions_; }

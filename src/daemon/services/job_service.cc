@@ -132,6 +132,7 @@ absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const Caller& calle
                                    grpc::ServerWriter<pb::WatchJobResponse>* writer) {
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
+    if (absl::Status still = guard_->StillAuthenticated(*ctx); !still.ok()) return still;
     auto next = state_->WaitJob(job_id, seen, kPollSlice);
     if (!next.ok()) return next.status();
     auto& [job, version] = *next;
@@ -174,6 +175,7 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJ
   std::map<std::string, LogFilter> filters;
   bool final_pass = false;
   while (!ctx->IsCancelled()) {
+    if (absl::Status still = guard_->StillAuthenticated(*ctx); !still.ok()) return ToGrpcStatus(still);
     auto next = state_->WaitJob(req->job_id(), seen, seen ? kPollSlice : absl::ZeroDuration());
     if (!next.ok()) return ToGrpcStatus(next.status());
     const pb::Job& job = next->first;
