@@ -157,7 +157,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   }
   d->guard_ = std::make_unique<ApiGuard>(std::move(authenticator), *std::move(audit),
                                          std::make_unique<RateLimiter>(options.submit_rate, options.submit_burst),
-                                         d->store_.get(), d->metrics_.get());
+                                         d->store_.get(), d->metrics_.get(),
+                                         std::make_unique<CallLimiter>(options.call_limits));
   auto logs = LogStore::Open(LogsDir(options), options.logs);
   if (!logs.ok()) return logs.status();
   d->logs_ = *std::move(logs);

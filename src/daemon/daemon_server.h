@@ -46,6 +46,7 @@ struct DaemonOptions {
   std::string logs_dir;        // "" = <data_dir>/logs; with several replicas, one every replica mounts
   double submit_rate = 50;     // SubmitJob per user per second (0 = unlimited) ...
   double submit_burst = 200;   // ... in bursts of up to this many
+  CallLimits call_limits;      // calls and streams in flight per user and connection (0: no cap)
   std::string metrics_listen;  // host:port for Prometheus; "" = no metrics endpoint
   std::string http_listen;     // host:port for the web dashboard; "" = none
 };

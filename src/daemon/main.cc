@@ -98,6 +98,12 @@ int main(int argc, char** argv) {
             "job logs kept per node and generation (MiB); older output is rotated away (docs/reliability.md)");
   flags.Double("submit-rate", &options.submit_rate, "SubmitJob calls per second per user (0 = unlimited)");
   flags.Double("submit-burst", &options.submit_burst, "SubmitJob burst per user");
+  flags.Int("max-calls-per-user", &options.call_limits.calls_per_user,
+            "API calls one user may have in flight at once (default 512; 0: no cap)");
+  flags.Int("max-streams-per-user", &options.call_limits.streams_per_user,
+            "streams (watch, logs --follow) one user may hold open (default 256; 0: no cap)");
+  flags.Int("max-streams-per-connection", &options.call_limits.streams_per_connection,
+            "streams one client connection may hold open (default 128; 0: no cap)");
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
   flags.String("queues", &queues_file,
                "fair-share queues: each group's weight and nominal cards (JSON, re-read when it changes; docs/sharing.md)");

@@ -68,6 +68,7 @@ class SecurityTest : public ::testing::Test {
     // Room for the other tests' few submissions per user; the rate test sends more.
     http_port_ = FreeTcpPort();
     cluster_->mutable_options().daemon_args = {"--quotas", quota_file_, "--submit-rate", "0.5", "--submit-burst", "20",
+                                               "--max-streams-per-user", "20",
                                                "--http-listen", absl::StrCat("127.0.0.1:", http_port_)};
     ASSERT_TRUE(cluster_->Start().ok()) << cluster_->DaemonLog();
     for (const auto& [user, group, role] : std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -316,6 +317,69 @@ TEST_F(SecurityTest, RevokingATokenEndsTheStreamsItOpened) {
   cancel.set_job_id(job.id());
   pb::Job cancelled;
   EXPECT_TRUE(WithDeadline([&](grpc::ClientContext* c) { return olga->CancelJob(c, cancel, &cancelled); }).ok());
+}
+
+// Issue 60, item 6: one user opened 8,000 WatchJob streams, a daemon thread each. Streams per user
+// are capped (20 in this suite): past it RESOURCE_EXHAUSTED, others unaffected, and a closed
+// stream frees its place.
+TEST_F(SecurityTest, OneUsersStreamsAreCappedAndOthersAreServed) {
+  auto dave = JobsAs("dave");
+  pb::Job job;
+  ASSERT_TRUE(Submit(*dave, SleepSpec("120"), &job).ok());
+  pb::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<pb::WatchJobResponse>>> streams;
+  for (int i = 0; i < 20; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(dave->WatchJob(contexts.back().get(), watch));
+    pb::WatchJobResponse first;
+    ASSERT_TRUE(streams.back()->Read(&first)) << "stream " << i << " did not open";
+  }
+  {
+    grpc::ClientContext ctx;
+    auto over = dave->WatchJob(&ctx, watch);
+    pb::WatchJobResponse update;
+    EXPECT_FALSE(over->Read(&update));
+    const grpc::Status refused = over->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+    EXPECT_TRUE(absl::StrContains(refused.error_message(), "--max-streams-per-user")) << refused.error_message();
+  }
+  // Another user is served as before.
+  auto bob = JobsAs("bob");
+  pb::Job bobs;
+  ASSERT_TRUE(Submit(*bob, SleepSpec("1"), &bobs).ok());
+  {
+    grpc::ClientContext ctx;
+    pb::WatchJobRequest own;
+    own.set_job_id(bobs.id());
+    auto stream = bob->WatchJob(&ctx, own);
+    pb::WatchJobResponse update;
+    EXPECT_TRUE(stream->Read(&update));
+    ctx.TryCancel();
+  }
+  // One of dave's closed: a new one opens (once the daemon has seen the close).
+  contexts[0]->TryCancel();
+  streams[0]->Finish().IgnoreError();
+  streams.erase(streams.begin());
+  contexts.erase(contexts.begin());
+  bool reopened = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); !reopened && absl::Now() < deadline;) {
+    grpc::ClientContext ctx;
+    auto again = dave->WatchJob(&ctx, watch);
+    pb::WatchJobResponse update;
+    reopened = again->Read(&update);
+    ctx.TryCancel();
+    again->Finish().IgnoreError();
+    if (!reopened) absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(reopened);
+  for (auto& ctx : contexts) ctx->TryCancel();
+  for (auto& stream : streams) stream->Finish().IgnoreError();
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id(job.id());
+  pb::Job cancelled;
+  EXPECT_TRUE(WithDeadline([&](grpc::ClientContext* c) { return dave->CancelJob(c, cancel, &cancelled); }).ok());
 }
 
 TEST_F(SecurityTest, OperatorsManageEveryJobAndNodesViewersOnlyRead) {

@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "src/daemon/security/access_policy.h"
 #include "src/daemon/security/audit_log.h"
+#include "src/daemon/security/call_limiter.h"
 #include "src/daemon/security/authenticator.h"
 #include "src/daemon/security/quota.h"
 #include "src/daemon/security/rate_limiter.h"
@@ -209,6 +210,32 @@ TEST(Authenticator, AnExpiredTokenIsRefusedSayingWhen) {
   const auto bad = TokenTable::Parse(doc.dump());
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "tokens[1].expires")) << bad.status();
+}
+
+// Issue 60, item 6: calls and streams in flight, capped per user and per connection.
+TEST(CallLimiter, CapsCallsAndStreamsPerUserAndStreamsPerConnection) {
+  CallLimiter limiter({.calls_per_user = 2, .streams_per_user = 3, .streams_per_connection = 4});
+  auto a = limiter.Admit("alice", "ipv4:1", false);
+  auto b = limiter.Admit("alice", "ipv4:1", false);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto third = limiter.Admit("alice", "ipv4:1", false);
+  EXPECT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  EXPECT_TRUE(absl::StrContains(third.status().message(), "--max-calls-per-user")) << third.status();
+  EXPECT_TRUE(limiter.Admit("bob", "ipv4:1", false).ok());  // others are not held back
+  { auto gone = std::move(*a); }                            // a call that ends gives its place back
+  EXPECT_EQ(limiter.calls("alice"), 1);
+  EXPECT_TRUE(limiter.Admit("alice", "ipv4:1", false).ok());
+
+  std::vector<CallLimiter::Ticket> streams;
+  for (int i = 0; i < 3; ++i) streams.push_back(*limiter.Admit("alice", "ipv4:2", true));
+  const auto fourth = limiter.Admit("alice", "ipv4:2", true);
+  EXPECT_TRUE(absl::StrContains(fourth.status().message(), "--max-streams-per-user")) << fourth.status();
+  streams.push_back(*limiter.Admit("bob", "ipv4:2", true));
+  const auto crowded = limiter.Admit("carol", "ipv4:2", true);
+  EXPECT_TRUE(absl::StrContains(crowded.status().message(), "--max-streams-per-connection")) << crowded.status();
+  EXPECT_TRUE(limiter.Admit("carol", "ipv4:3", true).ok());
+  streams.clear();
+  EXPECT_EQ(limiter.streams("alice"), 0);
 }
 
 // --- audit line

@@ -16,6 +16,7 @@
 #include "src/daemon/security/access_policy.h"
 #include "src/daemon/security/audit_log.h"
 #include "src/daemon/security/authenticator.h"
+#include "src/daemon/security/call_limiter.h"
 #include "src/daemon/security/rate_limiter.h"
 #include "src/daemon/services/call_observer.h"
 #include "src/daemon/store/store.h"
@@ -26,15 +27,25 @@ class ApiGuard {
  public:
   // `store`: what every answer waits to be on disk (Store::Sync). `audit`, `store` and `calls` may
   // be null (no audit log, nothing to flush, no call metrics).
+  // `in_flight`: caps on calls and streams in flight (null: none).
   ApiGuard(std::unique_ptr<Authenticator> authenticator, std::unique_ptr<AuditLog> audit,
-           std::unique_ptr<RateLimiter> submissions, Store* store = nullptr, CallObserver* calls = nullptr)
+           std::unique_ptr<RateLimiter> submissions, Store* store = nullptr, CallObserver* calls = nullptr,
+           std::unique_ptr<CallLimiter> in_flight = nullptr)
       : authenticator_(std::move(authenticator)),
         audit_(std::move(audit)),
         submissions_(std::move(submissions)),
         store_(store),
-        calls_(calls) {}
+        calls_(calls),
+        in_flight_(std::move(in_flight)) {}
 
   absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& ctx) const;
+  // A place for the call (`stream`: for the stream it opens) within the caps of call_limiter.h;
+  // agents are not counted.
+  absl::StatusOr<CallLimiter::Ticket> Admit(const Caller& caller, const grpc::ServerContextBase& ctx,
+                                            bool stream) const {
+    if (in_flight_ == nullptr || caller.is_agent()) return CallLimiter::Ticket();
+    return in_flight_->Admit(caller.user, ctx.peer(), stream);
+  }
   // For a stream, again at each step: UNAUTHENTICATED once the token that opened it was revoked
   // or expired (issue 60, item 8: `logs -f` went on 14 s after `admin revoke`, and would have
   // for as long as the job ran).
@@ -62,6 +73,7 @@ class ApiGuard {
   std::unique_ptr<RateLimiter> submissions_;
   Store* store_;
   CallObserver* calls_;
+  std::unique_ptr<CallLimiter> in_flight_;
 };
 
 // Identifies the caller, checks that their role allows `action` at all, runs `body(caller)` (which
@@ -75,6 +87,9 @@ grpc::Status Guarded(const ApiGuard& guard, grpc::ServerContextBase* ctx, absl::
   const absl::Time began = absl::Now();
   absl::StatusOr<Caller> caller = guard.Identify(*ctx);
   absl::Status result = caller.ok() ? Allow(*caller, action) : caller.status();
+  absl::StatusOr<CallLimiter::Ticket> place = CallLimiter::Ticket();
+  if (result.ok()) place = guard.Admit(*caller, *ctx, /*stream=*/false);
+  if (result.ok() && !place.ok()) result = place.status();
   if (result.ok()) result = guard.Durable(body(*caller));
   if (audit_success || absl::IsUnauthenticated(result) || absl::IsPermissionDenied(result) ||
       (IsMutating(action) && !result.ok())) {

@@ -124,6 +124,8 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const pb::WatchJ
   HETPOOL_RETURN_IF_NOT_LEADER(gate_);
   return Guarded(*guard_, ctx, "WatchJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
     if (auto job = JobFor(caller, Action::kReadJob, req->job_id()); !job.ok()) return job.status();
+    auto stream = guard_->Admit(caller, *ctx, /*stream=*/true);
+    if (!stream.ok()) return stream.status();
     return Watch(ctx, caller, req->job_id(), writer);
   });
 }
@@ -163,6 +165,9 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJ
       *guard_, ctx, "GetJobLogs", Action::kReadLogs, target,
       [&](const Caller& caller) -> absl::Status {
         if (auto job = JobFor(caller, Action::kReadLogs, req->job_id()); !job.ok()) return job.status();
+        absl::StatusOr<CallLimiter::Ticket> stream = CallLimiter::Ticket();
+        if (req->follow()) stream = guard_->Admit(caller, *ctx, /*stream=*/true);
+        if (!stream.ok()) return stream.status();
         return FromGrpcStatus(StreamLogs(ctx, req, writer));
       },
       /*audit_success=*/true);
