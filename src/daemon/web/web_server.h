@@ -1,19 +1,16 @@
 // hetpoold's web dashboard (--http-listen): the pages (embedded in the binary, no CDN) and the
-// JSON API (ApiGateway), over HTTPS with the daemon's certificate, or plain HTTP with --insecure.
+// JSON API (ApiGateway), over HTTPS with the daemon's certificate, or plain HTTP with --insecure,
+// served by HttpServer (http_server.h: deadlines and caps against slow and idle clients).
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/channel.h"
 #include "src/common/tls.h"
 #include "src/daemon/web/api_gateway.h"
-
-namespace httplib {
-class Server;
-}
+#include "src/daemon/web/http_server.h"
 
 namespace hetpool::daemon {
 
@@ -28,15 +25,15 @@ class WebServer {
   // `api`: a channel to this daemon's own gRPC services (Server::InProcessChannel).
   static absl::StatusOr<std::unique_ptr<WebServer>> Start(const WebOptions& options, std::shared_ptr<grpc::Channel> api);
   ~WebServer();
-  int port() const { return port_; }
+  int port() const;
 
  private:
-  explicit WebServer(std::shared_ptr<grpc::Channel> api);  // out of line: httplib::Server is incomplete here
+  explicit WebServer(std::shared_ptr<grpc::Channel> api);
+  // An asset, or the API; 404 and 405 otherwise.
+  HttpReply Handle(const HttpRequest& request) const;
 
   ApiGateway gateway_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<HttpServer> server_;  // last: stopped first, while the gateway it calls lives
 };
 
 }  // namespace hetpool::daemon
