@@ -191,8 +191,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   }
   d->planner_ = std::make_unique<ModelPlanner>(options.prices);
   const ApiGuard* guard = d->guard_.get();
-  d->job_service_ =
-      std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get(), guard);
+  d->job_watches_ = JobWatches::Start(d->state_.get(), guard);
+  d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get(),
+                                                     guard, d->job_watches_);
   d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get(), d->gate_.get(), guard);
   d->order_streams_ = OrderStreams::Start(d->state_.get());
   d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->order_streams_.get(), d->logs_.get(),
@@ -278,6 +279,7 @@ void DaemonServer::Shutdown(absl::Time deadline) {
   // order streams, which gRPC's shutdown waits for.
   state_->Stop();
   order_streams_->Stop();
+  job_watches_->Stop();
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
 }

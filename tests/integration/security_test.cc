@@ -779,6 +779,49 @@ void RunIdAs(TestCluster& cluster, const std::string& user, const std::string& f
   if (job_id != nullptr) *job_id = job->id();
 }
 
+// Threads of process `pid` (its /proc/PID/task entries).
+size_t ThreadsOf(pid_t pid) {
+  std::error_code ec;
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// Issue 60, item 6: a watch held a daemon thread for its whole life (8,000 watches, 8,031
+// threads). Watches are served by gRPC's callback API and one sender: 300 of them add no thread
+// each.
+TEST(JobWatches, ThreeHundredWatchesHoldNoThreadEach) {
+  auto options = TestCluster::ExamplePool();
+  options.daemon_args = {"--max-streams-per-user", "1000", "--max-streams-per-connection", "1000"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  auto job = cluster.Submit(cluster.ShellSpec("sleep 120"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const size_t before = ThreadsOf(cluster.daemon_pid());
+  pb::WatchJobRequest watch;
+  watch.set_job_id(job->id());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<pb::WatchJobResponse>>> streams;
+  for (int i = 0; i < 300; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(cluster.jobs().WatchJob(contexts.back().get(), watch));
+    pb::WatchJobResponse first;
+    ASSERT_TRUE(streams.back()->Read(&first)) << "watch " << i << " did not open";
+  }
+  const size_t during = ThreadsOf(cluster.daemon_pid());
+  EXPECT_LT(during, before + 50) << "300 open watches took " << during - before << " threads";
+  for (auto& ctx : contexts) ctx->TryCancel();
+  for (auto& stream : streams) stream->Finish().IgnoreError();
+  pb::CancelJobRequest cancel;
+  cancel.set_job_id(job->id());
+  pb::Job cancelled;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(cluster.jobs().CancelJob(&ctx, cancel, &cancelled).ok());
+}
+
 TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
   if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs an agent running as root";
   auto options = TestCluster::ExamplePool();

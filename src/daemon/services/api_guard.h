@@ -50,9 +50,11 @@ class ApiGuard {
   // or expired (issue 60, item 8: `logs -f` went on 14 s after `admin revoke`, and would have
   // for as long as the job ran).
   absl::Status StillAuthenticated(const grpc::ServerContextBase& ctx) const {
-    absl::StatusOr<Caller> caller = Identify(ctx);
-    if (caller.ok()) return absl::OkStatus();
-    return absl::UnauthenticatedError(absl::StrCat("this stream ends: ", caller.status().message()));
+    return StillValid(Identify(ctx).status());
+  }
+  // The same for a stream that kept the bearer token it came with (`authorization`, the header).
+  absl::Status StillAuthenticated(absl::string_view authorization) const {
+    return StillValid(authenticator_->Authenticate(authorization, {}).status());
   }
   void Audit(const grpc::ServerContextBase& ctx, const Caller* caller, absl::string_view method,
              const std::string& target, const absl::Status& result) const;
@@ -68,6 +70,11 @@ class ApiGuard {
   }
 
  private:
+  static absl::Status StillValid(const absl::Status& identified) {
+    if (identified.ok()) return absl::OkStatus();
+    return absl::UnauthenticatedError(absl::StrCat("this stream ends: ", identified.message()));
+  }
+
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<RateLimiter> submissions_;

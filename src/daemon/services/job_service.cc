@@ -9,23 +9,13 @@
 #include "src/daemon/accounting/usage.h"
 #include "src/daemon/logs/log_filter.h"
 #include "src/daemon/logs/log_request.h"
+#include "src/daemon/services/job_redaction.h"
 
 namespace hetpool::daemon {
 namespace {
 
 constexpr size_t kLogChunk = 64 * 1024;
 constexpr absl::Duration kPollSlice = absl::Milliseconds(500);
-
-// A job's environment holds its owner's secrets (tokens, keys): other readers (viewers) see the
-// names and not the values. Operators and admins, who may act on every job, see them whole.
-void RedactFor(const Caller& caller, pb::Job& job) {
-  if (caller.unchecked || caller.role >= Role::kOperator || caller.user == job.spec().user()) return;
-  constexpr absl::string_view kRedacted = "<redacted>";
-  for (auto& [name, value] : *job.mutable_spec()->mutable_env()) value = std::string(kRedacted);
-  for (auto& plan : *job.mutable_launch_plan()) {
-    for (auto& [name, value] : *plan.mutable_env()) value = std::string(kRedacted);
-  }
-}
 
 // The marker a reader sees where the stream's size cap rotated bytes away.
 std::string RotatedAway(uint64_t bytes) {
@@ -119,39 +109,20 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const pb::Cance
   });
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx, const pb::WatchJobRequest* req,
-                                      grpc::ServerWriter<pb::WatchJobResponse>* writer) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
-  return Guarded(*guard_, ctx, "WatchJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
-    if (auto job = JobFor(caller, Action::kReadJob, req->job_id()); !job.ok()) return job.status();
-    auto stream = guard_->Admit(caller, *ctx, /*stream=*/true);
-    if (!stream.ok()) return stream.status();
-    return Watch(ctx, caller, req->job_id(), writer);
-  });
-}
-
-absl::Status JobServiceImpl::Watch(grpc::ServerContext* ctx, const Caller& caller, const std::string& job_id,
-                                   grpc::ServerWriter<pb::WatchJobResponse>* writer) {
-  uint64_t seen = 0;
-  while (!ctx->IsCancelled()) {
-    if (absl::Status still = guard_->StillAuthenticated(*ctx); !still.ok()) return still;
-    auto next = state_->WaitJob(job_id, seen, kPollSlice);
-    if (!next.ok()) return next.status();
-    auto& [job, version] = *next;
-    RedactFor(caller, job);
-    if (version > seen) {
-      // A watcher sees only what is on disk, as every answer does (Guarded).
-      if (absl::Status synced = guard_->Durable(absl::OkStatus()); !synced.ok()) return synced;
-      seen = version;
-      pb::WatchJobResponse update;
-      if (job.events_size() > 0) *update.mutable_event() = job.events(job.events_size() - 1);
-      *update.mutable_job() = job;
-      if (!writer->Write(update)) return absl::CancelledError("the client went away");
-      if (IsTerminal(job.state())) return absl::OkStatus();
-    }
-    if (state_->stopping()) return absl::UnavailableError("hetpoold is shutting down");
-  }
-  return absl::CancelledError("the client went away");
+grpc::ServerWriteReactor<pb::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* ctx,
+                                                                         const pb::WatchJobRequest* req) {
+  if (absl::Status gate = gate_->Check(); !gate.ok()) return JobWatches::Refused(ToGrpcStatus(gate));
+  grpc::ServerWriteReactor<pb::WatchJobResponse>* watch = nullptr;
+  const grpc::Status admitted =
+      Guarded(*guard_, ctx, "WatchJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
+        if (auto job = JobFor(caller, Action::kReadJob, req->job_id()); !job.ok()) return job.status();
+        auto place = guard_->Admit(caller, *ctx, /*stream=*/true);
+        if (!place.ok()) return place.status();
+        watch = watches_->Open(ctx, caller, req->job_id(), *std::move(place));
+        return absl::OkStatus();
+      });
+  if (!admitted.ok()) return JobWatches::Refused(admitted);
+  return watch;
 }
 
 grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "src/daemon/services/api_guard.h"
+#include "src/daemon/services/job_watches.h"
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/job.grpc.pb.h"
@@ -12,11 +13,13 @@
 
 namespace hetpool::daemon {
 
-class JobServiceImpl final : public hetpool::v1::JobService::Service {
+// WatchJob is served by gRPC's callback API (JobWatches: no thread per watch); the rest by the
+// synchronous one.
+class JobServiceImpl final : public hetpool::v1::JobService::WithCallbackMethod_WatchJob<hetpool::v1::JobService::Service> {
  public:
   JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner, const LeaderGate* gate,
-                 const ApiGuard* guard)
-      : state_(state), logs_(logs), planner_(planner), gate_(gate), guard_(guard) {}
+                 const ApiGuard* guard, std::shared_ptr<JobWatches> watches)
+      : state_(state), logs_(logs), planner_(planner), gate_(gate), guard_(guard), watches_(std::move(watches)) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                          pb::SubmitJobResponse* resp) override;
@@ -25,8 +28,8 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
                         pb::ListJobsResponse* resp) override;
   grpc::Status CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req,
                          pb::Job* resp) override;
-  grpc::Status WatchJob(grpc::ServerContext* ctx, const pb::WatchJobRequest* req,
-                        grpc::ServerWriter<pb::WatchJobResponse>* writer) override;
+  grpc::ServerWriteReactor<pb::WatchJobResponse>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                           const pb::WatchJobRequest* req) override;
   grpc::Status GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                           grpc::ServerWriter<pb::LogChunk>* writer) override;
   grpc::Status GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req, pb::UsageResponse* resp) override;
@@ -34,8 +37,6 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
  private:
   // The job, if the caller may take `action` on it (NOT_FOUND / PERMISSION_DENIED otherwise).
   absl::StatusOr<pb::Job> JobFor(const Caller& caller, Action action, const std::string& id) const;
-  absl::Status Watch(grpc::ServerContext* ctx, const Caller& caller, const std::string& job_id,
-                     grpc::ServerWriter<pb::WatchJobResponse>* writer);
   grpc::Status StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
                           grpc::ServerWriter<pb::LogChunk>* writer);
 
@@ -44,6 +45,7 @@ class JobServiceImpl final : public hetpool::v1::JobService::Service {
   const ModelPlanner* planner_;
   const LeaderGate* gate_;
   const ApiGuard* guard_;
+  std::shared_ptr<JobWatches> watches_;
 };
 
 }  // namespace hetpool::daemon

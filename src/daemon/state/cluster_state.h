@@ -126,6 +126,8 @@ class ClusterState {
   absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& request);
   // `listener` hears every change of a node's orders or agent session (see OrdersListener).
   void WatchOrders(OrdersListener listener);
+  // `listener` hears each job whose version moved (JobTable::WatchJobs), under the state lock.
+  void WatchJobs(JobTable::JobListener listener);
   // What an order stream reads: the node's desired orders if their version passed
   // `after_version`, nullopt if not, or why the stream must end (the session is gone, the daemon
   // is stopping). For many streams under one acquisition of the lock; returned once what the

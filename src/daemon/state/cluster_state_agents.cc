@@ -146,6 +146,11 @@ void ClusterState::WatchOrders(OrdersListener listener) {
   nodes_.WatchOrders(std::move(listener));
 }
 
+void ClusterState::WatchJobs(JobTable::JobListener listener) {
+  absl::MutexLock lock(&mu_);
+  jobs_.WatchJobs(std::move(listener));
+}
+
 std::vector<absl::StatusOr<std::optional<pb::Orders>>> ClusterState::OrdersSince(
     const std::vector<OrdersCursor>& cursors) const {
   std::vector<absl::StatusOr<std::optional<pb::Orders>>> out;

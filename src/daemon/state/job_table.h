@@ -42,6 +42,10 @@ class JobTable {
   // The stored jobs (JobEntry::FromStored); ids continue above every one of them and above
   // `highest_seq`.
   void Load(std::vector<JobEntry> jobs, uint64_t highest_seq);
+  // Hears, under the state lock, each job whose version moved (the job watches, services/
+  // job_watches.h); it must only take note. Null: nobody.
+  using JobListener = std::function<void(const std::string& job_id)>;
+  void WatchJobs(JobListener listener) { job_listener_ = std::move(listener); }
 
   JobEntry* Find(const std::string& id);
   const JobEntry* Find(const std::string& id) const;
@@ -121,6 +125,7 @@ class JobTable {
   Store* const store_;
   Wakeups& wakeups_;
   const JobTableOptions options_;
+  JobListener job_listener_;
   std::map<std::string, JobEntry> jobs_;
   // Submission order (submit_seq): a page starts where the last one ended, not at the start.
   std::map<uint64_t, const JobEntry*> by_seq_;
