@@ -236,6 +236,10 @@ TEST(CallLimiter, CapsCallsAndStreamsPerUserAndStreamsPerConnection) {
   EXPECT_TRUE(limiter.Admit("carol", "ipv4:3", true).ok());
   streams.clear();
   EXPECT_EQ(limiter.streams("alice"), 0);
+  // Under --insecure nobody is identified: only the connection's cap holds.
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limiter.Admit(std::nullopt, "ipv4:4", false).ok());
+  for (int i = 0; i < 4; ++i) streams.push_back(*limiter.Admit(std::nullopt, "ipv4:4", true));
+  EXPECT_FALSE(limiter.Admit(std::nullopt, "ipv4:4", true).ok());
 }
 
 // --- audit line

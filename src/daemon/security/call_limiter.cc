@@ -5,8 +5,6 @@
 namespace hetpool::daemon {
 namespace {
 
-std::string Who(const std::string& user) { return user.empty() ? "anonymous callers" : user; }
-
 // Counts go when they reach zero: a map of every user and connection ever seen would only grow.
 void Decrement(std::map<std::string, int>& counts, const std::string& key) {
   auto it = counts.find(key);
@@ -34,16 +32,16 @@ CallLimiter::Ticket::~Ticket() {
   if (limiter_ != nullptr) limiter_->Release(*this);
 }
 
-absl::StatusOr<CallLimiter::Ticket> CallLimiter::Admit(const std::string& user, const std::string& connection,
-                                                       bool stream) {
+absl::StatusOr<CallLimiter::Ticket> CallLimiter::Admit(const std::optional<std::string>& user,
+                                                       const std::string& connection, bool stream) {
   absl::MutexLock lock(&mu_);
-  if (!stream && limits_.calls_per_user > 0 && Count(calls_, user) >= limits_.calls_per_user) {
-    return absl::ResourceExhaustedError(absl::StrCat(Who(user), " has ", limits_.calls_per_user,
+  if (user && !stream && limits_.calls_per_user > 0 && Count(calls_, *user) >= limits_.calls_per_user) {
+    return absl::ResourceExhaustedError(absl::StrCat(*user, " has ", limits_.calls_per_user,
                                                      " calls in flight, the most one user may (hetpoold "
                                                      "--max-calls-per-user); retry when some have ended"));
   }
-  if (stream && limits_.streams_per_user > 0 && Count(user_streams_, user) >= limits_.streams_per_user) {
-    return absl::ResourceExhaustedError(absl::StrCat(Who(user), " has ", limits_.streams_per_user,
+  if (user && stream && limits_.streams_per_user > 0 && Count(user_streams_, *user) >= limits_.streams_per_user) {
+    return absl::ResourceExhaustedError(absl::StrCat(*user, " has ", limits_.streams_per_user,
                                                      " streams open (watch, logs --follow), the most one user may "
                                                      "(hetpoold --max-streams-per-user); close some first"));
   }
@@ -54,10 +52,10 @@ absl::StatusOr<CallLimiter::Ticket> CallLimiter::Admit(const std::string& user, 
                                                      "--max-streams-per-connection); close some first"));
   }
   if (stream) {
-    ++user_streams_[user];
+    if (user) ++user_streams_[*user];
     ++connection_streams_[connection];
-  } else {
-    ++calls_[user];
+  } else if (user) {
+    ++calls_[*user];
   }
   Ticket ticket;
   ticket.limiter_ = this;
@@ -70,10 +68,10 @@ absl::StatusOr<CallLimiter::Ticket> CallLimiter::Admit(const std::string& user, 
 void CallLimiter::Release(const Ticket& ticket) {
   absl::MutexLock lock(&mu_);
   if (ticket.stream) {
-    Decrement(user_streams_, ticket.user);
+    if (ticket.user) Decrement(user_streams_, *ticket.user);
     Decrement(connection_streams_, ticket.connection);
-  } else {
-    Decrement(calls_, ticket.user);
+  } else if (ticket.user) {
+    Decrement(calls_, *ticket.user);
   }
 }
 

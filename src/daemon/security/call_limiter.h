@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -38,14 +39,16 @@ class CallLimiter {
    private:
     friend class CallLimiter;
     CallLimiter* limiter_ = nullptr;
-    std::string user, connection;
+    std::optional<std::string> user;
+    std::string connection;
     bool stream = false;
   };
 
-  // A call of `user` (a token's owner; "" for anonymous callers under --insecure) on
-  // `connection` (the peer, "ipv4:10.0.0.5:41234"); `stream`: the stream a call opens (the call
-  // holds a ticket of its own besides). RESOURCE_EXHAUSTED past a cap.
-  absl::StatusOr<Ticket> Admit(const std::string& user, const std::string& connection, bool stream);
+  // A call of `user` (a token's owner; nullopt under --insecure, where nobody is identified and
+  // only the connection's cap applies) on `connection` (the peer, "ipv4:10.0.0.5:41234");
+  // `stream`: the stream a call opens (the call holds a ticket of its own besides).
+  // RESOURCE_EXHAUSTED past a cap.
+  absl::StatusOr<Ticket> Admit(const std::optional<std::string>& user, const std::string& connection, bool stream);
 
   // In flight now (tests, metrics).
   int calls(const std::string& user) const;

@@ -40,11 +40,13 @@ class ApiGuard {
 
   absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& ctx) const;
   // A place for the call (`stream`: for the stream it opens) within the caps of call_limiter.h;
-  // agents are not counted.
+  // agents are not counted, and under --insecure (nobody identified) only the connection's cap
+  // holds.
   absl::StatusOr<CallLimiter::Ticket> Admit(const Caller& caller, const grpc::ServerContextBase& ctx,
                                             bool stream) const {
     if (in_flight_ == nullptr || caller.is_agent()) return CallLimiter::Ticket();
-    return in_flight_->Admit(caller.user, ctx.peer(), stream);
+    return in_flight_->Admit(caller.unchecked ? std::nullopt : std::optional<std::string>(caller.user), ctx.peer(),
+                             stream);
   }
   // For a stream, again at each step: UNAUTHENTICATED once the token that opened it was revoked
   // or expired (issue 60, item 8: `logs -f` went on 14 s after `admin revoke`, and would have
