@@ -205,13 +205,13 @@ _hetpoolctl() {
       return ;;
     "admin token")
       case "$prev" in
-        --comment | --group | --user) return ;;
+        --comment | --expires | --group | --user) return ;;
         --file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --role) COMPREPLY=($(compgen -W "viewer user operator admin" -- "$cur")); return ;;
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--comment --file --group --role --user --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--comment --expires --file --group --role --user --help" -- "$cur"))
         return
       fi
       return ;;

@@ -191,9 +191,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   }
   d->planner_ = std::make_unique<ModelPlanner>(options.prices);
   const ApiGuard* guard = d->guard_.get();
-  d->job_watches_ = JobWatches::Start(d->state_.get(), guard);
+  d->job_streams_ = {JobStreams<pb::WatchJobResponse>::Start(d->state_.get(), guard),
+                     JobStreams<pb::LogChunk>::Start(d->state_.get(), guard)};
   d->job_service_ = std::make_unique<JobServiceImpl>(d->state_.get(), d->logs_.get(), d->planner_.get(), d->gate_.get(),
-                                                     guard, d->job_watches_);
+                                                     guard, d->job_streams_);
   d->cluster_service_ = std::make_unique<ClusterServiceImpl>(d->state_.get(), d->gate_.get(), guard);
   d->order_streams_ = OrderStreams::Start(d->state_.get());
   d->agent_service_ = std::make_unique<AgentServiceImpl>(d->state_.get(), d->order_streams_.get(), d->logs_.get(),
@@ -279,7 +280,8 @@ void DaemonServer::Shutdown(absl::Time deadline) {
   // order streams, which gRPC's shutdown waits for.
   state_->Stop();
   order_streams_->Stop();
-  job_watches_->Stop();
+  job_streams_.watches->Stop();
+  job_streams_.logs->Stop();
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
 }

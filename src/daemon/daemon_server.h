@@ -72,7 +72,7 @@ class DaemonServer {
   std::unique_ptr<ClusterState> state_;
   std::unique_ptr<ApiGuard> guard_;
   std::unique_ptr<ModelPlanner> planner_;
-  std::shared_ptr<JobWatches> job_watches_;
+  JobServiceImpl::Streams job_streams_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::shared_ptr<OrderStreams> order_streams_;  // shared with the streams gRPC still holds

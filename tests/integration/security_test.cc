@@ -791,14 +791,14 @@ size_t ThreadsOf(pid_t pid) {
 }
 
 // Issue 60, item 6: a watch held a daemon thread for its whole life (8,000 watches, 8,031
-// threads). Watches are served by gRPC's callback API and one sender: 300 of them add no thread
-// each.
-TEST(JobWatches, ThreeHundredWatchesHoldNoThreadEach) {
+// threads). Watches and followed logs are served by gRPC's callback API and a sender each: 300
+// watches and 100 followed logs add no thread each.
+TEST(JobStreams, ThreeHundredWatchesAndAHundredFollowedLogsHoldNoThreadEach) {
   auto options = TestCluster::ExamplePool();
   options.daemon_args = {"--max-streams-per-user", "1000", "--max-streams-per-connection", "1000"};
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
-  auto job = cluster.Submit(cluster.ShellSpec("sleep 120"));
+  auto job = cluster.Submit(cluster.ShellSpec("echo started; sleep 120"));
   ASSERT_TRUE(job.ok()) << job.status();
   const size_t before = ThreadsOf(cluster.daemon_pid());
   pb::WatchJobRequest watch;
@@ -811,10 +811,23 @@ TEST(JobWatches, ThreeHundredWatchesHoldNoThreadEach) {
     pb::WatchJobResponse first;
     ASSERT_TRUE(streams.back()->Read(&first)) << "watch " << i << " did not open";
   }
+  pb::GetJobLogsRequest follow;
+  follow.set_job_id(job->id());
+  follow.set_follow(true);
+  std::vector<std::unique_ptr<grpc::ClientContext>> log_contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<pb::LogChunk>>> logs;
+  for (int i = 0; i < 100; ++i) {
+    log_contexts.push_back(std::make_unique<grpc::ClientContext>());
+    logs.push_back(cluster.jobs().GetJobLogs(log_contexts.back().get(), follow));
+    pb::LogChunk first;
+    ASSERT_TRUE(logs.back()->Read(&first)) << "followed log " << i << " did not open";
+  }
   const size_t during = ThreadsOf(cluster.daemon_pid());
-  EXPECT_LT(during, before + 50) << "300 open watches took " << during - before << " threads";
+  EXPECT_LT(during, before + 50) << "300 watches and 100 followed logs took " << during - before << " threads";
   for (auto& ctx : contexts) ctx->TryCancel();
   for (auto& stream : streams) stream->Finish().IgnoreError();
+  for (auto& ctx : log_contexts) ctx->TryCancel();
+  for (auto& stream : logs) stream->Finish().IgnoreError();
   pb::CancelJobRequest cancel;
   cancel.set_job_id(job->id());
   pb::Job cancelled;

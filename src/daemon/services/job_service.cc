@@ -10,17 +10,12 @@
 #include "src/daemon/logs/log_filter.h"
 #include "src/daemon/logs/log_request.h"
 #include "src/daemon/services/job_redaction.h"
+#include "src/daemon/services/job_stream_sources.h"
 
 namespace hetpool::daemon {
 namespace {
 
-constexpr size_t kLogChunk = 64 * 1024;
-constexpr absl::Duration kPollSlice = absl::Milliseconds(500);
 
-// The marker a reader sees where the stream's size cap rotated bytes away.
-std::string RotatedAway(uint64_t bytes) {
-  return absl::StrCat("[hetpool: ", bytes, " earlier bytes of this log were rotated away (--log-max-bytes)]\n");
-}
 
 }  // namespace
 
@@ -111,100 +106,43 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const pb::Cance
 
 grpc::ServerWriteReactor<pb::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* ctx,
                                                                          const pb::WatchJobRequest* req) {
-  if (absl::Status gate = gate_->Check(); !gate.ok()) return JobWatches::Refused(ToGrpcStatus(gate));
+  using Watches = JobStreams<pb::WatchJobResponse>;
+  if (absl::Status gate = gate_->Check(); !gate.ok()) return Watches::Refused(ToGrpcStatus(gate));
   grpc::ServerWriteReactor<pb::WatchJobResponse>* watch = nullptr;
   const grpc::Status admitted =
       Guarded(*guard_, ctx, "WatchJob", Action::kReadJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
         if (auto job = JobFor(caller, Action::kReadJob, req->job_id()); !job.ok()) return job.status();
         auto place = guard_->Admit(caller, *ctx, /*stream=*/true);
         if (!place.ok()) return place.status();
-        watch = watches_->Open(ctx, caller, req->job_id(), *std::move(place));
+        watch = streams_.watches->Open(ctx, req->job_id(), WatchSource(caller), *std::move(place));
         return absl::OkStatus();
       });
-  if (!admitted.ok()) return JobWatches::Refused(admitted);
+  if (!admitted.ok()) return Watches::Refused(admitted);
   return watch;
 }
 
-grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
-                                        grpc::ServerWriter<pb::LogChunk>* writer) {
-  HETPOOL_RETURN_IF_NOT_LEADER(gate_);
+grpc::ServerWriteReactor<pb::LogChunk>* JobServiceImpl::GetJobLogs(grpc::CallbackServerContext* ctx,
+                                                                   const pb::GetJobLogsRequest* req) {
+  using Logs = JobStreams<pb::LogChunk>;
+  if (absl::Status gate = gate_->Check(); !gate.ok()) return Logs::Refused(ToGrpcStatus(gate));
   // Reading logs is audited like a change: they can hold what a job printed of its secrets.
   const std::string target = absl::StrCat(req->job_id(), req->node().empty() ? "" : " node=",
                                           req->node().substr(0, 64), req->has_rank() ? " rank=" : "",
                                           req->has_rank() ? absl::StrCat(req->rank()) : "");
-  return Guarded(
+  grpc::ServerWriteReactor<pb::LogChunk>* stream = nullptr;
+  const grpc::Status admitted = Guarded(
       *guard_, ctx, "GetJobLogs", Action::kReadLogs, target,
       [&](const Caller& caller) -> absl::Status {
         if (auto job = JobFor(caller, Action::kReadLogs, req->job_id()); !job.ok()) return job.status();
-        absl::StatusOr<CallLimiter::Ticket> stream = CallLimiter::Ticket();
-        if (req->follow()) stream = guard_->Admit(caller, *ctx, /*stream=*/true);
-        if (!stream.ok()) return stream.status();
-        return FromGrpcStatus(StreamLogs(ctx, req, writer));
+        absl::StatusOr<CallLimiter::Ticket> place = CallLimiter::Ticket();
+        if (req->follow()) place = guard_->Admit(caller, *ctx, /*stream=*/true);
+        if (!place.ok()) return place.status();
+        stream = streams_.logs->Open(ctx, req->job_id(), LogSource(logs_, *req), *std::move(place));
+        return absl::OkStatus();
       },
       /*audit_success=*/true);
-}
-
-grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
-                                        grpc::ServerWriter<pb::LogChunk>* writer) {
-  uint64_t seen = 0;
-  std::map<std::string, uint64_t> offsets;
-  std::map<std::string, LogFilter> filters;
-  bool final_pass = false;
-  while (!ctx->IsCancelled()) {
-    if (absl::Status still = guard_->StillAuthenticated(*ctx); !still.ok()) return ToGrpcStatus(still);
-    auto next = state_->WaitJob(req->job_id(), seen, seen ? kPollSlice : absl::ZeroDuration());
-    if (!next.ok()) return ToGrpcStatus(next.status());
-    const pb::Job& job = next->first;
-    seen = next->second;
-    const uint64_t generation = req->generation() ? req->generation() : job.generation();
-    if (generation > job.generation()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("job ", job.id(), " has no generation ", generation));
-    }
-    auto streams = LogStreamsFor(job, *req, generation);
-    if (!streams.ok()) return ToGrpcStatus(streams.status());
-    if (generation > 0) {
-      for (const auto& [node, local_rank] : *streams) {
-        std::optional<LogLabels> labels;
-        if (!req->raw()) labels = LogLabels{node, GlobalRanksOn(job, generation, node)};
-        auto filter = filters.try_emplace(node, local_rank, kMaxLogLine, labels).first;
-        if (labels) filter->second.SetGlobalRanks(labels->global_ranks);  // known once the workers are up
-        while (true) {
-          auto slice = logs_->Read(job.id(), generation, node, offsets[node], kLogChunk);
-          if (!slice.ok()) return ToGrpcStatus(slice.status());
-          if (!slice->exists && NodeExited(job, generation, node)) {
-            // The agent pushes every exited node's log (even an empty one) before its exit counts:
-            // a missing one is gone, and saying so beats returning nothing.
-            return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                absl::StrCat("the log of ", job.id(), " generation ", generation, " on node ", node,
-                                             " is not in this hetpoold's log store: it was written before a failover "
-                                             "to a replica that does not share --logs-dir, or it was removed"));
-          }
-          if (slice->data.empty() && slice->dropped == 0) break;
-          offsets[node] += slice->dropped + slice->data.size();
-          pb::LogChunk chunk;
-          chunk.set_node(node);
-          if (slice->dropped > 0) chunk.set_data(RotatedAway(slice->dropped));
-          chunk.mutable_data()->append(filter->second.Feed(slice->data));
-          if (!chunk.data().empty() && !writer->Write(chunk)) return grpc::Status::CANCELLED;
-        }
-      }
-    }
-    // Agents push a node's logs before reporting its exit, so one pass after the job ended
-    // returns everything.
-    const bool ended = IsTerminal(job.state()) || (req->generation() && req->generation() < job.generation());
-    if (!req->follow() || final_pass) break;
-    if (ended) final_pass = true;
-    if (state_->stopping()) break;
-  }
-  // A last line without a newline is still held back for its label: it ends here.
-  for (auto& [node, filter] : filters) {
-    pb::LogChunk chunk;
-    chunk.set_node(node);
-    chunk.set_data(filter.Finish());
-    if (!chunk.data().empty() && !writer->Write(chunk)) return grpc::Status::CANCELLED;
-  }
-  return ctx->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK;
+  if (!admitted.ok()) return Logs::Refused(admitted);
+  return stream;
 }
 
 grpc::Status JobServiceImpl::GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req,

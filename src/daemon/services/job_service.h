@@ -2,7 +2,7 @@
 #pragma once
 
 #include "src/daemon/services/api_guard.h"
-#include "src/daemon/services/job_watches.h"
+#include "src/daemon/services/job_streams.h"
 #include "src/daemon/services/leader_gate.h"
 
 #include "hetpool/v1/job.grpc.pb.h"
@@ -13,13 +13,20 @@
 
 namespace hetpool::daemon {
 
-// WatchJob is served by gRPC's callback API (JobWatches: no thread per watch); the rest by the
-// synchronous one.
-class JobServiceImpl final : public hetpool::v1::JobService::WithCallbackMethod_WatchJob<hetpool::v1::JobService::Service> {
+// WatchJob and GetJobLogs are served by gRPC's callback API (job_streams.h: no thread per
+// stream); the rest by the synchronous one.
+class JobServiceImpl final
+    : public hetpool::v1::JobService::WithCallbackMethod_WatchJob<
+          hetpool::v1::JobService::WithCallbackMethod_GetJobLogs<hetpool::v1::JobService::Service>> {
  public:
+  // The hubs the streams run on (started by the daemon, which stops them before the server).
+  struct Streams {
+    std::shared_ptr<JobStreams<pb::WatchJobResponse>> watches;
+    std::shared_ptr<JobStreams<pb::LogChunk>> logs;
+  };
   JobServiceImpl(ClusterState* state, const LogStore* logs, const ModelPlanner* planner, const LeaderGate* gate,
-                 const ApiGuard* guard, std::shared_ptr<JobWatches> watches)
-      : state_(state), logs_(logs), planner_(planner), gate_(gate), guard_(guard), watches_(std::move(watches)) {}
+                 const ApiGuard* guard, Streams streams)
+      : state_(state), logs_(logs), planner_(planner), gate_(gate), guard_(guard), streams_(std::move(streams)) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                          pb::SubmitJobResponse* resp) override;
@@ -30,22 +37,20 @@ class JobServiceImpl final : public hetpool::v1::JobService::WithCallbackMethod_
                          pb::Job* resp) override;
   grpc::ServerWriteReactor<pb::WatchJobResponse>* WatchJob(grpc::CallbackServerContext* ctx,
                                                            const pb::WatchJobRequest* req) override;
-  grpc::Status GetJobLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
-                          grpc::ServerWriter<pb::LogChunk>* writer) override;
+  grpc::ServerWriteReactor<pb::LogChunk>* GetJobLogs(grpc::CallbackServerContext* ctx,
+                                                     const pb::GetJobLogsRequest* req) override;
   grpc::Status GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req, pb::UsageResponse* resp) override;
 
  private:
   // The job, if the caller may take `action` on it (NOT_FOUND / PERMISSION_DENIED otherwise).
   absl::StatusOr<pb::Job> JobFor(const Caller& caller, Action action, const std::string& id) const;
-  grpc::Status StreamLogs(grpc::ServerContext* ctx, const pb::GetJobLogsRequest* req,
-                          grpc::ServerWriter<pb::LogChunk>* writer);
 
   ClusterState* state_;
   const LogStore* logs_;
   const ModelPlanner* planner_;
   const LeaderGate* gate_;
   const ApiGuard* guard_;
-  std::shared_ptr<JobWatches> watches_;
+  const Streams streams_;
 };
 
 }  // namespace hetpool::daemon

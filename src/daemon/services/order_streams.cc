@@ -11,12 +11,6 @@ namespace {
 grpc::Status ShuttingDown() { return ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down")); }
 grpc::Status AgentGone() { return grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away"); }
 
-class RefusedStream final : public grpc::ServerWriteReactor<pb::Orders> {
- public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
 // One agent's StreamOrders call. gRPC calls its reactions on its own threads; every field below
@@ -35,16 +29,16 @@ class OrderStreams::Stream final : public grpc::ServerWriteReactor<pb::Orders>,
       absl::MutexLock lock(&hub_->mu_);
       next = hub_->AfterWrite(*this, ok);
     }
-    if (next) Run(*next);
+    if (next) next->Run();
   }
 
   void OnCancel() override {
     std::optional<Step> next;
     {
       absl::MutexLock lock(&hub_->mu_);
-      next = hub_->AfterCancel(*this);
+      next = FinishCancelled<Stream, pb::Orders>(*this, AgentGone());
     }
-    if (next) Run(*next);
+    if (next) next->Run();
   }
 
   // gRPC's last call: the stream leaves the hub. The hub goes last: this stream may hold the
@@ -54,7 +48,7 @@ class OrderStreams::Stream final : public grpc::ServerWriteReactor<pb::Orders>,
     std::shared_ptr<Stream> self;  // released after the lock, then `this` is gone
     {
       absl::MutexLock lock(&hub->mu_);
-      self = hub->Forget(this);
+      self = Forget(hub->streams_, node, this);
     }
   }
 
@@ -81,7 +75,7 @@ std::shared_ptr<OrderStreams> OrderStreams::Start(ClusterState* state) {
 OrderStreams::~OrderStreams() { Stop(); }
 
 grpc::ServerWriteReactor<pb::Orders>* OrderStreams::Refused(const grpc::Status& status) {
-  return new RefusedStream(status);
+  return new RefusedStream<pb::Orders>(status);
 }
 
 grpc::ServerWriteReactor<pb::Orders>* OrderStreams::Open(const std::string& node, const std::string& session) {
@@ -99,28 +93,16 @@ void OrderStreams::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    for (auto& [node, streams] : streams_) {
-      for (auto& stream : streams) {
-        if (stream->finished) continue;
-        if (stream->writing) {
-          stream->finish_after_write = ShuttingDown();
-        } else {
-          stream->finished = true;
-          steps.push_back({stream, nullptr, ShuttingDown()});
-        }
-      }
-    }
+    steps = FinishAll<Stream, pb::Orders>(streams_, ShuttingDown());
   }
   state_->WatchOrders(nullptr);  // under the state's lock: no listener call is under way after it
   if (sender_.joinable()) sender_.join();
-  for (const Step& step : steps) Run(step);
+  for (const Step& step : steps) step.Run();
 }
 
 size_t OrderStreams::open_streams() const {
   absl::MutexLock lock(&mu_);
-  size_t n = 0;
-  for (const auto& [node, streams] : streams_) n += streams.size();
-  return n;
+  return CountStreams(streams_);
 }
 
 void OrderStreams::OrdersChanged(const std::string& node) {
@@ -174,7 +156,7 @@ void OrderStreams::SendLoop() {
         }
       }
     }
-    for (const Step& step : steps) Run(step);
+    for (const Step& step : steps) step.Run();
   }
 }
 
@@ -195,37 +177,6 @@ std::optional<OrderStreams::Step> OrderStreams::AfterWrite(Stream& stream, bool 
     changed_.insert(stream.node);
   }
   return std::nullopt;
-}
-
-std::optional<OrderStreams::Step> OrderStreams::AfterCancel(Stream& stream) {
-  if (stream.finished) return std::nullopt;
-  if (stream.writing) {
-    stream.finish_after_write = AgentGone();  // the outstanding write ends first, failed
-    return std::nullopt;
-  }
-  stream.finished = true;
-  return Step{stream.shared_from_this(), nullptr, AgentGone()};
-}
-
-std::shared_ptr<OrderStreams::Stream> OrderStreams::Forget(Stream* stream) {
-  auto it = streams_.find(stream->node);
-  if (it == streams_.end()) return nullptr;
-  std::shared_ptr<Stream> found;
-  std::erase_if(it->second, [&](const std::shared_ptr<Stream>& held) {
-    if (held.get() != stream) return false;
-    found = held;
-    return true;
-  });
-  if (it->second.empty()) streams_.erase(it);
-  return found;
-}
-
-void OrderStreams::Run(const Step& step) {
-  if (step.write != nullptr) {
-    step.stream->StartWrite(step.write);
-  } else {
-    step.stream->Finish(step.status);
-  }
 }
 
 }  // namespace hetpool::daemon

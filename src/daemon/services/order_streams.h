@@ -26,6 +26,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "hetpool/v1/agent.pb.h"
+#include "src/daemon/services/callback_streams.h"
 #include "src/daemon/state/cluster_state.h"
 
 namespace hetpool::daemon {
@@ -54,24 +55,17 @@ class OrderStreams : public std::enable_shared_from_this<OrderStreams> {
  private:
   class Stream;
   // What to do to a stream once the lock is released: gRPC's calls are not made under it.
-  struct Step {
-    std::shared_ptr<Stream> stream;
-    const pb::Orders* write = nullptr;  // else finish with `status`
-    grpc::Status status;
-  };
+  using Step = StreamStep<Stream, pb::Orders>;
 
   explicit OrderStreams(ClusterState* state) : state_(state) {}
   void OrdersChanged(const std::string& node);
   void SendLoop();
   // The stream's next step after a write ended (`ok`: it was sent) or the call was cancelled.
   std::optional<Step> AfterWrite(Stream& stream, bool ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<Step> AfterCancel(Stream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<Stream> Forget(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Run(const Step& step);
 
   ClusterState* const state_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::vector<std::shared_ptr<Stream>>> streams_ ABSL_GUARDED_BY(mu_);  // by node
+  StreamsByKey<Stream> streams_ ABSL_GUARDED_BY(mu_);  // by node
   std::set<std::string> changed_ ABSL_GUARDED_BY(mu_);  // nodes whose streams the sender looks at
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;
