@@ -1,4 +1,3 @@
-#include "src/common/monotonic_clock.h"
 #include "src/agent/container_runtime.h"
 
 #include <fcntl.h>
@@ -22,6 +21,7 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/exec_args.h"
 #include "src/agent/job_sandbox.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 namespace {

@@ -1,9 +1,9 @@
-#include "src/common/monotonic_clock.h"
 #include "src/agent/daemon_channel.h"
 
 #include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
 #include "src/common/channel_backoff.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 

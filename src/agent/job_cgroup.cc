@@ -1,4 +1,3 @@
-#include "src/common/monotonic_clock.h"
 #include "src/agent/job_cgroup.h"
 
 #include <fcntl.h>
@@ -25,6 +24,7 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/device_filter.h"
 #include "src/common/cpu_list.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 namespace fs = std::filesystem;

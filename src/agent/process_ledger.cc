@@ -1,4 +1,3 @@
-#include "src/common/monotonic_clock.h"
 #include "src/agent/process_ledger.h"
 
 #include <signal.h>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
 #include "src/common/durable_file.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 namespace {

@@ -1,4 +1,3 @@
-#include "src/common/monotonic_clock.h"
 #include "src/agent/runner.h"
 
 #include <fcntl.h>
@@ -23,6 +22,7 @@
 #include "src/agent/container_launch.h"
 #include "src/agent/exec_args.h"
 #include "src/agent/private_tmp.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 namespace {

@@ -1,4 +1,3 @@
-#include "src/common/monotonic_clock.h"
 #include "src/agent/session.h"
 
 #include <fcntl.h>
@@ -25,6 +24,7 @@
 #include "src/common/convert.h"
 #include "src/common/job_paths.h"
 #include "src/common/leader_words.h"
+#include "src/common/monotonic_clock.h"
 #include "src/common/names.h"
 #include "src/common/orders_parts.h"
 

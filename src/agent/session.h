@@ -18,10 +18,10 @@
 #include "drivers/inventory_tracker.h"
 #include "hetpool/v1/agent.grpc.pb.h"
 #include "grpcpp/security/credentials.h"
-#include "src/common/monotonic_clock.h"
 #include "src/agent/job_sandbox.h"
 #include "src/agent/run_dir_janitor.h"
 #include "src/agent/runner.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 

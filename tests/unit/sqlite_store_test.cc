@@ -49,24 +49,27 @@ hetpool::v1::Job FinishedJob(int seq) {
   return job;
 }
 
+// The root page of `index` in the file at `path`, and the file's page size.
+void RootPageOf(const std::string& path, const char* index, int* root, int* page_size) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name=?1", -1, &stmt, nullptr);
+  sqlite3_bind_text(stmt, 1, index, -1, SQLITE_STATIC);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  *root = sqlite3_column_int(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  *page_size = sqlite3_column_int(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
 // Overwrites bytes inside the root page of `index`, as a bad sector would.
 void DamageIndex(const std::string& path, const char* index) {
   int root = 0, page_size = 0;
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name=?1", -1, &stmt, nullptr);
-    sqlite3_bind_text(stmt, 1, index, -1, SQLITE_STATIC);
-    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-    root = sqlite3_column_int(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
-    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-    page_size = sqlite3_column_int(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-  }
+  RootPageOf(path, index, &root, &page_size);
   ASSERT_GT(root, 1);
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
   file.seekp(static_cast<std::streamoff>(root - 1) * page_size + 12);
@@ -117,21 +120,7 @@ TEST(SqliteStore, RefusesAStoreWithADamagedIndex) {
 // well formed and in order, as after a bad sector inside a key.
 void DamageIdIndexKey(const std::string& path) {
   int root = 0, page_size = 0;
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name='sqlite_autoindex_jobs_1'", -1, &stmt,
-                       nullptr);
-    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-    root = sqlite3_column_int(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
-    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-    page_size = sqlite3_column_int(stmt, 0);
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
-  }
+  RootPageOf(path, "sqlite_autoindex_jobs_1", &root, &page_size);
   std::string file = testing::ReadAll(path);
   const size_t page_at = static_cast<size_t>(root - 1) * page_size;
   const size_t key = file.find("job-15", page_at);

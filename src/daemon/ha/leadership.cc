@@ -1,8 +1,8 @@
 #include "src/daemon/ha/leadership.h"
 
 #include "absl/strings/str_cat.h"
-#include "src/common/monotonic_clock.h"
 #include "spdlog/spdlog.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::daemon {
 Leadership::Leadership(Options options) : options_(std::move(options)), endpoints_(options_.endpoints) {}
