@@ -1,6 +1,7 @@
 // Helpers for a vendor's entry-point list, written once as an X-macro list
 // X(name, return type, (parameters)) and expanded into declarations, a table of function
-// pointers, and the dlsym calls that fill it (STYLE.md: one list per vendor).
+// pointers, and the dlsym calls that fill it: one list per vendor, so the declarations, the
+// table and the loading cannot drift apart (docs/discovery.md).
 #pragma once
 
 // Declares `ret name params;` (used inside extern "C" by the ABI headers and the fakes).

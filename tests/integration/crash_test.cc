@@ -12,6 +12,7 @@
 #include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::testing {
@@ -207,13 +208,15 @@ TEST(WallClockStep, BackAnHourStretchesNoLeaseAndRefusesNoSubmission) {
 
   std::ofstream(offset_file) << "-3600\n";
   // The step has reached the daemon once the jobs it stamps are an hour old.
-  bool stepped = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30); !stepped && absl::Now() < deadline;) {
-    auto job = cluster.Submit(cluster.ShellSpec("true"));
-    ASSERT_TRUE(job.ok()) << "a submission after the step was refused: " << job.status();
-    stepped = FromProtoTime(job->created_at()) < absl::Now() - absl::Minutes(50);
-    if (!stepped) absl::SleepFor(absl::Milliseconds(200));
-  }
+  absl::Status refused;
+  const bool stepped = Eventually(
+      [&] {
+        auto job = cluster.Submit(cluster.ShellSpec("true"));
+        if (!job.ok()) refused = job.status();
+        return job.ok() && FromProtoTime(job->created_at()) < absl::Now() - absl::Minutes(50);
+      },
+      absl::Seconds(30), absl::Milliseconds(200));
+  ASSERT_TRUE(refused.ok()) << "a submission after the step was refused: " << refused;
   ASSERT_TRUE(stepped) << "libfaketime did not step hetpoold's clock";
   for (int i = 0; i < 20; ++i) {
     auto job = cluster.Submit(cluster.ShellSpec("true"));
@@ -221,13 +224,8 @@ TEST(WallClockStep, BackAnHourStretchesNoLeaseAndRefusesNoSubmission) {
   }
 
   cluster.SignalAgent(1, SIGKILL);  // node-b
-  std::map<std::string, pb::NodeState> states;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
-    states = NodeStates(cluster);
-    if (states["node-b"] == pb::NODE_STATE_NOT_READY) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_EQ(states["node-b"], pb::NODE_STATE_NOT_READY) << "a killed agent kept its 3 s lease\n" << cluster.DaemonLog();
+  EXPECT_TRUE(Eventually([&] { return NodeStates(cluster)["node-b"] == pb::NODE_STATE_NOT_READY; }, absl::Seconds(60)))
+      << "a killed agent kept its 3 s lease\n" << cluster.DaemonLog();
   // node-a's agent, stepped back too, still beats: a few leases later it is Ready.
   const absl::Time later = absl::Now() + absl::Seconds(10);
   while (absl::Now() < later && NodeStates(cluster)["node-a"] == pb::NODE_STATE_READY) absl::SleepFor(absl::Milliseconds(200));

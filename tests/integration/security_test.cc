@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "httplib.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/read_file.h"
 
@@ -295,11 +296,12 @@ TEST_F(SecurityTest, RevokingATokenEndsTheStreamsItOpened) {
   auto rita = pb::JobService::NewStub(cluster_->ChannelAs(*token));
   pb::Job job;
   grpc::Status submitted;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
-    submitted = Submit(*rita, SleepSpec("120"), &job);  // the daemon re-reads the token file within a second
-    if (submitted.error_code() != grpc::StatusCode::UNAUTHENTICATED) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  Eventually(  // the daemon re-reads the token file within a second
+      [&] {
+        submitted = Submit(*rita, SleepSpec("120"), &job);
+        return submitted.error_code() != grpc::StatusCode::UNAUTHENTICATED;
+      },
+      absl::Seconds(30), absl::Milliseconds(200));
   ASSERT_TRUE(submitted.ok()) << submitted.error_message();
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
@@ -366,17 +368,17 @@ TEST_F(SecurityTest, OneUsersStreamsAreCappedAndOthersAreServed) {
   streams[0]->Finish().IgnoreError();
   streams.erase(streams.begin());
   contexts.erase(contexts.begin());
-  bool reopened = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30); !reopened && absl::Now() < deadline;) {
-    grpc::ClientContext ctx;
-    auto again = dave->WatchJob(&ctx, watch);
-    pb::WatchJobResponse update;
-    reopened = again->Read(&update);
-    ctx.TryCancel();
-    again->Finish().IgnoreError();
-    if (!reopened) absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_TRUE(reopened);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        grpc::ClientContext ctx;
+        auto again = dave->WatchJob(&ctx, watch);
+        pb::WatchJobResponse update;
+        const bool opened = again->Read(&update);
+        ctx.TryCancel();
+        again->Finish().IgnoreError();
+        return opened;
+      },
+      absl::Seconds(30), absl::Milliseconds(200)));
   for (auto& ctx : contexts) ctx->TryCancel();
   for (auto& stream : streams) stream->Finish().IgnoreError();
   pb::CancelJobRequest cancel;

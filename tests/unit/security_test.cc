@@ -1,11 +1,11 @@
 // The security modules without a network: the access table cell by cell, the token file, the
 // authenticator (tokens, node certificates, reload), the audit line, the rate limiter with an
 // injected clock, and quotas.
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -151,11 +151,21 @@ TEST(TokenFile, FindsByTokenAndRefusesBadEntries) {
 }
 
 // --- authenticator
+// Rewrites `path` with `text` and sets its modification time `seconds` past the epoch's
+// millionth second: a change the watcher sees however fast the test runs (the file system's
+// clock may not have moved between two writes).
+void RewriteWithNewTime(const std::string& path, const std::string& text, int seconds) {
+  std::ofstream(path, std::ios::trunc) << text;
+  const struct timespec times[2] = {{1'000'000 + seconds, 0}, {1'000'000 + seconds, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
 TEST(Authenticator, TokensCertificatesAndRevocation) {
   hetpool::testing::TempDir dir;
   const std::string path = dir.path() + "/tokens.json";
   std::ofstream(path) << TokenFileText({{"tok-a", "alice", "user"}});
-  auto auth = Authenticator::Open(path);
+  absl::Time now = absl::FromUnixSeconds(1'000'000);  // the clock that paces the looks at the file
+  auto auth = Authenticator::Open(path, [&now] { return now; });
   ASSERT_TRUE(auth.ok()) << auth.status();
 
   auto alice = (*auth)->Authenticate("Bearer tok-a", {});
@@ -175,18 +185,19 @@ TEST(Authenticator, TokensCertificatesAndRevocation) {
   ASSERT_TRUE(node.ok());
   EXPECT_EQ(node->node, "node-a");
 
-  // Revoking alice and adding bob takes effect without a restart (the file is re-read).
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  std::ofstream(path, std::ios::trunc) << TokenFileText({{"tok-b", "bob", "viewer"}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  // Revoking alice and adding bob takes effect without a restart (the file is re-read at the
+  // next look, a second after the last one).
+  RewriteWithNewTime(path, TokenFileText({{"tok-b", "bob", "viewer"}}), 1);
+  EXPECT_TRUE((*auth)->Authenticate("Bearer tok-a", {}).ok()) << "looked again within the second";
+  now += absl::Milliseconds(1100);
   EXPECT_TRUE(absl::IsUnauthenticated((*auth)->Authenticate("Bearer tok-a", {}).status()));
   auto bob = (*auth)->Authenticate("Bearer tok-b", {});
   ASSERT_TRUE(bob.ok()) << bob.status();
   EXPECT_EQ(bob->role, Role::kViewer);
 
   // A broken file keeps the last good table.
-  std::ofstream(path, std::ios::trunc) << "{ broken";
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  RewriteWithNewTime(path, "{ broken", 2);
+  now += absl::Milliseconds(1100);
   EXPECT_TRUE((*auth)->Authenticate("Bearer tok-b", {}).ok());
 
   EXPECT_FALSE(Authenticator::Open(dir.path() + "/missing.json").ok());

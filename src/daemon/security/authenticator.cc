@@ -14,12 +14,14 @@ constexpr absl::Duration kRecheck = absl::Seconds(1);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Open(std::string token_file) {
+absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Open(std::string token_file,
+                                                                   std::function<absl::Time()> clock) {
   auto file = WatchedFile::Open(std::move(token_file), kRecheck);
   if (!file.ok()) return file.status();
   auto table = TokenTable::Parse(file->text());
   if (!table.ok()) return absl::InvalidArgumentError(absl::StrCat(file->path(), ": ", table.status().message()));
   std::unique_ptr<Authenticator> a(new Authenticator());
+  a->clock_ = std::move(clock);
   absl::MutexLock lock(&a->mu_);
   a->file_ = *std::move(file);
   a->table_ = *std::move(table);
@@ -34,7 +36,7 @@ std::unique_ptr<Authenticator> Authenticator::Unchecked() {
 
 void Authenticator::ReloadIfChanged() const {
   absl::MutexLock lock(&mu_);
-  const auto text = file_->Changed(absl::Now());
+  const auto text = file_->Changed(clock_());
   if (!text) return;
   auto table = TokenTable::Parse(*text);
   if (!table.ok()) {

@@ -3,6 +3,7 @@
 // revoking a token needs no restart; a file that stops parsing keeps the last good table.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/common/monotonic_clock.h"
 #include "src/common/watched_file.h"
 #include "src/daemon/security/token_file.h"
 
@@ -18,8 +20,11 @@ namespace hetpool::daemon {
 
 class Authenticator {
  public:
-  // `token_file`: the path of the hashed-token file; the first read must succeed.
-  static absl::StatusOr<std::unique_ptr<Authenticator>> Open(std::string token_file);
+  // `token_file`: the path of the hashed-token file; the first read must succeed. `clock` paces
+  // the looks at the file (once a second): the monotonic clock, so that a wall clock stepped
+  // back does not stop revocations from taking effect; tests inject theirs.
+  static absl::StatusOr<std::unique_ptr<Authenticator>> Open(std::string token_file,
+                                                             std::function<absl::Time()> clock = MonotonicNow);
   // Everyone is an unchecked caller (hetpoold --insecure).
   static std::unique_ptr<Authenticator> Unchecked();
 
@@ -34,6 +39,7 @@ class Authenticator {
   void ReloadIfChanged() const;
 
   bool unchecked_ = false;
+  std::function<absl::Time()> clock_;
   mutable absl::Mutex mu_;
   mutable std::optional<WatchedFile> file_ ABSL_GUARDED_BY(mu_);
   mutable TokenTable table_ ABSL_GUARDED_BY(mu_);

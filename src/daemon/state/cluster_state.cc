@@ -191,7 +191,7 @@ void ClusterState::Retire(const std::vector<JobTable::Retiring>& batch) {
 
 void ClusterState::ReloadQueues() {
   if (!queues_file_ || !fair_share_) return;
-  const auto text = queues_file_->Changed(absl::Now());
+  const auto text = queues_file_->Changed(SteadyNow());
   if (!text) return;
   auto config = QueueConfig::Parse(*text);
   if (!config.ok()) {
