@@ -27,21 +27,103 @@
 namespace hetpool::agent {
 namespace {
 
-// What the child reports through the exec pipe when it cannot start.
+// Where a launch stopped before its program ran: what the child reports through the exec pipe
+// (with the errno), or the parent's own steps.
+enum class Stage : int { kWorkingDir, kLogFile, kExec, kAccount, kScript, kNotRecorded, kPrivateTmp };
+
 struct ChildError {
-  int stage;  // 0 working dir, 1 log file, 2 exec, 3 account, 4 script, 5 not recorded, 6 /tmp
+  Stage stage;
   int error;
 };
 
-constexpr const char* kStageNames[] = {"cannot enter working_dir", "cannot open log file", "cannot execute",
-                                       "cannot switch to account", "ScriptNotFound: cannot read script",
-                                       "not started: the agent cannot record the launch",
-                                       "cannot make the job's private /tmp"};
-// What kind of launch failure each stage is: the job's (its paths) or the node's.
-constexpr const char* kStageFailures[] = {"WorkingDirNotFound", "LaunchFailed", "LaunchFailed", "LaunchFailed",
-                                          "ScriptNotFound", "LaunchFailed", "LaunchFailed"};
-constexpr int kNotRecorded = 5;
-constexpr int kPrivateTmp = 6;
+// What a stage's failure says first, and whose failure it is: the job's (its paths) or the node's.
+struct StageText {
+  const char* says;
+  const char* failure;
+};
+
+StageText TextOf(Stage stage) {
+  switch (stage) {
+    case Stage::kWorkingDir: return {"cannot enter working_dir", "WorkingDirNotFound"};
+    case Stage::kLogFile: return {"cannot open log file", "LaunchFailed"};
+    case Stage::kExec: return {"cannot execute", "LaunchFailed"};
+    case Stage::kAccount: return {"cannot switch to account", "LaunchFailed"};
+    case Stage::kScript: return {"ScriptNotFound: cannot read script", "ScriptNotFound"};
+    case Stage::kNotRecorded: return {"not started: the agent cannot record the launch", "LaunchFailed"};
+    case Stage::kPrivateTmp: return {"cannot make the job's private /tmp", "LaunchFailed"};
+  }
+  return {"cannot start", "LaunchFailed"};
+}
+
+// A launch that did not start: it "exits" 127 with `message` at once, and the daemon hears of
+// it like any other exit. `said` comes before the message in the agent's log.
+void FailLaunch(ProcessRecord& record, std::string message, absl::string_view failure, absl::string_view said = "") {
+  record.exited = true;
+  record.exit_code = 127;
+  record.message = std::move(message);
+  record.launch_failure = std::string(failure);
+  spdlog::warn("job {} g{}: {}{}", record.spec.job_id, record.spec.generation, std::string(said), record.message);
+}
+
+}  // namespace
+
+// What the forked child does, all of it made before the fork: after it, only async-signal-safe
+// calls. Its own /tmp (as root, first), the job's account, the working dir, the script's check
+// (as that account, where torchrun would open it), then the parent's word that the group is
+// recorded, then exec. Anything that fails is reported through `report` and the child exits.
+struct ChildPlan {
+  PrivateTmp* private_tmp = nullptr;
+  const RunAs* run_as = nullptr;
+  bool switch_user = false;
+  const char* start_dir = nullptr;
+  const char* script = nullptr;  // null: nothing to check
+  int log = -1;
+  int go = -1;      // read: the parent's byte once the group is in the ledger
+  int report = -1;  // write: a ChildError
+  const ExecArgs* exec = nullptr;
+};
+
+namespace {
+
+[[noreturn]] void RunChild(const ChildPlan& plan) {
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals; the job must not
+  signal(SIGPIPE, SIG_DFL);
+  ChildError err{Stage::kWorkingDir, 0};
+  const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int tmp_error = 0;
+  if (plan.private_tmp != nullptr && (tmp_error = plan.private_tmp->EnterInChild()) != 0) {
+    err = {Stage::kPrivateTmp, tmp_error};
+  } else if (plan.switch_user &&
+             (setgroups(plan.run_as->groups.size(), plan.run_as->groups.data()) != 0 ||
+              setgid(plan.run_as->gid) != 0 || setuid(plan.run_as->uid) != 0)) {
+    err = {Stage::kAccount, errno};
+  } else if (chdir(plan.start_dir) != 0) {
+    err = {Stage::kWorkingDir, errno};
+  } else if (plan.script != nullptr && access(plan.script, R_OK) != 0) {
+    err = {Stage::kScript, errno};
+  } else {
+    char go = 0;
+    ssize_t got;
+    do {
+      got = read(plan.go, &go, 1);
+    } while (got < 0 && errno == EINTR);
+    if (got != 1) {
+      err = {Stage::kNotRecorded, 0};
+    } else {
+      dup2(null, 0);  // dup2 clears close-on-exec on the copies
+      dup2(plan.log, 1);
+      dup2(plan.log, 2);
+      execve(plan.exec->path(), plan.exec->argv(), plan.exec->envp());
+      err = {Stage::kExec, errno};
+    }
+  }
+  ssize_t ignored = write(plan.report, &err, sizeof(err));
+  (void)ignored;
+  _exit(127);
+}
 
 // Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
 // /proc: with c10d rendezvous the global ranks are only known once the workers exist.
@@ -157,52 +239,16 @@ void Runner::Start(const LaunchSpec& spec) {
   ProcessRecord& record = records_[key];
   record = ProcessRecord{};
   record.spec = spec;
-
-  if (!spec.refused.empty()) {
-    record.exited = true;
-    record.exit_code = 127;
-    record.message = spec.refused;
-    record.launch_failure = spec.refused_failure;
-    spdlog::warn("job {} g{}: refused: {}", spec.job_id, spec.generation, spec.refused);
-    return;
-  }
-  std::error_code ec;
-  const std::filesystem::path run_dir = spec.run_dir;
-  std::filesystem::create_directories(run_dir, ec);
-  const RunAs& run_as = spec.run_as;
-  // The run directory is the job account's alone (0700): another user's job cannot read or
-  // write into it, whatever account it runs as.
-  if (run_as.switch_user && (chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0 || chmod(run_dir.c_str(), 0700) != 0)) {
-    spdlog::warn("job {} g{}: chown {}: {}", spec.job_id, spec.generation, run_dir.string(), std::strerror(errno));
-  }
+  if (!spec.refused.empty()) return FailLaunch(record, spec.refused, spec.refused_failure, "refused: ");
+  PrepareRunDir(spec);
   // The log lives where no job account can write (so nobody can swap it for a link to a file
   // the agent would then read and ship) and is opened here, by the agent, never through a link.
   const int log = OpenAgentLog(spec.log_path);
   if (log < 0) {
-    record.exited = true;
-    record.exit_code = 127;
-    record.message = absl::StrCat(kStageNames[1], " ", spec.log_path, ": ", std::strerror(errno));
-    record.launch_failure = kStageFailures[1];
-    spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
-    return;
+    return FailLaunch(record, absl::StrCat(TextOf(Stage::kLogFile).says, " ", spec.log_path, ": ", std::strerror(errno)),
+                      TextOf(Stage::kLogFile).failure);
   }
-  // The generation's cgroup exists before its first process: nothing of it runs unconfined.
-  if (options_.confinement != nullptr) {
-    const std::string name = absl::StrCat(spec.job_id, "-g", spec.generation);
-    auto cgroup = options_.confinement->Create(name, spec.limits);
-    if (!cgroup.ok()) {
-      close(log);
-      record.exited = true;
-      record.exit_code = 127;
-      record.message = absl::StrCat("not started: the agent cannot confine the launch: ", cgroup.status().message());
-      record.launch_failure = "LaunchFailed";
-      spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
-      return;
-    }
-    record.cgroup = std::move(*cgroup);
-    record.confinement = absl::StrCat(options_.confinement->version() == CgroupVersion::kV1 ? "cgroup v1" : "cgroup v2",
-                                      record.cgroup->description().empty() ? "" : ": ", record.cgroup->description());
-  }
+  if (!Confine(record)) return (void)close(log);
   // What is exec'd: torchrun as the job's account, or (in an image) the container runtime as
   // root, which starts torchrun as that account in the container. The runtime's own checks
   // stand in for the working dir and script checks, and the container has a /tmp of its own.
@@ -214,20 +260,11 @@ void Runner::Start(const LaunchSpec& spec) {
     if (std::string why = PrepareContainer(spec, options_.container_runtime, cgroup, exec_argv, exec_env);
         !why.empty()) {
       close(log);
-      if (record.cgroup != nullptr) record.cgroup->Remove().IgnoreError();
-      record.cgroup = nullptr;
-      record.exited = true;
-      record.exit_code = 127;
-      record.message = why;
-      record.launch_failure = "ContainerFailed";
-      spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, why);
-      return;
+      DropCgroup(record);
+      return FailLaunch(record, why, "ContainerFailed");
     }
     record.runtime_argv = exec_argv;
   }
-  const bool switch_user = run_as.switch_user && !in_image;
-  const std::string start_dir = in_image ? "/" : spec.working_dir;
-  const std::string script = in_image ? "" : spec.script;
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   const ExecArgs exec(exec_argv, exec_env);
   // What the job keeps in view of the host's /tmp, worked out before fork.
@@ -235,87 +272,89 @@ void Runner::Start(const LaunchSpec& spec) {
   if (spec.private_tmp && !in_image) {
     private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp, spec.private_shm, spec.limits.memory_mib);
   }
+  const std::string start_dir = in_image ? "/" : spec.working_dir;
+  ChildPlan plan{.private_tmp = private_tmp.get(),
+                 .run_as = &spec.run_as,
+                 .switch_user = spec.run_as.switch_user && !in_image,
+                 .start_dir = start_dir.c_str(),
+                 .script = in_image || spec.script.empty() ? nullptr : spec.script.c_str(),
+                 .log = log,
+                 .exec = &exec};
+  Launch(key, record, plan, exec_argv[0]);
+}
 
-  // pipe_fds: the child's report of why it could not exec (closed by a successful exec).
+void Runner::PrepareRunDir(const LaunchSpec& spec) {
+  std::error_code ec;
+  const std::filesystem::path run_dir = spec.run_dir;
+  std::filesystem::create_directories(run_dir, ec);
+  const RunAs& run_as = spec.run_as;
+  // The run directory is the job account's alone (0700): another user's job cannot read or
+  // write into it, whatever account it runs as.
+  if (run_as.switch_user && (chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0 || chmod(run_dir.c_str(), 0700) != 0)) {
+    spdlog::warn("job {} g{}: chown {}: {}", spec.job_id, spec.generation, run_dir.string(), std::strerror(errno));
+  }
+}
+
+bool Runner::Confine(ProcessRecord& record) {
+  // The generation's cgroup exists before its first process: nothing of it runs unconfined.
+  if (options_.confinement == nullptr) return true;
+  const LaunchSpec& spec = record.spec;
+  auto cgroup = options_.confinement->Create(absl::StrCat(spec.job_id, "-g", spec.generation), spec.limits);
+  if (!cgroup.ok()) {
+    FailLaunch(record, absl::StrCat("not started: the agent cannot confine the launch: ", cgroup.status().message()),
+               "LaunchFailed");
+    return false;
+  }
+  record.cgroup = std::move(*cgroup);
+  record.confinement = absl::StrCat(options_.confinement->version() == CgroupVersion::kV1 ? "cgroup v1" : "cgroup v2",
+                                    record.cgroup->description().empty() ? "" : ": ", record.cgroup->description());
+  return true;
+}
+
+void Runner::DropCgroup(ProcessRecord& record) {
+  if (record.cgroup != nullptr) record.cgroup->Remove().IgnoreError();
+  record.cgroup = nullptr;
+}
+
+void Runner::Launch(const Key& key, ProcessRecord& record, ChildPlan& plan, const std::string& program) {
+  const LaunchSpec& spec = record.spec;
+  // report_fds: the child's report of why it could not exec (closed by a successful exec).
   // go_fds: the parent's word that the group is in the ledger; the child execs nothing before
   // it, so no job code runs that a restarted agent would not know to stop.
-  int pipe_fds[2] = {-1, -1};
+  int report_fds[2] = {-1, -1};
   int go_fds[2] = {-1, -1};
-  const bool piped = !spec.argv.empty() && pipe2(pipe_fds, O_CLOEXEC) == 0 && pipe2(go_fds, O_CLOEXEC) == 0;
+  const bool piped = !spec.argv.empty() && pipe2(report_fds, O_CLOEXEC) == 0 && pipe2(go_fds, O_CLOEXEC) == 0;
   if (!piped) {
     const std::string why = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
-    for (int fd : {pipe_fds[0], pipe_fds[1]}) {
+    for (int fd : {report_fds[0], report_fds[1]}) {
       if (fd >= 0) close(fd);
     }
-    close(log);
-    record.exited = true;
-    record.exit_code = 127;
-    record.message = why;
-    record.launch_failure = "LaunchFailed";
-    return;
+    close(plan.log);
+    return FailLaunch(record, why, "LaunchFailed");
   }
+  plan.go = go_fds[0];
+  plan.report = report_fds[1];
   const pid_t pid = fork();
   if (pid == 0) {
-    close(go_fds[1]);  // else the read below would never see the parent give up
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals; the job must not
-    signal(SIGPIPE, SIG_DFL);
-    ChildError err{0, 0};
-    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int tmp_error = 0;
-    if (private_tmp != nullptr && (tmp_error = private_tmp->EnterInChild()) != 0) {  // as root, first
-      err = {kPrivateTmp, tmp_error};
-    } else if (switch_user &&
-               (setgroups(run_as.groups.size(), run_as.groups.data()) != 0 || setgid(run_as.gid) != 0 ||
-                setuid(run_as.uid) != 0)) {
-      err = {3, errno};
-    } else if (chdir(start_dir.c_str()) != 0) {
-      err = {0, errno};
-    } else if (!script.empty() && access(script.c_str(), R_OK) != 0) {
-      err = {4, errno};  // as the job's account, in its working dir: what torchrun would open
-    } else {
-      char go = 0;
-      ssize_t got;
-      do {
-        got = read(go_fds[0], &go, 1);
-      } while (got < 0 && errno == EINTR);
-      if (got != 1) {
-        err = {kNotRecorded, 0};
-      } else {
-        dup2(null, 0);  // dup2 clears close-on-exec on the copies
-        dup2(log, 1);
-        dup2(log, 2);
-        execve(exec.path(), exec.argv(), exec.envp());
-        err = {2, errno};
-      }
-    }
-    ssize_t ignored = write(pipe_fds[1], &err, sizeof(err));
-    (void)ignored;
-    _exit(127);
+    close(go_fds[1]);  // else the child's read would never see the parent give up
+    RunChild(plan);
   }
-  close(pipe_fds[1]);
+  close(report_fds[1]);
   close(go_fds[0]);
-  close(log);  // the child holds its copies
+  close(plan.log);  // the child holds its copies
   if (pid < 0) {
-    close(pipe_fds[0]);
+    close(report_fds[0]);
     close(go_fds[1]);
-    if (record.cgroup != nullptr) record.cgroup->Remove().IgnoreError();
-    record.cgroup = nullptr;
-    record.exited = true;
-    record.exit_code = 127;
-    record.message = absl::StrCat("fork: ", std::strerror(errno));
-    record.launch_failure = "LaunchFailed";
-    return;
+    DropCgroup(record);
+    return FailLaunch(record, absl::StrCat("fork: ", std::strerror(errno)), "LaunchFailed");
   }
   setpgid(pid, pid);  // also here, so a kill right after Start reaches the group
   // In its cgroup, then in the ledger, before the child may exec: a process of the job is
   // always where the agent (or its successor) will look for it.
-  absl::Status confined = record.cgroup != nullptr ? record.cgroup->Add(pid) : absl::OkStatus();
-  absl::Status recorded = !confined.ok()               ? confined
-                          : options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
-                                                       : absl::OkStatus();
+  const absl::Status confined = record.cgroup != nullptr ? record.cgroup->Add(pid) : absl::OkStatus();
+  const absl::Status recorded = !confined.ok()               ? confined
+                                : options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
+                                                             : absl::OkStatus();
   if (recorded.ok()) {
     const char go = 1;
     // The child may have stopped already (a bad working dir): then this write fails with EPIPE
@@ -327,34 +366,31 @@ void Runner::Start(const LaunchSpec& spec) {
   ChildError err{};
   ssize_t n;
   do {
-    n = read(pipe_fds[0], &err, sizeof(err));
+    n = read(report_fds[0], &err, sizeof(err));
   } while (n < 0 && errno == EINTR);
-  close(pipe_fds[0]);
+  close(report_fds[0]);
   record.pid = pid;
-  if (n == static_cast<ssize_t>(sizeof(err))) {
-    waitpid(pid, nullptr, 0);
-    record.exited = true;
-    record.exit_code = 127;
-    const std::string what = err.stage == 0   ? spec.working_dir
-                             : err.stage == 1 ? spec.log_path
-                             : err.stage == 3 ? run_as.account
-                             : err.stage == 4 ? absl::StrCat(spec.script, " in ", spec.working_dir)
-                             : err.stage == kPrivateTmp ? "(a tmpfs in a mount namespace of its own)"
-                                              : exec_argv[0];
-    record.message = err.stage == kNotRecorded && !confined.ok()
-                         ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
-                     : err.stage == kNotRecorded
-                         ? absl::StrCat(kStageNames[err.stage], ": ", recorded.message())
-                         : absl::StrCat(kStageNames[err.stage], " ", what, ": ", std::strerror(err.error));
-    record.launch_failure = kStageFailures[err.stage];
-    if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
-    if (record.cgroup != nullptr) EndCgroup(key, record);
-    if (in_image) EndContainer(spec, options_.container_runtime);
-    spdlog::warn("job {} g{}: {}", spec.job_id, spec.generation, record.message);
+  if (n != static_cast<ssize_t>(sizeof(err))) {  // the report pipe closed on exec: it runs
+    if (options_.watchdog != nullptr) options_.watchdog->Watch(pid);
+    spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
     return;
   }
-  if (options_.watchdog != nullptr) options_.watchdog->Watch(pid);
-  spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
+  waitpid(pid, nullptr, 0);
+  const std::string what = err.stage == Stage::kWorkingDir  ? spec.working_dir
+                           : err.stage == Stage::kLogFile   ? spec.log_path
+                           : err.stage == Stage::kAccount   ? spec.run_as.account
+                           : err.stage == Stage::kScript    ? absl::StrCat(spec.script, " in ", spec.working_dir)
+                           : err.stage == Stage::kPrivateTmp ? "(a tmpfs in a mount namespace of its own)"
+                                                            : program;
+  std::string message =
+      err.stage == Stage::kNotRecorded && !confined.ok()
+          ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
+      : err.stage == Stage::kNotRecorded ? absl::StrCat(TextOf(err.stage).says, ": ", recorded.message())
+                                         : absl::StrCat(TextOf(err.stage).says, " ", what, ": ", std::strerror(err.error));
+  if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
+  if (record.cgroup != nullptr) EndCgroup(key, record);
+  if (spec.container.has_value()) EndContainer(spec, options_.container_runtime);
+  FailLaunch(record, std::move(message), TextOf(err.stage).failure);
 }
 
 void Runner::Kill(const Key& key, const std::string& reason, absl::Duration grace) {

@@ -25,6 +25,8 @@
 
 namespace hetpool::agent {
 
+struct ChildPlan;  // runner.cc: what a launch's forked child does
+
 struct LaunchSpec {
   std::string job_id;
   uint64_t generation = 0;
@@ -139,6 +141,16 @@ class Runner {
   std::vector<JobOwnership> RunningJobs() const;
 
  private:
+  // Start's steps. The run directory, made and given to the job's account.
+  static void PrepareRunDir(const LaunchSpec& spec);
+  // The generation's cgroup, made before its first process; false (the launch failed, said in
+  // `record`) when it cannot be.
+  bool Confine(ProcessRecord& record);
+  static void DropCgroup(ProcessRecord& record);
+  // Forks the child that runs `plan`, records it (cgroup, ledger) before it may exec, and reads
+  // its report: started, or why not (`program`: what it would have executed).
+  void Launch(const Key& key, ProcessRecord& record, ChildPlan& plan, const std::string& program);
+
   // Notes when the filesystem under each running job's log fills and frees (ProcessRecord::
   // disk_full); once it frees, says so in the log itself, which is pushed like the job's output.
   void WatchLogSpace();
