@@ -375,22 +375,9 @@ void Session::Reconcile(const pb::Orders& orders) {
       continue;
     }
     LaunchSpec spec = ToLaunchSpec(*launch);
-    if (const std::string holder = runner_.UidHolder(spec.run_as.uid, spec.user);
-        spec.refused.empty() && spec.run_as.switch_user && !holder.empty()) {
-      const std::string why = absl::StrCat("its account ", spec.run_as.account, " (uid ", spec.run_as.uid,
-                                           ") still runs ", holder);
-      if (!held_.contains(key) || held_[key].why != why) {
-        spdlog::warn("job {} g{}: waits: {}", key.first, key.second, why);
-      }
-      held[key] = HeldLaunch{why, spec.device_ids};
-      continue;
-    }
-    // Placed on a card a stranger holds (since the last inventory): wait for it to be clean.
-    if (const std::string dirt = DirtyCards(spec.device_ids); spec.refused.empty() && !dirt.empty()) {
-      const std::string why = absl::StrCat("a card is held by a process of no job: ", dirt);
-      if (!held_.contains(key) || held_[key].why != why) {
-        spdlog::warn("job {} g{}: waits: {}", key.first, key.second, why);
-      }
+    if (const std::string why = WhyHeld(spec); !why.empty()) {
+      // Said once per reason, not at every reconcile.
+      if (!held_.contains(key) || held_[key].why != why) spdlog::warn("job {} g{}: waits: {}", key.first, key.second, why);
       held[key] = HeldLaunch{why, spec.device_ids};
       continue;
     }
@@ -520,6 +507,19 @@ google::protobuf::RepeatedPtrField<pb::ProcessStatus> Session::ProcessReports() 
     }
   }
   return out;
+}
+
+std::string Session::WhyHeld(const LaunchSpec& spec) {
+  if (!spec.refused.empty()) return "";  // a refused launch "starts" at once, failing
+  if (const std::string holder = runner_.UidHolder(spec.run_as.uid, spec.user);
+      spec.run_as.switch_user && !holder.empty()) {
+    return absl::StrCat("its account ", spec.run_as.account, " (uid ", spec.run_as.uid, ") still runs ", holder);
+  }
+  // Placed on a card a stranger holds (since the last inventory): wait for it to be clean.
+  if (const std::string dirt = DirtyCards(spec.device_ids); !dirt.empty()) {
+    return absl::StrCat("a card is held by a process of no job: ", dirt);
+  }
+  return "";
 }
 
 void Session::KeepWorkDirInBounds() {

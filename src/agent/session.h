@@ -122,6 +122,9 @@ class Session {
   bool lists_card_processes_ = false;  // a backend that is not simulated may list card processes
   ProcessLedger ledger_;  // before runner_, which records into it
   Runner runner_;
+  // Why a launch must wait before it may start ("" when it need not): its account still runs
+  // another user's job, or a process of no job holds one of its cards.
+  std::string WhyHeld(const LaunchSpec& spec);
   // Sweeps the work dir once a minute (KeepWorkDirInBounds).
   void KeepWorkDirInBounds();
   absl::Time next_work_dir_sweep_ = absl::InfinitePast();
