@@ -346,6 +346,29 @@ TEST_F(ClusterStateTest, NonZeroExitRestartsTheGangThenFails) {
 // Issue 60, item 2: leases run on the monotonic clock. With hetpoold's wall clock stepped back an
 // hour (libfaketime, monotonic untouched), an agent killed with SIGKILL stayed Ready for the hour:
 // a dead node kept its jobs and received new ones.
+// The job streams' hubs (one for watches, one for logs) each hear every job that changed: a
+// second listener used to replace the first, and watches then saw a change only at their
+// half-second token check.
+TEST_F(ClusterStateTest, EveryJobListenerHearsEachChangeUntilItLeaves) {
+  std::vector<std::string> watches, logs;
+  const int watching = state_->WatchJobs([&](const std::string& id) { watches.push_back(id); });
+  const int reading = state_->WatchJobs([&](const std::string& id) { logs.push_back(id); });
+  EXPECT_NE(watching, reading);
+  auto first = state_->Submit(Spec(1, 1), "");
+  auto second = state_->Submit(Spec(1, 1), "");
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(state_->Cancel(first->id(), "test").ok());
+  ASSERT_FALSE(watches.empty());
+  EXPECT_EQ(watches.back(), first->id());
+  EXPECT_EQ(watches, logs);
+  state_->UnwatchJobs(watching);
+  const size_t heard = watches.size();
+  ASSERT_TRUE(state_->Cancel(second->id(), "test").ok());
+  EXPECT_EQ(watches.size(), heard);
+  EXPECT_EQ(logs.back(), second->id());
+  state_->UnwatchJobs(reading);
+}
+
 TEST_F(ClusterStateTest, AWallClockSteppedBackDoesNotStretchALease) {
   Register("a", 2);
   auto job = state_->Submit(Spec(1, 2), "");

@@ -10,6 +10,9 @@ namespace {
 namespace pb = ::hetpool::v1;
 
 constexpr size_t kLogChunk = 64 * 1024;
+// What one pass reads at most: the chunks wait in memory until they are sent, and a stream
+// holds up to --log-max-bytes (256 MiB) on each of a job's nodes.
+constexpr size_t kPassBytes = 1 << 20;
 
 // The marker a reader sees where the stream's size cap rotated bytes away.
 std::string RotatedAway(uint64_t bytes) {
@@ -26,6 +29,7 @@ absl::StatusOr<LogCursor::Pass> LogCursor::Next(const pb::Job& job) {
   }
   auto streams = LogStreamsFor(job, request_, generation);
   if (!streams.ok()) return streams.status();
+  size_t read = 0;
   if (generation > 0) {
     for (const auto& [node, local_rank] : *streams) {
       std::optional<LogLabels> labels;
@@ -33,6 +37,10 @@ absl::StatusOr<LogCursor::Pass> LogCursor::Next(const pb::Job& job) {
       auto filter = filters_.try_emplace(node, local_rank, kMaxLogLine, labels).first;
       if (labels) filter->second.SetGlobalRanks(labels->global_ranks);  // known once the workers are up
       while (true) {
+        if (read >= kPassBytes) {
+          pass.more = true;  // the rest at the next pass, once these are sent
+          return pass;
+        }
         auto slice = logs_->Read(job.id(), generation, node, offsets_[node], kLogChunk);
         if (!slice.ok()) return slice.status();
         if (!slice->exists && NodeExited(job, generation, node)) {
@@ -45,6 +53,7 @@ absl::StatusOr<LogCursor::Pass> LogCursor::Next(const pb::Job& job) {
         }
         if (slice->data.empty() && slice->dropped == 0) break;
         offsets_[node] += slice->dropped + slice->data.size();
+        read += slice->data.size();
         pb::LogChunk chunk;
         chunk.set_node(node);
         if (slice->dropped > 0) chunk.set_data(RotatedAway(slice->dropped));

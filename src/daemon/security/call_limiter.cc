@@ -34,6 +34,7 @@ CallLimiter::Ticket::~Ticket() {
 
 absl::StatusOr<CallLimiter::Ticket> CallLimiter::Admit(const std::optional<std::string>& user,
                                                        const std::string& connection, bool stream) {
+  if (!user && !stream) return Ticket();  // an anonymous call: no cap applies, nothing to count
   absl::MutexLock lock(&mu_);
   if (user && !stream && limits_.calls_per_user > 0 && Count(calls_, *user) >= limits_.calls_per_user) {
     return absl::ResourceExhaustedError(absl::StrCat(*user, " has ", limits_.calls_per_user,

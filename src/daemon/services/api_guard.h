@@ -48,15 +48,13 @@ class ApiGuard {
     return in_flight_->Admit(caller.unchecked ? std::nullopt : std::optional<std::string>(caller.user), ctx.peer(),
                              stream);
   }
-  // For a stream, again at each step: UNAUTHENTICATED once the token that opened it was revoked
-  // or expired (issue 60, item 8: `logs -f` went on 14 s after `admin revoke`, and would have
-  // for as long as the job ran).
-  absl::Status StillAuthenticated(const grpc::ServerContextBase& ctx) const {
-    return StillValid(Identify(ctx).status());
-  }
-  // The same for a stream that kept the bearer token it came with (`authorization`, the header).
+  // For a stream, again at each step, with the bearer token it came with (`authorization`, the
+  // header): UNAUTHENTICATED once that token was revoked or expired (issue 60, item 8: `logs -f`
+  // went on 14 s after `admin revoke`, and would have for as long as the job ran).
   absl::Status StillAuthenticated(absl::string_view authorization) const {
-    return StillValid(authenticator_->Authenticate(authorization, {}).status());
+    absl::Status identified = authenticator_->Authenticate(authorization, {}).status();
+    if (identified.ok()) return absl::OkStatus();
+    return absl::UnauthenticatedError(absl::StrCat("this stream ends: ", identified.message()));
   }
   void Audit(const grpc::ServerContextBase& ctx, const Caller* caller, absl::string_view method,
              const std::string& target, const absl::Status& result) const;
@@ -72,11 +70,6 @@ class ApiGuard {
   }
 
  private:
-  static absl::Status StillValid(const absl::Status& identified) {
-    if (identified.ok()) return absl::OkStatus();
-    return absl::UnauthenticatedError(absl::StrCat("this stream ends: ", identified.message()));
-  }
-
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<RateLimiter> submissions_;

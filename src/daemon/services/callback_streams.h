@@ -1,5 +1,5 @@
-// What the daemon's callback streams share (order_streams: the agents' orders; job_watches:
-// WatchJob): each stream is a gRPC write reactor held by a hub, which keeps its streams by key (a
+// What the daemon's callback streams share (order_streams: the agents' orders; job_streams:
+// WatchJob and GetJobLogs): each stream is a gRPC write reactor held by a hub, which keeps its streams by key (a
 // node, a job) under the hub's lock. At most one write is outstanding per stream (`writing`),
 // Finish is called once (`finished`), and a finish owed while a write is outstanding waits for
 // it (`finish_after_write`). gRPC's calls are made after the lock is released: the hub collects
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 
@@ -91,6 +92,52 @@ std::shared_ptr<Stream> Forget(StreamsByKey<Stream>& streams, const std::string&
   if (it->second.empty()) streams.erase(it);
   return found;
 }
+
+// A hub's stream: gRPC's reactions, the same for every hub. A finished write or a cancel asks
+// the hub for the next step, under its lock, and runs it after; gRPC's last call takes the
+// stream out of the hub. `Hub` has `mu_`, `streams_` (StreamsByKey<Derived>) and
+// `AfterWrite(Derived&, bool ok)` (an optional StreamStep), and befriends this class; `Derived`
+// says its key in `streams_` (`key()`) and how a cancelled call ends (`Gone()`).
+template <typename Derived, typename Hub, typename Message>
+class HubStream : public grpc::ServerWriteReactor<Message>, public std::enable_shared_from_this<Derived> {
+ public:
+  explicit HubStream(std::shared_ptr<Hub> hub) : hub_(std::move(hub)) {}
+
+  void OnWriteDone(bool ok) override {
+    std::optional<StreamStep<Derived, Message>> next;
+    {
+      absl::MutexLock lock(&hub_->mu_);
+      next = hub_->AfterWrite(self(), ok);
+    }
+    if (next) next->Run();
+  }
+
+  void OnCancel() override {
+    std::optional<StreamStep<Derived, Message>> next;
+    {
+      absl::MutexLock lock(&hub_->mu_);
+      next = FinishCancelled<Derived, Message>(self(), Derived::Gone());
+    }
+    if (next) next->Run();
+  }
+
+  // The hub goes last: this stream may hold the last reference to it, and its lock must be
+  // released first; the hub's reference to the stream goes after the lock, then `this` is gone.
+  void OnDone() override {
+    const std::shared_ptr<Hub> hub = hub_;
+    std::shared_ptr<Derived> held;
+    {
+      absl::MutexLock lock(&hub->mu_);
+      held = Forget(hub->streams_, self().key(), &self());
+    }
+  }
+
+ protected:
+  const std::shared_ptr<Hub> hub_;
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
 
 template <typename Stream>
 size_t CountStreams(const StreamsByKey<Stream>& streams) {

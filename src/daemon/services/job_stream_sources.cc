@@ -39,7 +39,7 @@ class Logs final : public JobStreamSource<pb::LogChunk> {
   absl::StatusOr<Batch> Next(const pb::Job& job, uint64_t) override {
     auto pass = cursor_.Next(job);
     if (!pass.ok()) return pass.status();
-    return Batch{std::move(pass->chunks), pass->done};
+    return Batch{std::move(pass->chunks), pass->done, pass->more};
   }
   bool polls() const override { return true; }  // logs grow with no change of the job
 

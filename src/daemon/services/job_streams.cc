@@ -21,47 +21,18 @@ grpc::Status ReaderGone() { return grpc::Status(grpc::StatusCode::CANCELLED, "th
 // One call. gRPC calls its reactions on its own threads; the fields below are read and written
 // under the hub's lock, but for those set at the start and `source`, which only the sender uses.
 template <typename Message>
-class JobStreams<Message>::Stream final : public grpc::ServerWriteReactor<Message>,
-                                          public std::enable_shared_from_this<Stream> {
+class JobStreams<Message>::Stream final : public HubStream<Stream, JobStreams<Message>, Message> {
  public:
   Stream(std::shared_ptr<JobStreams> hub, std::string job, std::optional<std::string> bearer,
          std::unique_ptr<JobStreamSource<Message>> feed, CallLimiter::Ticket held)
-      : hub_(std::move(hub)),
+      : HubStream<Stream, JobStreams<Message>, Message>(std::move(hub)),
         job_id(std::move(job)),
         authorization(std::move(bearer)),
         source(std::move(feed)),
         place(std::move(held)) {}
+  const std::string& key() const { return job_id; }
+  static grpc::Status Gone() { return ReaderGone(); }
 
-  void OnWriteDone(bool ok) override {
-    std::optional<Step> next;
-    {
-      absl::MutexLock lock(&hub_->mu_);
-      next = hub_->AfterWrite(*this, ok);
-    }
-    if (next) next->Run();
-  }
-
-  void OnCancel() override {
-    std::optional<Step> next;
-    {
-      absl::MutexLock lock(&hub_->mu_);
-      next = FinishCancelled<Stream, Message>(*this, ReaderGone());
-    }
-    if (next) next->Run();
-  }
-
-  // gRPC's last call: the stream leaves the hub (the hub goes last: this may hold the last
-  // reference to it, and its lock must be released first).
-  void OnDone() override {
-    const std::shared_ptr<JobStreams> hub = hub_;
-    std::shared_ptr<Stream> self;
-    {
-      absl::MutexLock lock(&hub->mu_);
-      self = Forget(hub->streams_, job_id, this);
-    }
-  }
-
-  const std::shared_ptr<JobStreams> hub_;
   const std::string job_id;
   // The bearer token the call came with, checked again every half second (the context itself
   // is gRPC's, and gone once the call is done).
@@ -71,7 +42,7 @@ class JobStreams<Message>::Stream final : public grpc::ServerWriteReactor<Messag
   std::deque<Message> pending;  // the front is being written
   bool writing = false;
   bool finished = false;
-  bool look_again = false;   // the job changed while a write was outstanding
+  bool look_again = false;   // the job changed, or the source has more, while a write was outstanding
   bool end_when_sent = false;  // the source said its last
   std::optional<grpc::Status> finish_after_write;
 };
@@ -80,7 +51,7 @@ template <typename Message>
 std::shared_ptr<JobStreams<Message>> JobStreams<Message>::Start(ClusterState* state, const ApiGuard* guard) {
   std::shared_ptr<JobStreams> hub(new JobStreams(state, guard));
   JobStreams* raw = hub.get();  // the listener is removed by Stop, before the last reference goes
-  state->WatchJobs([raw](const std::string& job_id) { raw->JobChanged(job_id); });
+  hub->listener_ = state->WatchJobs([raw](const std::string& job_id) { raw->JobChanged(job_id); });
   hub->sender_ = std::thread([raw] { raw->SendLoop(); });
   return hub;
 }
@@ -118,7 +89,7 @@ void JobStreams<Message>::Stop() {
     stopping_ = true;
     steps = FinishAll<Stream, Message>(streams_, HubStopping());
   }
-  state_->WatchJobs(nullptr);  // under the state's lock: no listener call is under way after it
+  state_->UnwatchJobs(listener_);  // under the state's lock: no listener call is under way after it
   if (sender_.joinable()) sender_.join();
   for (const Step& step : steps) step.Run();
 }
@@ -218,6 +189,14 @@ std::vector<typename JobStreams<Message>::Step> JobStreams<Message>::Look(
     }
     for (Message& message : sends[i].messages) stream.pending.push_back(std::move(message));
     stream.end_when_sent = sends[i].last;
+    // A source with more to give is asked again once what it gave is sent, not at the next tick.
+    if (sends[i].more) {
+      if (stream.pending.empty()) {
+        changed_.insert(stream.job_id);
+      } else {
+        stream.look_again = true;
+      }
+    }
     if (!stream.pending.empty()) {
       stream.writing = true;
       steps.push_back({batch[i], &stream.pending.front(), grpc::Status::OK});

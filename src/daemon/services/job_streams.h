@@ -36,6 +36,7 @@ class JobStreamSource {
   struct Batch {
     std::vector<Message> messages;
     bool last = false;  // the stream ends (OK) once these are sent
+    bool more = false;  // more is there now: ask again as soon as these are sent
   };
   // What to send now that the job is `job`, at change counter `version`.
   virtual absl::StatusOr<Batch> Next(const hetpool::v1::Job& job, uint64_t version) = 0;
@@ -46,7 +47,8 @@ class JobStreamSource {
 template <typename Message>
 class JobStreams : public std::enable_shared_from_this<JobStreams<Message>> {
  public:
-  // Hears `state`'s job changes and starts the sender. `state` and `guard` outlive Stop().
+  // Hears `state`'s job changes (beside any other hub) and starts the sender. `state` and
+  // `guard` outlive Stop().
   static std::shared_ptr<JobStreams> Start(ClusterState* state, const ApiGuard* guard);
   ~JobStreams();
   JobStreams(const JobStreams&) = delete;
@@ -67,6 +69,7 @@ class JobStreams : public std::enable_shared_from_this<JobStreams<Message>> {
 
  private:
   class Stream;
+  friend class HubStream<Stream, JobStreams, Message>;
   using Step = StreamStep<Stream, Message>;
 
   JobStreams(ClusterState* state, const ApiGuard* guard) : state_(state), guard_(guard) {}
@@ -83,6 +86,7 @@ class JobStreams : public std::enable_shared_from_this<JobStreams<Message>> {
   std::set<std::string> changed_ ABSL_GUARDED_BY(mu_);  // jobs whose streams the sender looks at
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;
+  int listener_ = 0;  // ClusterState::WatchJobs's number for this hub
 };
 
 }  // namespace hetpool::daemon

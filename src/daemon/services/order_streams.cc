@@ -17,42 +17,13 @@ grpc::Status AgentGone() { return grpc::Status(grpc::StatusCode::CANCELLED, "the
 // is read and written under the owning OrderStreams' lock. At most one write is outstanding
 // (`writing`), Finish is called once (`finished`) and never while a write is outstanding: whoever
 // sets one of them under the lock makes the gRPC call after releasing it.
-class OrderStreams::Stream final : public grpc::ServerWriteReactor<pb::Orders>,
-                                   public std::enable_shared_from_this<Stream> {
+class OrderStreams::Stream final : public HubStream<Stream, OrderStreams, pb::Orders> {
  public:
   Stream(std::shared_ptr<OrderStreams> hub, std::string node_name, std::string session_id)
-      : hub_(std::move(hub)), node(std::move(node_name)), session(std::move(session_id)) {}
+      : HubStream(std::move(hub)), node(std::move(node_name)), session(std::move(session_id)) {}
+  const std::string& key() const { return node; }
+  static grpc::Status Gone() { return AgentGone(); }
 
-  void OnWriteDone(bool ok) override {
-    std::optional<Step> next;
-    {
-      absl::MutexLock lock(&hub_->mu_);
-      next = hub_->AfterWrite(*this, ok);
-    }
-    if (next) next->Run();
-  }
-
-  void OnCancel() override {
-    std::optional<Step> next;
-    {
-      absl::MutexLock lock(&hub_->mu_);
-      next = FinishCancelled<Stream, pb::Orders>(*this, AgentGone());
-    }
-    if (next) next->Run();
-  }
-
-  // gRPC's last call: the stream leaves the hub. The hub goes last: this stream may hold the
-  // last reference to it, and its lock must be released first.
-  void OnDone() override {
-    const std::shared_ptr<OrderStreams> hub = hub_;
-    std::shared_ptr<Stream> self;  // released after the lock, then `this` is gone
-    {
-      absl::MutexLock lock(&hub->mu_);
-      self = Forget(hub->streams_, node, this);
-    }
-  }
-
-  const std::shared_ptr<OrderStreams> hub_;
   const std::string node;
   const std::string session;
   uint64_t sent_version = 0;     // the last version whose parts were all handed to gRPC

@@ -54,6 +54,7 @@ class OrderStreams : public std::enable_shared_from_this<OrderStreams> {
 
  private:
   class Stream;
+  friend class HubStream<Stream, OrderStreams, pb::Orders>;
   // What to do to a stream once the lock is released: gRPC's calls are not made under it.
   using Step = StreamStep<Stream, pb::Orders>;
 

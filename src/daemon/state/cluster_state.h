@@ -126,8 +126,10 @@ class ClusterState {
   absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& request);
   // `listener` hears every change of a node's orders or agent session (see OrdersListener).
   void WatchOrders(OrdersListener listener);
-  // `listener` hears each job whose version moved (JobTable::WatchJobs), under the state lock.
-  void WatchJobs(JobTable::JobListener listener);
+  // `listener` hears each job whose version moved (JobTable::WatchJobs), under the state lock,
+  // until UnwatchJobs with the number WatchJobs returned.
+  int WatchJobs(JobTable::JobListener listener);
+  void UnwatchJobs(int listener);
   // What an order stream reads: the node's desired orders if their version passed
   // `after_version`, nullopt if not, or why the stream must end (the session is gone, the daemon
   // is stopping). For many streams under one acquisition of the lock; returned once what the

@@ -146,9 +146,14 @@ void ClusterState::WatchOrders(OrdersListener listener) {
   nodes_.WatchOrders(std::move(listener));
 }
 
-void ClusterState::WatchJobs(JobTable::JobListener listener) {
+int ClusterState::WatchJobs(JobTable::JobListener listener) {
   absl::MutexLock lock(&mu_);
-  jobs_.WatchJobs(std::move(listener));
+  return jobs_.WatchJobs(std::move(listener));
+}
+
+void ClusterState::UnwatchJobs(int listener) {
+  absl::MutexLock lock(&mu_);
+  jobs_.UnwatchJobs(listener);
 }
 
 std::vector<absl::StatusOr<std::optional<pb::Orders>>> ClusterState::OrdersSince(

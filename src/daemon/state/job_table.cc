@@ -132,14 +132,14 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
   IndexState(entry);
   Count(entry, +1);
   wakeups_.Changed();
-  if (job_listener_) job_listener_(entry.job().id());
+  JobMoved(entry.job().id());
   return absl::OkStatus();
 }
 
 void JobTable::Touch(JobEntry& entry) {
   ++entry.version;
   wakeups_.Changed();
-  if (job_listener_) job_listener_(entry.job().id());
+  JobMoved(entry.job().id());
 }
 
 void JobTable::SayWhyWaiting(JobEntry& entry, const std::string& reason, const std::string& message,

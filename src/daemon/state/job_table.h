@@ -42,10 +42,15 @@ class JobTable {
   // The stored jobs (JobEntry::FromStored); ids continue above every one of them and above
   // `highest_seq`.
   void Load(std::vector<JobEntry> jobs, uint64_t highest_seq);
-  // Hears, under the state lock, each job whose version moved (the job watches, services/
-  // job_watches.h); it must only take note. Null: nobody.
+  // Hears, under the state lock, each job whose version moved (the job streams, services/
+  // job_streams.h: one hub for watches, one for logs); it must only take note. WatchJobs returns
+  // the number UnwatchJobs takes.
   using JobListener = std::function<void(const std::string& job_id)>;
-  void WatchJobs(JobListener listener) { job_listener_ = std::move(listener); }
+  int WatchJobs(JobListener listener) {
+    job_listeners_.emplace(++last_listener_, std::move(listener));
+    return last_listener_;
+  }
+  void UnwatchJobs(int listener) { job_listeners_.erase(listener); }
 
   JobEntry* Find(const std::string& id);
   const JobEntry* Find(const std::string& id) const;
@@ -125,7 +130,11 @@ class JobTable {
   Store* const store_;
   Wakeups& wakeups_;
   const JobTableOptions options_;
-  JobListener job_listener_;
+  std::map<int, JobListener> job_listeners_;
+  int last_listener_ = 0;
+  void JobMoved(const std::string& id) const {
+    for (const auto& [n, listener] : job_listeners_) listener(id);
+  }
   std::map<std::string, JobEntry> jobs_;
   // Submission order (submit_seq): a page starts where the last one ended, not at the start.
   std::map<uint64_t, const JobEntry*> by_seq_;

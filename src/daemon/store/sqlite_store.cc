@@ -131,17 +131,16 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   // SQLite takes a zero-length file for a new database and would start an empty pool on it. A
   // store hetpoold wrote is never empty (unless its pages are all still in the WAL), so such a
   // file is a truncated one: refuse rather than forget every job.
+  // A clean close checkpoints the WAL into the database and removes it: a WAL left behind means
+  // the daemon was killed or the machine stopped, and the indexes are compared with their tables.
   std::error_code ec;
-  if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec &&
-      !(std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0)) {
+  const bool unclean = std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0;
+  if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec && !unclean) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " is empty (0 bytes): it was truncated, not created by hetpoold. Restore it from a backup, or start "
               "hetpoold with --recover (keeps the file, starts an empty store whose job ids continue above the old "
               "ones; docs/reliability.md)"));
   }
-  // A clean close checkpoints the WAL into the database and removes it: a WAL left behind means
-  // the daemon was killed or the machine stopped, and the indexes are compared with their tables.
-  const bool unclean = std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0;
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
