@@ -132,14 +132,14 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
   IndexState(entry);
   Count(entry, +1);
   wakeups_.Changed();
-  JobMoved(entry.job().id());
+  JobMoved(entry.summary().id);
   return absl::OkStatus();
 }
 
 void JobTable::Touch(JobEntry& entry) {
   ++entry.version;
   wakeups_.Changed();
-  JobMoved(entry.job().id());
+  JobMoved(entry.summary().id);
 }
 
 void JobTable::SayWhyWaiting(JobEntry& entry, const std::string& reason, const std::string& message,

@@ -132,6 +132,7 @@ class JobTable {
   const JobTableOptions options_;
   std::map<int, JobListener> job_listeners_;
   int last_listener_ = 0;
+  // Takes the id from the entry's summary: job() would parse a job kept as its stored bytes.
   void JobMoved(const std::string& id) const {
     for (const auto& [n, listener] : job_listeners_) listener(id);
   }
