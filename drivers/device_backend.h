@@ -19,6 +19,10 @@ class DeviceBackend {
   virtual bool Simulated() const = 0;
   // Current devices with health and memory use. Called once at start and on every refresh.
   virtual absl::StatusOr<std::vector<DeviceRecord>> Discover() = 0;
+  // The processes on each card: records with what names the card (id, uuid, PCI bus id) and
+  // `processes` filled. The agent asks before each launch whether a stranger holds its cards, so
+  // a library that can answer without a whole discovery should; by default, a whole discovery.
+  virtual absl::StatusOr<std::vector<DeviceRecord>> CardProcesses() { return Discover(); }
 };
 
 }  // namespace hetpool::drivers

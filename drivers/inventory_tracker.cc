@@ -12,6 +12,11 @@ std::string InventoryTracker::KeyOf(const DeviceRecord& d) {
   return "id:" + d.id;
 }
 
+std::string InventoryTracker::IdOf(const DeviceRecord& d) const {
+  auto it = id_of_.find(KeyOf(d));
+  return it == id_of_.end() ? "" : it->second;
+}
+
 NodeInventory InventoryTracker::Update(NodeInventory fresh) {
   std::set<std::string> used;
   for (const auto& [key, id] : id_of_) used.insert(id);

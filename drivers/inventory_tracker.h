@@ -13,6 +13,9 @@ namespace hetpool::drivers {
 class InventoryTracker {
  public:
   NodeInventory Update(NodeInventory fresh);
+  // The stable id given to the card `d` names (by UUID, else PCI bus id, else the backend's id)
+  // at an earlier Update, "" for a card no Update has seen.
+  std::string IdOf(const DeviceRecord& d) const;
 
  private:
   static std::string KeyOf(const DeviceRecord& d);

@@ -71,6 +71,7 @@ if [ "$sanitize" -eq 1 ]; then
   long_tests+='|Elastic\..*|Preemption\.AHighPriorityJob.*'
   long_tests+='|PythonClient\..*|Stores/Crash\..*/etcd.*)$'
   "$build_dir/tests/unit_tests" --gtest_brief=1 || status=$?
+  "$build_dir/tests/unit_process_tests" --gtest_brief=1 || status=$?
   ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600 -LE '^(unit|packaging)$' -E "$long_tests" ||
     status=$?
 else

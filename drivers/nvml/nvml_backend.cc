@@ -59,6 +59,28 @@ std::vector<CardProcess> NvmlBackend::ComputeProcesses(nvmlDevice_t handle) cons
   return out;
 }
 
+absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::CardProcesses() {
+  if (!nvml_.nvmlDeviceGetComputeRunningProcesses_v3) return std::vector<DeviceRecord>{};
+  unsigned int count = 0;
+  if (nvmlReturn_t rc = nvml_.nvmlDeviceGetCount_v2(&count); rc != NVML_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("nvmlDeviceGetCount_v2: ", Error(rc)));
+  }
+  std::vector<DeviceRecord> cards;
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t handle = nullptr;
+    if (nvml_.nvmlDeviceGetHandleByIndex_v2(i, &handle) != NVML_SUCCESS) continue;
+    DeviceRecord d;
+    d.vendor = Vendor::kNvidia;
+    d.index = static_cast<int>(i);
+    d.id = absl::StrCat("nvidia", i);
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (nvml_.nvmlDeviceGetUUID(handle, buf, sizeof(buf)) == NVML_SUCCESS) d.uuid = buf;
+    d.processes = ComputeProcesses(handle);
+    cards.push_back(std::move(d));
+  }
+  return cards;
+}
+
 absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
   unsigned int count = 0;
   if (nvmlReturn_t rc = nvml_.nvmlDeviceGetCount_v2(&count); rc != NVML_SUCCESS) {

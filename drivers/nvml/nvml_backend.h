@@ -19,6 +19,8 @@ class NvmlBackend : public DeviceBackend {
   absl::string_view Name() const override { return "nvml"; }
   bool Simulated() const override { return false; }
   absl::StatusOr<std::vector<DeviceRecord>> Discover() override;
+  // Per card only its UUID and nvmlDeviceGetComputeRunningProcesses_v3.
+  absl::StatusOr<std::vector<DeviceRecord>> CardProcesses() override;
 
  private:
   struct EntryPoints {

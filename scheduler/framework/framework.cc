@@ -11,15 +11,10 @@
 #include "absl/strings/str_join.h"
 #include "drivers/fingerprint/spec_table.h"
 #include "scheduler/link_score.h"
+#include "scheduler/framework/filter_pass.h"
 #include "scheduler/framework/role_groups.h"
 
 namespace hetpool::scheduler {
-namespace {
-
-constexpr size_t kMaxDeviceReasons = 3;
-constexpr size_t kVendorCount = static_cast<size_t>(Vendor::kCpu) + 1;
-
-}  // namespace
 
 std::string DescribeRequest(const PlacementRequest& request) {
   std::vector<std::string> wants;
@@ -47,8 +42,12 @@ Framework::Framework(Plugins plugins, size_t nodes_to_score, size_t nodes_to_fin
   for (const auto& plugin : plugins_.owned) {
     if (auto* aware = dynamic_cast<WorkloadAwarePlugin*>(plugin.get())) workload_aware_.push_back(aware);
   }
-  for (const DeviceFilterPlugin* f : plugins_.device_filter) index_devices_ = index_devices_ || f->Name() == "Capacity";
-  for (const NodeFilterPlugin* f : plugins_.node_filter) index_host_ = index_host_ || f->Name() == "HostResources";
+  // The index answers for a filter that says it judges what the index keeps (plugin.h).
+  for (const DeviceFilterPlugin* f : plugins_.device_filter) {
+    index_devices_ = index_devices_ || f->Judges(FilterJudges::kFreeDevices);
+    if (f->Judges(FilterJudges::kPlainUse)) plain_use_filters_.insert(std::string(f->Name()));
+  }
+  for (const NodeFilterPlugin* f : plugins_.node_filter) index_host_ = index_host_ || f->Judges(FilterJudges::kFreeHost);
 }
 
 size_t Framework::AdaptiveNodesToFind(size_t nodes) {
@@ -183,6 +182,13 @@ absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& reques
   return placement;
 }
 
+std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> Framework::NodeVerdict(CycleState& state, const NodeView& node) {
+  for (NodeFilterPlugin* f : plugins_.node_filter) {
+    if (auto v = f->FilterNode(state, node)) return std::make_pair(f, *v);
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes) {
   // The interned classes grow with every distinct free share seen; start over when they are many.
   constexpr size_t kMaxClasses = 1 << 20;
@@ -195,245 +201,62 @@ absl::StatusOr<Placement> Framework::PlaceLocked(const PlacementRequest& request
   }
   ++decision_;
   CycleState state(request);
-  PendingReason why;
-  why.needs = DescribeRequest(request);
-  auto fail = [&](absl::Status status) {
-    AttachPendingReason(status, why);
-    return status;
-  };
+  Diagnosis diagnosis(request);
   for (PreFilterPlugin* p : plugins_.pre_filter) {
-    absl::Status s = p->PreFilter(state);
-    if (!s.ok()) {
-      why.never = absl::IsFailedPrecondition(s);
-      why.device_reasons.push_back(absl::StrCat(p->Name(), ": ", s.message()));
-      return fail(absl::Status(s.code(), absl::StrCat(p->Name(), ": ", s.message())));
-    }
+    if (absl::Status s = p->PreFilter(state); !s.ok()) return diagnosis.RefuseBy(p->Name(), s, /*count_node=*/false);
   }
-  auto node_verdict = [&](const NodeView& node) -> std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> {
-    for (NodeFilterPlugin* f : plugins_.node_filter) {
-      if (auto v = f->FilterNode(state, node)) return std::make_pair(f, *v);
-    }
-    return std::nullopt;
-  };
-
   // Filtering stops once enough nodes can take the job (Kubernetes' numFeasibleNodesToFind), in
   // view order from the first node: early nodes fill first and later ones stay whole.
   const size_t find = std::max(nodes_to_find_ > 0 ? nodes_to_find_ : AdaptiveNodesToFind(nodes.size()),
                                static_cast<size_t>(request.nnodes) * 2);
-  std::vector<NodeCandidate> candidates;
-  if (request.devices_per_node == 0) {  // CPU job: every node that passes the node filters
-    int capable_nodes = 0;  // nodes no filter rules out for good (e.g. too few cores in all)
-    std::set<std::string> never_reasons, waiting_reasons;
-    for (const NodeView& n : nodes) {
-      if (auto v = node_verdict(n)) {
-        ++why.nodes_rejected[std::string(v->first->Name())];
-        const bool never = v->second.rejection == Rejection::kNever;
-        std::set<std::string>& reasons_of_kind = never ? never_reasons : waiting_reasons;
-        if (reasons_of_kind.size() < kMaxDeviceReasons) reasons_of_kind.insert(v->second.reason);
-        if (!never) why.waiting_reasons.try_emplace(std::string(v->first->Name()), v->second.reason);
-        capable_nodes += never ? 0 : 1;
-        continue;
-      }
-      ++capable_nodes;
-      NodeCandidate c;
-      c.node = &n;
-      candidates.push_back(std::move(c));
-      if (candidates.size() >= find) break;
-    }
-    if (static_cast<int>(candidates.size()) >= request.nnodes) {
-      if (auto placement = ScoreAndAssemble(state, nodes, candidates)) return PermitOrFail(state, *placement, why);
-    }
-    why.never = capable_nodes < request.nnodes;
-    why.closest = absl::StrCat(candidates.size(), " node(s) can take it now");
-    if (why.never) {
-      why.device_reasons.assign(never_reasons.begin(), never_reasons.end());
-      return fail(absl::FailedPreconditionError(absl::StrCat(
-          "needs ", request.nnodes, " nodes; the pool has ", capable_nodes, " that could hold it",
-          never_reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(never_reasons, "; "), ")"))));
-    }
-    std::vector<std::string> turned_away;
-    for (const auto& [plugin, n] : why.nodes_rejected) turned_away.push_back(absl::StrCat(plugin, " ", n));
-    why.device_reasons.assign(waiting_reasons.begin(), waiting_reasons.end());
-    return fail(absl::UnavailableError(absl::StrCat(
-        "needs ", why.needs, " free; ", candidates.size(), " node(s) can take it now; nodes turned away by ",
-        absl::StrJoin(turned_away, ", "),
-        waiting_reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(waiting_reasons, "; "), ")"))));
-  }
+  if (request.devices_per_node == 0) return PlaceCpuJob(state, nodes, find, diagnosis);
 
-  const int need = request.Fractional() ? 1 : request.devices_per_node;
-  candidates.reserve(std::min(nodes.size(), find + kVendorCount));
-  // The candidates' fitting devices, one after another (each candidate's span is set once the
-  // walk is over and the storage no longer grows).
-  std::vector<const DeviceView*>& fitting_storage = fitting_storage_;  // kept: allocating it showed in profiles
-  std::vector<size_t> fitting_begin;
-  std::array<int, kVendorCount> candidates_by_vendor{};
-  std::map<Vendor, int> capable;  // nodes that could ever hold the job's share, per vendor
-  std::set<std::string> reasons;
-  int closest = -1;
-  std::string closest_node;
-  const size_t n_filters = plugins_.device_filter.size();
-  std::vector<int> waiting_by(n_filters), never_by(n_filters);  // per node: devices each filter rejected
-  std::map<NodeFilterPlugin*, int> rejected_by_node_filter;
-  std::vector<int> rejected_by_device_filter(n_filters + 1);
-  // One walk over the nodes in view order. `skip_unfit`: nodes the free-capacity index rules out
-  // are passed over unread; they could never be candidates, so the candidates (and the placement)
-  // are the same as a full walk's, but the tallies a refusal explains itself with are not.
-  auto walk = [&](bool skip_unfit) {
-    candidates.clear();
-    fitting_storage.clear();
-    fitting_begin.clear();
-    candidates_by_vendor.fill(0);
-    capable.clear();
-    reasons.clear();
-    closest = -1;
-    closest_node.clear();
-    rejected_by_node_filter.clear();
-    std::fill(rejected_by_device_filter.begin(), rejected_by_device_filter.end(), 0);
-    why.waiting_reasons.clear();
-    why.nodes_rejected.clear();
-    // Over the nodes whose bits say they may hold the ask, in view order (every node otherwise).
-    auto next = [&](size_t from) { return skip_unfit ? free_index_.NextMayHold(from, request) : from; };
-    for (size_t ni = next(0); ni < nodes.size(); ni = next(ni + 1)) {
-      if (skip_unfit && !free_index_.MayHold(ni, request, index_host_)) continue;
-      const NodeView& node = nodes[ni];
-      const NodeSummary& summary = Summarise(ni, node);
-      // Device filters run once per device class of the decision, not once per device.
-      std::array<int, kVendorCount> ever{}, fitting{};
-      std::fill(waiting_by.begin(), waiting_by.end(), 0);
-      std::fill(never_by.begin(), never_by.end(), 0);
-      for (const ClassCount& c : summary.classes) {
-        Verdict& v = VerdictFor(state, node, summary, c);
-        if (v.never >= 0) {
-          never_by[static_cast<size_t>(v.never)] += c.count;
-          if (!v.reason_noted && reasons.size() < kMaxDeviceReasons) reasons.insert(v.reason);
-          v.reason_noted = true;
-          continue;
-        }
-        const size_t vendor = static_cast<size_t>(class_vendor_[c.id]);
-        ever[vendor] += c.count;
-        if (v.waiting >= 0) {
-          waiting_by[static_cast<size_t>(v.waiting)] += c.count;
-          for (const auto& [filter, reason] : v.waiting_reasons) {
-            why.waiting_reasons.try_emplace(std::string(plugins_.device_filter[static_cast<size_t>(filter)]->Name()), reason);
-          }
-        } else {
-          fitting[vendor] += c.count;
-        }
-      }
-      bool any_capable = false, any_candidate = false;
-      std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> rejected_node;
-      for (size_t vi = 0; vi < kVendorCount; ++vi) {
-        if (ever[vi] < need) continue;
-        rejected_node = node_verdict(node);
-        if (rejected_node && rejected_node->second.rejection == Rejection::kNever) break;
-        any_capable = true;
-        ++capable[static_cast<Vendor>(vi)];
-        if (rejected_node) {
-          why.waiting_reasons.try_emplace(std::string(rejected_node->first->Name()), rejected_node->second.reason);
-          continue;
-        }
-        if (fitting[vi] > closest) {
-          closest = fitting[vi];
-          closest_node = node.name;
-        }
-        if (fitting[vi] < need) continue;
-        NodeCandidate c;
-        c.node = &node;
-        c.vendor = static_cast<Vendor>(vi);
-        c.vendor_in_use = static_cast<int8_t>((summary.busy_vendors >> vi) & 1u);
-        const size_t begin = fitting_storage.size();
-        for (size_t d = 0; d < node.devices.size(); ++d) {
-          const uint32_t cls = summary.device_class[d];
-          const Verdict& v = verdicts_[summary.context][cls];
-          if (static_cast<size_t>(class_vendor_[cls]) == vi && v.never < 0 && v.waiting < 0) {
-            fitting_storage.push_back(&node.devices[d]);
-          }
-        }
-        fitting_begin.push_back(begin);
-        candidates.push_back(std::move(c));
-        ++candidates_by_vendor[vi];
-        any_candidate = true;
-      }
-      if (any_candidate) {
-        // Enough found, and one vendor alone can hold the whole gang: stop looking.
-        if (candidates.size() >= find &&
-            *std::max_element(candidates_by_vendor.begin(), candidates_by_vendor.end()) >= request.nnodes) {
-          break;
-        }
-        continue;
-      }
-      // Tally the node once, under the filter that turned it away (by plugin; named at the end).
-      auto most = [](const std::vector<int>& counts) {
-        const auto it = std::max_element(counts.begin(), counts.end());
-        return it != counts.end() && *it > 0 ? static_cast<int>(it - counts.begin()) : -1;
-      };
-      if (rejected_node) {
-        ++rejected_by_node_filter[rejected_node->first];
-      } else {
-        const int filter = any_capable ? most(waiting_by) : most(never_by);
-        ++rejected_by_device_filter[static_cast<size_t>(filter + 1)];  // slot 0: too few devices
-      }
-    }
-    for (const auto& [plugin, n] : rejected_by_node_filter) why.nodes_rejected[std::string(plugin->Name())] += n;
-    for (size_t i = 0; i < rejected_by_device_filter.size(); ++i) {
-      if (rejected_by_device_filter[i] == 0) continue;
-      const std::string by = i == 0 ? "TooFewDevices" : std::string(plugins_.device_filter[i - 1]->Name());
-      why.nodes_rejected[by] += rejected_by_device_filter[i];
-    }
-    fitting_begin.push_back(fitting_storage.size());
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      candidates[i].fitting = std::span<const DeviceView* const>(fitting_storage.data() + fitting_begin[i],
-                                                                 fitting_begin[i + 1] - fitting_begin[i]);
-    }
-  };
+  DeviceFilterPass pass(*this, state, nodes, find, diagnosis);
   const bool use_index = index_devices_;  // DecideLocked brought it up to date with `nodes`
-  walk(use_index);
-  std::optional<Placement> placement = ScoreAndAssemble(state, nodes, candidates);
+  pass.Walk(use_index);
+  std::optional<Placement> placement = ScoreAndAssemble(state, nodes, pass.candidates());
   if (!placement && use_index) {
     // A refusal names what holds the job back on every node: walk them all (the candidates come
     // out the same, so the answer does too). Verdicts are judged afresh for the reasons they note.
     ++decision_;
-    walk(false);
+    pass.Walk(false);
   }
-
-  why.device_reasons.assign(reasons.begin(), reasons.end());
-  if (closest >= 0) {
-    why.closest = absl::StrCat("most ", request.Fractional() ? "devices with room" : "free qualifying devices",
-                               " on one node: ", closest, " (", closest_node, ")");
-  }
-  if (!placement) {
-    int most_capable = 0, most_ready = 0;
-    for (const auto& [vendor, n] : capable) most_capable = std::max(most_capable, n);
-    std::map<Vendor, int> ready;
-    for (const NodeCandidate& c : candidates) most_ready = std::max(most_ready, ++ready[c.vendor]);
-    if (most_capable < request.nnodes) {
-      why.never = true;
-      return fail(absl::FailedPreconditionError(
-          absl::StrCat("needs ", why.needs, "; the pool has ", most_capable, " such node(s)",
-                       reasons.empty() ? "" : absl::StrCat(" (", absl::StrJoin(reasons, "; "), ")"))));
-    }
-    // What held devices back besides plain use (quota, a reservation, a draining node...).
-    std::vector<std::string> held_back;
-    for (const auto& [plugin, reason] : why.waiting_reasons) {
-      if (plugin != "Capacity") held_back.push_back(reason);
-    }
-    return fail(absl::UnavailableError(absl::StrCat("needs ", why.needs, " free; ", most_ready,
-                                                    " node(s) have them free now",
-                                                    held_back.empty() ? "" : absl::StrCat(" (", absl::StrJoin(held_back, "; "), ")"))));
-  }
-  return PermitOrFail(state, *placement, why);
+  diagnosis.Summarise(request);
+  if (!placement) return diagnosis.RefuseDevices(request, pass.candidates(), plain_use_filters_);
+  return PermitOrFail(state, *placement, diagnosis);
 }
 
-absl::StatusOr<Placement> Framework::PermitOrFail(CycleState& state, Placement placement, PendingReason& why) {
-  for (PermitPlugin* p : plugins_.permit) {
-    absl::Status s = p->Permit(state, placement);
-    if (!s.ok()) {
-      why.never = absl::IsFailedPrecondition(s);
-      ++why.nodes_rejected[std::string(p->Name())];
-      s = absl::Status(s.code(), absl::StrCat(p->Name(), ": ", s.message()));
-      AttachPendingReason(s, why);
-      return s;
+absl::StatusOr<Placement> Framework::PlaceCpuJob(CycleState& state, const std::vector<NodeView>& nodes, size_t find,
+                                                 Diagnosis& diagnosis) {
+  const PlacementRequest& request = state.request;
+  std::vector<NodeCandidate> candidates;
+  int capable_nodes = 0;  // nodes no filter rules out for good (e.g. too few cores in all)
+  std::set<std::string> never_reasons, waiting_reasons;
+  for (const NodeView& n : nodes) {
+    if (auto v = NodeVerdict(state, n)) {
+      diagnosis.NoteRejected(v->first->Name(), 1);
+      const bool never = v->second.rejection == Rejection::kNever;
+      std::set<std::string>& reasons_of_kind = never ? never_reasons : waiting_reasons;
+      if (reasons_of_kind.size() < kMaxDeviceReasons) reasons_of_kind.insert(v->second.reason);
+      if (!never) diagnosis.NoteWaiting(v->first->Name(), v->second.reason);
+      capable_nodes += never ? 0 : 1;
+      continue;
     }
+    ++capable_nodes;
+    NodeCandidate c;
+    c.node = &n;
+    candidates.push_back(std::move(c));
+    if (candidates.size() >= find) break;
+  }
+  if (static_cast<int>(candidates.size()) >= request.nnodes) {
+    if (auto placement = ScoreAndAssemble(state, nodes, candidates)) return PermitOrFail(state, *placement, diagnosis);
+  }
+  return diagnosis.RefuseCpu(request, capable_nodes, candidates.size(), never_reasons, waiting_reasons);
+}
+
+absl::StatusOr<Placement> Framework::PermitOrFail(CycleState& state, Placement placement, Diagnosis& diagnosis) {
+  for (PermitPlugin* p : plugins_.permit) {
+    if (absl::Status s = p->Permit(state, placement); !s.ok()) return diagnosis.RefuseBy(p->Name(), s, /*count_node=*/true);
   }
   for (NodeAssignment& node : placement.nodes) node.vendor = placement.vendor;
   return placement;

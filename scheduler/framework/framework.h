@@ -20,6 +20,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 
+#include "scheduler/framework/diagnosis.h"
 #include "scheduler/framework/free_capacity_index.h"
 #include "scheduler/framework/pending_reason.h"
 #include "scheduler/framework/plugin.h"
@@ -118,14 +119,22 @@ class Framework : public PlacementPolicy {
   // brought it up to date with `nodes`).
   absl::StatusOr<Placement> DecideLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PreFilter, then the filter pass (filter_pass.h) or the CPU job's walk, scoring and assembly,
+  // Permit; a refusal explained by its Diagnosis (diagnosis.h).
   absl::StatusOr<Placement> PlaceLocked(const PlacementRequest& request, const std::vector<NodeView>& nodes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  class DeviceFilterPass;  // filter_pass.h
+  // A job on no device: every node the node filters pass, up to `find`.
+  absl::StatusOr<Placement> PlaceCpuJob(CycleState& state, const std::vector<NodeView>& nodes, size_t find,
+                                        Diagnosis& diagnosis) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first node filter that rejects `node`, and its verdict; nullopt when all pass.
+  std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> NodeVerdict(CycleState& state, const NodeView& node);
   // Scores the candidates (choosing devices for the best of them, scoring.cc) and assembles the
   // best group of request.nnodes; nullopt when no vendor has that many.
   std::optional<Placement> ScoreAndAssemble(CycleState& state, const std::vector<NodeView>& nodes,
                                             std::vector<NodeCandidate>& candidates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The Permit plugins' say on an assembled placement.
-  absl::StatusOr<Placement> PermitOrFail(CycleState& state, Placement placement, PendingReason& why)
+  absl::StatusOr<Placement> PermitOrFail(CycleState& state, Placement placement, Diagnosis& diagnosis)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const NodeSummary& Summarise(size_t index, const NodeView& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t ClassOf(const NodeView& node, const DeviceView& dv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -152,6 +161,9 @@ class Framework : public PlacementPolicy {
   FreeCapacityIndex free_index_ ABSL_GUARDED_BY(mu_);
   bool index_devices_ ABSL_GUARDED_BY(mu_) = false;
   bool index_host_ = false;
+  // The device filters whose waits mean plain use (cards busy): a refusal does not name them
+  // among what held the job back.
+  std::set<std::string> plain_use_filters_;
   // PlaceLocked's storage for its candidates' fitting devices, kept from decision to decision.
   std::vector<const DeviceView*> fitting_storage_ ABSL_GUARDED_BY(mu_);
 };

@@ -49,10 +49,21 @@ struct NodeCandidate {
   int link_score = 0;
 };
 
+// What a filter declares it judges, so the framework may answer for it without asking (the free-
+// capacity index rules out the nodes such a filter would) or read its verdicts for what they are.
+enum class FilterJudges : uint32_t {
+  kFreeDevices = 1,  // whole cards and shares free, as the free-capacity index keeps them
+  kFreeHost = 2,     // host CPU and memory free, likewise
+  kPlainUse = 4,     // its waits mean the cards are busy, not that a policy holds them back
+};
+
 class Plugin {
  public:
   virtual ~Plugin() = default;
   virtual absl::string_view Name() const = 0;
+  // Bits of FilterJudges; none by default.
+  virtual uint32_t Judgements() const { return 0; }
+  bool Judges(FilterJudges what) const { return (Judgements() & static_cast<uint32_t>(what)) != 0; }
 };
 
 class QueueSortPlugin : public virtual Plugin {

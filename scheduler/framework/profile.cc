@@ -80,26 +80,20 @@ absl::StatusOr<size_t> NodeCount(const nlohmann::json& profile, const char* key,
   return n.get<size_t>();
 }
 
-}  // namespace
+// Files each plugin of a profile at its points: one object per plugin name, however many points
+// list it.
+class ProfileFiler {
+ public:
+  explicit ProfileFiler(const nlohmann::json& profile) : profile_(profile) {}
 
-absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_view json_text) {
-  const nlohmann::json profile = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (profile.is_discarded() || !profile.is_object()) return absl::InvalidArgumentError("profile: not a JSON object");
-  const std::set<std::string> points = {"queueSort", "preFilter", "filter", "score", "permit", "reserve",
-                                        "nodesToScore", "nodesToFind"};
-  for (const auto& [key, value] : profile.items()) {
-    if (!points.contains(key)) {
-      return absl::InvalidArgumentError(absl::StrCat("profile: unknown extension point '", key,
-                                                     "' (queueSort, preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
-    }
-  }
-  auto nodes_to_score = NodeCount(profile, "nodesToScore", 1, Framework::kDefaultNodesToScore);
-  if (!nodes_to_score.ok()) return nodes_to_score.status();
-  auto nodes_to_find = NodeCount(profile, "nodesToFind", 0, 0);  // 0: adaptive
-  if (!nodes_to_find.ok()) return nodes_to_find.status();
-  Framework::Plugins plugins;
-  std::map<std::string, std::shared_ptr<Plugin>> instances;  // one object per plugin name
-  auto instance = [&](const Entry& e, const char* point) -> absl::StatusOr<Plugin*> {
+  // Every point's entries, in the order the framework runs them.
+  absl::Status FileAll();
+  // The plugins no profile may leave out, and ContainerRuntime added where one does.
+  absl::Status CompleteRequired();
+  Framework::Plugins Take() { return std::move(plugins); }
+
+ private:
+  absl::StatusOr<Plugin*> Instance(const Entry& e, const char* point) {
     if (auto it = instances.find(e.name); it != instances.end()) return it->second.get();
     auto made = MakeBuiltinPlugin(e.name, e.args);
     if (!made.ok()) {
@@ -111,22 +105,28 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     plugins.owned.push_back(*made);
     instances[e.name] = *made;
     return made->get();
-  };
-  auto wrong_point = [](const Entry& e, const char* point) {
-    return absl::InvalidArgumentError(absl::StrCat("profile: ", e.name, " is not a ", point, " plugin"));
-  };
-
+  }
   // Each point's entries, in order; `add` files the plugin and says whether it fits the point.
-  auto each = [&](const char* point, bool weighted, auto&& add) -> absl::Status {
-    auto entries = Entries(profile, point, weighted);
+  template <typename Add>
+  absl::Status Each(const char* point, bool weighted, Add&& add) {
+    auto entries = Entries(profile_, point, weighted);
     if (!entries.ok()) return entries.status();
     for (const Entry& e : *entries) {
-      auto p = instance(e, point);
+      auto p = Instance(e, point);
       if (!p.ok()) return p.status();
-      if (!add(*p, e)) return wrong_point(e, point);
+      if (!add(*p, e)) return absl::InvalidArgumentError(absl::StrCat("profile: ", e.name, " is not a ", point, " plugin"));
     }
     return absl::OkStatus();
-  };
+  }
+
+  const nlohmann::json& profile_;
+  Framework::Plugins plugins;
+  std::map<std::string, std::shared_ptr<Plugin>> instances;
+};
+
+absl::Status ProfileFiler::FileAll() {
+  const nlohmann::json& profile = profile_;
+  auto each = [this](const char* point, bool weighted, auto&& add) { return Each(point, weighted, add); };
   // One queue order: two would have to be merged, and no merge is obviously right.
   if (profile.contains("queueSort") && profile["queueSort"].is_array() && profile["queueSort"].size() > 1) {
     return absl::InvalidArgumentError("profile: queueSort takes one plugin");
@@ -180,7 +180,10 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
       return typed != nullptr;
     });
   }
-  if (!s.ok()) return s;
+  return s;
+}
+
+absl::Status ProfileFiler::CompleteRequired() {
   // Leaving these out would double-book devices or host CPU and memory, run jobs on cards that
   // cannot run them, or start part of a gang.
   for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources", "Quota",
@@ -197,7 +200,30 @@ absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_vie
     plugins.owned.push_back(*made);
     plugins.node_filter.push_back(dynamic_cast<NodeFilterPlugin*>(made->get()));
   }
-  return std::make_unique<Framework>(std::move(plugins), *nodes_to_score, *nodes_to_find);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_view json_text) {
+  const nlohmann::json profile = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
+  if (profile.is_discarded() || !profile.is_object()) return absl::InvalidArgumentError("profile: not a JSON object");
+  const std::set<std::string> points = {"queueSort", "preFilter", "filter", "score", "permit", "reserve",
+                                        "nodesToScore", "nodesToFind"};
+  for (const auto& [key, value] : profile.items()) {
+    if (!points.contains(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("profile: unknown extension point '", key,
+                                                     "' (queueSort, preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
+    }
+  }
+  auto nodes_to_score = NodeCount(profile, "nodesToScore", 1, Framework::kDefaultNodesToScore);
+  if (!nodes_to_score.ok()) return nodes_to_score.status();
+  auto nodes_to_find = NodeCount(profile, "nodesToFind", 0, 0);  // 0: adaptive
+  if (!nodes_to_find.ok()) return nodes_to_find.status();
+  ProfileFiler filer(profile);
+  if (absl::Status s = filer.FileAll(); !s.ok()) return s;
+  if (absl::Status s = filer.CompleteRequired(); !s.ok()) return s;
+  return std::make_unique<Framework>(filer.Take(), *nodes_to_score, *nodes_to_find);
 }
 
 absl::string_view DefaultProfileJson() { return kDefaultProfile; }

@@ -10,6 +10,9 @@ namespace {
 class Capacity final : public DeviceFilterPlugin {
  public:
   absl::string_view Name() const override { return "Capacity"; }
+  uint32_t Judgements() const override {
+    return static_cast<uint32_t>(FilterJudges::kFreeDevices) | static_cast<uint32_t>(FilterJudges::kPlainUse);
+  }
   std::optional<FilterVerdict> FilterDevice(CycleState& state, const NodeView&, const DeviceView& dv) override {
     const PlacementRequest& r = state.request;
     if (r.Fractional() && MemoryHeld(r, *dv.device) > dv.device->memory_mib) {

@@ -10,6 +10,7 @@ namespace {
 class HostResources final : public NodeFilterPlugin {
  public:
   absl::string_view Name() const override { return "HostResources"; }
+  uint32_t Judgements() const override { return static_cast<uint32_t>(FilterJudges::kFreeHost); }
   std::optional<FilterVerdict> FilterNode(CycleState& state, const NodeView& node) override {
     const PlacementRequest& r = state.request;
     if (r.cpu_milli > 0 && node.cpu_milli_total > 0) {

@@ -21,39 +21,12 @@
 #include "spdlog/spdlog.h"
 #include "src/agent/container_launch.h"
 #include "src/agent/exec_args.h"
+#include "src/agent/process_spawner.h"
 #include "src/agent/private_tmp.h"
 #include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 namespace {
-
-// Where a launch stopped before its program ran: what the child reports through the exec pipe
-// (with the errno), or the parent's own steps.
-enum class Stage : int { kWorkingDir, kLogFile, kExec, kAccount, kScript, kNotRecorded, kPrivateTmp };
-
-struct ChildError {
-  Stage stage;
-  int error;
-};
-
-// What a stage's failure says first, and whose failure it is: the job's (its paths) or the node's.
-struct StageText {
-  const char* says;
-  const char* failure;
-};
-
-StageText TextOf(Stage stage) {
-  switch (stage) {
-    case Stage::kWorkingDir: return {"cannot enter working_dir", "WorkingDirNotFound"};
-    case Stage::kLogFile: return {"cannot open log file", "LaunchFailed"};
-    case Stage::kExec: return {"cannot execute", "LaunchFailed"};
-    case Stage::kAccount: return {"cannot switch to account", "LaunchFailed"};
-    case Stage::kScript: return {"ScriptNotFound: cannot read script", "ScriptNotFound"};
-    case Stage::kNotRecorded: return {"not started: the agent cannot record the launch", "LaunchFailed"};
-    case Stage::kPrivateTmp: return {"cannot make the job's private /tmp", "LaunchFailed"};
-  }
-  return {"cannot start", "LaunchFailed"};
-}
 
 // A launch that did not start: it "exits" 127 with `message` at once, and the daemon hears of
 // it like any other exit. `said` comes before the message in the agent's log.
@@ -63,103 +36,6 @@ void FailLaunch(ProcessRecord& record, std::string message, absl::string_view fa
   record.message = std::move(message);
   record.launch_failure = std::string(failure);
   spdlog::warn("job {} g{}: {}{}", record.spec.job_id, record.spec.generation, std::string(said), record.message);
-}
-
-}  // namespace
-
-// What the forked child does, all of it made before the fork: after it, only async-signal-safe
-// calls. Its own /tmp (as root, first), the job's account, the working dir, the script's check
-// (as that account, where torchrun would open it), then the parent's word that the group is
-// recorded, then exec. Anything that fails is reported through `report` and the child exits.
-struct ChildPlan {
-  PrivateTmp* private_tmp = nullptr;
-  const RunAs* run_as = nullptr;
-  bool switch_user = false;
-  const char* start_dir = nullptr;
-  const char* script = nullptr;  // null: nothing to check
-  int log = -1;
-  int go = -1;      // read: the parent's byte once the group is in the ledger
-  int report = -1;  // write: a ChildError
-  const ExecArgs* exec = nullptr;
-};
-
-namespace {
-
-[[noreturn]] void RunChild(const ChildPlan& plan) {
-  setpgid(0, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals; the job must not
-  signal(SIGPIPE, SIG_DFL);
-  ChildError err{Stage::kWorkingDir, 0};
-  const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int tmp_error = 0;
-  if (plan.private_tmp != nullptr && (tmp_error = plan.private_tmp->EnterInChild()) != 0) {
-    err = {Stage::kPrivateTmp, tmp_error};
-  } else if (plan.switch_user &&
-             (setgroups(plan.run_as->groups.size(), plan.run_as->groups.data()) != 0 ||
-              setgid(plan.run_as->gid) != 0 || setuid(plan.run_as->uid) != 0)) {
-    err = {Stage::kAccount, errno};
-  } else if (chdir(plan.start_dir) != 0) {
-    err = {Stage::kWorkingDir, errno};
-  } else if (plan.script != nullptr && access(plan.script, R_OK) != 0) {
-    err = {Stage::kScript, errno};
-  } else {
-    char go = 0;
-    ssize_t got;
-    do {
-      got = read(plan.go, &go, 1);
-    } while (got < 0 && errno == EINTR);
-    if (got != 1) {
-      err = {Stage::kNotRecorded, 0};
-    } else {
-      dup2(null, 0);  // dup2 clears close-on-exec on the copies
-      dup2(plan.log, 1);
-      dup2(plan.log, 2);
-      execve(plan.exec->path(), plan.exec->argv(), plan.exec->envp());
-      err = {Stage::kExec, errno};
-    }
-  }
-  ssize_t ignored = write(plan.report, &err, sizeof(err));
-  (void)ignored;
-  _exit(127);
-}
-
-// Reads RANK and LOCAL_RANK of torchrun's workers (members of the job's process group) from
-// /proc: with c10d rendezvous the global ranks are only known once the workers exist.
-// Each worker's RANK by its LOCAL_RANK, read from the environments of `pids`; empty until all
-// `procs` are seen.
-std::vector<int> DiscoverRanks(const std::vector<pid_t>& pids, int procs) {
-  std::vector<int> ranks(static_cast<size_t>(procs), -1);
-  int found = 0;
-  for (pid_t pid : pids) {
-    std::ifstream environ(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
-    std::string var;
-    int rank = -1, local = -1;
-    while (std::getline(environ, var, '\0')) {
-      if (var.rfind("RANK=", 0) == 0) rank = std::atoi(var.c_str() + 5);
-      if (var.rfind("LOCAL_RANK=", 0) == 0) local = std::atoi(var.c_str() + 11);
-    }
-    if (rank >= 0 && local >= 0 && local < procs && ranks[static_cast<size_t>(local)] < 0) {
-      ranks[static_cast<size_t>(local)] = rank;
-      ++found;
-    }
-  }
-  if (found < procs) return {};
-  return ranks;
-}
-
-// The same for the members of process group `pgid` (torchrun's workers), torchrun itself aside.
-std::vector<int> DiscoverRanks(pid_t pgid, int procs) {
-  std::vector<pid_t> members;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid != pgid && getpgid(pid) == pgid) members.push_back(pid);
-  }
-  return DiscoverRanks(members, procs);
 }
 
 // Opens (creating) a job's node log for appending. Its directories (g<gen>, the job's folder and
@@ -234,6 +110,10 @@ void Runner::WatchLogSpace() {
   }
 }
 
+Runner::Runner(RunnerOptions options) : options_(std::move(options)) {
+  if (options_.spawner == nullptr) options_.spawner = &ForkingSpawner();
+}
+
 void Runner::Start(const LaunchSpec& spec) {
   const Key key{spec.job_id, spec.generation};
   ProcessRecord& record = records_[key];
@@ -254,6 +134,11 @@ void Runner::Start(const LaunchSpec& spec) {
   // stand in for the working dir and script checks, and the container has a /tmp of its own.
   std::vector<std::string> exec_argv = spec.argv;
   std::map<std::string, std::string> exec_env = spec.env;
+  if (exec_argv.empty()) {
+    close(log);
+    DropCgroup(record);
+    return FailLaunch(record, "empty argv", "LaunchFailed");
+  }
   const bool in_image = spec.container.has_value();
   if (in_image) {
     const std::string cgroup = record.cgroup != nullptr ? record.cgroup->path() : "";
@@ -273,7 +158,7 @@ void Runner::Start(const LaunchSpec& spec) {
     private_tmp = std::make_unique<PrivateTmp>(spec.keep_in_tmp, spec.private_shm, spec.limits.memory_mib);
   }
   const std::string start_dir = in_image ? "/" : spec.working_dir;
-  ChildPlan plan{.private_tmp = private_tmp.get(),
+  const ChildPlan plan{.private_tmp = private_tmp.get(),
                  .run_as = &spec.run_as,
                  .switch_user = spec.run_as.switch_user && !in_image,
                  .start_dir = start_dir.c_str(),
@@ -316,66 +201,29 @@ void Runner::DropCgroup(ProcessRecord& record) {
   record.cgroup = nullptr;
 }
 
-void Runner::Launch(const Key& key, ProcessRecord& record, ChildPlan& plan, const std::string& program) {
+void Runner::Launch(const Key& key, ProcessRecord& record, const ChildPlan& plan, const std::string& program) {
   const LaunchSpec& spec = record.spec;
-  // report_fds: the child's report of why it could not exec (closed by a successful exec).
-  // go_fds: the parent's word that the group is in the ledger; the child execs nothing before
-  // it, so no job code runs that a restarted agent would not know to stop.
-  int report_fds[2] = {-1, -1};
-  int go_fds[2] = {-1, -1};
-  const bool piped = !spec.argv.empty() && pipe2(report_fds, O_CLOEXEC) == 0 && pipe2(go_fds, O_CLOEXEC) == 0;
-  if (!piped) {
-    const std::string why = spec.argv.empty() ? "empty argv" : absl::StrCat("pipe: ", std::strerror(errno));
-    for (int fd : {report_fds[0], report_fds[1]}) {
-      if (fd >= 0) close(fd);
-    }
-    close(plan.log);
-    return FailLaunch(record, why, "LaunchFailed");
-  }
-  plan.go = go_fds[0];
-  plan.report = report_fds[1];
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(go_fds[1]);  // else the child's read would never see the parent give up
-    RunChild(plan);
-  }
-  close(report_fds[1]);
-  close(go_fds[0]);
-  close(plan.log);  // the child holds its copies
-  if (pid < 0) {
-    close(report_fds[0]);
-    close(go_fds[1]);
-    DropCgroup(record);
-    return FailLaunch(record, absl::StrCat("fork: ", std::strerror(errno)), "LaunchFailed");
-  }
-  setpgid(pid, pid);  // also here, so a kill right after Start reaches the group
   // In its cgroup, then in the ledger, before the child may exec: a process of the job is
   // always where the agent (or its successor) will look for it.
-  const absl::Status confined = record.cgroup != nullptr ? record.cgroup->Add(pid) : absl::OkStatus();
-  const absl::Status recorded = !confined.ok()               ? confined
-                                : options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
-                                                             : absl::OkStatus();
-  if (recorded.ok()) {
-    const char go = 1;
-    // The child may have stopped already (a bad working dir): then this write fails with EPIPE
-    // (SIGPIPE is blocked in the agent) and the report below says why.
-    ssize_t sent = write(go_fds[1], &go, 1);
-    (void)sent;
+  absl::Status confined = absl::OkStatus(), recorded = absl::OkStatus();
+  const Spawned spawned = options_.spawner->Spawn(plan, [&](pid_t pid) {
+    confined = record.cgroup != nullptr ? record.cgroup->Add(pid) : absl::OkStatus();
+    recorded = !confined.ok()               ? confined
+               : options_.ledger != nullptr ? options_.ledger->Add(pid, spec.job_id, spec.generation)
+                                            : absl::OkStatus();
+    return recorded;
+  });
+  if (spawned.pid < 0) {
+    DropCgroup(record);
+    return FailLaunch(record, spawned.error, "LaunchFailed");
   }
-  close(go_fds[1]);  // without the byte: the child exits, reporting kNotRecorded
-  ChildError err{};
-  ssize_t n;
-  do {
-    n = read(report_fds[0], &err, sizeof(err));
-  } while (n < 0 && errno == EINTR);
-  close(report_fds[0]);
-  record.pid = pid;
-  if (n != static_cast<ssize_t>(sizeof(err))) {  // the report pipe closed on exec: it runs
-    if (options_.watchdog != nullptr) options_.watchdog->Watch(pid);
-    spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, pid);
+  record.pid = spawned.pid;
+  if (!spawned.stopped) {
+    if (options_.watchdog != nullptr) options_.watchdog->Watch(spawned.pid);
+    spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, spawned.pid);
     return;
   }
-  waitpid(pid, nullptr, 0);
+  const ChildError err = *spawned.stopped;
   const std::string what = err.stage == Stage::kWorkingDir  ? spec.working_dir
                            : err.stage == Stage::kLogFile   ? spec.log_path
                            : err.stage == Stage::kAccount   ? spec.run_as.account
@@ -387,7 +235,7 @@ void Runner::Launch(const Key& key, ProcessRecord& record, ChildPlan& plan, cons
           ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
       : err.stage == Stage::kNotRecorded ? absl::StrCat(TextOf(err.stage).says, ": ", recorded.message())
                                          : absl::StrCat(TextOf(err.stage).says, " ", what, ": ", std::strerror(err.error));
-  if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(pid);
+  if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(spawned.pid);
   if (record.cgroup != nullptr) EndCgroup(key, record);
   if (spec.container.has_value()) EndContainer(spec, options_.container_runtime);
   FailLaunch(record, std::move(message), TextOf(err.stage).failure);
@@ -398,12 +246,12 @@ void Runner::Kill(const Key& key, const std::string& reason, absl::Duration grac
   if (it == records_.end() || it->second.exited || it->second.kill_sent) return;
   ProcessRecord& r = it->second;
   r.kill_sent = true;
-  r.kill_sent_at = MonotonicNow();
+  r.kill_sent_at = options_.clock();
   r.kill_reason = reason;
   r.kill_grace = grace > absl::ZeroDuration() ? grace : options_.kill_grace;
   spdlog::info("job {} g{}: stopping pid {} ({}; SIGKILL after {})", key.first, key.second, r.pid, reason,
                absl::FormatDuration(r.kill_grace));
-  killpg(r.pid, SIGTERM);
+  options_.spawner->SignalGroup(r.pid, SIGTERM);
   // And what left the group (setsid, a new process group): it gets the same grace.
   if (r.cgroup != nullptr) r.cgroup->SignalAll(SIGTERM);
 }
@@ -417,9 +265,8 @@ bool Runner::Poll() {
   bool any = false;
   for (auto& [key, r] : records_) {
     if (r.exited || r.pid <= 0) continue;
-    int status = 0;
-    const pid_t done = waitpid(r.pid, &status, WNOHANG);
-    if (done == r.pid) {
+    if (const std::optional<int> reaped = options_.spawner->Reap(r.pid)) {
+      const int status = *reaped;
       r.exited = true;
       any = true;
       if (WIFEXITED(status)) {
@@ -432,7 +279,7 @@ bool Runner::Poll() {
       if (FullNow(r)) EndFullSpan(r, absl::Now());
       // Ranks orphaned by a crashed torchrun are still in the group: take them down too; and
       // with a cgroup, everything the job started, wherever it went.
-      killpg(r.pid, SIGKILL);
+      options_.spawner->SignalGroup(r.pid, SIGKILL);
       if (r.cgroup != nullptr) EndCgroup(key, r);
       if (r.spec.container) EndContainer(r.spec, options_.container_runtime);
       EndCardLeftovers(key, r);
@@ -444,12 +291,13 @@ bool Runner::Poll() {
     if (r.global_ranks.empty() && r.spec.procs > 0) {
       // In an image, torchrun's workers are the runtime's grandchildren in another process
       // group, but in the job's cgroup all the same.
-      r.global_ranks = r.spec.container && r.cgroup != nullptr ? DiscoverRanks(r.cgroup->Processes(), r.spec.procs)
-                                                               : DiscoverRanks(r.pid, r.spec.procs);
+      r.global_ranks = r.spec.container && r.cgroup != nullptr
+                           ? options_.spawner->RanksOf(r.cgroup->Processes(), r.spec.procs)
+                           : options_.spawner->RanksInGroup(r.pid, r.spec.procs);
       any = any || !r.global_ranks.empty();
     }
-    if (r.kill_sent && MonotonicNow() - r.kill_sent_at > r.kill_grace) {
-      killpg(r.pid, SIGKILL);
+    if (r.kill_sent && options_.clock() - r.kill_sent_at > r.kill_grace) {
+      options_.spawner->SignalGroup(r.pid, SIGKILL);
       if (r.cgroup != nullptr) r.cgroup->SignalAll(SIGKILL);
     }
   }

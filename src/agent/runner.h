@@ -22,10 +22,12 @@
 #include "src/agent/job_sandbox.h"
 #include "src/agent/process_ledger.h"
 #include "src/agent/torchrun_failure.h"
+#include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
 
-struct ChildPlan;  // runner.cc: what a launch's forked child does
+struct ChildPlan;  // process_spawner.h: what a launch's child does
+class ProcessSpawner;
 
 struct LaunchSpec {
   std::string job_id;
@@ -110,13 +112,17 @@ struct RunnerOptions {
   // library can tell); when set, what a job leaves on its cards is ended at its exit.
   std::function<std::vector<std::pair<std::string, CardProcess>>()> card_processes;
   ContainerRuntime* container_runtime = nullptr;  // for launches in images, when the node has one
+  // Seams for tests: the clock kill graces run on, and what forks, reaps and signals (null: the
+  // forking one, process_spawner.h).
+  MonotonicClock clock = MonotonicNow;
+  ProcessSpawner* spawner = nullptr;
 };
 
 class Runner {
  public:
   using Key = std::pair<std::string, uint64_t>;  // (job id, generation)
 
-  explicit Runner(RunnerOptions options) : options_(options) {}
+  explicit Runner(RunnerOptions options);
 
   // Starts the process. A failure to start (bad working dir, exec error) is not an error of this
   // call: the record is created already exited with code 127 and the reason, so the daemon hears
@@ -131,6 +137,7 @@ class Runner {
   void Forget(const Key& key) { records_.erase(key); }
 
   std::map<Key, ProcessRecord>& records() { return records_; }
+  const std::map<Key, ProcessRecord>& records() const { return records_; }
   bool AnyRunning() const;
   // Whose processes still run as `uid` for a user other than `user` ("job-000007 g1 of bob"),
   // "" when none: two users never share a uid while a process of the first lives (an
@@ -149,7 +156,7 @@ class Runner {
   static void DropCgroup(ProcessRecord& record);
   // Forks the child that runs `plan`, records it (cgroup, ledger) before it may exec, and reads
   // its report: started, or why not (`program`: what it would have executed).
-  void Launch(const Key& key, ProcessRecord& record, ChildPlan& plan, const std::string& program);
+  void Launch(const Key& key, ProcessRecord& record, const ChildPlan& plan, const std::string& program);
 
   // Notes when the filesystem under each running job's log fills and frees (ProcessRecord::
   // disk_full); once it frees, says so in the log itself, which is pushed like the job's output.

@@ -15,7 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "src/cli/command.h"
 #include "src/common/durable_file.h"
-#include "src/daemon/security/token_file.h"
+#include "src/common/token_file.h"
 
 namespace hetpool::cli {
 namespace {
@@ -24,7 +24,7 @@ absl::StatusOr<nlohmann::json> ReadTokenFile(const std::string& path) {
   if (!std::filesystem::exists(path)) return nlohmann::json{{"tokens", nlohmann::json::array()}};
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
-  if (auto table = daemon::TokenTable::Parse(*text); !table.ok()) {
+  if (auto table = hetpool::TokenTable::Parse(*text); !table.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", table.status().message()));
   }
   return nlohmann::json::parse(*text, nullptr, false);
@@ -85,7 +85,7 @@ int Token(Client&, const Invocation& in, const TokenOptions& o) {
   if (!doc.ok()) return Error(doc.status());
   auto token = NewToken();
   if (!token.ok()) return Error(token.status());
-  nlohmann::json entry = {{"user", user}, {"role", role}, {"sha256", daemon::Sha256Hex(*token)}};
+  nlohmann::json entry = {{"user", user}, {"role", role}, {"sha256", hetpool::Sha256Hex(*token)}};
   if (!group.empty()) entry["group"] = group;
   if (!comment.empty()) entry["comment"] = comment;
   if (!o.expires.empty()) {
@@ -95,7 +95,7 @@ int Token(Client&, const Invocation& in, const TokenOptions& o) {
   }
   (*doc)["tokens"].push_back(entry);
   // The same checks hetpoold makes, before anything is written.
-  if (auto table = daemon::TokenTable::Parse(doc->dump()); !table.ok()) return Error(table.status());
+  if (auto table = hetpool::TokenTable::Parse(doc->dump()); !table.ok()) return Error(table.status());
   if (auto s = WriteTokenFile(file, *doc); !s.ok()) return Error(s);
   std::cout << *token << "\n";
   return 0;

@@ -9,10 +9,15 @@
 // anything; it is never stored nor shown to people (stamps people read come from absl::Now()).
 #pragma once
 
+#include <functional>
+
 #include "absl/time/time.h"
 
 namespace hetpool {
 
 absl::Time MonotonicNow();
+
+// What parts that keep deadlines take, so that tests move time instead of sleeping.
+using MonotonicClock = std::function<absl::Time()>;
 
 }  // namespace hetpool

@@ -17,7 +17,7 @@
 #include "src/daemon/security/authenticator.h"
 #include "src/daemon/security/quota.h"
 #include "src/daemon/security/rate_limiter.h"
-#include "src/daemon/security/token_file.h"
+#include "src/common/token_file.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::daemon {

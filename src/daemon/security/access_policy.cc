@@ -34,24 +34,6 @@ Need NeedFor(Action action) {
 
 }  // namespace
 
-absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kViewer: return "viewer";
-    case Role::kUser: return "user";
-    case Role::kOperator: return "operator";
-    case Role::kAdmin: return "admin";
-  }
-  return "?";
-}
-
-absl::StatusOr<Role> ParseRole(absl::string_view name) {
-  for (Role r : {Role::kViewer, Role::kUser, Role::kOperator, Role::kAdmin}) {
-    if (name == RoleName(r)) return r;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("role '", name, "': expected viewer, user, operator or admin"));
-}
-
 std::string Caller::Describe() const {
   if (unchecked) return "anonymous (--insecure)";
   if (is_agent()) return absl::StrCat("node ", node);

@@ -13,13 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/common/role.h"
 
 namespace hetpool::daemon {
-
-enum class Role { kViewer = 0, kUser = 1, kOperator = 2, kAdmin = 3 };
-
-absl::string_view RoleName(Role role);
-absl::StatusOr<Role> ParseRole(absl::string_view name);
 
 struct Caller {
   std::string user;   // token owner; empty for agents

@@ -14,7 +14,7 @@
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
-#include "src/daemon/security/token_file.h"
+#include "src/common/token_file.h"
 
 namespace hetpool::daemon {
 

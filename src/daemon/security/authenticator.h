@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "src/common/monotonic_clock.h"
 #include "src/common/watched_file.h"
-#include "src/daemon/security/token_file.h"
+#include "src/common/token_file.h"
 
 namespace hetpool::daemon {
 

@@ -232,7 +232,10 @@ uint64_t HostMemoryMibPerNode(const hetpool::v1::JobSpec& spec) {
          spec.host().memory_mib_per_node();
 }
 
-absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
+namespace {
+
+// The spec's size in all, its names and its labels.
+absl::Status CheckSizeNamesAndLabels(const hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (const size_t bytes = spec.ByteSizeLong(); bytes > limits.max_spec_bytes) {
     return Invalid("spec", absl::StrCat(bytes, " bytes in all; at most ", limits.max_spec_bytes,
                                         " (command or python args, env and labels together)"));
@@ -252,7 +255,11 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
       return s;
     }
   }
+  return absl::OkStatus();
+}
 
+// What runs: a command or a python script, never both, with bounded arguments.
+absl::Status CheckProgram(const hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   const bool has_command = spec.command_size() > 0;
   const bool has_python = spec.has_python();
   if (has_command == has_python) {
@@ -284,7 +291,11 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
       }
     }
   }
+  return absl::OkStatus();
+}
 
+// The absolute working dir (no '..'), and the environment (no HETPOOL_* variables).
+absl::Status CheckWorkingDirAndEnv(const hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (spec.working_dir().empty()) {
     return Invalid("working_dir", "required: the absolute path the job runs in on its nodes (hetpoolctl fills in "
                                   "the directory it runs in)");
@@ -307,7 +318,11 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
     if (absl::StartsWith(key, "HETPOOL_")) return Invalid(field, "HETPOOL_* variables are set by hetpool");
     if (auto s = CheckText(field, value, limits.max_env_value); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
 
+// The job's shape: role groups, an elastic range (nnodes is its min), nodes, devices, procs (one per device by default), restarts and priority.
+absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (spec.groups_size() > 0) {
     if (auto s = NormalizeRoleGroups(spec, limits); !s.ok()) return s;
   }
@@ -346,7 +361,11 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
       !s.ok()) {
     return s;
   }
+  return absl::OkStatus();
+}
 
+// Preemption grace, a card share and its memory, and host CPU and memory asks.
+absl::Status CheckSharesAndHost(const hetpool::v1::JobSpec& spec) {
   // Preemption: a grace past an hour holds the preemptor's cards idle that long, so it is a typo.
   for (const auto& [field, d] : {std::pair{"preemption_grace", &spec.preemption_grace()},
                                  std::pair{"checkpoint_interval", &spec.checkpoint_interval()}}) {
@@ -380,7 +399,17 @@ absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimi
   if (HostMemoryMibPerNode(spec) > kMaxHostMemoryMib) {
     return Invalid("host", "more than 64 TiB per node in all (per process x procs_per_node + per node)");
   }
+  return absl::OkStatus();
+}
 
+}  // namespace
+
+absl::Status ValidateAndNormalizeSpec(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
+  for (auto check : {CheckSizeNamesAndLabels, CheckProgram, CheckWorkingDirAndEnv}) {
+    if (auto s = check(spec, limits); !s.ok()) return s;
+  }
+  if (auto s = NormalizeShape(spec, limits); !s.ok()) return s;
+  if (auto s = CheckSharesAndHost(spec); !s.ok()) return s;
   if (auto s = ValidateRequirements("requirements", spec.requirements(), spec.devices_per_node(), "devices_per_node");
       !s.ok()) {
     return s;

@@ -16,11 +16,11 @@ namespace {
 // A group is above its share past this (rounding of fractional cards aside).
 constexpr double kShareSlack = 1e-9;
 
+}  // namespace
+
 VictimRequest VictimRequestOf(const scheduler::PlacementRequest& request) {
   return {request.nnodes, request.devices_per_node, request.device_milli, request.cpu_milli, request.host_memory_mib};
 }
-
-}  // namespace
 
 absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& text) {
   if (text == "off") return PreemptionMode::kOff;
@@ -31,16 +31,15 @@ absl::StatusOr<PreemptionMode> ParsePreemptionMode(const std::string& text) {
 
 PreemptionStage::PreemptionStage(JobTable& jobs, NodeRegistry& nodes, AgentReconciler& reconciler,
                                  scheduler::PlacementPolicy& policy, PreemptionMode mode,
-                                 const FairShareLedger* fair_share, DefragOptions defrag)
+                                 const FairShareLedger* fair_share, absl::Duration defrag_window)
     : jobs_(jobs),
       nodes_(nodes),
       reconciler_(reconciler),
       policy_(policy),
       mode_(mode),
       fair_share_(fair_share),
-      defrag_(defrag),
-      move_pacing_(defrag.moves_per_hour / 3600.0,
-                   defrag.move_burst > 0 ? std::min(defrag.move_burst, defrag.moves_per_hour) : defrag.moves_per_hour) {}
+      defrag_window_(defrag_window),
+      holds_(jobs, nodes) {}
 
 void PreemptionStage::GatherCandidates(absl::Time now) {
   candidates_.emplace();
@@ -76,7 +75,7 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
     c.priority = job.spec().priority();
     c.group = job.spec().group();
     c.user = job.spec().user();
-    c.bought_by_moves = job.has_moved_for_at() && now - FromProtoTime(job.moved_for_at()) < defrag_.window;
+    c.bought_by_moves = job.has_moved_for_at() && now - FromProtoTime(job.moved_for_at()) < defrag_window_;
     // Work since the generation started running (a scheduled one that has not started loses none).
     const double cards = static_cast<double>(CardsNeeded(job.spec())) / 1000;
     c.job.cards = cards;
@@ -195,7 +194,7 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
   // A job across vendors waits for its cards (victims are chosen for one shape of node; its groups
   // have several): it may still be a victim, whole.
   if (mode_ == PreemptionMode::kOff || request.devices_per_node < 1 || request.Grouped() ||
-      holds_.contains(entry.job().id())) {
+      holds_.Waiting(entry.job().id())) {
     return false;
   }
   if (!candidates_) GatherCandidates(now);
@@ -254,7 +253,7 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
     candidates_->erase(id);
   }
   if (stopped.empty()) return false;
-  HoldFor(entry.job().id(), choice.placement, std::move(claims), defragmentation ? std::optional(now) : std::nullopt);
+  holds_.HoldFor(entry.job().id(), choice.placement, std::move(claims), defragmentation ? std::optional(now) : std::nullopt);
 
   std::vector<std::string> where;
   for (const auto& assignment : choice.placement.nodes) where.push_back(assignment.node);
@@ -266,103 +265,18 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
   return true;
 }
 
-bool PreemptionStage::MayMoveFor(const JobEntry& entry, absl::Time now) const {
-  return defrag_.after > absl::ZeroDuration() && !holds_.contains(entry.job().id()) &&
-         now - FromProtoTime(entry.job().created_at()) >= defrag_.after;
-}
-
-PreemptionStage::MoveOutcome PreemptionStage::TryMove(JobEntry& entry, const scheduler::PlacementRequest& request,
-                                                           const std::vector<scheduler::NodeView>& views,
-                                                           const ViewsWithout& views_without, absl::Time now) {
-  if (!MayMoveFor(entry, now) || request.devices_per_node < 1 || request.Grouped()) return MoveOutcome::kNone;
-  const absl::Duration waited = now - FromProtoTime(entry.job().created_at());
-  const bool moved_may_wait = defrag_.requeue_after > absl::ZeroDuration() && waited >= defrag_.requeue_after;
-  while (!moves_.empty() && moves_.front() <= now - absl::Hours(1)) moves_.pop_front();
-  const int budget = defrag_.moves_per_hour - static_cast<int>(moves_.size());
-  // A set of moves larger than the pacing bucket holds may go once it holds the burst, and
-  // leaves it in debt (the next set waits the longer).
-  const double tokens = move_pacing_.Refill(now);
-  if (budget <= 0 || tokens < 1) return MoveOutcome::kNone;
+std::map<std::string, const PreemptibleJob*> PreemptionStage::Movable(int priority, absl::Time not_moved_since,
+                                                                     absl::Time now) {
   if (!candidates_) GatherCandidates(now);
-  const std::string reason = absl::StrCat(
-      "defragmentation: job ", entry.job().id(), " waited ",
-      absl::FormatDuration(absl::Trunc(now - FromProtoTime(entry.job().created_at()), absl::Seconds(1))),
-      " with enough cards free, scattered");
   std::map<std::string, const PreemptibleJob*> movable;
-  std::map<std::string, std::string> why;
   for (auto& [id, c] : *candidates_) {
     const pb::Job& job = c.entry->job();
-    if (!job.spec().movable() || c.priority > entry.job().spec().priority()) continue;
+    if (!job.spec().movable() || c.priority > priority) continue;
     const pb::Preemption& last = job.last_preemption();
-    if (last.defragmentation() && FromProtoTime(last.at()) > now - defrag_.window) continue;  // moved lately
+    if (last.defragmentation() && FromProtoTime(last.at()) > not_moved_since) continue;  // moved lately
     movable[id] = &c.job;
-    why[id] = reason;
   }
-  if (movable.empty()) return MoveOutcome::kNone;
-  const std::vector<NodeOffer> offers = Offers(request, views, movable);
-  // Fragmentation, not a full pool: the shares left on the qualifying cards add up to what the
-  // job asks (partly used cards count: repacking their jobs frees whole ones).
-  int64_t free_milli = 0;
-  for (const auto& node : offers) {
-    for (const auto& card : node.cards) free_milli += card.milli_free;
-  }
-  const int64_t share = request.Fractional() ? request.device_milli : 1000;
-  if (free_milli < share * request.nnodes * request.devices_per_node) return MoveOutcome::kNone;
-  // The job fits without the moved jobs, and then every moved job fits on what is left (`land`),
-  // or, for a job past --defrag-requeue-after, the moved jobs may wait in the queue.
-  auto choose = [&](const std::vector<NodeOffer>& from, bool land, int max_moves) {
-    auto fits = [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
-      std::vector<scheduler::NodeView> trial = views_without(ClaimsOf(victims));
-      auto placement = policy_.Place(request, trial);
-      if (!placement.ok() || !land) return placement;
-      scheduler::TakeOnViews(request, *placement, trial);
-      for (const auto& id : victims) {
-        const scheduler::PlacementRequest moved = ToPlacementRequest(candidates_->at(id).entry->job().spec());
-        auto elsewhere = policy_.Place(moved, trial);
-        if (!elsewhere.ok()) return absl::UnavailableError(absl::StrCat("job ", id, " would not fit elsewhere"));
-        scheduler::TakeOnViews(moved, *elsewhere, trial);
-      }
-      return placement;
-    };
-    VictimRequest victims = VictimRequestOf(request);
-    victims.max_victims = max_moves;
-    return ChooseVictims(victims, from, fits);
-  };
-  // The moves allowed now: the hour's left, and what the pacing bucket holds (a set as large as
-  // the burst may go once it holds the burst).
-  const int allowed = tokens >= move_pacing_.burst() ? budget : std::min(budget, static_cast<int>(tokens));
-  // The set that loses the least work; when it needs more moves than are allowed now, the
-  // cheapest set that needs no more (many small jobs may hold a node that a few others also
-  // free: the hour's moves then serve more jobs). None: over budget when a set the hour could
-  // pay for exists.
-  bool over_budget = false;
-  auto choose_allowed = [&](const std::vector<NodeOffer>& from, bool land) -> std::optional<PreemptionChoice> {
-    std::optional<PreemptionChoice> cheapest = choose(from, land, defrag_.moves_per_hour);
-    if (!cheapest || static_cast<int>(cheapest->victims.size()) <= allowed) return cheapest;
-    if (auto fewer = choose(from, land, allowed)) return fewer;
-    over_budget = true;
-    return std::nullopt;
-  };
-  std::optional<PreemptionChoice> choice = choose_allowed(offers, /*land=*/true);
-  if (!choice && moved_may_wait) {
-    // Only jobs smaller than the waiting one wait for it: they find room far sooner than it does
-    // (moving a job for one of its own size only swaps who waits).
-    const double cards = VictimRequestOf(request).Cards();
-    std::map<std::string, const PreemptibleJob*> smaller;
-    for (const auto& [id, job] : movable) {
-      if (job->cards < cards) smaller[id] = job;
-    }
-    if (!smaller.empty()) {
-      for (auto& [id, reason_text] : why) absl::StrAppend(&reason_text, "; it waits in the queue for its next place");
-      choice = choose_allowed(Offers(request, views, smaller), /*land=*/false);
-    }
-  }
-  if (!choice) return over_budget ? MoveOutcome::kOverBudget : MoveOutcome::kNone;
-  const int needed = static_cast<int>(choice->victims.size());
-  if (!StopVictims(entry, *choice, why, /*defragmentation=*/true, now)) return MoveOutcome::kNone;
-  for (int i = 0; i < needed; ++i) moves_.push_back(now);
-  move_pacing_.Take(needed);
-  return MoveOutcome::kMoved;
+  return movable;
 }
 
 std::vector<std::pair<std::string, JobGen>> PreemptionStage::ClaimsOf(const std::set<std::string>& victims) const {
@@ -372,111 +286,6 @@ std::vector<std::pair<std::string, JobGen>> PreemptionStage::ClaimsOf(const std:
     claims.insert(claims.end(), of.begin(), of.end());
   }
   return claims;
-}
-
-std::vector<std::string> PreemptionStage::Preemptors() const {
-  std::vector<std::pair<uint64_t, std::string>> ordered;
-  for (const auto& [id, hold] : holds_) ordered.emplace_back(hold.seq, id);
-  std::sort(ordered.begin(), ordered.end());
-  std::vector<std::string> out;
-  for (auto& [seq, id] : ordered) out.push_back(std::move(id));
-  return out;
-}
-
-bool PreemptionStage::VictimsGone(const std::string& job_id) const {
-  auto it = holds_.find(job_id);
-  if (it == holds_.end()) return true;
-  const Hold& hold = it->second;
-  for (const auto& [name, key] : hold.claims) {
-    const NodeEntry* node = nodes_.Find(name);
-    if (node == nullptr) continue;
-    if (node->claims.contains(key)) return false;
-    // Restored after a restart: a node that has not registered again may still run them.
-    if (node->session_id.empty() && jobs_.Now() < hold.nodes_until) return false;
-  }
-  return true;
-}
-
-pb::CardHold PreemptionStage::ToProto(const Hold& hold) {
-  pb::CardHold out;
-  out.set_seq(hold.seq);
-  for (const auto& [node, devices] : hold.cards) {
-    auto* cards = out.add_cards();
-    cards->set_node(node);
-    for (const auto& d : devices) cards->add_device_ids(d);
-  }
-  for (const auto& [node, key] : hold.claims) {
-    auto* claim = out.add_waiting_for();
-    claim->set_node(node);
-    claim->set_job_id(key.first);
-    claim->set_generation(key.second);
-  }
-  return out;
-}
-
-PreemptionStage::Hold PreemptionStage::FromProto(const pb::CardHold& stored) {
-  Hold hold;
-  hold.seq = stored.seq();
-  for (const auto& cards : stored.cards()) hold.cards[cards.node()].insert(cards.device_ids().begin(), cards.device_ids().end());
-  for (const auto& claim : stored.waiting_for()) hold.claims.push_back({claim.node(), {claim.job_id(), claim.generation()}});
-  return hold;
-}
-
-void PreemptionStage::HoldFor(const std::string& job_id_ref, const scheduler::Placement& placement,
-                              std::vector<std::pair<std::string, JobGen>> claims,
-                              std::optional<absl::Time> moved_for_at) {
-  const std::string job_id = job_id_ref;  // callers pass the job's own id, which the commit below replaces
-  Hold hold;
-  hold.seq = next_seq_++;
-  for (const auto& assignment : placement.nodes) {
-    hold.cards[assignment.node].insert(assignment.device_ids.begin(), assignment.device_ids.end());
-  }
-  hold.claims = std::move(claims);
-  if (JobEntry* entry = jobs_.Find(job_id)) {
-    pb::Job next = entry->job();
-    *next.mutable_hold() = ToProto(hold);
-    if (moved_for_at) *next.mutable_moved_for_at() = ToProtoTime(*moved_for_at);
-    // Refused by the store, the hold still counts in this daemon; only a restart would forget it
-    // (as every daemon did before holds were stored).
-    if (absl::Status s = jobs_.Commit(*entry, std::move(next)); !s.ok()) {
-      spdlog::warn("job {}: its hold on the cards of the jobs it stopped was not stored: {}", job_id, std::string(s.message()));
-    }
-  }
-  holds_[job_id] = std::move(hold);
-}
-
-void PreemptionStage::Release(const std::string& job_id) {
-  holds_.erase(job_id);
-  JobEntry* entry = jobs_.Find(job_id);
-  if (entry == nullptr || !entry->job().has_hold()) return;
-  entry->mutable_job().clear_hold();
-  jobs_.Touch(*entry);  // stored with its next change; a stale stored hold only waits on nothing
-}
-
-void PreemptionStage::RestoreHolds(absl::Time now, absl::Duration patience) {
-  for (JobEntry* pending : jobs_.Pending(nullptr)) {
-    JobEntry& entry = *pending;
-    if (!entry.job().has_hold()) continue;
-    const std::string& id = entry.job().id();
-    Hold hold = FromProto(entry.job().hold());
-    hold.nodes_until = now + patience;
-    if (entry.job().pending().preempting().empty()) {  // said after the hold was stored: say it again
-      std::set<std::string> victims;
-      for (const auto& [node, key] : hold.claims) victims.insert(key.first);
-      entry.mutable_job().mutable_pending()->set_preempting(absl::StrJoin(victims, ","));
-    }
-    next_seq_ = std::max(next_seq_, hold.seq + 1);
-    holds_[id] = std::move(hold);
-  }
-}
-
-HeldCards PreemptionStage::HeldForPreemptors(const std::string& except) const {
-  HeldCards out;
-  for (const auto& [id, hold] : holds_) {
-    if (id == except) continue;
-    for (const auto& [node, devices] : hold.cards) out[node].insert(devices.begin(), devices.end());
-  }
-  return out;
 }
 
 }  // namespace hetpool::daemon

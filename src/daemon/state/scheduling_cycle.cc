@@ -59,7 +59,9 @@ SchedulingCycle::SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler:
       wakeups_(wakeups),
       options_(std::move(options)),
       views_(nodes, options_.metax_cuda_translation),
-      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share, options_.defrag),
+      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share,
+                  options_.defrag.window),
+      defrag_(preemption_, *policy, options_.defrag),
       elastic_(jobs, nodes, reconciler, *policy, preemption_, options_.elastic_grow_after) {}
 
 struct SchedulingCycle::PassState {
@@ -271,7 +273,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
         continue;
       }
     }
-    if (for_capacity && only == nullptr && preemption_.MayMoveFor(*entry, now)) scattered.push_back(entry);
+    if (for_capacity && only == nullptr && defrag_.MayMoveFor(*entry, now)) scattered.push_back(entry);
     waits_for_capacity = waits_for_capacity || for_capacity;
     const bool had_head = !pass.reserved.empty();
     NoteWaiting(*entry, request, placement.status(), reason.value_or(scheduler::PendingReason{}), pass.views,
@@ -282,7 +284,19 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     }
   }
   if (only != nullptr) return;
-  // Defragmentation: for the largest jobs first, then those that waited longest, wherever the
+  MoveForScattered(pass, std::move(scattered), head, views_without, now);
+  // Cards nobody waits for: an elastic job below its max may grow into them (one per pass).
+  if (waits_for_capacity) {
+    elastic_.Postpone();
+  } else {
+    elastic_.TryGrow([&](const JobEntry& entry) { return RequestFor(entry, pass.quota); }, views_without, now);
+  }
+  reserved_ = std::move(pass.reserved);
+}
+
+void SchedulingCycle::MoveForScattered(PassState& pass, std::vector<JobEntry*> scattered, const JobEntry* head,
+                                       const PreemptionStage::ViewsWithout& views_without, absl::Time now) {
+  // For the largest jobs first, then those that waited longest, wherever the
   // queue's order puts them (a gang behind a long queue of small jobs is the one fragmentation
   // starves).
   std::stable_sort(scattered.begin(), scattered.end(), [](const JobEntry* a, const JobEntry* b) {
@@ -296,20 +310,13 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     // The head's own reservation is not held against it; once jobs move for it, its hold on
     // their cards takes the reservation's place.
     if (entry == head) pass.Hold(preemption_.HeldForPreemptors());
-    const auto outcome = preemption_.TryMove(*entry, RequestFor(*entry, pass.quota), pass.views, views_without, now);
-    if (entry == head && outcome == PreemptionStage::MoveOutcome::kMoved) pass.reserved.clear();
+    const auto outcome = defrag_.TryMove(*entry, RequestFor(*entry, pass.quota), pass.views, views_without, now);
+    if (entry == head && outcome == DefragStage::MoveOutcome::kMoved) pass.reserved.clear();
     pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
     // The hour's moves are kept for the first job that needs more than are left: smaller sets
     // for the jobs after it would spend them as they come back, and it would wait for ever.
-    if (outcome == PreemptionStage::MoveOutcome::kOverBudget) break;
+    if (outcome == DefragStage::MoveOutcome::kOverBudget) break;
   }
-  // Cards nobody waits for: an elastic job below its max may grow into them (one per pass).
-  if (waits_for_capacity) {
-    elastic_.Postpone();
-  } else {
-    elastic_.TryGrow([&](const JobEntry& entry) { return RequestFor(entry, pass.quota); }, views_without, now);
-  }
-  reserved_ = std::move(pass.reserved);
 }
 
 void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,

@@ -27,6 +27,7 @@
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
 #include "src/daemon/state/node_view_cache.h"
+#include "src/daemon/state/defrag_stage.h"
 #include "src/daemon/state/preemption_stage.h"
 #include "src/daemon/state/state_observer.h"
 #include "src/daemon/state/wakeups.h"
@@ -98,6 +99,10 @@ class SchedulingCycle {
   void OfferPreemptors(PassState& pass);
   // Why a job still waits (`waited`: decoded from `status`), recorded (and shown to watchers)
   // when it changed.
+  // Defragmentation after the queue (defrag_stage.h): for `scattered`, the jobs that waited past
+  // --defrag-after; `head` holds the pass's reservation.
+  void MoveForScattered(PassState& pass, std::vector<JobEntry*> scattered, const JobEntry* head,
+                        const PreemptionStage::ViewsWithout& views_without, absl::Time now);
   void NoteWaiting(JobEntry& entry, const scheduler::PlacementRequest& request, absl::Status status,
                    const scheduler::PendingReason& waited, std::vector<scheduler::NodeView>& views,
                    Reservation& reserved);
@@ -114,6 +119,7 @@ class SchedulingCycle {
   const CycleOptions options_;
   NodeViewCache views_;
   PreemptionStage preemption_;
+  DefragStage defrag_;  // chooses and stops through preemption_
   ElasticStage elastic_;  // keeps its resized jobs' cards on preemption_'s holds
   std::vector<std::string> new_jobs_;  // submitted since the last pass
   absl::Time last_full_pass_ = absl::InfinitePast();

@@ -9,14 +9,14 @@
 #include "scheduler/framework/profile.h"
 #include "src/agent/job_sandbox.h"
 #include "src/daemon/security/quota.h"
-#include "src/daemon/security/token_file.h"
+#include "src/common/token_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 6) {
     case 0:
-      (void)hetpool::daemon::TokenTable::Parse(text);
+      (void)hetpool::TokenTable::Parse(text);
       break;
     case 1:
       (void)hetpool::daemon::QuotaTable::Parse(text);

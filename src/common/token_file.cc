@@ -1,4 +1,4 @@
-#include "src/daemon/security/token_file.h"
+#include "src/common/token_file.h"
 
 #include <openssl/evp.h>
 
@@ -7,7 +7,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/names.h"
 
-namespace hetpool::daemon {
+namespace hetpool {
 
 std::string Sha256Hex(absl::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -74,4 +74,4 @@ const TokenEntry* TokenTable::Find(absl::string_view token) const {
   return it == by_hash_.end() ? nullptr : &it->second;
 }
 
-}  // namespace hetpool::daemon
+}  // namespace hetpool

@@ -1,4 +1,5 @@
-// Bearer tokens: the file hetpoold reads them from, and the hash they are kept as.
+// Bearer tokens: the file hetpoold reads them from and `hetpoolctl admin token` writes, and the
+// hash they are kept as. In common/: the daemon and the CLI read the one format.
 //
 // The file holds SHA-256 hashes only, so a leaked copy lets nobody in:
 //   {"tokens": [{"user": "alice", "group": "vision", "role": "user", "sha256": "<64 hex digits>",
@@ -14,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "src/daemon/security/access_policy.h"
+#include "src/common/role.h"
 
-namespace hetpool::daemon {
+namespace hetpool {
 
 // Lower-case hex SHA-256 of `data`.
 std::string Sha256Hex(absl::string_view data);
@@ -40,4 +41,4 @@ class TokenTable {
   std::map<std::string, TokenEntry, std::less<>> by_hash_;
 };
 
-}  // namespace hetpool::daemon
+}  // namespace hetpool
