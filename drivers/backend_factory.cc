@@ -144,8 +144,8 @@ absl::StatusOr<NodeInventory> CollectInventory(const std::vector<std::unique_ptr
   static const SpecTable kDefaults = SpecTable::Defaults();  // built once, not on every refresh
   const SpecTable& specs = options.specs ? *options.specs : kDefaults;
   for (auto& d : inventory.devices) ApplyFingerprint(specs, d);
-  inventory.torch_devices = options.torch_devices.empty() ? DefaultTorchDevices(inventory.devices)
-                                                          : options.torch_devices;
+  inventory.torch_devices =
+      options.torch_devices.empty() ? DefaultTorchDevices(inventory.devices) : options.torch_devices;
   if (options.probe_collectives) {
     const std::set<std::string> found = DiscoverCollectives(options.note);
     inventory.collectives.insert(found.begin(), found.end());

@@ -17,9 +17,9 @@ namespace hetpool::drivers {
 struct BackendOptions {
   // Backend names; "auto" = every vendor backend whose library loads (plus sysfs completion).
   std::vector<std::string> names = {"auto"};
-  std::string sim_inventory_path;   // for "sim"
+  std::string sim_inventory_path;  // for "sim"
   std::string sysfs_root = "/sys";
-  std::string pci_ids_path;         // default: pciutils' pci.ids
+  std::string pci_ids_path;  // default: pciutils' pci.ids
   // One line per backend that found nothing or could not be used (the caller logs them).
   std::function<void(const std::string&)> note = [](const std::string&) {};
 };
@@ -31,9 +31,9 @@ absl::StatusOr<std::vector<std::unique_ptr<DeviceBackend>>> CreateBackends(const
 
 struct CollectOptions {
   std::string sysfs_root = "/sys";
-  const SpecTable* specs = nullptr;        // defaults when null
-  std::set<std::string> torch_devices;     // empty: cpu + the torch device of each vendor found
-  bool probe_collectives = true;           // look for libflagcx.so (collective_probe.h)
+  const SpecTable* specs = nullptr;              // defaults when null
+  std::set<std::string> torch_devices;           // empty: cpu + the torch device of each vendor found
+  bool probe_collectives = true;                 // look for libflagcx.so (collective_probe.h)
   std::function<void(const std::string&)> note;  // why a collective library that loads is not used
 };
 

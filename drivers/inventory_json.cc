@@ -54,8 +54,7 @@ class FieldReader {
     if (!it->is_number_integer()) return TypeError(key, "an integer");
     const long long value = it->get<long long>();
     if (value < min) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_, ".", key, ": must be at least ", min, ", got ", value));
+      return absl::InvalidArgumentError(absl::StrCat(path_, ".", key, ": must be at least ", min, ", got ", value));
     }
     *out = static_cast<Int>(value);
     return absl::OkStatus();
@@ -104,10 +103,26 @@ absl::StatusOr<Link> ParseLink(const json& j, const std::string& path) {
 absl::StatusOr<DeviceRecord> ParseDevice(const json& j, const std::string& path) {
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": must be an object"));
   FieldReader r(j, path);
-  if (auto s = r.CheckKnownKeys({"id", "index", "vendor", "model", "uuid", "pci_bus_id",
-                                 "numa_node", "memory_mib", "memory_used_mib", "healthy",
-                                 "health_message", "architecture", "driver_version", "links", "serial", "local_cpus",
-                                 "utilization_percent", "fingerprint", "capability", "device_nodes"});
+  if (auto s = r.CheckKnownKeys({"id",
+                                 "index",
+                                 "vendor",
+                                 "model",
+                                 "uuid",
+                                 "pci_bus_id",
+                                 "numa_node",
+                                 "memory_mib",
+                                 "memory_used_mib",
+                                 "healthy",
+                                 "health_message",
+                                 "architecture",
+                                 "driver_version",
+                                 "links",
+                                 "serial",
+                                 "local_cpus",
+                                 "utilization_percent",
+                                 "fingerprint",
+                                 "capability",
+                                 "device_nodes"});
       !s.ok()) {
     return s;
   }
@@ -117,14 +132,18 @@ absl::StatusOr<DeviceRecord> ParseDevice(const json& j, const std::string& path)
   if (auto s = r.String("vendor", &vendor, true); !s.ok()) return s;
   auto parsed_vendor = ParseVendor(vendor);
   if (!parsed_vendor || *parsed_vendor == Vendor::kCpu) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        r.Path("vendor"), ": unknown device vendor '", vendor,
-        "' (devices are nvidia, metax, cambricon or intel; a CPU-only node has no devices)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.Path("vendor"), ": unknown device vendor '", vendor,
+                     "' (devices are nvidia, metax, cambricon or intel; a CPU-only node has no devices)"));
   }
   d.vendor = *parsed_vendor;
-  for (auto [key, out] : {std::pair{"id", &d.id}, {"model", &d.model}, {"uuid", &d.uuid},
-                          {"pci_bus_id", &d.pci_bus_id}, {"health_message", &d.health_message},
-                          {"architecture", &d.architecture}, {"driver_version", &d.driver_version},
+  for (auto [key, out] : {std::pair{"id", &d.id},
+                          {"model", &d.model},
+                          {"uuid", &d.uuid},
+                          {"pci_bus_id", &d.pci_bus_id},
+                          {"health_message", &d.health_message},
+                          {"architecture", &d.architecture},
+                          {"driver_version", &d.driver_version},
                           {"local_cpus", &d.local_cpus}}) {
     if (auto s = r.String(key, out); !s.ok()) return s;
   }
@@ -170,10 +189,10 @@ absl::StatusOr<LinkKind> ParseLinkKind(absl::string_view name) {
   for (const auto& [kind, n] : kLinkNames) {
     if (n == name) return kind;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown link kind '", name,
-      "' (nvlink, metaxlink, mlulink, xelink, pcie_switch, pcie_host_bridge, same_numa, "
-      "cross_socket)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown link kind '", name,
+                   "' (nvlink, metaxlink, mlulink, xelink, pcie_switch, pcie_host_bridge, same_numa, "
+                   "cross_socket)"));
 }
 
 absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
@@ -182,8 +201,8 @@ absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
   if (!root.is_object()) return absl::InvalidArgumentError("inventory: must be a JSON object");
   FieldReader r(root, "inventory");
   // "backend" and "simulated" are accepted so --print-inventory output can be fed back in.
-  if (auto s = r.CheckKnownKeys({"hostname", "cpus", "memory_mib", "devices", "backend", "simulated", "torch_devices",
-                                 "collectives"});
+  if (auto s = r.CheckKnownKeys(
+          {"hostname", "cpus", "memory_mib", "devices", "backend", "simulated", "torch_devices", "collectives"});
       !s.ok()) {
     return s;
   }
@@ -226,8 +245,7 @@ absl::StatusOr<NodeInventory> ParseInventoryJson(absl::string_view text) {
   for (const auto& d : inv.devices) {
     for (const auto& l : d.links) {
       if (!ids.contains(l.peer_device_id) || l.peer_device_id == d.id) {
-        return absl::InvalidArgumentError(absl::StrCat("inventory.devices[", d.id,
-                                                       "].links: peer '", l.peer_device_id,
+        return absl::InvalidArgumentError(absl::StrCat("inventory.devices[", d.id, "].links: peer '", l.peer_device_id,
                                                        "' is not another device of this node"));
       }
     }
@@ -240,16 +258,11 @@ nlohmann::json CapabilityToJson(const Capability& cap) {
   for (Precision p : cap.precisions) precisions.push_back(PrecisionName(p));
   json peaks = json::object();
   for (const auto& [p, v] : cap.peak_tflops) peaks[std::string(PrecisionName(p))] = v;
-  return {{"isa", IsaFamilyName(cap.isa)},
-          {"arch_major", cap.arch_major},
-          {"arch_minor", cap.arch_minor},
-          {"precisions", precisions},
-          {"bandwidth_gbps", cap.bandwidth_gbps},
-          {"peak_tflops", peaks},
-          {"runtime_version", cap.runtime_version},
-          {"collective", cap.collective},
-          {"spec_source", cap.spec_source},
-          {"torch_device", cap.torch_device},
+  return {{"isa", IsaFamilyName(cap.isa)},          {"arch_major", cap.arch_major},
+          {"arch_minor", cap.arch_minor},           {"precisions", precisions},
+          {"bandwidth_gbps", cap.bandwidth_gbps},   {"peak_tflops", peaks},
+          {"runtime_version", cap.runtime_version}, {"collective", cap.collective},
+          {"spec_source", cap.spec_source},         {"torch_device", cap.torch_device},
           {"dist_backend", cap.dist_backend}};
 }
 
@@ -281,14 +294,9 @@ nlohmann::json InventoryToJson(const NodeInventory& inv) {
                        {"fingerprint", d.fingerprint},
                        {"capability", CapabilityToJson(d.capability)}});
   }
-  return {{"hostname", inv.hostname},
-          {"cpus", inv.cpus},
-          {"memory_mib", inv.memory_mib},
-          {"backend", inv.backend},
-          {"simulated", inv.simulated},
-          {"torch_devices", inv.torch_devices},
-          {"collectives", inv.collectives},
-          {"devices", devices}};
+  return {{"hostname", inv.hostname},       {"cpus", inv.cpus},           {"memory_mib", inv.memory_mib},
+          {"backend", inv.backend},         {"simulated", inv.simulated}, {"torch_devices", inv.torch_devices},
+          {"collectives", inv.collectives}, {"devices", devices}};
 }
 
 }  // namespace hetpool::drivers

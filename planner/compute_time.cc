@@ -42,8 +42,8 @@ double ElementwiseBytesPerToken(const ModelSpec& m, const Workload& w) {
 
 }  // namespace
 
-double ComputeSeconds(const ComputeModel& c, const ModelSpec& m, const Workload& w, double tokens,
-                      double layer_share, int cards) {
+double ComputeSeconds(const ComputeModel& c, const ModelSpec& m, const Workload& w, double tokens, double layer_share,
+                      int cards) {
   if (c.peak_flops <= 0 || cards <= 0) return 0;
   const double flops = ModelFlopsPerToken(m, w) * tokens * layer_share / cards;
   if (c.mfu > 0) return flops / (c.peak_flops * c.mfu);

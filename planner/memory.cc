@@ -59,8 +59,8 @@ double ServingLayerWorkspace(const ModelSpec& m, const Workload& w, const Layout
   const double heads = std::max(1.0, static_cast<double>(m.heads) / t);
   double attention = tokens * (q + 2 * kv + q) * e;  // Q, K, V and the attention output
   if (w.attention == AttentionKernel::kEager) {
-    attention += 2 * heads * tokens * keys * e;                // scores and their softmax
-    if (kv < q) attention += 2 * sequences * keys * q * e;     // grouped K/V repeated for every head
+    attention += 2 * heads * tokens * keys * e;             // scores and their softmax
+    if (kv < q) attention += 2 * sequences * keys * q * e;  // grouped K/V repeated for every head
   } else {
     attention += heads * tokens * 4;  // log-sum-exp
   }
@@ -161,12 +161,13 @@ absl::Status Validate(const Workload& w) {
   };
   if (w.mode == Mode::kTrain) {
     for (const auto& [field, v] : {std::pair<const char*, int64_t>{"micro_batch", w.micro_batch},
-                                   {"seq", w.seq}, {"grad_accum", w.grad_accum}}) {
+                                   {"seq", w.seq},
+                                   {"grad_accum", w.grad_accum}}) {
       if (absl::Status s = positive(field, v); !s.ok()) return s;
     }
     if (w.global_batch_tokens < 0 || w.global_batch_tokens > (int64_t{1} << 34)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("global batch must be 0 (grad_accum as given) up to 2^34 tokens (got ", w.global_batch_tokens, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "global batch must be 0 (grad_accum as given) up to 2^34 tokens (got ", w.global_batch_tokens, ")"));
     }
     if (w.zero_stage < 0 || w.zero_stage > 3) {
       return absl::InvalidArgumentError(absl::StrCat("zero stage must be 0..3 (got ", w.zero_stage, ")"));
@@ -180,18 +181,19 @@ absl::Status Validate(const Workload& w) {
     }
     if (w.precision == Precision::kFp64) return absl::InvalidArgumentError("fp64 LLM training is not supported");
   } else {
-    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"batch", w.batch}, {"context", w.context},
+    for (const auto& [field, v] : {std::pair<const char*, int64_t>{"batch", w.batch},
+                                   {"context", w.context},
                                    {"prefill_chunk", w.prefill_chunk}}) {
       if (absl::Status s = positive(field, v); !s.ok()) return s;
     }
     if (w.prompt < 0 || w.prompt > w.context) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt must be between 1 and the context (", w.context,
-                                                     "; got ", w.prompt, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt must be between 1 and the context (", w.context, "; got ", w.prompt, ")"));
     }
     if (w.precision == Precision::kFp64) return absl::InvalidArgumentError("fp64 serving is not supported");
   }
-  if (w.seq > (1 << 22) || w.context > (1 << 22) || w.micro_batch > (1 << 16) || w.batch > (1 << 20) || w.prefill_chunk > (1 << 24) ||
-      w.grad_accum > (1 << 20) || w.lora_rank > (1 << 16)) {
+  if (w.seq > (1 << 22) || w.context > (1 << 22) || w.micro_batch > (1 << 16) || w.batch > (1 << 20) ||
+      w.prefill_chunk > (1 << 24) || w.grad_accum > (1 << 20) || w.lora_rank > (1 << 16)) {
     return absl::InvalidArgumentError("sequence, batch, accumulation or LoRA rank is implausibly large");
   }
   if (!(w.tokens >= 0) || w.tokens > 1e18) {
@@ -215,7 +217,8 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
     out.weights = (stage_params - quantised_embeddings) * StoredBytesPer(w.precision) + quantised_embeddings * 2;
     const double layers = static_cast<double>(CeilDiv(m.layers, l.pp));
     const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / l.tp);  // replicated when tp > kv heads
-    out.kv_cache = 2 * layers * kv_heads * m.head_dim * static_cast<double>(w.context) * w.batch * BytesPer(w.kv_precision);
+    out.kv_cache =
+        2 * layers * kv_heads * m.head_dim * static_cast<double>(w.context) * w.batch * BytesPer(w.kv_precision);
     // The larger of one prefill pass (a chunk of prompt tokens, each attending over at most the
     // prompt) and one decode step (a token per sequence attending over the whole context).
     const double prompt = static_cast<double>(PromptTokens(w)), chunk = static_cast<double>(PrefillTokens(w));
@@ -258,8 +261,8 @@ MemoryBreakdown EstimateMemory(const ModelSpec& m, const Workload& w, const Layo
   const double shard_weights = w.zero_stage >= 3 ? dp : 1;
   const double frozen_b = StoredBytesPer(p);
   // Autocast copies every matmul weight but not the input embedding.
-  const double autocast_params = std::max(
-      0.0, trained - (w.lora_rank > 0 ? 0.0 : static_cast<double>(m.InputEmbeddingParams()) / l.tp));
+  const double autocast_params =
+      std::max(0.0, trained - (w.lora_rank > 0 ? 0.0 : static_cast<double>(m.InputEmbeddingParams()) / l.tp));
   double frozen_bytes = frozen * frozen_b;
   if (frozen > 0 && KeepsEmbeddingsIn16Bit(p)) {  // a quantised base keeps its embeddings in 16 bits
     frozen_bytes += embeddings * (2 - frozen_b);

@@ -24,7 +24,7 @@ namespace hetpool::planner {
 enum class Mode { kTrain, kInfer };
 enum class Optimizer { kAdamW, kSgdMomentum, kSgd };  // Adam and AdamW keep the same state
 enum class Recompute { kNone, kSelective, kFull };
-enum class AttentionKernel { kEager, kFlash };       // eager materialises the s x s scores
+enum class AttentionKernel { kEager, kFlash };  // eager materialises the s x s scores
 // How 16-bit training keeps its weights:
 //  kMasterWeights: 16-bit weights and gradients plus fp32 master weights (Megatron, DeepSpeed):
 //                  2 + 2 + 4 + 8 = 16 bytes per parameter with Adam;
@@ -52,12 +52,12 @@ struct Workload {
   // Megatron's sequence parallelism splits the norms' and dropouts' tensors across the tensor
   // ranks too (Korthikanti eq. 3); without it they are replicated on every rank (eq. 2).
   bool sequence_parallel = true;
-  int64_t lora_rank = 0;        // > 0: frozen base weights, trainable adapters
-  bool lora_all_linear = false; // adapters on every linear layer; otherwise on Q and V only
+  int64_t lora_rank = 0;         // > 0: frozen base weights, trainable adapters
+  bool lora_all_linear = false;  // adapters on every linear layer; otherwise on Q and V only
   // Inference.
-  int64_t batch = 1;          // concurrent sequences
-  int64_t context = 4096;     // prompt + generated tokens per sequence
-  int64_t prompt = 0;         // prompt tokens per sequence; 0 = the whole context
+  int64_t batch = 1;       // concurrent sequences
+  int64_t context = 4096;  // prompt + generated tokens per sequence
+  int64_t prompt = 0;      // prompt tokens per sequence; 0 = the whole context
   // Tokens prefilled in one forward pass. Servers prefill in chunks (vLLM's chunked prefill,
   // SGLang's chunked_prefill_size), so the workspace is bounded by the chunk, not batch x prompt.
   int64_t prefill_chunk = 2048;
@@ -74,13 +74,13 @@ struct Layout {
 };
 
 struct MemoryBreakdown {
-  double weights = 0;      // working weights (16-bit copies, quantised weights, autocast copies)
+  double weights = 0;  // working weights (16-bit copies, quantised weights, autocast copies)
   double gradients = 0;
   double optimizer = 0;    // moments
   double master = 0;       // fp32 master weights (mixed precision)
   double activations = 0;  // saved for backward, or the inference workspace
   double kv_cache = 0;
-  double transient = 0;    // largest short-lived buffer: logits and loss gradients, gathers
+  double transient = 0;  // largest short-lived buffer: logits and loss gradients, gathers
   // What the card's caching allocator holds beyond the live tensors at the peak (set by the
   // planner per class: AllocatorSlackFraction). Not part of Total(): Total() is what the tensors
   // hold, which the sizing validation measures.

@@ -32,7 +32,8 @@ Figures FiguresOf(const PoolClass& cls, const Workload& w, const PriceTable& pri
   f.reserve_bytes = (row && row->reserve_gib ? *row->reserve_gib : DefaultReserveGib(cls.example.vendor)) * kGiB;
   f.network_bytes_per_s = (row && row->network_gbytes_per_s ? *row->network_gbytes_per_s : DefaultNetworkGBps()) * 1e9;
   const double pcie = (row && row->pcie_gbytes_per_s ? *row->pcie_gbytes_per_s : DefaultPcieGBps()) * 1e9;
-  f.node_link_bytes_per_s = cls.FabricBandwidth() > 0 && tp <= cls.LargestLinkGroup() ? cls.FabricBandwidth() * 1e9 : pcie;
+  f.node_link_bytes_per_s =
+      cls.FabricBandwidth() > 0 && tp <= cls.LargestLinkGroup() ? cls.FabricBandwidth() * 1e9 : pcie;
   return f;
 }
 
@@ -46,12 +47,12 @@ struct StageClass {
   Figures fig;
   int tp = 1;
   int stages = 0;
-  double layer_seconds = 0;      // one layer, one micro-batch: compute + its tensor-parallel all-reduces
-  double layer_state_bytes = 0;  // per card: weights, gradients, optimizer, master of one layer
+  double layer_seconds = 0;           // one layer, one micro-batch: compute + its tensor-parallel all-reduces
+  double layer_state_bytes = 0;       // per card: weights, gradients, optimizer, master of one layer
   double layer_activation_bytes = 0;  // per card, per micro-batch in flight
-  double allocator_slack = 0;    // of the activations, what the caching allocator keeps on top
-  double first_extra = 0;        // input embedding's states (the first stage)
-  double last_extra = 0;         // output projection's states and the logits (the last stage)
+  double allocator_slack = 0;         // of the activations, what the caching allocator keeps on top
+  double first_extra = 0;             // input embedding's states (the first stage)
+  double last_extra = 0;              // output projection's states and the logits (the last stage)
   double card_bytes = 0;
 };
 
@@ -59,7 +60,8 @@ struct StageClass {
 // As the planner's rows: the estimate with its margin, the allocator's slack and the reserve.
 double StageBytes(const StageClass& c, int layers, int in_flight, bool first, bool last, double margin) {
   const double activations = layers * c.layer_activation_bytes * in_flight;
-  const double estimate = layers * c.layer_state_bytes + activations + (first ? c.first_extra : 0) + (last ? c.last_extra : 0);
+  const double estimate =
+      layers * c.layer_state_bytes + activations + (first ? c.first_extra : 0) + (last ? c.last_extra : 0);
   return estimate * (1 + margin) + activations * c.allocator_slack + c.fig.reserve_bytes;
 }
 
@@ -141,7 +143,8 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
   const int micro = static_cast<int>(std::min<int64_t>(GradAccumFor(w, Layout{}), 1 << 20));
   for (int i = 0; i < n; ++i) {
     const int in_flight = std::min(n - i, micro);
-    stages[i].max_layers = MaxLayers(parts[stages[i].part], in_flight, i == 0, i == n - 1, prices.memory_margin, m.layers);
+    stages[i].max_layers =
+        MaxLayers(parts[stages[i].part], in_flight, i == 0, i == n - 1, prices.memory_margin, m.layers);
   }
   int capacity = 0;
   for (const Stage& s : stages) capacity += s.max_layers;
@@ -215,7 +218,8 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
                                                                i == first_used, i == last_used, prices.memory_margin));
     }
     if (g.required_bytes > g.card_bytes) {
-      out.reason = absl::StrCat("pipeline across classes: ", g.label, "'s stage would also hold the embeddings of the "
+      out.reason = absl::StrCat("pipeline across classes: ", g.label,
+                                "'s stage would also hold the embeddings of the "
                                 "stages left without a layer, and has no room for them");
       return out;
     }
@@ -233,10 +237,10 @@ PipelineResult PlanPipeline(const PlanRequest& req, const std::vector<const Pool
     out.reason = "pipeline across classes: one class takes every layer";
     return out;
   }
-  plan.notes.push_back(absl::StrFormat(
-      "pipeline of %d stages, %d micro-batches a step: the bubble is %.0f%% of it "
-      "(--global-batch or --grad-accum set the micro-batches)",
-      used_stages, micro, 100.0 * (used_stages - 1) / slots));
+  plan.notes.push_back(
+      absl::StrFormat("pipeline of %d stages, %d micro-batches a step: the bubble is %.0f%% of it "
+                      "(--global-batch or --grad-accum set the micro-batches)",
+                      used_stages, micro, 100.0 * (used_stages - 1) / slots));
   out.feasible = true;
   return out;
 }
@@ -250,7 +254,8 @@ PipelineResult PlanDataParallel(const PlanRequest& req, const std::vector<const 
   double throughput = 0;
   int lanes = 0;  // gradient shards exchanged in parallel: the group with the fewest sets the pace
   for (const PoolClass* cls : classes) {
-    auto it = std::find_if(alone.begin(), alone.end(), [&](const Plan& p) { return p.fingerprint == cls->fingerprint; });
+    auto it =
+        std::find_if(alone.begin(), alone.end(), [&](const Plan& p) { return p.fingerprint == cls->fingerprint; });
     if (it == alone.end()) {
       cannot.push_back(cls->label);
       continue;
@@ -269,12 +274,14 @@ PipelineResult PlanDataParallel(const PlanRequest& req, const std::vector<const 
     plan.cards += g.cards;
     lanes = lanes == 0 ? it->layout.tp * it->layout.pp : std::min(lanes, it->layout.tp * it->layout.pp);
     const double network = FiguresOf(*cls, req.workload, prices, 1).network_bytes_per_s;
-    plan.link_gbytes_per_s = plan.link_gbytes_per_s == 0 ? network / 1e9 : std::min(plan.link_gbytes_per_s, network / 1e9);
+    plan.link_gbytes_per_s =
+        plan.link_gbytes_per_s == 0 ? network / 1e9 : std::min(plan.link_gbytes_per_s, network / 1e9);
     plan.groups.push_back(std::move(g));
   }
   if (plan.groups.size() < 2) {
-    out.reason = absl::StrCat("data-parallel groups: ", plan.groups.size(), " class(es) hold the whole model on their ",
-                              "free cards", cannot.empty() ? "" : absl::StrCat(" (not ", absl::StrJoin(cannot, ", "), ")"));
+    out.reason =
+        absl::StrCat("data-parallel groups: ", plan.groups.size(), " class(es) hold the whole model on their ",
+                     "free cards", cannot.empty() ? "" : absl::StrCat(" (not ", absl::StrJoin(cannot, ", "), ")"));
     return out;
   }
   for (MixedGroup& g : plan.groups) g.share = g.tokens_per_second / throughput;
@@ -284,7 +291,7 @@ PipelineResult PlanDataParallel(const PlanRequest& req, const std::vector<const 
   const double grad_bytes = static_cast<double>(TrainableParams(req.model, req.workload)) *
                             (req.workload.precision == Precision::kFp32 ? 4 : 2);
   plan.link_seconds = RingAllReduceSeconds(grad_bytes / std::max(1, lanes), static_cast<int>(plan.groups.size()),
-                                  plan.link_gbytes_per_s * 1e9, kNetworkLatency);
+                                           plan.link_gbytes_per_s * 1e9, kNetworkLatency);
   plan.tokens_per_second = plan.tokens_per_step / (plan.compute_seconds + plan.link_seconds);
   out.feasible = true;
   return out;
@@ -335,13 +342,12 @@ absl::StatusOr<MixedPlan> MakeMixedPlan(const PlanRequest& request, const std::v
       alone.push_back(result->plans.front());
     }
   }
-  std::sort(alone.begin(), alone.end(), [&](const Plan& a, const Plan& b) {
-    return SecondsPerToken(a, w) < SecondsPerToken(b, w);
-  });
+  std::sort(alone.begin(), alone.end(),
+            [&](const Plan& a, const Plan& b) { return SecondsPerToken(a, w) < SecondsPerToken(b, w); });
   if (taking_part.size() < 2) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "a job across classes needs two classes with free cards and a speed figure; ", taking_part.size(), " here",
-        left_out.empty() ? "" : absl::StrCat(" (", absl::StrJoin(left_out, "; "), ")")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("a job across classes needs two classes with free cards and a speed figure; ", taking_part.size(),
+                     " here", left_out.empty() ? "" : absl::StrCat(" (", absl::StrJoin(left_out, "; "), ")")));
   }
   // Every combination of the classes' stage tensor parallelism (a handful each): the fastest.
   PipelineResult pipeline;
@@ -376,7 +382,8 @@ absl::StatusOr<MixedPlan> MakeMixedPlan(const PlanRequest& request, const std::v
   }
   PipelineResult data = PlanDataParallel(request, taking_part, alone, prices);
   if (!pipeline.feasible && !data.feasible) {
-    return absl::FailedPreconditionError(absl::StrCat("no job across classes fits: ", data.reason, "; ", pipeline.reason));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no job across classes fits: ", data.reason, "; ", pipeline.reason));
   }
   const bool pick_pipeline =
       pipeline.feasible && (!data.feasible || pipeline.plan.tokens_per_second >= data.plan.tokens_per_second);
@@ -386,9 +393,8 @@ absl::StatusOr<MixedPlan> MakeMixedPlan(const PlanRequest& request, const std::v
                                                          other.plan.tokens_per_second)
                                        : other.reason);
   mixed.left_out.insert(mixed.left_out.begin(), left_out.begin(), left_out.end());
-  std::sort(mixed.groups.begin(), mixed.groups.end(), [](const MixedGroup& a, const MixedGroup& b) {
-    return a.share > b.share;
-  });
+  std::sort(mixed.groups.begin(), mixed.groups.end(),
+            [](const MixedGroup& a, const MixedGroup& b) { return a.share > b.share; });
   mixed.alone = std::move(alone);
   // The fastest single class given as many cards as the mixed job (where one has that many).
   PlanRequest same = request;

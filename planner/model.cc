@@ -10,8 +10,8 @@
 namespace hetpool::planner {
 namespace {
 
-ModelSpec Dense(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads,
-                int64_t intermediate, int64_t vocab, int64_t context, bool qkv_bias = false) {
+ModelSpec Dense(std::string name, int64_t layers, int64_t hidden, int64_t heads, int64_t kv_heads, int64_t intermediate,
+                int64_t vocab, int64_t context, bool qkv_bias = false) {
   ModelSpec m;
   m.name = std::move(name);
   m.layers = layers;
@@ -144,10 +144,12 @@ absl::Status ReadGptStyle(const nlohmann::json& j, const std::string& type, Mode
   m.kv_heads = m.heads;
   m.head_dim = m.hidden / m.heads;
   // GPT-2 and GPT-J write "n_inner": null for the default 4 x hidden.
-  if (!(s = set(m.intermediate, IntField(j, FirstKey(j, {"n_inner", "intermediate_size"}), 4 * m.hidden))).ok()) return s;
+  if (!(s = set(m.intermediate, IntField(j, FirstKey(j, {"n_inner", "intermediate_size"}), 4 * m.hidden))).ok())
+    return s;
   if (!(s = set(m.vocab, IntField(j, "vocab_size", {}))).ok()) return s;
   if (!(s = set(m.max_context, IntField(j, FirstKey(j, {"n_positions", "max_position_embeddings"}),
-                                        type == "gpt2" ? std::optional<int64_t>() : 0))).ok()) {
+                                        type == "gpt2" ? std::optional<int64_t>() : 0)))
+           .ok()) {
     return s;
   }
   m = GptStyle(m, type);
@@ -191,9 +193,13 @@ int64_t ModelSpec::EmbeddingParams() const {
 
 int64_t ModelSpec::FinalNormParams() const { return NormParams(*this); }
 
-int64_t ModelSpec::TotalParams() const { return LayersParams(0, layers, false) + EmbeddingParams() + FinalNormParams(); }
+int64_t ModelSpec::TotalParams() const {
+  return LayersParams(0, layers, false) + EmbeddingParams() + FinalNormParams();
+}
 
-int64_t ModelSpec::ActiveParams() const { return LayersParams(0, layers, true) + EmbeddingParams() + FinalNormParams(); }
+int64_t ModelSpec::ActiveParams() const {
+  return LayersParams(0, layers, true) + EmbeddingParams() + FinalNormParams();
+}
 
 int64_t ModelSpec::LargestMatrixParams() const {
   const int64_t widest = std::max({intermediate, IsMoe() ? ExpertWidth() : 0, shared_intermediate});
@@ -201,37 +207,39 @@ int64_t ModelSpec::LargestMatrixParams() const {
 }
 
 absl::Status Validate(const ModelSpec& m) {
-  const std::pair<const char*, int64_t> positive[] = {
-      {"layers", m.layers}, {"hidden", m.hidden},     {"heads", m.heads},         {"kv_heads", m.kv_heads},
-      {"head_dim", m.head_dim}, {"intermediate", m.intermediate}, {"vocab", m.vocab}};
+  const std::pair<const char*, int64_t> positive[] = {{"layers", m.layers},     {"hidden", m.hidden},
+                                                      {"heads", m.heads},       {"kv_heads", m.kv_heads},
+                                                      {"head_dim", m.head_dim}, {"intermediate", m.intermediate},
+                                                      {"vocab", m.vocab}};
   for (const auto& [field, value] : positive) {
     if (value <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", m.name, "': ", field, " must be positive (got ",
-                                                     value, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model '", m.name, "': ", field, " must be positive (got ", value, ")"));
     }
   }
   if (m.heads % m.kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", m.name, "': heads (", m.heads,
-                                                   ") must be a multiple of kv_heads (", m.kv_heads, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", m.name, "': heads (", m.heads, ") must be a multiple of kv_heads (", m.kv_heads, ")"));
   }
-  if (m.experts < 0 || m.experts_per_token < 0 || (m.experts > 0 && (m.experts_per_token <= 0 ||
-                                                                    m.experts_per_token > m.experts))) {
+  if (m.experts < 0 || m.experts_per_token < 0 ||
+      (m.experts > 0 && (m.experts_per_token <= 0 || m.experts_per_token > m.experts))) {
     return absl::InvalidArgumentError(absl::StrCat("model '", m.name, "': experts_per_token must be in 1..experts (",
                                                    m.experts_per_token, " of ", m.experts, ")"));
   }
   if (m.expert_intermediate < 0 || m.shared_intermediate < 0 || m.dense_layers < 0 || m.dense_layers > m.layers ||
       m.norms_per_layer < 0 || m.norms_per_layer > 4 || m.max_context < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", m.name, "': expert widths, dense layers (0..layers), norms per layer (0..4) and context must "
-        "not be negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", m.name,
+                     "': expert widths, dense layers (0..layers), norms per layer (0..4) and context must "
+                     "not be negative"));
   }
   if (m.positions == PositionKind::kLearned && m.max_context <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", m.name,
-                                                   "': learned positions need the table's size (max_context)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", m.name, "': learned positions need the table's size (max_context)"));
   }
   // Guards the int64 arithmetic downstream: no real model is near 2^50 parameters.
-  if (m.layers > 10000 || m.hidden > (1 << 20) || m.intermediate > (1 << 22) || m.vocab > (1 << 24) ||
-      m.heads > 4096 || m.experts > 4096 || m.expert_intermediate > (1 << 22) || m.shared_intermediate > (1 << 22) ||
+  if (m.layers > 10000 || m.hidden > (1 << 20) || m.intermediate > (1 << 22) || m.vocab > (1 << 24) || m.heads > 4096 ||
+      m.experts > 4096 || m.expert_intermediate > (1 << 22) || m.shared_intermediate > (1 << 22) ||
       m.head_dim > (1 << 16) || m.max_context > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("model '", m.name, "': dimensions are implausibly large"));
   }
@@ -255,16 +263,18 @@ absl::StatusOr<ModelSpec> FindPreset(absl::string_view name) {
 }
 
 const std::vector<std::string>& KnownFamilies() {
-  static const std::vector<std::string> families = {"gpt2",  "gptj",    "gpt_neox", "llama",     "mistral", "qwen2",
-                                                    "gemma", "phi3",    "chatglm",  "mixtral",   "qwen2_moe", "deepseek"};
+  static const std::vector<std::string> families = {"gpt2",  "gptj", "gpt_neox", "llama",   "mistral",   "qwen2",
+                                                    "gemma", "phi3", "chatglm",  "mixtral", "qwen2_moe", "deepseek"};
   return families;
 }
 
 absl::StatusOr<ModelSpec> ParseHfConfig(absl::string_view json_text, absl::string_view name) {
-  const nlohmann::json j = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j =
+      nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError("config.json is not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("config.json must be a JSON object");
-  const std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  const std::string type =
+      j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
 
   ModelSpec m;
   m.name = std::string(name);
@@ -275,9 +285,10 @@ absl::StatusOr<ModelSpec> ParseHfConfig(absl::string_view json_text, absl::strin
     return m;
   }
   if (j.contains("kv_lora_rank") && !j["kv_lora_rank"].is_null()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: model_type '", type, "' uses multi-head latent attention (kv_lora_rank: DeepSeek-V2/V3), "
-        "which the planner does not model; known: ", absl::StrJoin(KnownFamilies(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("config.json: model_type '", type,
+                                                   "' uses multi-head latent attention (kv_lora_rank: DeepSeek-V2/V3), "
+                                                   "which the planner does not model; known: ",
+                                                   absl::StrJoin(KnownFamilies(), ", ")));
   }
   absl::Status s;
   if (!(s = set(m.layers, IntField(j, FirstKey(j, {"num_hidden_layers", "num_layers", "n_layer"}), {}))).ok()) return s;
@@ -286,14 +297,18 @@ absl::StatusOr<ModelSpec> ParseHfConfig(absl::string_view json_text, absl::strin
   if (m.heads <= 0) return absl::InvalidArgumentError("config.json: num_attention_heads must be positive");
   // ChatGLM: multi_query_group_num KV groups of kv_channels each.
   const bool glm = type == "chatglm" || j.contains("multi_query_group_num");
-  if (!(s = set(m.kv_heads, IntField(j, FirstKey(j, {"num_key_value_heads", "multi_query_group_num"}), m.heads))).ok()) return s;
+  if (!(s = set(m.kv_heads, IntField(j, FirstKey(j, {"num_key_value_heads", "multi_query_group_num"}), m.heads))).ok())
+    return s;
   if (!(s = set(m.head_dim, IntField(j, FirstKey(j, {"head_dim", "kv_channels"}), m.hidden / m.heads))).ok()) return s;
-  if (!(s = set(m.intermediate, IntField(j, FirstKey(j, {"intermediate_size", "ffn_hidden_size", "n_inner"}), {}))).ok()) return s;
+  if (!(s = set(m.intermediate, IntField(j, FirstKey(j, {"intermediate_size", "ffn_hidden_size", "n_inner"}), {})))
+           .ok())
+    return s;
   if (!(s = set(m.vocab, IntField(j, FirstKey(j, {"vocab_size", "padded_vocab_size"}), {}))).ok()) return s;
   if (glm && j.contains("padded_vocab_size")) {
     if (!(s = set(m.vocab, IntField(j, "padded_vocab_size", {}))).ok()) return s;
   }
-  if (!(s = set(m.experts, IntField(j, FirstKey(j, {"num_local_experts", "num_experts", "n_routed_experts"}), 0))).ok()) return s;
+  if (!(s = set(m.experts, IntField(j, FirstKey(j, {"num_local_experts", "num_experts", "n_routed_experts"}), 0))).ok())
+    return s;
   if (!(s = set(m.experts_per_token, IntField(j, "num_experts_per_tok", m.experts > 0 ? 2 : 0))).ok()) return s;
   if (!(s = set(m.max_context, IntField(j, FirstKey(j, {"max_position_embeddings", "seq_length"}), 0))).ok()) return s;
   if (m.experts > 0) {
@@ -302,8 +317,8 @@ absl::StatusOr<ModelSpec> ParseHfConfig(absl::string_view json_text, absl::strin
     if (type == "qwen2_moe") {
       int64_t step = 1;
       if (!(s = set(step, IntField(j, "decoder_sparse_step", 1))).ok()) return s;
-      const bool dense_layers_listed = j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() &&
-                                       !j["mlp_only_layers"].empty();
+      const bool dense_layers_listed =
+          j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty();
       if (step != 1 || dense_layers_listed) {
         return absl::InvalidArgumentError(
             "config.json: qwen2_moe with decoder_sparse_step != 1 or mlp_only_layers (dense layers between the "

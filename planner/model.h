@@ -16,9 +16,9 @@
 
 namespace hetpool::planner {
 
-enum class NormKind { kRms, kLayer };            // LayerNorm carries a bias beside its weight
-enum class MlpKind { kGated, kPlain };           // gated: gate, up, down (SwiGLU, GeGLU); plain: up, down (GELU)
-enum class PositionKind { kRotary, kLearned };   // learned: a max_context x hidden table (GPT-2)
+enum class NormKind { kRms, kLayer };           // LayerNorm carries a bias beside its weight
+enum class MlpKind { kGated, kPlain };          // gated: gate, up, down (SwiGLU, GeGLU); plain: up, down (GELU)
+enum class PositionKind { kRotary, kLearned };  // learned: a max_context x hidden table (GPT-2)
 
 // A decoder-only transformer. The defaults are the Llama shape (pre-norm RMSNorm, rotary
 // positions, grouped-query attention, SwiGLU, no biases); the other families set the fields that
@@ -63,11 +63,11 @@ struct ModelSpec {
   int64_t LayerParams(int64_t layer, bool active_only) const;
   // Sum over layers [first, first + count).
   int64_t LayersParams(int64_t first, int64_t count, bool active_only) const;
-  int64_t EmbeddingParams() const;    // input embedding, learned positions, an untied output projection
+  int64_t EmbeddingParams() const;       // input embedding, learned positions, an untied output projection
   int64_t InputEmbeddingParams() const;  // what the first pipeline stage holds of them
   int64_t FinalNormParams() const;
-  int64_t TotalParams() const;        // what memory must hold
-  int64_t ActiveParams() const;       // what one token computes with (= total for dense models)
+  int64_t TotalParams() const;   // what memory must hold
+  int64_t ActiveParams() const;  // what one token computes with (= total for dense models)
   // The largest single weight matrix: what ZeRO-3 gathers at a time.
   int64_t LargestMatrixParams() const;
 };

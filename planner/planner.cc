@@ -13,7 +13,6 @@
 namespace hetpool::planner {
 namespace {
 
-
 bool Has(const PoolClass& cls, Precision p) { return cls.example.capability.precisions.contains(p); }
 
 // The precision the card's matmuls run in. Weight-only int8/int4 dequantises into 16-bit
@@ -54,7 +53,7 @@ struct ClassFigures {
   double price = 0;
   double network_bytes_per_s = 0;  // per card, across nodes
   double pcie_bytes_per_s = 0;
-  double fabric_bytes_per_s = 0;   // 0 = no fabric
+  double fabric_bytes_per_s = 0;  // 0 = no fabric
 };
 
 ClassFigures FiguresFor(const PoolClass& cls, const PriceTable& prices) {
@@ -128,8 +127,8 @@ struct StepTime {
 //    reduce-scatter plus the forward and backward all-gathers of the weights for every
 //    micro-batch, prefetched behind the whole step), so only what outlasts it counts.
 // Decode is also bounded by reading the weights (the routed experts') and the KV cache once per step.
-StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, const PoolClass& cls,
-                     Precision compute, const ClassFigures& fig, const MemoryBreakdown& mem) {
+StepTime StepSeconds(const ModelSpec& m, const Workload& w, const Layout& l, const PoolClass& cls, Precision compute,
+                     const ClassFigures& fig, const MemoryBreakdown& mem) {
   const double peak = PeakFlops(cls, compute);
   if (peak <= 0) return {};
   const double compute_s =
@@ -276,19 +275,19 @@ Plan PlanFixedLayout(const Plan& row, const PlanRequest& req, const PoolClass& c
   Plan plan = row;
   const int tp_limit = TensorParallelLimit(cls);
   if (layout.Devices() > plan.class_total) {
-    plan.reason = absl::StrCat(LayoutName(layout, 0), " needs ", layout.Devices(), " cards; the class has ",
-                               plan.class_total);
+    plan.reason =
+        absl::StrCat(LayoutName(layout, 0), " needs ", layout.Devices(), " cards; the class has ", plan.class_total);
     return plan;
   }
   if (layout.tp > tp_limit) {
-    plan.reason = absl::StrCat("TP", layout.tp, " does not fit in one ", cls.LargestLinkGroup() > 1 ? "link group" : "node",
-                               " (", tp_limit, " cards)");
+    plan.reason = absl::StrCat("TP", layout.tp, " does not fit in one ",
+                               cls.LargestLinkGroup() > 1 ? "link group" : "node", " (", tp_limit, " cards)");
     return plan;
   }
   Plan p = EvaluateLayout(plan, req, cls, prices, fig, compute, layout);
   if (!p.feasible) {
-    p.reason = absl::StrCat("needs ", HumanBytes(p.required_bytes), " per card (",
-                            LayoutName(layout, p.zero_stage), "); a card holds ", HumanBytes(p.card_bytes));
+    p.reason = absl::StrCat("needs ", HumanBytes(p.required_bytes), " per card (", LayoutName(layout, p.zero_stage),
+                            "); a card holds ", HumanBytes(p.card_bytes));
     return p;
   }
   Finish(p, req, cls, compute);
@@ -370,10 +369,8 @@ std::string RankedBy(Objective objective, const std::vector<Plan>& plans) {
   switch (objective) {
     case Objective::kCost:
       return priced ? "cost per token" : absl::StrCat(speed, "; no prices (hetpoold --prices, or --prices offline)");
-    case Objective::kTime:
-      return speed;
-    case Objective::kNow:
-      return absl::StrCat("what free cards can start now, then ", speed);
+    case Objective::kTime: return speed;
+    case Objective::kNow: return absl::StrCat("what free cards can start now, then ", speed);
   }
   return speed;
 }
@@ -399,7 +396,8 @@ std::string ClosestSummary(const PlanRequest& req, const std::vector<PoolClass>&
       class_text = absl::StrCat(cls.Total(), " x ", cls.label);
     }
   }
-  return absl::StrCat("needs ", HumanBytes(state), " of ", req.workload.mode == Mode::kTrain ? "model state" : "weights and KV cache",
+  return absl::StrCat("needs ", HumanBytes(state), " of ",
+                      req.workload.mode == Mode::kTrain ? "model state" : "weights and KV cache",
                       " before activations; the largest link group holds ", HumanBytes(best_group), " (", group_text,
                       "), the largest class ", HumanBytes(best_class), " (", class_text, ")");
 }
@@ -452,16 +450,17 @@ absl::Status ValidateLayout(const Layout& layout, const ModelSpec& model) {
   constexpr int kMaxDegree = 1 << 20;
   if (layout.tp < 1 || layout.pp < 1 || layout.dp < 1 || layout.tp > kMaxDegree || layout.pp > kMaxDegree ||
       layout.dp > kMaxDegree || int64_t{layout.tp} * layout.pp * layout.dp > kMaxDegree) {
-    return absl::InvalidArgumentError(absl::StrCat("layout: tensor, pipeline and data degrees must be at least 1, and use at most 1048576 cards (",
-                                                   LayoutName(layout, 0), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout: tensor, pipeline and data degrees must be at least 1, and use at most 1048576 cards (",
+                     LayoutName(layout, 0), ")"));
   }
   if (model.heads % layout.tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("layout: TP", layout.tp, " does not divide the ", model.heads,
-                                                   " heads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout: TP", layout.tp, " does not divide the ", model.heads, " heads"));
   }
   if (layout.pp > model.layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layout: PP", layout.pp, " has more stages than the ",
-                                                   model.layers, " layers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout: PP", layout.pp, " has more stages than the ", model.layers, " layers"));
   }
   return absl::OkStatus();
 }
@@ -493,7 +492,8 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& req, const std::vector<Po
   }
   if (classes.empty()) return absl::FailedPreconditionError("the pool has no healthy cards to plan on");
   const Workload& w = req.workload;
-  if (std::none_of(classes.begin(), classes.end(), [&](const PoolClass& c) { return ComputePrecision(c, w).has_value(); })) {
+  if (std::none_of(classes.begin(), classes.end(),
+                   [&](const PoolClass& c) { return ComputePrecision(c, w).has_value(); })) {
     std::vector<std::string> labels;
     for (const PoolClass& c : classes) labels.push_back(c.label);
     return absl::InvalidArgumentError(absl::StrCat("no card in the pool supports ", drivers::PrecisionName(w.precision),
@@ -539,7 +539,8 @@ absl::StatusOr<PlanResult> MakePlan(const PlanRequest& req, const std::vector<Po
     const double base_time = SecondsPerToken(*baseline, w);
     for (Plan& p : result.plans) {
       if (!p.feasible || p.price_per_card_hour <= 0 || p.step_seconds <= 0) continue;
-      p.cost_performance = (base_time / SecondsPerToken(p, w)) * (baseline->price_per_card_hour / p.price_per_card_hour);
+      p.cost_performance =
+          (base_time / SecondsPerToken(p, w)) * (baseline->price_per_card_hour / p.price_per_card_hour);
     }
   }
   if (std::none_of(result.plans.begin(), result.plans.end(), [](const Plan& p) { return p.feasible; })) {

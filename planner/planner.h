@@ -24,7 +24,7 @@ struct PlanRequest {
   ModelSpec model;
   Workload workload;
   Objective objective = Objective::kCost;
-  int cards = 0;  // > 0: use exactly this many cards (more data parallelism); 0 = the fewest that fit
+  int cards = 0;                 // > 0: use exactly this many cards (more data parallelism); 0 = the fewest that fit
   std::optional<Layout> layout;  // set: evaluate this layout on every class instead of choosing one
 };
 
@@ -32,22 +32,22 @@ struct Plan {
   std::string fingerprint;
   std::string label;
   bool feasible = false;
-  std::string reason;      // why not, when infeasible; notes (e.g. "TP over PCIe") when feasible
+  std::string reason;  // why not, when infeasible; notes (e.g. "TP over PCIe") when feasible
   Layout layout;
-  int zero_stage = 0;      // as applied: 0 when there is one data-parallel replica to shard over
-  int nodes = 0;           // nodes the job spans
+  int zero_stage = 0;  // as applied: 0 when there is one data-parallel replica to shard over
+  int nodes = 0;       // nodes the job spans
   int devices_per_node = 0;
-  MemoryBreakdown memory;  // per card, before margin and reserve (memory.allocator: the slack)
+  MemoryBreakdown memory;     // per card, before margin and reserve (memory.allocator: the slack)
   double required_bytes = 0;  // estimate x (1 + margin) + allocator slack + reserve
   double card_bytes = 0;
-  int64_t grad_accum = 0;     // micro-batches per step as planned (training; see Workload)
-  double step_seconds = 0;    // 0 = unknown (no peak figure for the precision)
-  double comm_seconds = 0;    // of step_seconds, collectives that compute does not hide
-  double total_seconds = 0;   // for the token budget; 0 when no budget or unknown
+  int64_t grad_accum = 0;          // micro-batches per step as planned (training; see Workload)
+  double step_seconds = 0;         // 0 = unknown (no peak figure for the precision)
+  double comm_seconds = 0;         // of step_seconds, collectives that compute does not hide
+  double total_seconds = 0;        // for the token budget; 0 when no budget or unknown
   double price_per_card_hour = 0;  // 0 = not priced
   double cost = 0;
-  double cost_performance = 0;     // vs the baseline class; 0 = not comparable
-  bool available_now = false;      // free capacity could start it at once
+  double cost_performance = 0;  // vs the baseline class; 0 = not comparable
+  bool available_now = false;   // free capacity could start it at once
   int class_total = 0;
   int class_free = 0;
 };
@@ -55,11 +55,11 @@ struct Plan {
 struct PlanResult {
   std::vector<Plan> plans;  // feasible ones ranked by the objective, then the infeasible ones
   std::string currency;
-  std::string baseline;     // label of the cost-performance baseline, empty when none
+  std::string baseline;  // label of the cost-performance baseline, empty when none
   int64_t total_params = 0;
   int64_t active_params = 0;
   int64_t trainable_params = 0;
-  std::string family;       // the architecture the model was read as
+  std::string family;  // the architecture the model was read as
   double flops_per_token = 0;
   // When nothing is feasible: how close the pool comes, in words.
   std::string infeasible_summary;

@@ -49,13 +49,12 @@ double FabricBandwidthOf(const std::vector<const DeviceRecord*>& members) {
   return best;
 }
 
-absl::StatusOr<std::optional<double>> OptionalNumber(const nlohmann::json& row, const char* key, double lo,
-                                                     double hi) {
+absl::StatusOr<std::optional<double>> OptionalNumber(const nlohmann::json& row, const char* key, double lo, double hi) {
   auto it = row.find(key);
   if (it == row.end()) return std::optional<double>();
   if (!it->is_number() || it->get<double>() < lo || it->get<double>() > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("price table: \"", key, "\" must be a number in [", lo, ", ",
-                                                   hi, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("price table: \"", key, "\" must be a number in [", lo, ", ", hi, "]"));
   }
   return std::optional<double>(it->get<double>());
 }
@@ -109,9 +108,10 @@ void AddNode(std::vector<PoolClass>& classes, const std::string& node, const Nod
     NodeCapacity cap;
     cap.node = node;
     cap.devices = static_cast<int>(members.size());
-    cap.free = free_ids ? static_cast<int>(std::count_if(members.begin(), members.end(),
-                                                         [&](const DeviceRecord* d) { return free_ids->contains(d->id); }))
-                        : cap.devices;
+    cap.free = free_ids
+                   ? static_cast<int>(std::count_if(members.begin(), members.end(),
+                                                    [&](const DeviceRecord* d) { return free_ids->contains(d->id); }))
+                   : cap.devices;
     cap.largest_link_group = LargestGroup(members);
     cap.fabric_gbytes_per_s = FabricBandwidthOf(members);
     it->nodes.push_back(std::move(cap));
@@ -163,7 +163,8 @@ absl::StatusOr<PriceTable> ParsePriceTable(absl::string_view json_text) {
       auto network = OptionalNumber(row, "network_gbytes_per_s", 0.01, 1e5);
       auto pcie = OptionalNumber(row, "pcie_gbytes_per_s", 0.01, 1e5);
       for (const auto* s : {&price, &mfu, &bw, &reserve, &network, &pcie}) {
-        if (!s->ok()) return absl::InvalidArgumentError(absl::StrCat(s->status().message(), " (class '", p.match, "')"));
+        if (!s->ok())
+          return absl::InvalidArgumentError(absl::StrCat(s->status().message(), " (class '", p.match, "')"));
       }
       p.price_per_card_hour = price->value_or(0);
       p.mfu = *mfu;

@@ -47,8 +47,8 @@ void AddNode(std::vector<PoolClass>& classes, const std::string& node, const Nod
 // substring of its label ("H100", "MLU370").
 struct ClassPricing {
   std::string match;
-  double price_per_card_hour = 0;  // 0 = not priced
-  std::optional<double> mfu;       // model-FLOPs utilisation its training reaches (compute_time.h)
+  double price_per_card_hour = 0;               // 0 = not priced
+  std::optional<double> mfu;                    // model-FLOPs utilisation its training reaches (compute_time.h)
   std::optional<double> bandwidth_utilisation;  // share of peak memory bandwidth decode reaches
   std::optional<double> reserve_gib;            // runtime memory (context, collectives) per card
   std::optional<double> network_gbytes_per_s;   // what each card sends across nodes, GB/s one way

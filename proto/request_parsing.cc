@@ -14,8 +14,7 @@ namespace {
 
 namespace gp = ::google::protobuf;
 
-std::string Walk(const gp::Descriptor& descriptor, std::string_view bytes, const std::string& prefix,
-                 int depth) {
+std::string Walk(const gp::Descriptor& descriptor, std::string_view bytes, const std::string& prefix, int depth) {
   gp::UnknownFieldSet fields;
   // Depth bound: protobuf itself refuses nesting past 100, and a request this deep is garbage.
   if (depth > 100 || !fields.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return "";

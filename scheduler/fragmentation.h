@@ -16,7 +16,7 @@ inline constexpr int kMaxGpusPerNode = 8;
 inline constexpr int kWholeGpuMilli = 1000;
 
 struct GpuNodeState {
-  int model = 0;                                  // GPU model id (for type constraints)
+  int model = 0;  // GPU model id (for type constraints)
   int gpus = 0;
   int64_t cpu_milli_left = 0;
   int64_t memory_mib_left = 0;
@@ -27,10 +27,10 @@ struct GpuNodeState {
 struct TaskShape {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
-  int num_gpu = 0;            // 0 CPU-only, 1 with gpu_milli < 1000 fractional, else whole GPUs
-  int32_t gpu_milli = 0;      // per GPU
-  uint64_t model_mask = 0;    // allowed GPU models (bit per model id); 0 = any
-  double weight = 0;          // share of the workload
+  int num_gpu = 0;          // 0 CPU-only, 1 with gpu_milli < 1000 fractional, else whole GPUs
+  int32_t gpu_milli = 0;    // per GPU
+  uint64_t model_mask = 0;  // allowed GPU models (bit per model id); 0 = any
+  double weight = 0;        // share of the workload
   bool AllowsModel(int model) const { return model_mask == 0 || (model_mask >> model) & 1; }
   bool Fractional() const { return num_gpu == 1 && gpu_milli < kWholeGpuMilli; }
 };

@@ -74,7 +74,9 @@ std::vector<size_t> ChooseFromTable(const std::vector<int>& table, size_t table_
   if (count == n) return free;
   // Every subset is table lookups: subsets of a node's devices are few (C(8,4) = 70,
   // C(16,8) = 12,870), so search them all.
-  auto pair = [&](int i, int j) { return table[free[static_cast<size_t>(i)] * table_n + free[static_cast<size_t>(j)]]; };
+  auto pair = [&](int i, int j) {
+    return table[free[static_cast<size_t>(i)] * table_n + free[static_cast<size_t>(j)]];
+  };
   // A subset's score is the average over its pairs, its rest's the average over the pairs of the
   // devices left (as LinkScore computes them). The rest's sum comes from the members' alone: all
   // pairs, less every pair touching a member (each member's row), plus the members' own pairs

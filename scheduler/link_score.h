@@ -25,7 +25,8 @@ std::vector<const DeviceRecord*> ChooseDevices(const std::vector<const DeviceRec
 std::vector<int> PairScoreTable(const std::vector<const DeviceRecord*>& devices);
 // `free`: positions into the table's devices, in ascending device index. Returns the chosen
 // positions (ascending), empty if there are fewer than `count`.
-std::vector<size_t> ChooseFromTable(const std::vector<int>& table, size_t n, const std::vector<size_t>& free, int count);
+std::vector<size_t> ChooseFromTable(const std::vector<int>& table, size_t n, const std::vector<size_t>& free,
+                                    int count);
 // LinkScore of the devices at `positions`.
 int LinkScoreFromTable(const std::vector<int>& table, size_t n, const std::vector<size_t>& positions);
 

@@ -13,21 +13,19 @@ bool ByPriorityThenSubmission(const QueuedJob& a, const QueuedJob& b) {
   return a.submit_seq < b.submit_seq;
 }
 
-drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& req,
-                                const drivers::RunContext& node) {
-  if (!req.vendors.empty() &&
-      std::find(req.vendors.begin(), req.vendors.end(), device.vendor) == req.vendors.end()) {
+drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& req, const drivers::RunContext& node) {
+  if (!req.vendors.empty() && std::find(req.vendors.begin(), req.vendors.end(), device.vendor) == req.vendors.end()) {
     return {drivers::Compatibility::kNo,
             absl::StrCat(VendorName(device.vendor), " is not an allowed vendor",
                          req.vendors_why.empty() ? "" : absl::StrCat(" (", req.vendors_why, ")"))};
   }
-  if (!req.models.empty() &&
-      std::find(req.models.begin(), req.models.end(), device.model) == req.models.end()) {
+  if (!req.models.empty() && std::find(req.models.begin(), req.models.end(), device.model) == req.models.end()) {
     return {drivers::Compatibility::kNo, absl::StrCat(device.model, " is not an allowed model")};
   }
   if (!req.fingerprints.empty() &&
       std::find(req.fingerprints.begin(), req.fingerprints.end(), device.fingerprint) == req.fingerprints.end()) {
-    return {drivers::Compatibility::kNo, absl::StrCat(device.model, " (", device.fingerprint, ") is not an allowed class")};
+    return {drivers::Compatibility::kNo,
+            absl::StrCat(device.model, " (", device.fingerprint, ") is not an allowed class")};
   }
   return drivers::CanRun(req.run, device, node);
 }
@@ -35,7 +33,8 @@ drivers::CanRunResult Qualifies(const DeviceRecord& device, const Requirements& 
 void QualifyCache::SetNode(const drivers::RunContext& node) {
   // Neighbouring nodes nearly always share a context: compare with the last one before building
   // a signature (this runs for every node of every decision).
-  const bool same = node_ != nullptr && current_ != nullptr && node.metax_cuda_translation == node_->metax_cuda_translation &&
+  const bool same = node_ != nullptr && current_ != nullptr &&
+                    node.metax_cuda_translation == node_->metax_cuda_translation &&
                     node.torch_devices == node_->torch_devices;
   node_ = &node;
   if (same) return;
@@ -149,8 +148,8 @@ uint64_t ContentGeneration(const NodeView& view) {
     h.Add(d.model);
     h.Add(d.health_message);
     h.Add(d.dirty);
-    h.Add(static_cast<uint64_t>(d.vendor) | static_cast<uint64_t>(d.healthy) << 8 | static_cast<uint64_t>(dv.free) << 9 |
-          static_cast<uint64_t>(dv.held) << 10);
+    h.Add(static_cast<uint64_t>(d.vendor) | static_cast<uint64_t>(d.healthy) << 8 |
+          static_cast<uint64_t>(dv.free) << 9 | static_cast<uint64_t>(dv.held) << 10);
     h.Add(d.memory_mib);
     h.Add(static_cast<uint64_t>(static_cast<uint32_t>(dv.milli_free)));
     h.Add(dv.memory_free_mib);

@@ -18,10 +18,10 @@ namespace hetpool::scheduler {
 
 struct DeviceView {
   const DeviceRecord* device = nullptr;
-  bool free = false;            // not held by any job at all (including processes being stopped)
-  int32_t milli_free = 1000;    // share not held by fractional jobs
-  uint64_t memory_free_mib = 0; // device memory not held by fractional jobs
-  bool held = false;            // held for the job first in line (the Reservation filter)
+  bool free = false;             // not held by any job at all (including processes being stopped)
+  int32_t milli_free = 1000;     // share not held by fractional jobs
+  uint64_t memory_free_mib = 0;  // device memory not held by fractional jobs
+  bool held = false;             // held for the job first in line (the Reservation filter)
 };
 
 struct NodeView {
@@ -51,10 +51,10 @@ struct NodeView {
 uint64_t ContentGeneration(const NodeView& view);
 
 struct Requirements {
-  std::vector<Vendor> vendors;      // empty = any
-  std::vector<std::string> models;  // empty = any
+  std::vector<Vendor> vendors;            // empty = any
+  std::vector<std::string> models;        // empty = any
   std::vector<std::string> fingerprints;  // empty = any (jobs submitted by model name their class)
-  drivers::RunRequirements run;     // code, precisions, memory per device, versions (CanRun)
+  drivers::RunRequirements run;           // code, precisions, memory per device, versions (CanRun)
   // Why `vendors` is narrower than the job asked, if it is ("the job names images only for
   // metax"): a card of another vendor is refused saying so. Last, so that the aggregate
   // initialisers written before it ({vendors, models, fingerprints}) still mean what they say.
@@ -73,8 +73,8 @@ struct PlacementRequest {
   int nnodes = 1;
   int devices_per_node = 0;  // 0 = a CPU job: no devices, any node
   Requirements requirements;
-  int32_t device_milli = 1000;    // < 1000: a fractional share of one device per node
-  uint64_t device_memory_mib = 0; // fractional: memory held (0 = the same share of the memory)
+  int32_t device_milli = 1000;     // < 1000: a fractional share of one device per node
+  uint64_t device_memory_mib = 0;  // fractional: memory held (0 = the same share of the memory)
   int64_t cpu_milli = 0;           // host CPU each node must have free (HostResources filter)
   uint64_t host_memory_mib = 0;    // host memory each node must have free
   // The owner's quota (the Quota filter): why the owner may not take more cards of a device's
@@ -103,7 +103,7 @@ struct PlacementRequest {
 struct NodeAssignment {
   std::string node;
   std::vector<std::string> device_ids;
-  int link_score = 0;  // average pairwise link score of the devices (link_score.h)
+  int link_score = 0;              // average pairwise link score of the devices (link_score.h)
   int32_t device_milli = 1000;     // share held on each device
   uint64_t device_memory_mib = 0;  // memory held on each device
   Vendor vendor = Vendor::kCpu;    // the node's cards' vendor (every node of a group shares one)
@@ -149,8 +149,7 @@ class PlacementPolicy {
   // Whether `a` is offered placement before `b` in a scheduling cycle (a strict weak order).
   // Default: ByPriorityThenSubmission. The framework asks its QueueSort plugin.
   virtual bool QueueLess(const QueuedJob& a, const QueuedJob& b) const { return ByPriorityThenSubmission(a, b); }
-  virtual absl::StatusOr<Placement> Place(const PlacementRequest& request,
-                                          const std::vector<NodeView>& nodes) = 0;
+  virtual absl::StatusOr<Placement> Place(const PlacementRequest& request, const std::vector<NodeView>& nodes) = 0;
   // A job entered the queue (once per job): policies that weigh the mix of submitted shapes
   // (the framework's Fgd with "mix": "submitted") count it. Default: nothing.
   virtual void NoteSubmitted(const PlacementRequest&) {}

@@ -72,7 +72,7 @@ if [ "$sanitize" -eq 1 ]; then
   long_tests+='|PythonClient\..*|Stores/Crash\..*/etcd.*)$'
   "$build_dir/tests/unit_tests" --gtest_brief=1 || status=$?
   "$build_dir/tests/unit_process_tests" --gtest_brief=1 || status=$?
-  ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600 -LE '^(unit|packaging)$' -E "$long_tests" ||
+  ctest --test-dir "$build_dir" --output-on-failure -j2 --timeout 600 -LE '^(unit|unit-process|packaging|format)$' -E "$long_tests" ||
     status=$?
 else
   # Unit tests run in parallel; integration tests are marked RUN_SERIAL (each starts a cluster).

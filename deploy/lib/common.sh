@@ -10,6 +10,7 @@ HETPOOL_PACKAGES=(
   python3-grpcio python3-protobuf python3-pip python3-setuptools python3-wheel
   podman runc
   libfaketime  # tests step the wall clock of hetpoold and its agents (issue 60, item 2)
+  clang-format  # the tree follows .clang-format (tests/check_format.sh)
 )
 
 # Installs the packages that are missing (apt-get update only when something is).

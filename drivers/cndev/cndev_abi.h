@@ -26,8 +26,15 @@ enum : int {
 enum : int { CNDEV_VERSION_6 = 6, CNDEV_UUID_SIZE = 37 };
 typedef int32_t cndevDevice_t;
 
-typedef struct { int32_t version; uint32_t number; } cndevCardInfo_t;
-typedef struct { int32_t version; uint8_t uuid[CNDEV_UUID_SIZE]; uint64_t ncsUUID64; } cndevUUID_t;
+typedef struct {
+  int32_t version;
+  uint32_t number;
+} cndevCardInfo_t;
+typedef struct {
+  int32_t version;
+  uint8_t uuid[CNDEV_UUID_SIZE];
+  uint64_t ncsUUID64;
+} cndevUUID_t;
 typedef struct {
   int64_t physicalMemoryTotal;  // MB
   int64_t physicalMemoryUsed;
@@ -73,17 +80,23 @@ typedef struct {
   const char* physicalSlot;
   int32_t slotID;
 } cndevPCIeInfo_t;
-typedef struct { int32_t version; int32_t nodeId; } cndevNUMANodeId_t;
+typedef struct {
+  int32_t version;
+  int32_t nodeId;
+} cndevNUMANodeId_t;
 typedef struct {
   int32_t version;
   uint32_t mcuMajorVersion, mcuMinorVersion, mcuBuildVersion;
   uint32_t driverMajorVersion, driverMinorVersion, driverBuildVersion;
 } cndevVersionInfo_t;
 // cndevTopologyRelationshipEnum_t: SELF 0, INTERNAL 1, SINGLE 2, MULTIPLE 3, HOST_BRIDGE 4, CPU 5, SYSTEM 6
-typedef struct { int32_t version; int32_t relation; } cndevTopologyRelationship_t;
 typedef struct {
-  int32_t macState;       // cndevMLULinkMACStateEnum_t: DOWN 0, UP 1, LLDP 2, READY 3
-  int32_t serdesState;    // DISABLE 0, ENABLE 1, ONGOING 2
+  int32_t version;
+  int32_t relation;
+} cndevTopologyRelationship_t;
+typedef struct {
+  int32_t macState;     // cndevMLULinkMACStateEnum_t: DOWN 0, UP 1, LLDP 2, READY 3
+  int32_t serdesState;  // DISABLE 0, ENABLE 1, ONGOING 2
   int32_t presenceState;
   uint32_t serdesProgress;
   uint32_t reserved[7];
@@ -103,7 +116,12 @@ typedef struct {
   uint8_t mac_addr[6];
   char port_name[256];
 } cndevMLULinkRemoteInfo_t;
-typedef struct { int32_t version; int32_t health; int32_t deviceState; int32_t driverState; } cndevCardHealthState_t;
+typedef struct {
+  int32_t version;
+  int32_t health;
+  int32_t deviceState;
+  int32_t driverState;
+} cndevCardHealthState_t;
 // One process holding the card; both figures in KiB. The caller sets version in the first element.
 typedef struct {
   int32_t version;
@@ -112,29 +130,29 @@ typedef struct {
   uint64_t virtualMemoryUsed;
 } cndevProcessInfo_t;
 
-#define HETPOOL_CNDEV_REQUIRED(X)                                               \
-  X(cndevInit, cndevRet_t, (int))                                               \
-  X(cndevRelease, cndevRet_t, (void))                                           \
-  X(cndevGetErrorString, const char*, (cndevRet_t))                             \
-  X(cndevGetDeviceCount, cndevRet_t, (cndevCardInfo_t*))                       \
-  X(cndevGetDeviceHandleByIndex, cndevRet_t, (int, cndevDevice_t*))             \
-  X(cndevGetUUID, cndevRet_t, (cndevUUID_t*, cndevDevice_t))                    \
+#define HETPOOL_CNDEV_REQUIRED(X)                                   \
+  X(cndevInit, cndevRet_t, (int))                                   \
+  X(cndevRelease, cndevRet_t, (void))                               \
+  X(cndevGetErrorString, const char*, (cndevRet_t))                 \
+  X(cndevGetDeviceCount, cndevRet_t, (cndevCardInfo_t*))            \
+  X(cndevGetDeviceHandleByIndex, cndevRet_t, (int, cndevDevice_t*)) \
+  X(cndevGetUUID, cndevRet_t, (cndevUUID_t*, cndevDevice_t))        \
   X(cndevGetCardNameStringByDevId, const char*, (cndevDevice_t))
 
 // Memory and PCIe each need one of a V2 / pre-V2 pair (checked at load); the rest are optional.
-#define HETPOOL_CNDEV_OPTIONAL(X)                                                                 \
-  X(cndevGetMemoryUsageV2, cndevRet_t, (cndevMemoryInfoV2_t*, cndevDevice_t))                     \
-  X(cndevGetMemoryUsage, cndevRet_t, (cndevMemoryInfo_t*, cndevDevice_t))                         \
-  X(cndevGetPCIeInfoV2, cndevRet_t, (cndevPCIeInfoV2_t*, cndevDevice_t))                          \
-  X(cndevGetPCIeInfo, cndevRet_t, (cndevPCIeInfo_t*, cndevDevice_t))                              \
-  X(cndevGetNUMANodeIdByDevId, cndevRet_t, (cndevNUMANodeId_t*, cndevDevice_t))                   \
-  X(cndevGetComputeCapability, cndevRet_t, (unsigned int*, unsigned int*, cndevDevice_t))         \
-  X(cndevGetVersionInfo, cndevRet_t, (cndevVersionInfo_t*, cndevDevice_t))                        \
-  X(cndevGetCardHealthState, cndevRet_t, (cndevCardHealthState_t*, cndevDevice_t))                \
+#define HETPOOL_CNDEV_OPTIONAL(X)                                                                           \
+  X(cndevGetMemoryUsageV2, cndevRet_t, (cndevMemoryInfoV2_t*, cndevDevice_t))                               \
+  X(cndevGetMemoryUsage, cndevRet_t, (cndevMemoryInfo_t*, cndevDevice_t))                                   \
+  X(cndevGetPCIeInfoV2, cndevRet_t, (cndevPCIeInfoV2_t*, cndevDevice_t))                                    \
+  X(cndevGetPCIeInfo, cndevRet_t, (cndevPCIeInfo_t*, cndevDevice_t))                                        \
+  X(cndevGetNUMANodeIdByDevId, cndevRet_t, (cndevNUMANodeId_t*, cndevDevice_t))                             \
+  X(cndevGetComputeCapability, cndevRet_t, (unsigned int*, unsigned int*, cndevDevice_t))                   \
+  X(cndevGetVersionInfo, cndevRet_t, (cndevVersionInfo_t*, cndevDevice_t))                                  \
+  X(cndevGetCardHealthState, cndevRet_t, (cndevCardHealthState_t*, cndevDevice_t))                          \
   X(cndevTopologyGetRelationship, cndevRet_t, (cndevTopologyRelationship_t*, cndevDevice_t, cndevDevice_t)) \
-  X(cndevGetMLULinkPortNumber, int, (cndevDevice_t))                                              \
-  X(cndevGetMLULinkStatusV2, cndevRet_t, (cndevMLULinkStatusV2_t*, cndevDevice_t, int))           \
-  X(cndevGetMLULinkRemoteInfo, cndevRet_t, (cndevMLULinkRemoteInfo_t*, cndevDevice_t, int))       \
+  X(cndevGetMLULinkPortNumber, int, (cndevDevice_t))                                                        \
+  X(cndevGetMLULinkStatusV2, cndevRet_t, (cndevMLULinkStatusV2_t*, cndevDevice_t, int))                     \
+  X(cndevGetMLULinkRemoteInfo, cndevRet_t, (cndevMLULinkRemoteInfo_t*, cndevDevice_t, int))                 \
   X(cndevGetProcessInfo, cndevRet_t, (unsigned*, cndevProcessInfo_t*, cndevDevice_t))
 
 HETPOOL_CNDEV_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)

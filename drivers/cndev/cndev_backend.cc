@@ -18,7 +18,8 @@ LinkKind FromRelationship(int relation) {
 }
 
 std::string UuidString(const uint8_t* uuid) {
-  return std::string(reinterpret_cast<const char*>(uuid), strnlen(reinterpret_cast<const char*>(uuid), CNDEV_UUID_SIZE));
+  return std::string(reinterpret_cast<const char*>(uuid),
+                     strnlen(reinterpret_cast<const char*>(uuid), CNDEV_UUID_SIZE));
 }
 
 }  // namespace
@@ -148,8 +149,8 @@ absl::StatusOr<std::vector<DeviceRecord>> CndevBackend::Discover() {
       cndevVersionInfo_t version{};
       version.version = CNDEV_VERSION_6;
       if (cndev_.cndevGetVersionInfo(&version, handle) == CNDEV_SUCCESS) {
-        d.driver_version = absl::StrCat(version.driverMajorVersion, ".", version.driverMinorVersion, ".",
-                                        version.driverBuildVersion);
+        d.driver_version =
+            absl::StrCat(version.driverMajorVersion, ".", version.driverMinorVersion, ".", version.driverBuildVersion);
       }
     }
     if (cndev_.cndevGetCardHealthState) {

@@ -20,8 +20,7 @@ absl::StatusOr<std::unique_ptr<DynamicLibrary>> DynamicLibrary::Open(const std::
     const char* error = dlerror();
     last_error = error ? error : "unknown dlopen error";
   }
-  return absl::NotFoundError(absl::StrCat("cannot load any of [", absl::StrJoin(candidates, ", "),
-                                          "]: ", last_error));
+  return absl::NotFoundError(absl::StrCat("cannot load any of [", absl::StrJoin(candidates, ", "), "]: ", last_error));
 }
 
 DynamicLibrary::~DynamicLibrary() {

@@ -56,7 +56,6 @@ absl::StatusOr<std::pair<std::unique_ptr<DynamicLibrary>, Table>> OpenVendorLibr
 
 // Directories added in front of the default search (HETPOOL_VENDOR_LIB_PATH, colon-separated), so
 // tests and unusual installs can point the loader at a library without changing LD_LIBRARY_PATH.
-std::vector<std::string> LibraryCandidates(const std::string& soname,
-                                           const std::vector<std::string>& extra_dirs = {});
+std::vector<std::string> LibraryCandidates(const std::string& soname, const std::vector<std::string>& extra_dirs = {});
 
 }  // namespace hetpool::drivers

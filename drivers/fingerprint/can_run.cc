@@ -59,8 +59,8 @@ absl::string_view CompatibilityName(Compatibility c) {
 }
 
 CanRunResult CanRun(const RunRequirements& req, const DeviceRecord& d, const RunContext& node) {
-  const std::string who = absl::StrCat(VendorName(d.vendor), " ", d.model, d.architecture.empty() ? "" : " ",
-                                       d.architecture);
+  const std::string who =
+      absl::StrCat(VendorName(d.vendor), " ", d.model, d.architecture.empty() ? "" : " ", d.architecture);
   auto no = [&](std::string why) { return CanRunResult{Compatibility::kNo, absl::StrCat(who, ": ", why)}; };
 
   if (d.memory_mib < req.min_memory_mib) {
@@ -75,8 +75,7 @@ CanRunResult CanRun(const RunRequirements& req, const DeviceRecord& d, const Run
     return no(absl::StrCat("driver ", d.driver_version.empty() ? "unknown" : d.driver_version, " < ",
                            req.min_driver_version));
   }
-  if (!req.min_runtime_version.empty() &&
-      CompareVersions(d.capability.runtime_version, req.min_runtime_version) < 0) {
+  if (!req.min_runtime_version.empty() && CompareVersions(d.capability.runtime_version, req.min_runtime_version) < 0) {
     return no(absl::StrCat("runtime ", d.capability.runtime_version.empty() ? "unknown" : d.capability.runtime_version,
                            " < ", req.min_runtime_version));
   }

@@ -18,17 +18,17 @@
 namespace hetpool::drivers {
 
 struct CodeArtifacts {
-  bool pytorch = false;                 // plain PyTorch, no custom kernels
-  std::vector<std::string> cuda_sass;   // "sm_80", "sm_90a"
-  std::vector<std::string> cuda_ptx;    // "compute_80"
-  bool maca = false;                    // built for MetaX MACA
-  std::vector<std::string> bang;        // "mtp_372"
-  bool spirv = false;                   // SYCL / SPIR-V build
+  bool pytorch = false;                // plain PyTorch, no custom kernels
+  std::vector<std::string> cuda_sass;  // "sm_80", "sm_90a"
+  std::vector<std::string> cuda_ptx;   // "compute_80"
+  bool maca = false;                   // built for MetaX MACA
+  std::vector<std::string> bang;       // "mtp_372"
+  bool spirv = false;                  // SYCL / SPIR-V build
   bool Empty() const { return !pytorch && cuda_sass.empty() && cuda_ptx.empty() && !maca && bang.empty() && !spirv; }
 };
 
 struct RunRequirements {
-  CodeArtifacts code;                   // empty = pure PyTorch
+  CodeArtifacts code;  // empty = pure PyTorch
   std::set<Precision> precisions;
   uint64_t min_memory_mib = 0;
   std::string min_driver_version;

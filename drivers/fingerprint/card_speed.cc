@@ -6,9 +6,8 @@ namespace hetpool::drivers {
 
 Precision ComputePrecision(const std::set<Precision>& required) {
   // Fastest first: a job that declares fp8 and fp32 does its matrix work in fp8.
-  static constexpr std::array kFastestFirst = {Precision::kInt4, Precision::kFp8,  Precision::kInt8,
-                                               Precision::kBf16, Precision::kFp16, Precision::kTf32,
-                                               Precision::kFp32, Precision::kFp64};
+  static constexpr std::array kFastestFirst = {Precision::kInt4, Precision::kFp8,  Precision::kInt8, Precision::kBf16,
+                                               Precision::kFp16, Precision::kTf32, Precision::kFp32, Precision::kFp64};
   for (Precision p : kFastestFirst) {
     if (required.contains(p)) return p;
   }

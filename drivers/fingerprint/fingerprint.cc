@@ -57,8 +57,7 @@ void ApplyFingerprint(const SpecTable& specs, DeviceRecord& d) {
       cap.isa = IsaFamily::kSpirv;
       cap.collective = "oneCCL";
       break;
-    case Vendor::kCpu:
-      break;
+    case Vendor::kCpu: break;
   }
   if (cap.precisions.empty()) cap.precisions = {P::kFp32};  // unknown card: claim only what is safe
   cap.torch_device = std::string(RuntimeOf(d.vendor).torch_device);
@@ -66,9 +65,8 @@ void ApplyFingerprint(const SpecTable& specs, DeviceRecord& d) {
   std::vector<std::string> precisions;
   for (P p : cap.precisions) precisions.emplace_back(PrecisionName(p));
   const std::string canonical =
-      absl::StrJoin({std::string(VendorName(d.vendor)), d.model, d.architecture,
-                     absl::StrCat(d.memory_mib / 1024), absl::StrJoin(precisions, ","), d.driver_version,
-                     cap.runtime_version},
+      absl::StrJoin({std::string(VendorName(d.vendor)), d.model, d.architecture, absl::StrCat(d.memory_mib / 1024),
+                     absl::StrJoin(precisions, ","), d.driver_version, cap.runtime_version},
                     "|");
   d.fingerprint = absl::StrFormat("fp-%012x", Fnv1a(canonical) & 0xffffffffffffull);
 }

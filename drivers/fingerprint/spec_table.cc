@@ -13,8 +13,14 @@ namespace {
 using P = Precision;
 
 constexpr std::array<std::pair<Precision, absl::string_view>, 8> kPrecisionNames = {{
-    {P::kFp64, "fp64"}, {P::kFp32, "fp32"}, {P::kTf32, "tf32"}, {P::kBf16, "bf16"},
-    {P::kFp16, "fp16"}, {P::kFp8, "fp8"}, {P::kInt8, "int8"}, {P::kInt4, "int4"},
+    {P::kFp64, "fp64"},
+    {P::kFp32, "fp32"},
+    {P::kTf32, "tf32"},
+    {P::kBf16, "bf16"},
+    {P::kFp16, "fp16"},
+    {P::kFp8, "fp8"},
+    {P::kInt8, "int8"},
+    {P::kInt4, "int4"},
 }};
 
 std::set<Precision> KeysOf(const std::map<Precision, double>& m) {
@@ -63,9 +69,8 @@ absl::string_view IsaFamilyName(IsaFamily isa) {
 SpecTable SpecTable::Defaults() {
   SpecTable t;
   // Dense peaks (TFLOPS) from VENDORS.md; FP64 is the tensor-core figure where one exists.
-  const std::map<Precision, double> hopper = {{P::kFp64, 67},    {P::kFp32, 67},    {P::kTf32, 495},
-                                              {P::kBf16, 989},   {P::kFp16, 989},   {P::kFp8, 1979},
-                                              {P::kInt8, 1979}};
+  const std::map<Precision, double> hopper = {{P::kFp64, 67},  {P::kFp32, 67},  {P::kTf32, 495}, {P::kBf16, 989},
+                                              {P::kFp16, 989}, {P::kFp8, 1979}, {P::kInt8, 1979}};
   t.entries_ = {
       Spec("H200 SXM", Vendor::kNvidia, {"H200"}, "sm_90", 4800, hopper),
       Spec("H100 SXM", Vendor::kNvidia, {"H100"}, "sm_90", 3350, hopper),

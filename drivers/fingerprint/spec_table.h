@@ -14,14 +14,14 @@
 namespace hetpool::drivers {
 
 struct DeviceSpec {
-  std::string name;                  // "H100 SXM"
+  std::string name;  // "H100 SXM"
   Vendor vendor = Vendor::kNvidia;
-  std::vector<std::string> match;    // case-insensitive substrings of the reported model name
-  std::string architecture;          // used when the backend does not report one (mtp_372, pvc)
+  std::vector<std::string> match;  // case-insensitive substrings of the reported model name
+  std::string architecture;        // used when the backend does not report one (mtp_372, pvc)
   double bandwidth_gbps = 0;
   std::map<Precision, double> peak_tflops;
-  std::set<Precision> precisions;    // supported, also where no peak figure is known
-  bool confirmed = true;             // false: figures from press material only
+  std::set<Precision> precisions;  // supported, also where no peak figure is known
+  bool confirmed = true;           // false: figures from press material only
 };
 
 class SpecTable {

@@ -10,18 +10,22 @@ extern "C" {
 
 typedef unsigned int mxSmlReturn_t;
 enum : unsigned { MXSML_SUCCESS = 0, MXSML_FAILURE = 1, MXSML_NO_DEVICE = 2, MXSML_DEVICE_LOST = 9 };
-enum : unsigned { MXSML_DEVICE_BDF_ID_SIZE = 32, MXSML_DEVICE_UUID_SIZE = 96, MXSML_DEVICE_NAME_SIZE = 32,
-                  MXSML_METAXLINK_MAX_LINKS = 7 };
+enum : unsigned {
+  MXSML_DEVICE_BDF_ID_SIZE = 32,
+  MXSML_DEVICE_UUID_SIZE = 96,
+  MXSML_DEVICE_NAME_SIZE = 32,
+  MXSML_METAXLINK_MAX_LINKS = 7
+};
 
 typedef struct {
   unsigned int deviceId;
-  int type;                               // deprecated
+  int type;  // deprecated
   char bdfId[MXSML_DEVICE_BDF_ID_SIZE];
   unsigned int gpuId;
-  unsigned int nodeId;                    // whether this is the NUMA node is unconfirmed: sysfs is used
+  unsigned int nodeId;  // whether this is the NUMA node is unconfirmed: sysfs is used
   char uuid[MXSML_DEVICE_UUID_SIZE];
-  int brand;                              // 1 N-class, 2 C-class, 3 G-class
-  int mode;                               // 0 bare metal, 1 PF, 2 VF
+  int brand;  // 1 N-class, 2 C-class, 3 G-class
+  int mode;   // 0 bare metal, 1 PF, 2 VF
   char deviceName[MXSML_DEVICE_NAME_SIZE];
 } mxSmlDeviceInfo_t;
 
@@ -56,18 +60,18 @@ typedef struct {
   char bdfId[MXSML_DEVICE_BDF_ID_SIZE];
 } mxSmlMetaXLinkRemoteInfo_t;
 
-#define HETPOOL_MXSML_REQUIRED(X)                                                  \
-  X(mxSmlInit, mxSmlReturn_t, (void))                                              \
-  X(mxSmlGetDeviceCount, unsigned int, (void))                                     \
-  X(mxSmlGetErrorString, const char*, (mxSmlReturn_t))                             \
-  X(mxSmlGetDeviceInfo, mxSmlReturn_t, (unsigned int, mxSmlDeviceInfo_t*))         \
+#define HETPOOL_MXSML_REQUIRED(X)                                          \
+  X(mxSmlInit, mxSmlReturn_t, (void))                                      \
+  X(mxSmlGetDeviceCount, unsigned int, (void))                             \
+  X(mxSmlGetErrorString, const char*, (mxSmlReturn_t))                     \
+  X(mxSmlGetDeviceInfo, mxSmlReturn_t, (unsigned int, mxSmlDeviceInfo_t*)) \
   X(mxSmlGetMemoryInfo, mxSmlReturn_t, (unsigned int, mxSmlMemoryInfo_t*))
 
-#define HETPOOL_MXSML_OPTIONAL(X)                                                                        \
-  X(mxSmlGetMacaVersion, mxSmlReturn_t, (char*, unsigned int*))                                         \
-  X(mxSmlGetDeviceIsaVersion, mxSmlReturn_t, (unsigned int, int*))                                      \
-  X(mxSmlGetDeviceIpUsage, mxSmlReturn_t, (unsigned int, int, int*))                                    \
-  X(mxSmlGetDeviceTopology, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlDeviceTopologyLevel_t*))   \
+#define HETPOOL_MXSML_OPTIONAL(X)                                                                          \
+  X(mxSmlGetMacaVersion, mxSmlReturn_t, (char*, unsigned int*))                                            \
+  X(mxSmlGetDeviceIsaVersion, mxSmlReturn_t, (unsigned int, int*))                                         \
+  X(mxSmlGetDeviceIpUsage, mxSmlReturn_t, (unsigned int, int, int*))                                       \
+  X(mxSmlGetDeviceTopology, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlDeviceTopologyLevel_t*))      \
   X(mxSmlGetMetaXLinkRemoteInfo, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlMetaXLinkRemoteInfo_t*)) \
   X(mxSmlGetSingleGpuProcess, mxSmlReturn_t, (unsigned int, unsigned int*, mxSmlProcessInfo_t*))
 

@@ -63,33 +63,37 @@ enum : int {
   NVML_TOPOLOGY_NODE = 40,
   NVML_TOPOLOGY_SYSTEM = 50,
 };
-enum : unsigned { NVML_NVLINK_MAX_LINKS = 18, NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96,
-                  NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96, NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80 };
+enum : unsigned {
+  NVML_NVLINK_MAX_LINKS = 18,
+  NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96,
+  NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96,
+  NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80
+};
 
 // X(name, return type, parameter list). Required: discovery cannot work without them.
-#define HETPOOL_NVML_REQUIRED(X)                                                              \
-  X(nvmlInit_v2, nvmlReturn_t, (void))                                                        \
-  X(nvmlShutdown, nvmlReturn_t, (void))                                                       \
-  X(nvmlErrorString, const char*, (nvmlReturn_t))                                             \
-  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int*))                                     \
-  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int, nvmlDevice_t*))               \
-  X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                     \
-  X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                     \
-  X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t*))                     \
-  X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t*))                    \
-  X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t, int*, int*))             \
+#define HETPOOL_NVML_REQUIRED(X)                                                  \
+  X(nvmlInit_v2, nvmlReturn_t, (void))                                            \
+  X(nvmlShutdown, nvmlReturn_t, (void))                                           \
+  X(nvmlErrorString, const char*, (nvmlReturn_t))                                 \
+  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int*))                         \
+  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int, nvmlDevice_t*))   \
+  X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))         \
+  X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))         \
+  X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t, nvmlMemory_t*))         \
+  X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t, nvmlPciInfo_t*))        \
+  X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t, int*, int*)) \
   X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char*, unsigned int))
 
 // Optional: older drivers lack some; the backend fills the gap (sysfs) or leaves the field empty.
-#define HETPOOL_NVML_OPTIONAL(X)                                                                    \
-  X(nvmlDeviceGetNumaNodeId, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                           \
-  X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                          \
-  X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int*))                                        \
-  X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                         \
-  X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t*))                \
+#define HETPOOL_NVML_OPTIONAL(X)                                                                              \
+  X(nvmlDeviceGetNumaNodeId, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                                     \
+  X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                                    \
+  X(nvmlSystemGetCudaDriverVersion_v2, nvmlReturn_t, (int*))                                                  \
+  X(nvmlDeviceGetSerial, nvmlReturn_t, (nvmlDevice_t, char*, unsigned int))                                   \
+  X(nvmlDeviceGetUtilizationRates, nvmlReturn_t, (nvmlDevice_t, nvmlUtilization_t*))                          \
   X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t, (nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t*)) \
-  X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlEnableState_t*))       \
-  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlPciInfo_t*))       \
+  X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlEnableState_t*))                 \
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlPciInfo_t*))          \
   X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t, (nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*))
 
 HETPOOL_NVML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)

@@ -42,7 +42,7 @@ bool IsAcceleratorClass(unsigned class_code) {
 std::optional<Vendor> VendorOfPciId(unsigned vendor_id) {
   switch (vendor_id) {
     case 0x10de: return Vendor::kNvidia;
-    case 0x9999: return Vendor::kMetax;      // MetaX Integrated Circuits
+    case 0x9999: return Vendor::kMetax;  // MetaX Integrated Circuits
     case 0xcabc: return Vendor::kCambricon;
     case 0x8086: return Vendor::kIntel;
     default: return std::nullopt;

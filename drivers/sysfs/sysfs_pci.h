@@ -12,10 +12,10 @@
 namespace hetpool::drivers {
 
 struct PciLocation {
-  std::string bus_id;            // canonical
+  std::string bus_id;  // canonical
   int numa_node = -1;
-  std::string local_cpus;        // local_cpulist, e.g. "0-31,64-95"
-  std::vector<std::string> path; // from the root complex (pci0000:16) down to the device itself
+  std::string local_cpus;         // local_cpulist, e.g. "0-31,64-95"
+  std::vector<std::string> path;  // from the root complex (pci0000:16) down to the device itself
   unsigned vendor_id = 0, device_id = 0, class_code = 0;
 };
 

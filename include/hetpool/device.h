@@ -13,8 +13,14 @@
 namespace hetpool {
 
 enum class LinkKind {
-  kNvLink, kMetaxLink, kMluLink, kXeLink,       // vendor fabrics
-  kPcieSwitch, kPcieHostBridge, kSameNuma, kCrossSocket,  // PCIe relationships
+  kNvLink,
+  kMetaxLink,
+  kMluLink,
+  kXeLink,  // vendor fabrics
+  kPcieSwitch,
+  kPcieHostBridge,
+  kSameNuma,
+  kCrossSocket,  // PCIe relationships
 };
 
 struct Link {
@@ -36,13 +42,13 @@ struct Capability {
   int arch_major = 0;  // NVIDIA compute capability X.Y; other vendors' numeric arch when known
   int arch_minor = 0;
   std::set<Precision> precisions;
-  double bandwidth_gbps = 0;                     // memory bandwidth, GB/s (0 = unknown)
-  std::map<Precision, double> peak_tflops;       // dense peak per precision (absent = unknown)
-  std::string runtime_version;                   // CUDA driver API, MACA, Neuware, Level Zero
-  std::string collective;                        // NCCL, MCCL, CNCL, oneCCL
-  std::string torch_device;                      // cuda, mlu, xpu
-  std::string dist_backend;                      // nccl, cncl, xccl
-  std::string spec_source;                       // which spec-table entry filled the figures
+  double bandwidth_gbps = 0;                // memory bandwidth, GB/s (0 = unknown)
+  std::map<Precision, double> peak_tflops;  // dense peak per precision (absent = unknown)
+  std::string runtime_version;              // CUDA driver API, MACA, Neuware, Level Zero
+  std::string collective;                   // NCCL, MCCL, CNCL, oneCCL
+  std::string torch_device;                 // cuda, mlu, xpu
+  std::string dist_backend;                 // nccl, cncl, xccl
+  std::string spec_source;                  // which spec-table entry filled the figures
 };
 
 // A process the vendor library says holds memory on a card (NVML's compute processes).
@@ -53,8 +59,8 @@ struct CardProcess {
 };
 
 struct DeviceRecord {
-  std::string id;    // node-local: "<vendor><index>"
-  int index = 0;     // vendor enumeration index, used in visibility variables
+  std::string id;  // node-local: "<vendor><index>"
+  int index = 0;   // vendor enumeration index, used in visibility variables
   Vendor vendor = Vendor::kNvidia;
   std::string model;
   std::string uuid;
@@ -74,7 +80,7 @@ struct DeviceRecord {
   int utilization_percent = -1;  // -1 when the backend cannot tell
   std::vector<Link> links;
   Capability capability;
-  std::string fingerprint;       // short stable id of (vendor, model, arch, memory, precisions, versions)
+  std::string fingerprint;  // short stable id of (vendor, model, arch, memory, precisions, versions)
   // Who holds the card now, where the vendor library can tell (empty otherwise).
   std::vector<CardProcess> processes;
   // Non-empty when a process that belongs to none of the node's jobs holds the card, in words

@@ -23,7 +23,8 @@ std::string DescribeRequest(const PlacementRequest& request) {
   if (run.min_memory_mib > 0) wants.push_back(absl::StrCat(">= ", run.min_memory_mib / 1024, " GiB"));
   for (Vendor v : request.requirements.vendors) wants.push_back(std::string(VendorName(v)));
   if (!request.requirements.models.empty()) wants.push_back(absl::StrJoin(request.requirements.models, "|"));
-  if (!request.requirements.fingerprints.empty()) wants.push_back(absl::StrJoin(request.requirements.fingerprints, "|"));
+  if (!request.requirements.fingerprints.empty())
+    wants.push_back(absl::StrJoin(request.requirements.fingerprints, "|"));
   const std::string nodes = absl::StrCat(request.nnodes, request.nnodes == 1 ? " node" : " nodes");
   std::string out;
   if (request.devices_per_node == 0) return absl::StrCat(nodes, " (CPU)");
@@ -47,7 +48,8 @@ Framework::Framework(Plugins plugins, size_t nodes_to_score, size_t nodes_to_fin
     index_devices_ = index_devices_ || f->Judges(FilterJudges::kFreeDevices);
     if (f->Judges(FilterJudges::kPlainUse)) plain_use_filters_.insert(std::string(f->Name()));
   }
-  for (const NodeFilterPlugin* f : plugins_.node_filter) index_host_ = index_host_ || f->Judges(FilterJudges::kFreeHost);
+  for (const NodeFilterPlugin* f : plugins_.node_filter)
+    index_host_ = index_host_ || f->Judges(FilterJudges::kFreeHost);
 }
 
 size_t Framework::AdaptiveNodesToFind(size_t nodes) {
@@ -71,7 +73,8 @@ const Framework::NodeSummary& Framework::Summarise(size_t index, const NodeView&
   s.index_ordered = true;
   for (size_t d = 0; d < node.devices.size(); ++d) {
     if (d > 0 && node.devices[d - 1].device->index >= node.devices[d].device->index) s.index_ordered = false;
-    if (!node.devices[d].free) s.busy_vendors |= static_cast<uint8_t>(1u << static_cast<unsigned>(node.devices[d].device->vendor));
+    if (!node.devices[d].free)
+      s.busy_vendors |= static_cast<uint8_t>(1u << static_cast<unsigned>(node.devices[d].device->vendor));
     const uint32_t id = ClassOf(node, node.devices[d]);
     s.device_class.push_back(id);
     auto it = std::find_if(s.classes.begin(), s.classes.end(), [id](const ClassCount& c) { return c.id == id; });
@@ -86,9 +89,17 @@ const Framework::NodeSummary& Framework::Summarise(size_t index, const NodeView&
 
 uint32_t Framework::ClassOf(const NodeView& node, const DeviceView& dv) {
   const DeviceRecord& d = *dv.device;
-  DeviceClassKey key{d.fingerprint, d.model, d.healthy ? d.dirty : d.health_message,
+  DeviceClassKey key{d.fingerprint,
+                     d.model,
+                     d.healthy ? d.dirty : d.health_message,
                      d.fingerprint.empty() ? absl::StrCat(node.name, "/", d.id) : std::string(),
-                     static_cast<int>(d.vendor), d.Placeable(), dv.free, dv.held, dv.milli_free, d.memory_mib, dv.memory_free_mib};
+                     static_cast<int>(d.vendor),
+                     d.Placeable(),
+                     dv.free,
+                     dv.held,
+                     dv.milli_free,
+                     d.memory_mib,
+                     dv.memory_free_mib};
   auto [it, added] = class_ids_.emplace(std::move(key), static_cast<uint32_t>(class_vendor_.size()));
   if (added) class_vendor_.push_back(d.vendor);
   return it->second;
@@ -97,7 +108,8 @@ uint32_t Framework::ClassOf(const NodeView& node, const DeviceView& dv) {
 uint32_t Framework::ContextOf(const drivers::RunContext& context) {
   auto key = std::make_pair(context.metax_cuda_translation, context.torch_devices);
   auto it = context_ids_.find(key);
-  if (it == context_ids_.end()) it = context_ids_.emplace(std::move(key), static_cast<uint32_t>(context_ids_.size())).first;
+  if (it == context_ids_.end())
+    it = context_ids_.emplace(std::move(key), static_cast<uint32_t>(context_ids_.size())).first;
   return it->second;
 }
 
@@ -182,7 +194,8 @@ absl::StatusOr<Placement> Framework::DecideLocked(const PlacementRequest& reques
   return placement;
 }
 
-std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> Framework::NodeVerdict(CycleState& state, const NodeView& node) {
+std::optional<std::pair<NodeFilterPlugin*, FilterVerdict>> Framework::NodeVerdict(CycleState& state,
+                                                                                  const NodeView& node) {
   for (NodeFilterPlugin* f : plugins_.node_filter) {
     if (auto v = f->FilterNode(state, node)) return std::make_pair(f, *v);
   }
@@ -256,7 +269,8 @@ absl::StatusOr<Placement> Framework::PlaceCpuJob(CycleState& state, const std::v
 
 absl::StatusOr<Placement> Framework::PermitOrFail(CycleState& state, Placement placement, Diagnosis& diagnosis) {
   for (PermitPlugin* p : plugins_.permit) {
-    if (absl::Status s = p->Permit(state, placement); !s.ok()) return diagnosis.RefuseBy(p->Name(), s, /*count_node=*/true);
+    if (absl::Status s = p->Permit(state, placement); !s.ok())
+      return diagnosis.RefuseBy(p->Name(), s, /*count_node=*/true);
   }
   for (NodeAssignment& node : placement.nodes) node.vendor = placement.vendor;
   return placement;
@@ -269,7 +283,8 @@ absl::StatusOr<Placement> Framework::Schedule(const PlacementRequest& request, c
   if (!placement.ok()) return placement;
   for (ReservePlugin* r : plugins_.reserve) r->Reserve(request, *placement);
   if (absl::Status s = binder.Bind(*placement); !s.ok()) {
-    for (auto it = plugins_.reserve.rbegin(); it != plugins_.reserve.rend(); ++it) (*it)->Unreserve(request, *placement);
+    for (auto it = plugins_.reserve.rbegin(); it != plugins_.reserve.rend(); ++it)
+      (*it)->Unreserve(request, *placement);
     return s;
   }
   return placement;

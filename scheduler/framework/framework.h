@@ -98,15 +98,15 @@ class Framework : public PlacementPolicy {
   struct NodeSummary {
     uint64_t generation = 0;
     uint32_t context = 0;
-    uint8_t busy_vendors = 0;  // bit per Vendor: some device of it is not free
-    bool index_ordered = true;  // the view lists its devices by ascending DeviceRecord::index
+    uint8_t busy_vendors = 0;                       // bit per Vendor: some device of it is not free
+    bool index_ordered = true;                      // the view lists its devices by ascending DeviceRecord::index
     absl::InlinedVector<uint32_t, 8> device_class;  // per device of the view
     absl::InlinedVector<ClassCount, 4> classes;
     std::vector<int> pair_table;  // link scores of every device pair (link_score.h); empty: not built yet
   };
   // One decision's device-filter outcome for a (node context, device class).
   struct Verdict {
-    uint64_t decision = 0;  // valid when equal to decision_
+    uint64_t decision = 0;         // valid when equal to decision_
     int never = -1, waiting = -1;  // the first filter that rejected, per kind
     std::string reason;
     // Every filter that made the class wait, with its reason: a busy card over its owner's quota
@@ -152,7 +152,7 @@ class Framework : public PlacementPolicy {
   std::map<DeviceClassKey, uint32_t> class_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<Vendor> class_vendor_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<bool, std::set<std::string>>, uint32_t> context_ids_ ABSL_GUARDED_BY(mu_);
-  std::vector<NodeSummary> summaries_ ABSL_GUARDED_BY(mu_);        // by index in the views
+  std::vector<NodeSummary> summaries_ ABSL_GUARDED_BY(mu_);          // by index in the views
   std::vector<std::vector<Verdict>> verdicts_ ABSL_GUARDED_BY(mu_);  // [context][class]
   uint64_t decision_ ABSL_GUARDED_BY(mu_) = 0;
   RefusalMemo refusals_ ABSL_GUARDED_BY(mu_);

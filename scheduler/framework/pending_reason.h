@@ -13,12 +13,13 @@
 namespace hetpool::scheduler {
 
 struct PendingReason {
-  bool never = false;           // no node of the pool could ever run it (vs waiting for capacity)
-  std::string needs;            // "1 node x 8 devices of one vendor (bf16, >= 80 GiB)"
-  std::string closest;          // "most free qualifying devices on one node: 4 (node-12)"
+  bool never = false;                         // no node of the pool could ever run it (vs waiting for capacity)
+  std::string needs;                          // "1 node x 8 devices of one vendor (bf16, >= 80 GiB)"
+  std::string closest;                        // "most free qualifying devices on one node: 4 (node-12)"
   std::map<std::string, int> nodes_rejected;  // filter plugin -> nodes it turned away
   std::vector<std::string> device_reasons;    // a few distinct reasons devices failed (CanRun's words)
-  std::map<std::string, std::string> waiting_reasons;  // filter plugin -> the first reason it made devices or nodes wait
+  std::map<std::string, std::string>
+      waiting_reasons;  // filter plugin -> the first reason it made devices or nodes wait
 
   // One line: "waiting for capacity: needs ...; closest ...; rejected: Capacity 3 nodes, ..."
   std::string Message() const;

@@ -1,7 +1,7 @@
 // The scheduling framework's extension points, after the Kubernetes scheduler framework:
-// QueueSort (which waiting job is offered placement first), PreFilter (the request as a whole), Filter (nodes and their devices), Score + NormalizeScore
-// (rank the nodes that pass), Permit (the assembled gang), Reserve / Unreserve (plugin state that
-// follows a placement) and Bind (the daemon makes the placement real through its Binder,
+// QueueSort (which waiting job is offered placement first), PreFilter (the request as a whole), Filter (nodes and their
+// devices), Score + NormalizeScore (rank the nodes that pass), Permit (the assembled gang), Reserve / Unreserve (plugin
+// state that follows a placement) and Bind (the daemon makes the placement real through its Binder,
 // placement_policy.h).
 // Plugins are named, configured by the JSON profile (profile.h) and run in profile order.
 // PreFilter, Filter and Permit plugins decide from the request and the views alone (no state of
@@ -112,11 +112,11 @@ class PermitPlugin : public virtual Plugin {
 // A kind of job the pool expects, with its share of the jobs: what FGD weighs fragmentation
 // against when the operator (or a replay of a known trace) declares the mix up front.
 struct WorkloadShape {
-  int64_t cpu_milli = 0;          // host CPU per node
-  int devices = 0;                // 0: a CPU job
-  int32_t device_milli = 1000;    // < 1000: a share of one device
+  int64_t cpu_milli = 0;            // host CPU per node
+  int devices = 0;                  // 0: a CPU job
+  int32_t device_milli = 1000;      // < 1000: a share of one device
   std::vector<std::string> models;  // allowed device models; empty = any
-  double weight = 0;              // share of the jobs (the shapes' weights sum to 1)
+  double weight = 0;                // share of the jobs (the shapes' weights sum to 1)
 };
 
 class WorkloadAwarePlugin : public virtual Plugin {

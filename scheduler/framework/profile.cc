@@ -48,8 +48,8 @@ absl::StatusOr<std::vector<Entry>> Entries(const nlohmann::json& profile, const 
           e.args = value;
         } else if (key == "weight" && weighted) {
           if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > kMaxWeight) {
-            return absl::InvalidArgumentError(absl::StrCat("profile: ", point, " ", e.name, ": weight must be an integer in 1..",
-                                                           kMaxWeight));
+            return absl::InvalidArgumentError(
+                absl::StrCat("profile: ", point, " ", e.name, ": weight must be an integer in 1..", kMaxWeight));
           }
           e.weight = value.get<int>();
         } else {
@@ -74,8 +74,8 @@ absl::StatusOr<size_t> NodeCount(const nlohmann::json& profile, const char* key,
   if (!profile.contains(key)) return fallback;
   const nlohmann::json& n = profile[key];
   if (!n.is_number_integer() || n.get<int64_t>() < min || n.get<int64_t>() > kMax) {
-    return absl::InvalidArgumentError(absl::StrCat("profile: ", key, " must be an integer in ", min, "..", kMax,
-                                                   min == 0 ? " (0: adaptive)" : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile: ", key, " must be an integer in ", min, "..", kMax, min == 0 ? " (0: adaptive)" : ""));
   }
   return n.get<size_t>();
 }
@@ -97,10 +97,10 @@ class ProfileFiler {
     if (auto it = instances.find(e.name); it != instances.end()) return it->second.get();
     auto made = MakeBuiltinPlugin(e.name, e.args);
     if (!made.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("profile: ", point, ": ", made.status().message(),
-                                                     absl::IsNotFound(made.status())
-                                                         ? absl::StrCat(" (known: ", absl::StrJoin(BuiltinPluginNames(), ", "), ")")
-                                                         : ""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "profile: ", point, ": ", made.status().message(),
+          absl::IsNotFound(made.status()) ? absl::StrCat(" (known: ", absl::StrJoin(BuiltinPluginNames(), ", "), ")")
+                                          : ""));
     }
     plugins.owned.push_back(*made);
     instances[e.name] = *made;
@@ -114,7 +114,8 @@ class ProfileFiler {
     for (const Entry& e : *entries) {
       auto p = Instance(e, point);
       if (!p.ok()) return p.status();
-      if (!add(*p, e)) return absl::InvalidArgumentError(absl::StrCat("profile: ", e.name, " is not a ", point, " plugin"));
+      if (!add(*p, e))
+        return absl::InvalidArgumentError(absl::StrCat("profile: ", e.name, " is not a ", point, " plugin"));
     }
     return absl::OkStatus();
   }
@@ -186,8 +187,8 @@ absl::Status ProfileFiler::FileAll() {
 absl::Status ProfileFiler::CompleteRequired() {
   // Leaving these out would double-book devices or host CPU and memory, run jobs on cards that
   // cannot run them, or start part of a gang.
-  for (const char* required : {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources", "Quota",
-                                "Reservation"}) {
+  for (const char* required :
+       {"Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity", "HostResources", "Quota", "Reservation"}) {
     if (!instances.contains(required)) {
       return absl::InvalidArgumentError(absl::StrCat("profile: filter must include ", required));
     }
@@ -208,12 +209,13 @@ absl::Status ProfileFiler::CompleteRequired() {
 absl::StatusOr<std::unique_ptr<Framework>> FrameworkFromProfile(absl::string_view json_text) {
   const nlohmann::json profile = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (profile.is_discarded() || !profile.is_object()) return absl::InvalidArgumentError("profile: not a JSON object");
-  const std::set<std::string> points = {"queueSort", "preFilter", "filter", "score", "permit", "reserve",
-                                        "nodesToScore", "nodesToFind"};
+  const std::set<std::string> points = {"queueSort", "preFilter", "filter",       "score",
+                                        "permit",    "reserve",   "nodesToScore", "nodesToFind"};
   for (const auto& [key, value] : profile.items()) {
     if (!points.contains(key)) {
-      return absl::InvalidArgumentError(absl::StrCat("profile: unknown extension point '", key,
-                                                     "' (queueSort, preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("profile: unknown extension point '", key,
+                       "' (queueSort, preFilter, filter, score, permit, reserve; nodesToScore, nodesToFind)"));
     }
   }
   auto nodes_to_score = NodeCount(profile, "nodesToScore", 1, Framework::kDefaultNodesToScore);

@@ -6,7 +6,8 @@
 //
 //   {"queueSort": ["PrioritySort"], "preFilter": ["RequestShape"],
 //    "filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"],
-//    "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore", "weight": 10},
+//    "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500}}, {"name": "LinkScore",
+//    "weight": 10},
 //              {"name": "TieRank", "weight": 1}],
 //    "permit": ["Gang"], "nodesToScore": 64}
 //

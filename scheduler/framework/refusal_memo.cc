@@ -38,8 +38,8 @@ std::string RefusalMemo::RequestKey(const PlacementRequest& r) {
   constexpr char kSep[] = "\x1f";
   return absl::StrCat(r.nnodes, "/", r.devices_per_node, "/", r.device_milli, "/", r.device_memory_mib, "/",
                       r.cpu_milli, "/", r.host_memory_mib, "|", absl::StrJoin(vendors, kSep), "|",
-                      absl::StrJoin(q.models, kSep), "|", absl::StrJoin(q.fingerprints, kSep), "|",
-                      run.code.pytorch, run.code.maca, run.code.spirv, "|", absl::StrJoin(run.code.cuda_sass, kSep), "|",
+                      absl::StrJoin(q.models, kSep), "|", absl::StrJoin(q.fingerprints, kSep), "|", run.code.pytorch,
+                      run.code.maca, run.code.spirv, "|", absl::StrJoin(run.code.cuda_sass, kSep), "|",
                       absl::StrJoin(run.code.cuda_ptx, kSep), "|", absl::StrJoin(run.code.bang, kSep), "|",
                       absl::StrJoin(precisions, kSep), "|", run.min_memory_mib, "|", run.min_driver_version, "|",
                       run.min_runtime_version, "|", r.quota_blocked ? "q:" : "", r.quota_owner);

@@ -31,7 +31,8 @@ class BestFit final : public ScorePlugin {
     const PlacementRequest& r = state.request;
     constexpr int64_t kWhole = 1000000;
     const UsableMilli gpu = UsableMilliOf(*c.node, c.vendor);
-    const int64_t taken = r.devices_per_node == 0 ? 0 : (r.Fractional() ? r.device_milli : int64_t{r.devices_per_node} * kWholeGpuMilli);
+    const int64_t taken =
+        r.devices_per_node == 0 ? 0 : (r.Fractional() ? r.device_milli : int64_t{r.devices_per_node} * kWholeGpuMilli);
     int64_t left = 0;
     if (gpu.capacity > 0) left += (gpu.left - taken) * kWhole / gpu.capacity;
     if (c.node->cpu_milli_total > 0) left += (c.node->cpu_milli_free - r.cpu_milli) * kWhole / c.node->cpu_milli_total;

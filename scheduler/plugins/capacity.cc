@@ -19,8 +19,8 @@ class Capacity final : public DeviceFilterPlugin {
       return FilterVerdict{Rejection::kNever, absl::StrCat("share needs ", MemoryHeld(r, *dv.device), " MiB of a ",
                                                            dv.device->memory_mib, " MiB device")};
     }
-    const bool fits = r.Fractional() ? dv.milli_free >= r.device_milli && dv.memory_free_mib >= MemoryHeld(r, *dv.device)
-                                     : dv.free;
+    const bool fits =
+        r.Fractional() ? dv.milli_free >= r.device_milli && dv.memory_free_mib >= MemoryHeld(r, *dv.device) : dv.free;
     if (fits) return std::nullopt;
     return FilterVerdict{Rejection::kWaiting, "in use"};
   }

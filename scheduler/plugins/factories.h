@@ -11,27 +11,27 @@
 
 namespace hetpool::scheduler::plugins {
 
-std::shared_ptr<Plugin> NewPrioritySort();     // priority_sort.cc
-std::shared_ptr<Plugin> NewFairShareSort();    // fair_share_sort.cc
-std::shared_ptr<Plugin> NewRequestShape();     // request_shape.cc
-std::shared_ptr<Plugin> NewFingerprint();      // fingerprint.cc
-std::shared_ptr<Plugin> NewNodeSchedulable();  // node_schedulable.cc
-std::shared_ptr<Plugin> NewHostResources();    // host_resources.cc
-std::shared_ptr<Plugin> NewDeviceHealth();     // device_health.cc
-std::shared_ptr<Plugin> NewCapacity();         // capacity.cc
-std::shared_ptr<Plugin> NewQuota();            // quota.cc
-std::shared_ptr<Plugin> NewReservation();      // reservation.cc
-std::shared_ptr<Plugin> NewContainerRuntime(); // container_runtime.cc
-std::shared_ptr<Plugin> NewImageLocality();    // image_locality.cc
+std::shared_ptr<Plugin> NewPrioritySort();      // priority_sort.cc
+std::shared_ptr<Plugin> NewFairShareSort();     // fair_share_sort.cc
+std::shared_ptr<Plugin> NewRequestShape();      // request_shape.cc
+std::shared_ptr<Plugin> NewFingerprint();       // fingerprint.cc
+std::shared_ptr<Plugin> NewNodeSchedulable();   // node_schedulable.cc
+std::shared_ptr<Plugin> NewHostResources();     // host_resources.cc
+std::shared_ptr<Plugin> NewDeviceHealth();      // device_health.cc
+std::shared_ptr<Plugin> NewCapacity();          // capacity.cc
+std::shared_ptr<Plugin> NewQuota();             // quota.cc
+std::shared_ptr<Plugin> NewReservation();       // reservation.cc
+std::shared_ptr<Plugin> NewContainerRuntime();  // container_runtime.cc
+std::shared_ptr<Plugin> NewImageLocality();     // image_locality.cc
 // args: {"of": "devices" | "shares"} (default devices).
 absl::StatusOr<std::shared_ptr<Plugin>> NewBestFit(const nlohmann::json& args);  // best_fit.cc
-std::shared_ptr<Plugin> NewTieRank();          // tie_rank.cc
-std::shared_ptr<Plugin> NewPacking();          // packing.cc
+std::shared_ptr<Plugin> NewTieRank();                                            // tie_rank.cc
+std::shared_ptr<Plugin> NewPacking();                                            // packing.cc
 // args: {"seed": N} (default 1).
 absl::StatusOr<std::shared_ptr<Plugin>> NewRandom(const nlohmann::json& args);  // random_score.cc
-std::shared_ptr<Plugin> NewSpread();           // spread.cc
-std::shared_ptr<Plugin> NewLinkScore();        // link_score_plugin.cc
-std::shared_ptr<Plugin> NewGang();             // gang.cc
+std::shared_ptr<Plugin> NewSpread();                                            // spread.cc
+std::shared_ptr<Plugin> NewLinkScore();                                         // link_score_plugin.cc
+std::shared_ptr<Plugin> NewGang();                                              // gang.cc
 // args: {"window": 1..100000 (default 500), "mix": "placed" | "expected" (default placed)}.
 absl::StatusOr<std::shared_ptr<Plugin>> NewFgd(const nlohmann::json& args);  // fgd.cc
 

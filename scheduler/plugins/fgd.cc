@@ -60,7 +60,8 @@ class Fgd final : public ScorePlugin, public ReservePlugin, public WorkloadAware
       const size_t slot = static_cast<size_t>(before.gpus++);
       before.gpu_milli_left[slot] = left;
       const bool chosen = std::find(c.chosen.begin(), c.chosen.end(), &dv) != c.chosen.end();
-      after.gpu_milli_left[slot] = chosen ? std::max(0, left - (r.Fractional() ? r.device_milli : kWholeGpuMilli)) : left;
+      after.gpu_milli_left[slot] =
+          chosen ? std::max(0, left - (r.Fractional() ? r.device_milli : kWholeGpuMilli)) : left;
     }
     after.gpus = before.gpus;
     return FgdScore(measure->Of(after) - measure->Of(before));

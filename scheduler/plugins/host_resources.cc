@@ -15,8 +15,8 @@ class HostResources final : public NodeFilterPlugin {
     const PlacementRequest& r = state.request;
     if (r.cpu_milli > 0 && node.cpu_milli_total > 0) {
       if (r.cpu_milli > node.cpu_milli_total) {
-        return FilterVerdict{Rejection::kNever, absl::StrCat("needs ", r.cpu_milli, " milli-CPU; the node has ",
-                                                             node.cpu_milli_total)};
+        return FilterVerdict{Rejection::kNever,
+                             absl::StrCat("needs ", r.cpu_milli, " milli-CPU; the node has ", node.cpu_milli_total)};
       }
       if (r.cpu_milli > node.cpu_milli_free) {
         return FilterVerdict{Rejection::kWaiting, absl::StrCat("host CPU in use: ", node.cpu_milli_free, " of ",
@@ -25,8 +25,9 @@ class HostResources final : public NodeFilterPlugin {
     }
     if (r.host_memory_mib > 0 && node.host_memory_total_mib > 0) {
       if (r.host_memory_mib > node.host_memory_total_mib) {
-        return FilterVerdict{Rejection::kNever, absl::StrCat("needs ", r.host_memory_mib, " MiB of host memory; the node has ",
-                                                             node.host_memory_total_mib)};
+        return FilterVerdict{Rejection::kNever,
+                             absl::StrCat("needs ", r.host_memory_mib, " MiB of host memory; the node has ",
+                                          node.host_memory_total_mib)};
       }
       if (r.host_memory_mib > node.host_memory_free_mib) {
         return FilterVerdict{Rejection::kWaiting, absl::StrCat("host memory in use: ", node.host_memory_free_mib,

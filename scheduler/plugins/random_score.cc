@@ -28,7 +28,8 @@ absl::StatusOr<std::shared_ptr<Plugin>> NewRandom(const nlohmann::json& args) {
   if (!args.is_null()) {
     if (!args.is_object()) return absl::InvalidArgumentError("plugin Random: args must be an object");
     for (const auto& [key, value] : args.items()) {
-      if (key != "seed") return absl::InvalidArgumentError(absl::StrCat("plugin Random: unknown arg '", key, "' (seed)"));
+      if (key != "seed")
+        return absl::InvalidArgumentError(absl::StrCat("plugin Random: unknown arg '", key, "' (seed)"));
       if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0)) {
         return absl::InvalidArgumentError("plugin Random: seed must be a non-negative integer");
       }

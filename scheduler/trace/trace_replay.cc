@@ -18,7 +18,7 @@ namespace hetpool::scheduler::trace {
 namespace {
 
 absl::StatusOr<std::vector<std::vector<std::string>>> ReadCsv(const std::string& path,
-                                                               std::vector<std::string>* header) {
+                                                              std::vector<std::string>* header) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
   std::string line;
@@ -219,7 +219,8 @@ absl::StatusOr<std::vector<TracePod>> LoadPods(const std::string& path) {
             qos = Column(header, "qos"), created = Column(header, "creation_time"),
             scheduled = Column(header, "scheduled_time"), deleted = Column(header, "deletion_time");
   if (name < 0 || cpu < 0 || mem < 0 || num < 0 || milli < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": expected columns name,cpu_milli,memory_mib,num_gpu,gpu_milli"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected columns name,cpu_milli,memory_mib,num_gpu,gpu_milli"));
   }
   std::vector<TracePod> pods;
   for (size_t i = 0; i < rows->size(); ++i) {

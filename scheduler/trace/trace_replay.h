@@ -33,9 +33,9 @@ struct TracePod {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int num_gpu = 0;
-  int32_t gpu_milli = 0;             // per GPU
-  std::vector<std::string> gpu_spec; // allowed models; empty = any
-  std::string qos;                   // LS, BE, Burstable, Guaranteed ("" in the 5-column files)
+  int32_t gpu_milli = 0;              // per GPU
+  std::vector<std::string> gpu_spec;  // allowed models; empty = any
+  std::string qos;                    // LS, BE, Burstable, Guaranteed ("" in the 5-column files)
   // Seconds from the trace's start; -1 where the file has none (5-column files, pods that never
   // ran or never ended).
   int64_t creation_time = -1, scheduled_time = -1, deletion_time = -1;
@@ -50,8 +50,8 @@ struct ReplayOptions {
   // The scheduler profile, exactly as hetpoold --scheduler-profile takes it (profile.h).
   std::string profile_json;
   uint64_t seed = 42;
-  double target_demand = 1.3;   // requested GPU / capacity when arrivals stop
-  size_t node_limit = 0;        // use only the first N nodes (0 = all); for quick tests
+  double target_demand = 1.3;  // requested GPU / capacity when arrivals stop
+  size_t node_limit = 0;       // use only the first N nodes (0 = all); for quick tests
   // The mix declared to the scheduler (Framework::ExpectWorkload, read by Fgd with "mix":
   // "expected"): the most popular task shapes, added `typical_shapes_step` at a time until they
   // cover this share of the pods (the simulator's "typical pods"). The paper's runs

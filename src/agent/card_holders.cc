@@ -99,8 +99,8 @@ void AttributeCardProcesses(std::vector<DeviceRecord>& devices, const std::vecto
       }
       process.owner = owner->key;
       if (std::find(owner->device_ids.begin(), owner->device_ids.end(), device.id) == owner->device_ids.end()) {
-        strangers.push_back(absl::StrCat(DescribeHolder(process, facts), " for ", owner->key,
-                                         ", which was not given this card"));
+        strangers.push_back(
+            absl::StrCat(DescribeHolder(process, facts), " for ", owner->key, ", which was not given this card"));
       }
     }
     // A few named are enough to act on; the inventory stays small however many there are.

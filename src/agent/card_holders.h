@@ -22,18 +22,18 @@ namespace hetpool::agent {
 struct ProcessFacts {
   bool visible = false;  // false: gone, or in a pid namespace the agent does not see
   uid_t uid = 0;
-  pid_t group = 0;       // its process group
-  std::string command;   // /proc/<pid>/comm
+  pid_t group = 0;      // its process group
+  std::string command;  // /proc/<pid>/comm
 };
 using ProcessReader = std::function<ProcessFacts(int pid)>;
 ProcessFacts ReadProcessFacts(int pid);
 
 // One job generation on this node, as far as owning processes goes.
 struct JobOwnership {
-  std::string key;                   // "job-000007 g1"
-  pid_t group = 0;                   // torchrun's process group
-  std::set<pid_t> cgroup_members;    // the generation's cgroup's processes (confined agents)
-  std::optional<uid_t> uid;          // the job's own account; unset when it runs as root or the agent
+  std::string key;                 // "job-000007 g1"
+  pid_t group = 0;                 // torchrun's process group
+  std::set<pid_t> cgroup_members;  // the generation's cgroup's processes (confined agents)
+  std::optional<uid_t> uid;        // the job's own account; unset when it runs as root or the agent
   std::vector<std::string> device_ids;
 };
 

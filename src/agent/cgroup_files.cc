@@ -145,8 +145,8 @@ absl::StatusOr<int> KillListed(const fs::path& dir, absl::Duration patience, con
     resume();
     if (pids.empty()) return static_cast<int>(killed.size());
     if (MonotonicNow() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(pids.size(), " process(es) still in ", dir.string(),
-                                                      " after SIGKILL"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(pids.size(), " process(es) still in ", dir.string(), " after SIGKILL"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

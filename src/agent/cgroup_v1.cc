@@ -32,8 +32,6 @@ namespace {
 
 // ---- cgroup v1 ----
 
-
-
 class CgroupV1Job : public JobCgroup {
  public:
   CgroupV1Job(std::map<std::string, fs::path> dirs, JobLimits limits, bool devices_enforced) : dirs_(std::move(dirs)) {

@@ -46,7 +46,8 @@ class CgroupV2Job : public JobCgroup {
     if (fs::exists(dir_ / "cgroup.kill") && WriteControl(dir_ / "cgroup.kill", "1").ok()) {
       const absl::Time deadline = MonotonicNow() + patience;
       while (!Processes().empty()) {
-        if (MonotonicNow() > deadline) return absl::DeadlineExceededError(absl::StrCat(dir_.string(), " is not empty after cgroup.kill"));
+        if (MonotonicNow() > deadline)
+          return absl::DeadlineExceededError(absl::StrCat(dir_.string(), " is not empty after cgroup.kill"));
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       return listed;
@@ -81,8 +82,12 @@ class CgroupV2 : public Confinement {
     return absl::StrCat("cgroup v2 (", absl::StrJoin(controllers_, " "), ") under ", parent_.string());
   }
   bool DevicesEnforced() const override { return devices_enforced_; }
-  std::string Cpus() const override { return std::string(absl::StripAsciiWhitespace(ReadControl(parent_ / "cpuset.cpus.effective"))); }
-  std::string Mems() const override { return std::string(absl::StripAsciiWhitespace(ReadControl(parent_ / "cpuset.mems.effective"))); }
+  std::string Cpus() const override {
+    return std::string(absl::StripAsciiWhitespace(ReadControl(parent_ / "cpuset.cpus.effective")));
+  }
+  std::string Mems() const override {
+    return std::string(absl::StripAsciiWhitespace(ReadControl(parent_ / "cpuset.mems.effective")));
+  }
 
   absl::StatusOr<std::unique_ptr<JobCgroup>> Create(const std::string& name, const JobLimits& limits) override {
     const fs::path dir = parent_ / name;
@@ -137,9 +142,8 @@ class CgroupV2 : public Confinement {
   // Makes <root>/hetpool/<agent> with the controllers enabled for its children (a v2 cgroup
   // with children holds no process itself, so these levels only ever hold job cgroups).
   absl::Status Prepare(const ConfinementOptions& options) {
-    const std::string enable = absl::StrJoin(controllers_, " ", [](std::string* out, const std::string& c) {
-      absl::StrAppend(out, "+", c);
-    });
+    const std::string enable =
+        absl::StrJoin(controllers_, " ", [](std::string* out, const std::string& c) { absl::StrAppend(out, "+", c); });
     for (const fs::path& level : {root_, root_ / kTop}) {
       if (level != root_) {
         if (auto s = MakeDir(level); !s.ok()) return s;
@@ -169,13 +173,15 @@ class CgroupV2 : public Confinement {
 }  // namespace
 
 namespace cgroup_files {
-std::unique_ptr<JobCgroup> ExistingV2Job(const fs::path& dir) { return std::make_unique<CgroupV2Job>(dir, JobLimits{}, false); }
+std::unique_ptr<JobCgroup> ExistingV2Job(const fs::path& dir) {
+  return std::make_unique<CgroupV2Job>(dir, JobLimits{}, false);
+}
 }  // namespace cgroup_files
 
 absl::StatusOr<std::unique_ptr<Confinement>> OpenCgroupV2(const std::string& root, const ConfinementOptions& options) {
   std::set<std::string> offered;
-  for (absl::string_view c : absl::StrSplit(ReadControl(fs::path(root) / "cgroup.controllers"), absl::ByAnyChar(" \n"),
-                                            absl::SkipEmpty())) {
+  for (absl::string_view c :
+       absl::StrSplit(ReadControl(fs::path(root) / "cgroup.controllers"), absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
     offered.insert(std::string(c));
   }
   std::set<std::string> used;

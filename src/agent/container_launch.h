@@ -18,8 +18,8 @@ namespace hetpool::agent {
 struct ContainerContext {
   ContainerRuntime* runtime = nullptr;  // null: the node has none
   std::string node_name;
-  std::vector<std::string> job_dirs;    // mounts inside these may be read-write
-  bool simulated = false;               // simulated cards have no device files
+  std::vector<std::string> job_dirs;                      // mounts inside these may be read-write
+  bool simulated = false;                                 // simulated cards have no device files
   const hetpool::v1::NodeInventory* inventory = nullptr;  // the cards' device files
 };
 

@@ -74,9 +74,11 @@ absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& args,
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const std::string what = absl::StrJoin(args, " ");
-  if (timed_out) return absl::DeadlineExceededError(absl::StrCat(what, ": no answer in ", absl::FormatDuration(patience)));
+  if (timed_out)
+    return absl::DeadlineExceededError(absl::StrCat(what, ": no answer in ", absl::FormatDuration(patience)));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(absl::StrCat(what, ": exited with status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    return absl::UnavailableError(
+        absl::StrCat(what, ": exited with status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   }
   return text;
 }
@@ -93,7 +95,8 @@ absl::StatusOr<std::string> ResolveRuntimeProgram(const std::string& flag) {
     return std::string();
   }
   if (flag[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat("--container-runtime: '", flag, "': auto, none or an absolute path"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--container-runtime: '", flag, "': auto, none or an absolute path"));
   }
   if (access(flag.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("--container-runtime ", flag, ": ", std::strerror(errno)));
@@ -104,7 +107,8 @@ absl::StatusOr<std::string> ResolveRuntimeProgram(const std::string& flag) {
 absl::StatusOr<RuntimeFacts> ContainerRuntime::Facts(absl::Duration max_age) {
   if (options_.program.empty()) return absl::FailedPreconditionError("no container runtime");
   if (MonotonicNow() - asked_at_ < max_age) return facts_;
-  auto version = RunAndCapture(Command({"version", "--format", "{{.Client.Version}}"}), Environment(), absl::Seconds(10));
+  auto version =
+      RunAndCapture(Command({"version", "--format", "{{.Client.Version}}"}), Environment(), absl::Seconds(10));
   if (!version.ok()) return version.status();
   auto images = RunAndCapture(Command({"images", "--noheading", "--format", "{{.Repository}}:{{.Tag}}"}), Environment(),
                               absl::Seconds(10));
@@ -138,8 +142,7 @@ std::vector<std::string> ContainerRuntime::Command(std::initializer_list<std::st
 
 std::vector<std::string> ContainerRuntime::RunArgv(const ContainerRun& run) const {
   // The job's cgroup is a cgroupfs path; systemd's manager would want a slice name instead.
-  std::vector<std::string> argv =
-      run.cgroup_parent.empty() ? Command({}) : Command({"--cgroup-manager=cgroupfs"});
+  std::vector<std::string> argv = run.cgroup_parent.empty() ? Command({}) : Command({"--cgroup-manager=cgroupfs"});
   argv.insert(argv.end(), {"run", "--rm", "--replace", "--name", run.name,
                            // torchrun's rendezvous and the collectives talk to other nodes directly,
                            // by the host's name (c10d hands out the rendezvous host's name).
@@ -151,8 +154,7 @@ std::vector<std::string> ContainerRuntime::RunArgv(const ContainerRun& run) cons
                            "--pid=host",
                            // The log is the agent's (the runtime's stdout); a second copy would fill
                            // the runtime's storage.
-                           "--log-driver=none",
-                           "--user", absl::StrCat(run.uid, ":", run.gid), "--cap-drop=all",
+                           "--log-driver=none", "--user", absl::StrCat(run.uid, ":", run.gid), "--cap-drop=all",
                            "--security-opt=no-new-privileges",
                            // NCCL and gloo keep their buffers in /dev/shm, 64 MiB by default; it is
                            // charged to the job's cgroup like any memory.

@@ -36,8 +36,8 @@ struct ContainerRuntimeOptions {
 absl::StatusOr<std::string> ResolveRuntimeProgram(const std::string& flag);
 
 struct RuntimeFacts {
-  std::string name;     // "podman"
-  std::string version;  // "4.3.1"
+  std::string name;              // "podman"
+  std::string version;           // "4.3.1"
   std::set<std::string> images;  // "localhost/torch:2.4", as `podman images` names them
 };
 
@@ -49,7 +49,7 @@ struct ContainerMount {
 
 // One node's share of a job, in its image.
 struct ContainerRun {
-  std::string name;           // unique per node, job and generation: a leftover is replaced
+  std::string name;  // unique per node, job and generation: a leftover is replaced
   std::string image;
   uid_t uid = 0;
   gid_t gid = 0;

@@ -32,8 +32,8 @@ std::vector<bpf_insn> DenyProgram(const std::vector<DeviceNumber>& denied) {
   constexpr uint8_t kJumpIfNot = BPF_JMP | BPF_JNE | BPF_K;
   constexpr uint8_t kMove = BPF_ALU64 | BPF_MOV | BPF_K;
   constexpr uint8_t kExit = BPF_JMP | BPF_EXIT;
-  std::vector<bpf_insn> p = {Insn(kLoadWord, 2, 1, 0, 0), Insn(kAnd, 2, 0, 0, 0xffff),
-                             Insn(kLoadWord, 3, 1, 4, 0), Insn(kLoadWord, 4, 1, 8, 0)};
+  std::vector<bpf_insn> p = {Insn(kLoadWord, 2, 1, 0, 0), Insn(kAnd, 2, 0, 0, 0xffff), Insn(kLoadWord, 3, 1, 4, 0),
+                             Insn(kLoadWord, 4, 1, 8, 0)};
   for (const DeviceNumber& d : denied) {
     const int32_t type = d.type == 'b' ? BPF_DEVCG_DEV_BLOCK : BPF_DEVCG_DEV_CHAR;
     // Each jump skips to the next device's first instruction.

@@ -33,7 +33,7 @@ class DynamicUsers {
   // its old uid unless another user has that uid there (then a new one), and the file is renamed
   // to LEGACY.merged. INVALID_ARGUMENT when a table does not parse.
   static absl::StatusOr<std::unique_ptr<DynamicUsers>> Open(std::string path, uid_t min = kDefaultMin,
-                                                           uid_t max = kDefaultMax, const std::string& legacy = "");
+                                                            uid_t max = kDefaultMax, const std::string& legacy = "");
 
   // The user's uid, allocated (and written to disk before it is returned) on first use, under
   // the host's lock. RESOURCE_EXHAUSTED when the range is full.

@@ -61,7 +61,8 @@ void ForgetDeadGroups(std::set<pid_t>& groups) {
         // First what the group's leader shares a job cgroup with (whatever left the group), while
         // the leader still shows which cgroup that is; then the group. No wait for the cgroup to
         // empty: every group is due now (the frozen agent's zombies would keep it listed).
-        const bool in_cgroup = KillJobCgroupOf(pgid, absl::ZeroDuration()).status().code() != absl::StatusCode::kNotFound;
+        const bool in_cgroup =
+            KillJobCgroupOf(pgid, absl::ZeroDuration()).status().code() != absl::StatusCode::kNotFound;
         killpg(pgid, SIGKILL);
         std::fprintf(stderr, "hetpool-fence: the agent did not renew its fence in time: killed process group %d%s\n",
                      static_cast<int>(pgid), in_cgroup ? " and everything in its job cgroup" : "");
@@ -99,7 +100,8 @@ void ForgetDeadGroups(std::set<pid_t>& groups) {
 
 absl::StatusOr<std::unique_ptr<FenceWatchdog>> FenceWatchdog::Start() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("fence watchdog: pipe: ", std::strerror(errno)));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("fence watchdog: pipe: ", std::strerror(errno)));
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);

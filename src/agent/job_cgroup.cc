@@ -59,7 +59,8 @@ CgroupMounts ParseCgroupMounts(absl::string_view mounts_text) {
 absl::StatusOr<DeviceNumber> DeviceNumberOf(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(Errno(path));
-  if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode)) return absl::NotFoundError(absl::StrCat(path, " is no device file"));
+  if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
+    return absl::NotFoundError(absl::StrCat(path, " is no device file"));
   return DeviceNumber{S_ISCHR(st.st_mode) ? 'c' : 'b', major(st.st_rdev), minor(st.st_rdev), path};
 }
 
@@ -70,8 +71,8 @@ void JobCgroup::SignalAll(int signal) const {
 absl::StatusOr<int> KillJobCgroupOf(pid_t pid, absl::Duration patience) {
   const CgroupMounts mounts = ParseCgroupMounts(ReadControl("/proc/self/mounts"));
   const std::string top = absl::StrCat("/", kTop, "/");
-  for (absl::string_view line : absl::StrSplit(ReadControl(absl::StrCat("/proc/", pid, "/cgroup")), '\n',
-                                               absl::SkipEmpty())) {
+  for (absl::string_view line :
+       absl::StrSplit(ReadControl(absl::StrCat("/proc/", pid, "/cgroup")), '\n', absl::SkipEmpty())) {
     // "7:freezer:/hetpool/node-a-1f2e3d4c/job-000001-g1" (v1) or "0::/hetpool/..." (v2)
     const std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (f.size() != 3 || !absl::StartsWith(f[2], top)) continue;
@@ -102,8 +103,9 @@ absl::StatusOr<std::unique_ptr<Confinement>> Confinement::Open(const Confinement
       if (v2.ok() || options.version == CgroupVersion::kV2) return v2;
       why.push_back(std::string(v2.status().message()));
     } else {
-      why.push_back(mounts.v2.empty() ? "no cgroup2 filesystem mounted"
-                                      : absl::StrCat("cgroup v2 at ", mounts.v2, " offers no memory and pids controllers"));
+      why.push_back(mounts.v2.empty()
+                        ? "no cgroup2 filesystem mounted"
+                        : absl::StrCat("cgroup v2 at ", mounts.v2, " offers no memory and pids controllers"));
     }
   }
   auto v1 = OpenCgroupV1(mounts, options);

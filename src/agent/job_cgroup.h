@@ -35,8 +35,8 @@ enum class CgroupVersion { kV1, kV2 };
 
 // The cgroup filesystems /proc/self/mounts lists: the cgroup2 mount, and each v1 controller's.
 struct CgroupMounts {
-  std::string v2;                                // "" when none
-  std::map<std::string, std::string> v1;         // controller ("memory", "cpu" ...) -> mount point
+  std::string v2;                         // "" when none
+  std::map<std::string, std::string> v1;  // controller ("memory", "cpu" ...) -> mount point
 };
 CgroupMounts ParseCgroupMounts(absl::string_view mounts_text);
 
@@ -53,11 +53,11 @@ absl::StatusOr<DeviceNumber> DeviceNumberOf(const std::string& path);
 // What one job generation's cgroup is held to. Zero / empty: not limited.
 struct JobLimits {
   uint64_t memory_mib = 0;
-  bool memory_asked = false;  // memory_mib is the job's own ask (else its cards' share of the node)
-  int64_t cpu_milli = 0;      // CFS quota: 1000 = one core's time
-  uint64_t pids = 0;          // processes and threads
-  std::string cpus;           // cpuset cores ("0-15,32-47"); "" = all the agent's
-  std::string mems;           // cpuset memory nodes; "" = all the agent's
+  bool memory_asked = false;                 // memory_mib is the job's own ask (else its cards' share of the node)
+  int64_t cpu_milli = 0;                     // CFS quota: 1000 = one core's time
+  uint64_t pids = 0;                         // processes and threads
+  std::string cpus;                          // cpuset cores ("0-15,32-47"); "" = all the agent's
+  std::string mems;                          // cpuset memory nodes; "" = all the agent's
   std::vector<DeviceNumber> denied_devices;  // other cards' device files
 };
 
@@ -112,7 +112,8 @@ class Confinement {
   virtual ~Confinement() = default;
 
   virtual CgroupVersion version() const = 0;
-  // For the agent's log: "cgroup v1 (memory cpu cpuset pids freezer devices) under /sys/fs/cgroup/<c>/hetpool/node-a-1f2e3d4c".
+  // For the agent's log: "cgroup v1 (memory cpu cpuset pids freezer devices) under
+  // /sys/fs/cgroup/<c>/hetpool/node-a-1f2e3d4c".
   virtual std::string Describe() const = 0;
   // Whether cards' device files can be denied on this version.
   virtual bool DevicesEnforced() const = 0;

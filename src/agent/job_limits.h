@@ -14,9 +14,9 @@ namespace hetpool::agent {
 
 struct LimitsContext {
   const hetpool::v1::NodeInventory* inventory = nullptr;  // as last reported
-  std::string agent_cpus;  // the agent's own cpuset (Confinement::Cpus); "" unknown
+  std::string agent_cpus;                                 // the agent's own cpuset (Confinement::Cpus); "" unknown
   std::string agent_mems;
-  uint64_t pids = 0;       // --job-pids-max
+  uint64_t pids = 0;  // --job-pids-max
 };
 
 JobLimits LimitsForLaunch(const hetpool::v1::LaunchOrder& order, const LimitsContext& context);

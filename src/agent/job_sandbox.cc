@@ -46,10 +46,9 @@ absl::StatusOr<std::string> ResolveWorkingDir(const std::string& dir, const std:
     return absl::FailedPreconditionError(absl::StrCat("cannot enter working_dir ", dir, ": ", std::strerror(errno)));
   }
   if (ResolvesInside(real, roots)) return real;
-  return absl::FailedPreconditionError(absl::StrCat("working_dir ", dir,
-                                                    real == dir ? "" : absl::StrCat(" (really ", real, ")"),
-                                                    " is outside this node's job directories (",
-                                                    absl::StrJoin(roots, ", "), "; agent --job-dirs)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("working_dir ", dir, real == dir ? "" : absl::StrCat(" (really ", real, ")"),
+                   " is outside this node's job directories (", absl::StrJoin(roots, ", "), "; agent --job-dirs)"));
 }
 
 absl::StatusOr<RunAs> ResolveRunAs(const std::string& user, const SandboxOptions& options, uid_t agent_uid) {
@@ -62,7 +61,8 @@ absl::StatusOr<RunAs> ResolveRunAs(const std::string& user, const SandboxOptions
     account = star->second;
   }
   if (account == kDynamicAccount) {
-    if (options.dynamic_users == nullptr) return absl::FailedPreconditionError("dynamic users are not set up on this node");
+    if (options.dynamic_users == nullptr)
+      return absl::FailedPreconditionError("dynamic users are not set up on this node");
     auto uid = options.dynamic_users->UidFor(user);
     if (!uid.ok()) return uid.status();
     run_as.switch_user = true;

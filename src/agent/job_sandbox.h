@@ -36,7 +36,7 @@ struct RunAs {
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups of the account
   std::string account;
-  std::string home;           // the account's home directory if it exists, else ""
+  std::string home;  // the account's home directory if it exists, else ""
 };
 
 // The real path of `path` (symlinks followed), "" when it does not resolve (errno says why).

@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
                "when the agent is root: the account for jobs of users --run-as-map does not name: dynamic (default: "
                "a uid of each user's own, docs/security.md), an account such as nobody (shared by them all), or root "
                "(explicit only)");
-  flags.String("run-as-map", &run_as_map_file, "JSON {\"hetpool user\": \"unix account\", \"*\": ...} for jobs' processes");
+  flags.String("run-as-map", &run_as_map_file,
+               "JSON {\"hetpool user\": \"unix account\", \"*\": ...} for jobs' processes");
   flags.String("metrics-listen", &metrics_listen, "host:port to serve Prometheus device telemetry on (/metrics)");
   flags.Duration("inventory-refresh", &options.inventory_refresh, "how often devices are re-discovered");
   flags.String("confine", &confine,
@@ -222,9 +223,9 @@ int main(int argc, char** argv) {
   // Only root switches users (job_sandbox.h); an agent of another account never reads the table.
   std::unique_ptr<hetpool::agent::DynamicUsers> dynamic_users;
   if (geteuid() == 0) {
-    auto opened = hetpool::agent::DynamicUsers::Open(
-        dynamic_users_file, hetpool::agent::DynamicUsers::kDefaultMin, hetpool::agent::DynamicUsers::kDefaultMax,
-        /*legacy=*/options.work_dir + "/dynamic-users.json");
+    auto opened = hetpool::agent::DynamicUsers::Open(dynamic_users_file, hetpool::agent::DynamicUsers::kDefaultMin,
+                                                     hetpool::agent::DynamicUsers::kDefaultMax,
+                                                     /*legacy=*/options.work_dir + "/dynamic-users.json");
     if (!opened.ok()) return Fail(opened.status().message());
     dynamic_users = *std::move(opened);
   }
@@ -255,8 +256,9 @@ int main(int argc, char** argv) {
       spdlog::warn("jobs run unconfined (--confine auto): {}", std::string(opened.status().message()));
     }
   } else {
-    spdlog::warn("--confine off: jobs are not held to their memory, cores or cards, and what they leave running "
-                 "outlives them (docs/security.md)");
+    spdlog::warn(
+        "--confine off: jobs are not held to their memory, cores or cards, and what they leave running "
+        "outlives them (docs/security.md)");
   }
   options.confinement = confinement.get();
   auto runtime_program = hetpool::agent::ResolveRuntimeProgram(container_runtime);
@@ -266,7 +268,8 @@ int main(int argc, char** argv) {
   if (!runtime_options.program.empty()) {
     runtime = std::make_unique<hetpool::agent::ContainerRuntime>(runtime_options);
     if (auto facts = runtime->Facts(); facts.ok()) {
-      spdlog::info("jobs in images run through {} {} ({} images here)", facts->name, facts->version, facts->images.size());
+      spdlog::info("jobs in images run through {} {} ({} images here)", facts->name, facts->version,
+                   facts->images.size());
     } else {
       spdlog::warn("container runtime {}: {}", runtime_options.program, std::string(facts.status().message()));
     }

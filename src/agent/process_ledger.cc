@@ -120,9 +120,10 @@ int ProcessLedger::StopLeftovers(absl::Duration grace) {
     const pid_t pgid = getpgid(pid);
     if (pgid > 1 && pgid != own_group) {
       if (stopping.insert(pgid).second) {
-        spdlog::warn("stopping process group {} (pid {}): a job's, left running by a previous agent and not in its "
-                     "ledger {}",
-                     pgid, pid, path_);
+        spdlog::warn(
+            "stopping process group {} (pid {}): a job's, left running by a previous agent and not in its "
+            "ledger {}",
+            pgid, pid, path_);
         killpg(pgid, SIGTERM);
       }
     } else {

@@ -131,10 +131,11 @@ RunDirJanitor::Sweep RunDirJanitor::Run(const std::set<Key>& running, absl::Time
         const uint64_t used = DiskUsageNoFollow(run_dir);
         if (used > options_.job_disk_limit_mib << 20) {
           sweep.over_limit.emplace_back(
-              key, absl::StrFormat("its run directory %s holds %.1f GiB, over this node's limit of %.1f GiB per job "
-                                   "(hetpool-agent --job-disk-limit-mib %u); write large outputs to a job directory",
-                                   run_dir, static_cast<double>(used) / (1 << 30),
-                                   static_cast<double>(options_.job_disk_limit_mib) / 1024, options_.job_disk_limit_mib));
+              key,
+              absl::StrFormat("its run directory %s holds %.1f GiB, over this node's limit of %.1f GiB per job "
+                              "(hetpool-agent --job-disk-limit-mib %u); write large outputs to a job directory",
+                              run_dir, static_cast<double>(used) / (1 << 30),
+                              static_cast<double>(options_.job_disk_limit_mib) / 1024, options_.job_disk_limit_mib));
         }
         continue;
       }

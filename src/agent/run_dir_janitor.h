@@ -38,7 +38,7 @@ class RunDirJanitor {
  public:
   using Key = std::pair<std::string, uint64_t>;  // (job id, generation)
   struct Sweep {
-    std::vector<Key> removed;                            // generations whose directories went
+    std::vector<Key> removed;                             // generations whose directories went
     std::vector<std::pair<Key, std::string>> over_limit;  // running ones over the limit, and why
   };
 

@@ -125,7 +125,8 @@ void Runner::Start(const LaunchSpec& spec) {
   // the agent would then read and ship) and is opened here, by the agent, never through a link.
   const int log = OpenAgentLog(spec.log_path);
   if (log < 0) {
-    return FailLaunch(record, absl::StrCat(TextOf(Stage::kLogFile).says, " ", spec.log_path, ": ", std::strerror(errno)),
+    return FailLaunch(record,
+                      absl::StrCat(TextOf(Stage::kLogFile).says, " ", spec.log_path, ": ", std::strerror(errno)),
                       TextOf(Stage::kLogFile).failure);
   }
   if (!Confine(record)) return (void)close(log);
@@ -159,12 +160,12 @@ void Runner::Start(const LaunchSpec& spec) {
   }
   const std::string start_dir = in_image ? "/" : spec.working_dir;
   const ChildPlan plan{.private_tmp = private_tmp.get(),
-                 .run_as = &spec.run_as,
-                 .switch_user = spec.run_as.switch_user && !in_image,
-                 .start_dir = start_dir.c_str(),
-                 .script = in_image || spec.script.empty() ? nullptr : spec.script.c_str(),
-                 .log = log,
-                 .exec = &exec};
+                       .run_as = &spec.run_as,
+                       .switch_user = spec.run_as.switch_user && !in_image,
+                       .start_dir = start_dir.c_str(),
+                       .script = in_image || spec.script.empty() ? nullptr : spec.script.c_str(),
+                       .log = log,
+                       .exec = &exec};
   Launch(key, record, plan, exec_argv[0]);
 }
 
@@ -175,7 +176,8 @@ void Runner::PrepareRunDir(const LaunchSpec& spec) {
   const RunAs& run_as = spec.run_as;
   // The run directory is the job account's alone (0700): another user's job cannot read or
   // write into it, whatever account it runs as.
-  if (run_as.switch_user && (chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0 || chmod(run_dir.c_str(), 0700) != 0)) {
+  if (run_as.switch_user &&
+      (chown(run_dir.c_str(), run_as.uid, run_as.gid) != 0 || chmod(run_dir.c_str(), 0700) != 0)) {
     spdlog::warn("job {} g{}: chown {}: {}", spec.job_id, spec.generation, run_dir.string(), std::strerror(errno));
   }
 }
@@ -224,17 +226,17 @@ void Runner::Launch(const Key& key, ProcessRecord& record, const ChildPlan& plan
     return;
   }
   const ChildError err = *spawned.stopped;
-  const std::string what = err.stage == Stage::kWorkingDir  ? spec.working_dir
-                           : err.stage == Stage::kLogFile   ? spec.log_path
-                           : err.stage == Stage::kAccount   ? spec.run_as.account
-                           : err.stage == Stage::kScript    ? absl::StrCat(spec.script, " in ", spec.working_dir)
+  const std::string what = err.stage == Stage::kWorkingDir   ? spec.working_dir
+                           : err.stage == Stage::kLogFile    ? spec.log_path
+                           : err.stage == Stage::kAccount    ? spec.run_as.account
+                           : err.stage == Stage::kScript     ? absl::StrCat(spec.script, " in ", spec.working_dir)
                            : err.stage == Stage::kPrivateTmp ? "(a tmpfs in a mount namespace of its own)"
-                                                            : program;
-  std::string message =
-      err.stage == Stage::kNotRecorded && !confined.ok()
-          ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
-      : err.stage == Stage::kNotRecorded ? absl::StrCat(TextOf(err.stage).says, ": ", recorded.message())
-                                         : absl::StrCat(TextOf(err.stage).says, " ", what, ": ", std::strerror(err.error));
+                                                             : program;
+  std::string message = err.stage == Stage::kNotRecorded && !confined.ok()
+                            ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
+                        : err.stage == Stage::kNotRecorded
+                            ? absl::StrCat(TextOf(err.stage).says, ": ", recorded.message())
+                            : absl::StrCat(TextOf(err.stage).says, " ", what, ": ", std::strerror(err.error));
   if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(spawned.pid);
   if (record.cgroup != nullptr) EndCgroup(key, record);
   if (spec.container.has_value()) EndContainer(spec, options_.container_runtime);
@@ -376,7 +378,8 @@ std::string Runner::UidHolder(uid_t uid, const std::string& user) const {
     }
   }
   for (const Undead& undead : undead_) {
-    if (holds(undead.spec)) return absl::StrCat(undead.spec.job_id, " g", undead.spec.generation, " of ", undead.spec.user);
+    if (holds(undead.spec))
+      return absl::StrCat(undead.spec.job_id, " g", undead.spec.generation, " of ", undead.spec.user);
   }
   return "";
 }

@@ -32,16 +32,16 @@ class ProcessSpawner;
 struct LaunchSpec {
   std::string job_id;
   uint64_t generation = 0;
-  std::vector<std::string> argv;            // argv[0] is an absolute path
-  std::map<std::string, std::string> env;   // the complete environment of the process
+  std::vector<std::string> argv;           // argv[0] is an absolute path
+  std::map<std::string, std::string> env;  // the complete environment of the process
   std::string working_dir;
-  std::string run_dir;                      // the job account's own directory (HOME, torchrun logs)
-  std::string log_path;                     // stdout and stderr go here; in an agent-only directory
+  std::string run_dir;   // the job account's own directory (HOME, torchrun logs)
+  std::string log_path;  // stdout and stderr go here; in an agent-only directory
   std::vector<std::string> device_ids;
-  std::string note;                         // remark for the job's events
-  int procs = 0;                            // workers torchrun will start (for rank discovery)
-  RunAs run_as;                             // the account the processes run as
-  std::string refused;                      // non-empty: do not start; report exit 127 with this
+  std::string note;                              // remark for the job's events
+  int procs = 0;                                 // workers torchrun will start (for rank discovery)
+  RunAs run_as;                                  // the account the processes run as
+  std::string refused;                           // non-empty: do not start; report exit 127 with this
   std::string refused_failure = "LaunchFailed";  // what kind of launch failure `refused` is
   // python.script (relative to working_dir or absolute): checked readable by the job's account
   // before torchrun starts; empty for commands.
@@ -69,7 +69,7 @@ struct ProcessRecord {
   absl::Time kill_sent_at;
   std::string kill_reason;
   absl::Duration kill_grace;  // SIGTERM to SIGKILL for this kill
-  uint64_t log_pushed = 0;  // bytes of log_path the daemon holds
+  uint64_t log_pushed = 0;    // bytes of log_path the daemon holds
   // The last kLogTailBytes pushed: the file's pushed bytes are punched out, and torchrun's
   // failure report is read from here once the whole log is pushed.
   std::string log_tail;
@@ -105,8 +105,8 @@ inline constexpr size_t kLogTailBytes = 64 * 1024;
 
 struct RunnerOptions {
   absl::Duration kill_grace = absl::Seconds(10);
-  ProcessLedger* ledger = nullptr;  // records started groups on disk, when set
-  FenceWatchdog* watchdog = nullptr;  // kills the groups if the agent stops renewing, when set
+  ProcessLedger* ledger = nullptr;     // records started groups on disk, when set
+  FenceWatchdog* watchdog = nullptr;   // kills the groups if the agent stops renewing, when set
   Confinement* confinement = nullptr;  // a cgroup per generation, when set
   // Every process the vendor libraries list on the node's cards, by device id (empty where no
   // library can tell); when set, what a job leaves on its cards is ended at its exit.

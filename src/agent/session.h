@@ -43,7 +43,7 @@ struct SessionOptions {
   std::string job_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   absl::Duration kill_grace = absl::Seconds(10);
   absl::Duration inventory_refresh = absl::Seconds(5);
-  drivers::CollectOptions collect;  // spec table, torch devices, sysfs root
+  drivers::CollectOptions collect;            // spec table, torch devices, sysfs root
   std::map<std::string, std::string> labels;  // --label k=v
   // Fencing: with no hetpoold reachable for this long, stop every job process, since the daemon
   // may then give this node's jobs to others. nullopt = the orphan grace the daemon announced at
@@ -135,14 +135,14 @@ class Session {
   FenceTimer fence_;
   std::unique_ptr<DaemonLink> link_;  // the registered session's
   std::string session_id_;
-  hetpool::v1::NodeInventory reported_inventory_;  // what the daemon has, to notice changes
+  hetpool::v1::NodeInventory reported_inventory_;                   // what the daemon has, to notice changes
   std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;
   absl::Time last_inventory_;
   absl::Time last_heartbeat_;
   uint64_t applied_version_ = 0;
   absl::Duration heartbeat_every_ = absl::Seconds(1);  // the daemon's suggestion (HeartbeatPeriod)
-  std::string reported_fault_;  // the fault the daemon last accepted a heartbeat with
+  std::string reported_fault_;                         // the fault the daemon last accepted a heartbeat with
   absl::Time next_work_dir_sweep_ = absl::InfinitePast();
   // Jobs get a /tmp of their own (private_tmp.h): confined, and no job dir holds /tmp itself.
   bool private_tmp_ = false;

@@ -38,7 +38,8 @@ absl::Status WriteTokenFile(const std::string& path, const nlohmann::json& doc) 
 absl::StatusOr<std::string> NewToken() {
   unsigned char bytes[32];
   std::ifstream random("/dev/urandom", std::ios::binary);
-  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) return absl::InternalError("/dev/urandom unreadable");
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes)))
+    return absl::InternalError("/dev/urandom unreadable");
   static constexpr char kHex[] = "0123456789abcdef";
   std::string token = "hp_";
   for (unsigned char b : bytes) {
@@ -60,7 +61,8 @@ absl::StatusOr<absl::Time> ExpiryFrom(const std::string& text, absl::Time now) {
   }
   absl::Duration d;
   if (absl::ParseDuration(text, &d) && d > absl::ZeroDuration()) return now + d;
-  return absl::InvalidArgumentError(absl::StrCat("--expires '", text, "': expected a duration such as 30d, 12h or 90m"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--expires '", text, "': expected a duration such as 30d, 12h or 90m"));
 }
 
 void DeclareToken(FlagSet& flags, TokenOptions* o) {

@@ -27,7 +27,8 @@ namespace {
 // (wait, watch, logs -f) only on the leader. With no leader found, the first replica that
 // answered at all (it passes unary calls on once a leader is elected), else the first.
 std::pair<std::shared_ptr<grpc::Channel>, std::string> PickServer(
-    const std::string& servers, const std::shared_ptr<grpc::ChannelCredentials>& credentials, const std::string& token) {
+    const std::string& servers, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const std::string& token) {
   std::vector<std::string> list = absl::StrSplit(servers, ',', absl::SkipWhitespace());
   if (list.size() <= 1) return {grpc::CreateChannel(servers, credentials), servers};
   std::optional<std::string> answered;
@@ -41,7 +42,8 @@ std::pair<std::shared_ptr<grpc::Channel>, std::string> PickServer(
     ctx.AddMetadata(kForwardedHeader, "1");
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
     pb::ListFingerprintsResponse resp;
-    const grpc::Status status = pb::ClusterService::NewStub(channel)->ListFingerprints(&ctx, pb::ListFingerprintsRequest(), &resp);
+    const grpc::Status status =
+        pb::ClusterService::NewStub(channel)->ListFingerprints(&ctx, pb::ListFingerprintsRequest(), &resp);
     // Any answer but UNAVAILABLE comes from the leader (or the only daemon): a viewer's
     // PERMISSION_DENIED included.
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
@@ -93,8 +95,7 @@ void Client::Connect() {
   auto credentials = s.ok() ? MakeChannelCredentials(globals_.tls, globals_.insecure)
                             : absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>(s);
   if (!credentials.ok()) {
-    std::cerr << "hetpoolctl: " << credentials.status().message()
-              << " (or set HETPOOL_TLS_CA / HETPOOL_INSECURE=1)\n";
+    std::cerr << "hetpoolctl: " << credentials.status().message() << " (or set HETPOOL_TLS_CA / HETPOOL_INSECURE=1)\n";
     std::exit(kExitUsage);
   }
   std::tie(channel_, channel_server_) =

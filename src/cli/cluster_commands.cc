@@ -81,12 +81,9 @@ int Devices(Client& client, const Invocation&, const DevicesOptions& o) {
   Table table({"NODE", "DEVICE", "VENDOR", "MODEL", "ARCH", "MEMORY", "NUMA", "PCI", "FINGERPRINT", "HEALTH", "JOB"});
   for (const auto& v : resp.devices()) {
     const auto& d = v.device();
-    table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(),
-               absl::StrCat(d.memory_mib() / 1024, " GiB"), absl::StrCat(d.numa_node()), d.pci_bus_id(),
-               d.fingerprint(), DeviceHealthWords(d),
-               v.allocated_to().empty()
-                   ? "-"
-                   : absl::StrCat(v.allocated_to(), " (", v.allocated_milli(), "/1000)")});
+    table.Add({v.node(), d.id(), d.vendor(), d.model(), d.architecture(), absl::StrCat(d.memory_mib() / 1024, " GiB"),
+               absl::StrCat(d.numa_node()), d.pci_bus_id(), d.fingerprint(), DeviceHealthWords(d),
+               v.allocated_to().empty() ? "-" : absl::StrCat(v.allocated_to(), " (", v.allocated_milli(), "/1000)")});
   }
   std::cout << table.Render();
   return 0;
@@ -162,15 +159,17 @@ int SetDrained(Client& client, const std::string& name, bool drain) {
   req.set_name(name);
   pb::Node node;
   auto ctx = client.Context();
-  auto status = drain ? client.cluster().DrainNode(ctx.get(), req, &node)
-                      : client.cluster().UndrainNode(ctx.get(), req, &node);
+  auto status =
+      drain ? client.cluster().DrainNode(ctx.get(), req, &node) : client.cluster().UndrainNode(ctx.get(), req, &node);
   if (!status.ok()) return client.Failed(status);
   std::cout << node.name() << (node.drained() ? " drained" : " undrained") << "\n";
   return 0;
 }
 
 int Drain(Client& client, const Invocation& in, const NoOptions&) { return SetDrained(client, in.operands[0], true); }
-int Undrain(Client& client, const Invocation& in, const NoOptions&) { return SetDrained(client, in.operands[0], false); }
+int Undrain(Client& client, const Invocation& in, const NoOptions&) {
+  return SetDrained(client, in.operands[0], false);
+}
 
 }  // namespace
 

@@ -42,10 +42,10 @@ class Command {
 };
 
 struct CommandEntry {
-  std::string name;      // "submit"; a subcommand is "admin token"
-  std::string synopsis;  // what follows the name: "ID", "-f FILE"
-  std::string summary;   // one line for the overview
-  std::string details;   // more lines for --help (may be empty)
+  std::string name;                   // "submit"; a subcommand is "admin token"
+  std::string synopsis;               // what follows the name: "ID", "-f FILE"
+  std::string summary;                // one line for the overview
+  std::string details;                // more lines for --help (may be empty)
   std::vector<std::string> examples;  // whole command lines; the first is shown in the overview
   Operands operands = Operands::kNone;
   std::vector<std::string> words;  // for Operands::kWord

@@ -48,8 +48,7 @@ std::optional<std::string> CheckOperands(const CommandEntry& entry, const std::v
         return std::nullopt;
       }
       return absl::StrCat(entry.name, " takes one of: ", absl::StrJoin(entry.words, ", "));
-    case Operands::kFiles:
-      return std::nullopt;
+    case Operands::kFiles: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -246,7 +245,8 @@ int RunCommandLine(const std::vector<std::string>& args) {
   if (globals.output != "table" && globals.output != "json" && globals.output != "csv") {
     return CommandUsage(entry->name, "-o takes table, json or csv");
   }
-  if (globals.output == "csv" && !entry->csv_output) return CommandUsage(entry->name, "-o csv is for usage; use -o json");
+  if (globals.output == "csv" && !entry->csv_output)
+    return CommandUsage(entry->name, "-o csv is for usage; use -o json");
   Client client(globals);
   // Names, reasons, events and job output may hold what a terminal would act on: shown escaped
   // (JSON escapes them itself and stays exact; `logs --raw` writes past this).

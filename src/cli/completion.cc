@@ -31,14 +31,10 @@ std::string Reply(ValueCompletion completion, const std::vector<std::string>& wo
   switch (completion) {
     case ValueCompletion::kWords:
       return absl::StrCat("COMPREPLY=($(compgen -W \"", absl::StrJoin(words, " "), "\" -- \"$cur\"))");
-    case ValueCompletion::kFile:
-      return "COMPREPLY=($(compgen -f -- \"$cur\"))";
-    case ValueCompletion::kNodeName:
-      return "COMPREPLY=($(compgen -W \"$(_hetpoolctl_query nodes)\" -- \"$cur\"))";
-    case ValueCompletion::kJobId:
-      return "COMPREPLY=($(compgen -W \"$(_hetpoolctl_query list)\" -- \"$cur\"))";
-    case ValueCompletion::kNone:
-      break;
+    case ValueCompletion::kFile: return "COMPREPLY=($(compgen -f -- \"$cur\"))";
+    case ValueCompletion::kNodeName: return "COMPREPLY=($(compgen -W \"$(_hetpoolctl_query nodes)\" -- \"$cur\"))";
+    case ValueCompletion::kJobId: return "COMPREPLY=($(compgen -W \"$(_hetpoolctl_query list)\" -- \"$cur\"))";
+    case ValueCompletion::kNone: break;
   }
   return "";
 }
@@ -66,16 +62,11 @@ std::string ValueCases(const std::vector<FlagDescription>& flags, const std::str
 
 std::string OperandReply(const CommandEntry& entry) {
   switch (entry.operands) {
-    case Operands::kJobId:
-      return Reply(ValueCompletion::kJobId, {});
-    case Operands::kNodeName:
-      return Reply(ValueCompletion::kNodeName, {});
-    case Operands::kFiles:
-      return Reply(ValueCompletion::kFile, {});
-    case Operands::kWord:
-      return Reply(ValueCompletion::kWords, entry.words);
-    case Operands::kNone:
-      break;
+    case Operands::kJobId: return Reply(ValueCompletion::kJobId, {});
+    case Operands::kNodeName: return Reply(ValueCompletion::kNodeName, {});
+    case Operands::kFiles: return Reply(ValueCompletion::kFile, {});
+    case Operands::kWord: return Reply(ValueCompletion::kWords, entry.words);
+    case Operands::kNone: break;
   }
   return "";
 }
@@ -108,7 +99,8 @@ std::string BashCompletion() {
       "  local i\n"
       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
       "    case \"${COMP_WORDS[i]}\" in\n"
-      "      --server | --tls-ca | --tls-cert | --tls-key | --token | --token-file) globals+=(\"${COMP_WORDS[i]}\" \"${COMP_WORDS[i + 1]}\") ;;\n"
+      "      --server | --tls-ca | --tls-cert | --tls-key | --token | --token-file) globals+=(\"${COMP_WORDS[i]}\" "
+      "\"${COMP_WORDS[i + 1]}\") ;;\n"
       "      --insecure) globals+=(--insecure) ;;\n"
       "    esac\n"
       "  done\n"
@@ -134,12 +126,16 @@ std::string BashCompletion() {
       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
       "    word=${COMP_WORDS[i]}\n"
       "    case \"$word\" in\n"
-      "      ", absl::StrJoin(global_with_value, " | "), ") [ -z \"$command\" ] && ((i++)) ;;\n"
+      "      ",
+      absl::StrJoin(global_with_value, " | "),
+      ") [ -z \"$command\" ] && ((i++)) ;;\n"
       "      -*) ;;\n"
       "      *)\n"
       "        command=\"${command:+$command }$word\"\n"
       "        case \"$command\" in\n"
-      "          ", parents.empty() ? "''" : absl::StrJoin(parents, " | "), ") ;;\n"
+      "          ",
+      parents.empty() ? "''" : absl::StrJoin(parents, " | "),
+      ") ;;\n"
       "          *) break ;;\n"
       "        esac\n"
       "        ;;\n"
@@ -160,10 +156,13 @@ std::string BashCompletion() {
       absl::StrAppend(&out, "      case \"$prev\" in\n", cases, "      esac\n");
     }
     absl::StrAppend(&out, "      _hetpoolctl_global_value && return\n");
-    absl::StrAppend(&out, "      if [[ \"$cur\" == -* ]]; then\n"
-                          "        COMPREPLY=($(compgen -W \"", absl::StrJoin(spellings, " "), "\" -- \"$cur\"))\n"
-                          "        return\n"
-                          "      fi\n");
+    absl::StrAppend(&out,
+                    "      if [[ \"$cur\" == -* ]]; then\n"
+                    "        COMPREPLY=($(compgen -W \"",
+                    absl::StrJoin(spellings, " "),
+                    "\" -- \"$cur\"))\n"
+                    "        return\n"
+                    "      fi\n");
     if (const std::string reply = OperandReply(entry); !reply.empty()) absl::StrAppend(&out, "      ", reply, "\n");
     absl::StrAppend(&out, "      return ;;\n");
   }

@@ -15,7 +15,7 @@
 namespace hetpool::cli {
 
 struct ConnectionSettings {
-  std::string server;   // as given to --server
+  std::string server;  // as given to --server
   bool insecure = false;
   std::string ca_file;  // --tls-ca / HETPOOL_TLS_CA; empty: the system roots
   // Whether `server` answers a TLS ClientHello as a TLS server does (AnswersTls below). A

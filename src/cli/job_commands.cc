@@ -32,9 +32,10 @@ namespace {
 std::string Placement(const pb::Job& job) {
   std::vector<std::string> parts;
   for (const auto& p : job.placement()) {
-    parts.push_back(p.device_ids_size() ? absl::StrCat(p.node(), "[", absl::StrJoin(p.device_ids(), ","), "]",
-                                                       p.device_ids_size() > 1 ? absl::StrCat("(link ", p.link_score(), ")") : "")
-                                        : p.node());
+    parts.push_back(p.device_ids_size()
+                        ? absl::StrCat(p.node(), "[", absl::StrJoin(p.device_ids(), ","), "]",
+                                       p.device_ids_size() > 1 ? absl::StrCat("(link ", p.link_score(), ")") : "")
+                        : p.node());
   }
   return parts.empty() ? "-" : absl::StrJoin(parts, " ");
 }
@@ -58,7 +59,8 @@ std::string NodesShape(const pb::Job& job) {
   const pb::JobSpec& spec = job.spec();
   if (!spec.has_elastic_nnodes()) return absl::StrCat(NodeCount(spec), " node(s)");
   std::string out = absl::StrCat(NodeCount(spec), " node(s), elastic");
-  if (job.placement_size() > 0) absl::StrAppend(&out, " (", job.placement_size(), " in generation ", job.generation(), ")");
+  if (job.placement_size() > 0)
+    absl::StrAppend(&out, " (", job.placement_size(), " in generation ", job.generation(), ")");
   return out;
 }
 
@@ -86,16 +88,19 @@ void PrintJobDetail(const pb::Job& job) {
             << "state:       " << JobStateName(job.state()) << "\n"
             << "reason:      " << job.reason() << (job.message().empty() ? "" : ": ") << job.message() << "\n"
             << "shape:       " << Shape(job) << "\n"
-            << "generation:  " << job.generation() << " (restarts " << job.restart_count() << "/"
-            << spec.max_restarts() << ")\n"
+            << "generation:  " << job.generation() << " (restarts " << job.restart_count() << "/" << spec.max_restarts()
+            << ")\n"
             << "vendor:      " << (job.vendor().empty() ? "-" : job.vendor()) << "\n"
             << "rendezvous:  " << (job.rendezvous_endpoint().empty() ? "-" : job.rendezvous_endpoint()) << "\n"
-            << (job.collective().empty() ? "" : absl::StrCat("collective:  ", job.collective(), " (docs/mixed-vendor.md)\n"))
-            << (job.batch_split().empty() ? "" : absl::StrCat("batch:       ", spec.global_batch(), " per step: ",
-                                                                job.batch_split(), "\n"))
+            << (job.collective().empty() ? ""
+                                         : absl::StrCat("collective:  ", job.collective(), " (docs/mixed-vendor.md)\n"))
+            << (job.batch_split().empty()
+                    ? ""
+                    : absl::StrCat("batch:       ", spec.global_batch(), " per step: ", job.batch_split(), "\n"))
             << "placement:   " << Placement(job) << "\n";
   for (const auto& p : job.placement()) {
-    if (!p.waiting().empty() && !p.started()) std::cout << "waiting:     on " << p.node() << ": " << p.waiting() << "\n";
+    if (!p.waiting().empty() && !p.started())
+      std::cout << "waiting:     on " << p.node() << ": " << p.waiting() << "\n";
     if (!p.confinement().empty()) std::cout << "confined:    on " << p.node() << ": " << p.confinement() << "\n";
     for (const auto& leftover : p.card_leftovers()) {
       std::cout << "left on card: on " << p.node() << ", killed: " << leftover << "\n";
@@ -104,8 +109,8 @@ void PrintJobDetail(const pb::Job& job) {
   }
   if (job.preemption_count() > 0) {
     const pb::Preemption& p = job.last_preemption();
-    std::cout << "preempted:   " << job.preemption_count() << " time(s); last: generation " << p.generation() << " by job "
-              << p.by_job() << " (" << p.reason() << "), " << absl::StrFormat("%.2f", p.card_hours_lost())
+    std::cout << "preempted:   " << job.preemption_count() << " time(s); last: generation " << p.generation()
+              << " by job " << p.by_job() << " (" << p.reason() << "), " << absl::StrFormat("%.2f", p.card_hours_lost())
               << " card-hours lost\n";
   }
   if (job.resize_count() > 0) {
@@ -156,9 +161,9 @@ void PrintJobDetail(const pb::Job& job) {
   for (const auto& plan : job.launch_plan()) {
     std::cout << "launch on " << plan.node() << " (node rank " << plan.node_rank()
               << (plan.group().empty() ? "" : absl::StrCat(", group ", plan.group())) << ", " << plan.dist_backend()
-              << (plan.inter_backend().empty() ? "" : absl::StrCat(" inside, ", plan.inter_backend(), " between groups"))
-              << "/" << plan.torch_device() << "):\n  argv: "
-              << absl::StrJoin(plan.argv(), " ") << "\n  env:";
+              << (plan.inter_backend().empty() ? ""
+                                               : absl::StrCat(" inside, ", plan.inter_backend(), " between groups"))
+              << "/" << plan.torch_device() << "):\n  argv: " << absl::StrJoin(plan.argv(), " ") << "\n  env:";
     std::map<std::string, std::string> env(plan.env().begin(), plan.env().end());
     for (const auto& [k, v] : env) std::cout << " " << k << "=" << v;
     std::cout << "\n";
@@ -177,8 +182,8 @@ void PrintJobDetail(const pb::Job& job) {
   }
   std::cout << "events:\n";
   for (const auto& e : job.events()) {
-    std::cout << "  " << absl::FormatTime("%H:%M:%S", FromProtoTime(e.time()), absl::LocalTimeZone())
-              << "  " << e.reason() << (e.message().empty() ? "" : ": ") << e.message() << "\n";
+    std::cout << "  " << absl::FormatTime("%H:%M:%S", FromProtoTime(e.time()), absl::LocalTimeZone()) << "  "
+              << e.reason() << (e.message().empty() ? "" : ": ") << e.message() << "\n";
   }
 }
 
@@ -337,15 +342,13 @@ int List(Client& client, const Invocation& in, const ListOptions& o) {
   }
   Table table({"ID", "NAME", "USER", "STATE", "SHAPE", "PLACEMENT", "AGE", "REASON"});
   for (const auto& j : all.jobs()) {
-    table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())),
-               ShortShape(j.spec()), Placement(j),
-               Age(j.created_at().seconds()), j.reason()});
+    table.Add({j.id(), j.spec().name(), j.spec().user(), std::string(JobStateName(j.state())), ShortShape(j.spec()),
+               Placement(j), Age(j.created_at().seconds()), j.reason()});
   }
   std::cout << table.Render();
   // On stderr: a script reading the table (or wc -l) sees jobs only.
   if (!all.next_page_token().empty()) {
-    std::cerr << "more: hetpoolctl list --page-token " << all.next_page_token()
-              << " (the same filters), or --all\n";
+    std::cerr << "more: hetpoolctl list --page-token " << all.next_page_token() << " (the same filters), or --all\n";
   }
   return 0;
 }
@@ -354,7 +357,9 @@ struct CancelOptions {
   std::string reason;
 };
 
-void DeclareCancel(FlagSet& flags, CancelOptions* o) { flags.String("reason", &o->reason, "recorded in the job's events"); }
+void DeclareCancel(FlagSet& flags, CancelOptions* o) {
+  flags.String("reason", &o->reason, "recorded in the job's events");
+}
 
 int Cancel(Client& client, const Invocation& in, const CancelOptions& o) {
   pb::CancelJobRequest req;
@@ -501,12 +506,9 @@ int SignalNumber(const std::string& name) {
 // What `wait` exits with for a job that ended (the README's table of exit codes).
 int WaitExitCode(const pb::Job& job, bool job_exit_code) {
   switch (job.state()) {
-    case pb::JOB_STATE_SUCCEEDED:
-      return 0;
-    case pb::JOB_STATE_CANCELLED:
-      return kExitJobCancelled;
-    default:
-      break;
+    case pb::JOB_STATE_SUCCEEDED: return 0;
+    case pb::JOB_STATE_CANCELLED: return kExitJobCancelled;
+    default: break;
   }
   if (job.failure_origin() == pb::FAILURE_ORIGIN_INFRASTRUCTURE) return kExitInfrastructure;
   const pb::RankFailure& f = job.failure();
@@ -534,23 +536,27 @@ int WatchJob(Client& client, const Invocation& in, const WatchOptions& o) {
   int printed = 0;
   pb::Job last;
   // Every event not yet shown, from the first (the stream starts with the job as it is now).
-  auto status = Watch(client, in.operands[0], absl::InfiniteDuration(), [&](const pb::WatchJobResponse& u) {
-    const auto& events = u.job().events();
-    for (int i = printed; i < events.size(); ++i) {
-      if (client.json()) {
-        pb::WatchEvent line;
-        line.set_job_id(u.job().id());
-        line.set_generation(u.job().generation());
-        *line.mutable_event() = events[i];
-        std::cout << ToJsonLine(line) << std::flush;
-        continue;
-      }
-      std::cout << absl::FormatTime("%H:%M:%S", FromProtoTime(events[i].time()), absl::LocalTimeZone())
-                << "  " << JobStateName(events[i].state()) << "  " << events[i].reason()
-                << (events[i].message().empty() ? "" : ": ") << events[i].message() << "\n" << std::flush;
-    }
-    printed = events.size();
-  }, &last);
+  auto status = Watch(
+      client, in.operands[0], absl::InfiniteDuration(),
+      [&](const pb::WatchJobResponse& u) {
+        const auto& events = u.job().events();
+        for (int i = printed; i < events.size(); ++i) {
+          if (client.json()) {
+            pb::WatchEvent line;
+            line.set_job_id(u.job().id());
+            line.set_generation(u.job().generation());
+            *line.mutable_event() = events[i];
+            std::cout << ToJsonLine(line) << std::flush;
+            continue;
+          }
+          std::cout << absl::FormatTime("%H:%M:%S", FromProtoTime(events[i].time()), absl::LocalTimeZone()) << "  "
+                    << JobStateName(events[i].state()) << "  " << events[i].reason()
+                    << (events[i].message().empty() ? "" : ": ") << events[i].message() << "\n"
+                    << std::flush;
+        }
+        printed = events.size();
+      },
+      &last);
   if (!status.ok()) return client.Failed(status);
   return WaitExitCode(last, o.job_exit_code);
 }
@@ -565,13 +571,15 @@ void DeclareWait(FlagSet& flags, WaitOptions* o) {
   flags.Duration("timeout", &o->timeout, "give up after this long (default 300s)");
   flags.String("junit", &o->junit, "also write the outcome as a JUnit XML report to FILE (CI test results)");
   flags.CompleteAs("junit", ValueCompletion::kFile);
-  flags.Bool("job-exit-code", &o->job_exit_code,
-             "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3");
+  flags.Bool(
+      "job-exit-code", &o->job_exit_code,
+      "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3");
 }
 
 int Wait(Client& client, const Invocation& in, const WaitOptions& o) {
   pb::Job last;
-  auto status = Watch(client, in.operands[0], o.timeout, [](const pb::WatchJobResponse&) {}, &last);
+  auto status = Watch(
+      client, in.operands[0], o.timeout, [](const pb::WatchJobResponse&) {}, &last);
   const bool timed_out = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
   if (!o.junit.empty() && (status.ok() || (timed_out && !last.id().empty()))) {
     if (auto s = WriteJunitReport(o.junit, last, timed_out); !s.ok()) return Error(s);
@@ -608,7 +616,8 @@ std::vector<CommandEntry> JobCommands() {
        .make = Make<NoOptions>(nullptr, Get)},
       {.name = "list",
        .summary = "jobs, newest first, 50 at a time, by state, user, label and submission time",
-       .examples = {"hetpoolctl list --state running --label team=nlp", "hetpoolctl list --user alice --since 2d --all"},
+       .examples = {"hetpoolctl list --state running --label team=nlp",
+                    "hetpoolctl list --user alice --since 2d --all"},
        .make = Make<ListOptions>(DeclareList, List)},
       {.name = "cancel",
        .synopsis = "ID",

@@ -24,7 +24,8 @@ std::string Xml(const std::string& text) {
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
-      case '\n': case '\t': out += c; break;
+      case '\n':
+      case '\t': out += c; break;
       default:
         if (static_cast<unsigned char>(c) >= 0x20) out += c;
     }
@@ -48,9 +49,8 @@ std::string JunitReport(const pb::Job& job, bool timed_out) {
   const std::string message = absl::StrCat(job.reason(), job.message().empty() ? "" : ": ", job.message());
   if (timed_out) {
     ++errors;
-    outcome = absl::StrCat("      <error type=\"Timeout\" message=\"", Xml(absl::StrCat("still ", JobStateName(job.state()),
-                                                                                       " when wait gave up")),
-                           "\"/>\n");
+    outcome = absl::StrCat("      <error type=\"Timeout\" message=\"",
+                           Xml(absl::StrCat("still ", JobStateName(job.state()), " when wait gave up")), "\"/>\n");
   } else if (job.state() == pb::JOB_STATE_CANCELLED) {
     ++skipped;
     outcome = absl::StrCat("      <skipped message=\"", Xml(message), "\"/>\n");
@@ -58,16 +58,18 @@ std::string JunitReport(const pb::Job& job, bool timed_out) {
     const bool infrastructure = job.failure_origin() == pb::FAILURE_ORIGIN_INFRASTRUCTURE;
     (infrastructure ? errors : failures)++;
     const std::string lines = absl::StrJoin(job.failure().last_lines(), "\n");
-    outcome = absl::StrCat("      <", infrastructure ? "error" : "failure", " type=\"", Xml(job.reason()), "\" message=\"",
-                           Xml(message), "\">", Xml(lines), "</", infrastructure ? "error" : "failure", ">\n");
+    outcome =
+        absl::StrCat("      <", infrastructure ? "error" : "failure", " type=\"", Xml(job.reason()), "\" message=\"",
+                     Xml(message), "\">", Xml(lines), "</", infrastructure ? "error" : "failure", ">\n");
   }
   const std::string name = job.spec().name().empty() ? job.id() : absl::StrCat(job.id(), " ", job.spec().name());
   return absl::StrCat(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
       absl::StrFormat("<testsuites tests=\"1\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n", failures,
                       errors, skipped, seconds),
-      absl::StrFormat("  <testsuite name=\"hetpool\" tests=\"1\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
-                      failures, errors, skipped, seconds),
+      absl::StrFormat(
+          "  <testsuite name=\"hetpool\" tests=\"1\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
+          failures, errors, skipped, seconds),
       "    <testcase classname=\"hetpool.", Xml(job.spec().user().empty() ? "job" : job.spec().user()), "\" name=\"",
       Xml(name), "\"", absl::StrFormat(" time=\"%.3f\"", seconds), outcome.empty() ? "/>\n" : ">\n", outcome,
       outcome.empty() ? "" : "    </testcase>\n", "  </testsuite>\n</testsuites>\n");

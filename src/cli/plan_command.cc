@@ -37,18 +37,21 @@ std::string Money(double amount, const std::string& currency) {
 constexpr size_t kNarrowWidth = 100;
 
 void PrintPlans(const pb::PlanResponse& resp, bool wide) {
-  std::string heading = absl::StrCat(resp.model_name(), resp.family().empty() ? "" : absl::StrCat(" (", resp.family(), ")"),
-                                     ": ", Params(resp.total_params()), " parameters");
-  if (resp.active_params() != resp.total_params()) absl::StrAppend(&heading, " (", Params(resp.active_params()), " active)");
+  std::string heading =
+      absl::StrCat(resp.model_name(), resp.family().empty() ? "" : absl::StrCat(" (", resp.family(), ")"), ": ",
+                   Params(resp.total_params()), " parameters");
+  if (resp.active_params() != resp.total_params())
+    absl::StrAppend(&heading, " (", Params(resp.active_params()), " active)");
   if (resp.trainable_params() > 0 && resp.trainable_params() != resp.total_params()) {
     absl::StrAppend(&heading, ", ", absl::StrFormat("%.1fM", resp.trainable_params() / 1e6), " trainable");
   }
   absl::StrAppend(&heading, "; ", resp.mode(), " ", resp.precision(), "; ranked by ",
                   resp.ranked_by().empty() ? resp.objective() : resp.ranked_by(), "; memory = estimate + ",
-                  absl::StrFormat("%.0f%%", resp.memory_margin() * 100), " margin + allocator slack (training) + runtime reserve");
+                  absl::StrFormat("%.0f%%", resp.memory_margin() * 100),
+                  " margin + allocator slack (training) + runtime reserve");
   std::cout << (wide ? heading + "\n" : Wrap(heading, kNarrowWidth, 2));
-  std::vector<std::string> header = {"#",    "CLASS", "FINGERPRINT", "CARDS",     "LAYOUT", "NODES", "MEM/CARD",
-                                     "HEADROOM", "STEP",  "TIME",        "COST", "COST-PERF", "NOW"};
+  std::vector<std::string> header = {"#",        "CLASS", "FINGERPRINT", "CARDS", "LAYOUT",    "NODES", "MEM/CARD",
+                                     "HEADROOM", "STEP",  "TIME",        "COST",  "COST-PERF", "NOW"};
   if (wide) header.push_back("NOTE");
   Table table(header);
   if (!wide) table.Droppable({"FINGERPRINT", "HEADROOM", "COST-PERF", "NODES", "STEP"});
@@ -59,16 +62,34 @@ void PrintPlans(const pb::PlanResponse& resp, bool wide) {
     std::vector<std::string> row;
     std::string number = "-";
     if (!p.feasible()) {
-      row = {"-", p.label(), p.fingerprint(), "-", "-", "-", "-", "-", "-", "-", "-", "-",
+      row = {"-",
+             p.label(),
+             p.fingerprint(),
+             "-",
+             "-",
+             "-",
+             "-",
+             "-",
+             "-",
+             "-",
+             "-",
+             "-",
              absl::StrCat(p.class_free(), "/", p.class_total())};
     } else {
       number = absl::StrCat(++rank);
       const double headroom = p.card_bytes() - p.required_bytes();
       time_unknown = time_unknown || p.total_seconds() <= 0;
-      row = {number, p.label(), p.fingerprint(), absl::StrCat(p.tp() * p.pp() * p.dp()), LayoutName(p),
-             absl::StrCat(p.nodes(), "x", p.devices_per_node()), planner::HumanBytes(p.required_bytes()),
+      row = {number,
+             p.label(),
+             p.fingerprint(),
+             absl::StrCat(p.tp() * p.pp() * p.dp()),
+             LayoutName(p),
+             absl::StrCat(p.nodes(), "x", p.devices_per_node()),
+             planner::HumanBytes(p.required_bytes()),
              absl::StrFormat("%s (%.0f%%)", planner::HumanBytes(headroom), 100 * headroom / p.card_bytes()),
-             Duration(p.step_seconds()), Duration(p.total_seconds()), Money(p.cost(), resp.currency()),
+             Duration(p.step_seconds()),
+             Duration(p.total_seconds()),
+             Money(p.cost(), resp.currency()),
              p.cost_performance() > 0 ? absl::StrFormat("%.2f", p.cost_performance()) : "-",
              absl::StrCat(p.available_now() ? "yes " : "no ", p.class_free(), "/", p.class_total())};
     }
@@ -83,10 +104,10 @@ void PrintPlans(const pb::PlanResponse& resp, bool wide) {
   for (const std::string& note : notes) std::cout << note;
   if (resp.global_batch_tokens() > 0 && rank > 0) {
     const pb::PlanRow& first = resp.plans(0);
-    const std::string chosen = absl::StrCat(
-        "micro-batches per step: chosen per layout within a global batch of ", resp.global_batch_tokens(),
-        " tokens (--global-batch; --grad-accum fixes them); #1 runs ", first.grad_accum(), " a step, ",
-        static_cast<int64_t>(first.micro_batch()) * first.grad_accum() * first.dp(), " sequences");
+    const std::string chosen =
+        absl::StrCat("micro-batches per step: chosen per layout within a global batch of ", resp.global_batch_tokens(),
+                     " tokens (--global-batch; --grad-accum fixes them); #1 runs ", first.grad_accum(), " a step, ",
+                     static_cast<int64_t>(first.micro_batch()) * first.grad_accum() * first.dp(), " sequences");
     std::cout << (wide ? chosen + "\n" : Wrap(chosen, kNarrowWidth, 2));
   }
   if (time_unknown) std::cout << "TIME ?: pass --tokens N (the token budget) for the time and cost of the run\n";
@@ -103,7 +124,8 @@ void PrintMixedPlan(const pb::PlanResponse& resp) {
   const pb::MixedPlanResult& m = resp.mixed();
   const bool pipeline = m.kind() == "pipeline across classes";
   std::cout << "\nOne job across classes: " << m.kind()
-            << (pipeline ? " (layers by speed within each stage's memory)" : " (the batch split by throughput)") << "\n";
+            << (pipeline ? " (layers by speed within each stage's memory)" : " (the batch split by throughput)")
+            << "\n";
   Table table({"CLASS", "CARDS", "LAYOUT", pipeline ? "LAYERS PER STAGE" : "TOKENS/S ALONE", "MEM/CARD", "SHARE"});
   for (const auto& g : m.groups()) {
     std::vector<std::string> layers;
@@ -116,19 +138,19 @@ void PrintMixedPlan(const pb::PlanResponse& resp) {
   std::cout << table.Render(kNarrowWidth);
   for (const std::string& why : m.left_out()) std::cout << Wrap(absl::StrCat("left out: ", why), kNarrowWidth, 4);
   const double step = m.compute_seconds() + m.link_seconds();
-  std::cout << Wrap(absl::StrFormat("mixed job: %d cards, %.0f tokens/s; a step of %.0f tokens is %s of compute + %s "
-                                    "between classes over the network (%.1f%% of the step, %.0f GB/s per card)",
-                                    m.cards(), m.tokens_per_second(), m.tokens_per_step(), Duration(m.compute_seconds()),
-                                    Duration(m.link_seconds()), step > 0 ? 100 * m.link_seconds() / step : 0,
-                                    m.link_gbytes_per_s()),
-                    kNarrowWidth, 2);
+  std::cout << Wrap(
+      absl::StrFormat("mixed job: %d cards, %.0f tokens/s; a step of %.0f tokens is %s of compute + %s "
+                      "between classes over the network (%.1f%% of the step, %.0f GB/s per card)",
+                      m.cards(), m.tokens_per_second(), m.tokens_per_step(), Duration(m.compute_seconds()),
+                      Duration(m.link_seconds()), step > 0 ? 100 * m.link_seconds() / step : 0, m.link_gbytes_per_s()),
+      kNarrowWidth, 2);
   for (const std::string& note : m.notes()) std::cout << Wrap(absl::StrCat("note: ", note), kNarrowWidth, 4);
   auto against = [&](const std::string& what, const pb::PlanRow& p, double alone) {
     if (alone <= 0) return;
-    std::cout << Wrap(absl::StrFormat("%s: %s on %d cards (%s), %.0f tokens/s; the mixed job: %+.1f%%", what, p.label(),
-                                      p.tp() * p.pp() * p.dp(), LayoutName(p), alone,
-                                      100 * (m.tokens_per_second() / alone - 1)),
-                      kNarrowWidth, 2);
+    std::cout << Wrap(
+        absl::StrFormat("%s: %s on %d cards (%s), %.0f tokens/s; the mixed job: %+.1f%%", what, p.label(),
+                        p.tp() * p.pp() * p.dp(), LayoutName(p), alone, 100 * (m.tokens_per_second() / alone - 1)),
+        kNarrowWidth, 2);
   };
   if (!resp.plans().empty()) against("fastest class alone", resp.plans(0), m.fastest_alone_tokens_per_second());
   if (m.has_same_cards()) {
@@ -156,7 +178,8 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
     // Inventories printed on copies of one machine share a host name; the file then names the node.
     std::string node = inventory->hostname;
     const bool taken = std::any_of(classes.begin(), classes.end(), [&](const planner::PoolClass& c) {
-      return std::any_of(c.nodes.begin(), c.nodes.end(), [&](const planner::NodeCapacity& n) { return n.node == node; });
+      return std::any_of(c.nodes.begin(), c.nodes.end(),
+                         [&](const planner::NodeCapacity& n) { return n.node == node; });
     });
     if (node.empty() || taken) node = std::filesystem::path(file).stem().string();
     planner::AddNode(classes, node, *inventory, std::nullopt);
@@ -170,13 +193,12 @@ absl::StatusOr<pb::PlanResponse> PlanOffline(const pb::PlanRequest& request, con
   return AnswerPlan(request, classes, prices);
 }
 
-
 struct PlanOptions {
   std::string model, config, mode, precision, optimizer, mixed, recompute, attention, kv_precision, objective, prices,
       layout, spec_table;
   std::vector<std::string> pool;
-  int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0,
-      prompt = 0, prefill_chunk = 0;
+  int seq = 0, micro_batch = 0, grad_accum = 0, zero = 0, lora_rank = 0, batch = 0, context = 0, cards = 0, prompt = 0,
+      prefill_chunk = 0;
   double tokens = 0, global_batch = 0;
   bool dropout = false, lora_all_linear = false, no_sequence_parallel = false, list_models = false, wide = false,
        across_classes = false;
@@ -195,8 +217,9 @@ void DeclarePlan(FlagSet& flags, PlanOptions* o) {
   flags.Values("optimizer", {"adamw", "adam", "sgd-momentum", "sgd"});
   flags.String("mixed-precision", &o->mixed, "16-bit training: 16-bit weights + fp32 master (default) or autocast");
   flags.Values("mixed-precision", {"master", "autocast"});
-  flags.Bool("mixed", &o->across_classes,
-             "one training job across the classes (each on its free cards, the batch split by speed) against each alone");
+  flags.Bool(
+      "mixed", &o->across_classes,
+      "one training job across the classes (each on its free cards, the batch split by speed) against each alone");
   flags.Int("seq", &o->seq, "training sequence length (default 4096)");
   flags.Int("micro-batch", &o->micro_batch, "sequences per micro-batch per data-parallel rank (default 1)");
   flags.Int("grad-accum", &o->grad_accum,
@@ -228,7 +251,8 @@ void DeclarePlan(FlagSet& flags, PlanOptions* o) {
   flags.List("pool", &o->pool, "plan offline against these inventory files (hetpool-agent --print-inventory)");
   flags.CompleteAs("pool", ValueCompletion::kFile);
   flags.String("prices", &o->prices, "offline: price table JSON (docs/planner.md)");
-  flags.String("spec-table", &o->spec_table, "offline: card specs added to or replacing the defaults (docs/fingerprints.md)");
+  flags.String("spec-table", &o->spec_table,
+               "offline: card specs added to or replacing the defaults (docs/fingerprints.md)");
   flags.CompleteAs("spec-table", ValueCompletion::kFile);
   flags.CompleteAs("prices", ValueCompletion::kFile);
   flags.Bool("wide", &o->wide, "every column (fingerprint, headroom, cost-performance, notes); default: 100 columns");
@@ -244,13 +268,15 @@ int Plan(Client& client, const Invocation& in, const PlanOptions& options) {
   if (o.list_models) {
     Table table({"PRESET", "FAMILY", "PARAMS", "ACTIVE", "LAYERS", "HIDDEN", "HEADS", "KV HEADS", "VOCAB", "CONTEXT"});
     for (const planner::ModelSpec& m : planner::Presets()) {
-      table.Add({m.name, m.family, Params(m.TotalParams()), Params(m.ActiveParams()), absl::StrCat(m.layers), absl::StrCat(m.hidden),
-                 absl::StrCat(m.heads), absl::StrCat(m.kv_heads), absl::StrCat(m.vocab), absl::StrCat(m.max_context)});
+      table.Add({m.name, m.family, Params(m.TotalParams()), Params(m.ActiveParams()), absl::StrCat(m.layers),
+                 absl::StrCat(m.hidden), absl::StrCat(m.heads), absl::StrCat(m.kv_heads), absl::StrCat(m.vocab),
+                 absl::StrCat(m.max_context)});
     }
     std::cout << table.Render();
     return 0;
   }
-  if (!o.prices.empty() && o.pool.empty()) return in.Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
+  if (!o.prices.empty() && o.pool.empty())
+    return in.Usage("--prices is for offline planning with --pool (hetpoold has its own --prices)");
   if (!o.spec_table.empty() && o.pool.empty()) {
     return in.Usage("--spec-table is for offline planning with --pool (agents have their own --spec-table)");
   }
@@ -321,9 +347,10 @@ std::vector<CommandEntry> PlanCommands() {
            .synopsis = "--model NAME|--config FILE",
            .summary = "ranked plans per class of cards: count, layout, memory per card, time, cost",
            .details = "Against hetpoold's live pool, or offline against inventory files (--pool FILE...).",
-           .examples = {"hetpoolctl plan --model llama-2-13b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3",
-                        "hetpoolctl plan --model llama-2-70b --mode infer --precision int4 --batch 8 --objective now",
-                        "hetpoolctl plan --model qwen2-7b --pool node-a.json node-b.json --prices prices.json"},
+           .examples =
+               {"hetpoolctl plan --model llama-2-13b --mode train --precision bf16 --seq 4096 --tokens 2e9 --zero 3",
+                "hetpoolctl plan --model llama-2-70b --mode infer --precision int4 --batch 8 --objective now",
+                "hetpoolctl plan --model qwen2-7b --pool node-a.json node-b.json --prices prices.json"},
            .operands = Operands::kFiles,
            .make = Make<PlanOptions>(DeclarePlan, Plan)}};
 }

@@ -70,10 +70,11 @@ int ShowUsage(Client& client, const Invocation& in, const UsageOptions& o) {
                r.class_label().empty() ? "-" : r.class_label(), absl::StrCat(r.jobs()),
                absl::StrFormat("%.2f", r.card_hours()), r.cost() > 0 ? absl::StrFormat("%.2f", r.cost()) : "-"});
   }
-  std::cout << table.Render() << absl::StrFormat("total: %.2f card-hours, %.2f %s, %s to %s\n", resp.total_card_hours(),
-                                                 resp.total_cost(), resp.currency(),
-                                                 absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.since()), absl::LocalTimeZone()),
-                                                 absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.until()), absl::LocalTimeZone()));
+  std::cout << table.Render()
+            << absl::StrFormat("total: %.2f card-hours, %.2f %s, %s to %s\n", resp.total_card_hours(),
+                               resp.total_cost(), resp.currency(),
+                               absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.since()), absl::LocalTimeZone()),
+                               absl::FormatTime("%Y-%m-%d %H:%M", FromProtoTime(resp.until()), absl::LocalTimeZone()));
   return 0;
 }
 

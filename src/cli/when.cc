@@ -17,8 +17,8 @@ absl::StatusOr<absl::Time> ParseWhen(const std::string& text, absl::Time now) {
   std::string err;
   if (absl::ParseTime("%Y-%m-%d", text, absl::UTCTimeZone(), &t, &err)) return t;
   if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return t;
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", text, "' is neither a span back from now (7d, 36h) nor a date (2026-11-01, 2026-11-01T08:00:00Z)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", text, "' is neither a span back from now (7d, 36h) nor a date (2026-11-01, 2026-11-01T08:00:00Z)"));
 }
 
 }  // namespace

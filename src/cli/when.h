@@ -12,6 +12,7 @@ namespace hetpool::cli {
 
 // A time flag's value: nullopt when not given (empty), else its time, or INVALID_ARGUMENT
 // starting with the flag's name ("--since: 'x' is neither ...").
-absl::StatusOr<std::optional<absl::Time>> ParseWhenFlag(const std::string& flag, const std::string& text, absl::Time now);
+absl::StatusOr<std::optional<absl::Time>> ParseWhenFlag(const std::string& flag, const std::string& text,
+                                                        absl::Time now);
 
 }  // namespace hetpool::cli

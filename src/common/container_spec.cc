@@ -42,8 +42,8 @@ absl::Status CheckAllowedVendors(absl::string_view where, const v1::DeviceRequir
     if (auto vendor = ParseVendor(name); vendor && imaged.contains(*vendor)) return absl::OkStatus();
   }
   return Invalid("container.images",
-                 absl::StrCat("no image for any vendor ", where, ".vendors allows (", absl::StrJoin(requirements.vendors(), ", "),
-                              "); ", ImageVendorsReason(imaged)));
+                 absl::StrCat("no image for any vendor ", where, ".vendors allows (",
+                              absl::StrJoin(requirements.vendors(), ", "), "); ", ImageVendorsReason(imaged)));
 }
 
 }  // namespace
@@ -51,7 +51,8 @@ absl::Status CheckAllowedVendors(absl::string_view where, const v1::DeviceRequir
 absl::Status ValidateContainerSpec(const v1::JobSpec& spec) {
   if (!spec.has_container()) return absl::OkStatus();
   const v1::ContainerSpec& c = spec.container();
-  if (c.images().empty()) return Invalid("container.images", "required: an image for every vendor (\"*\") or per vendor");
+  if (c.images().empty())
+    return Invalid("container.images", "required: an image for every vendor (\"*\") or per vendor");
   if (c.images_size() > 8) return Invalid("container.images", "more than 8 entries");
   for (const auto& [key, image] : c.images()) {
     const std::string field = absl::StrCat("container.images[", key, "]");
@@ -88,7 +89,8 @@ absl::Status ValidateContainerSpec(const v1::JobSpec& spec) {
   if (!imaged) return absl::OkStatus();
   if (auto s = CheckAllowedVendors("requirements", spec.requirements(), *imaged); !s.ok()) return s;
   for (int i = 0; i < spec.groups_size(); ++i) {
-    if (auto s = CheckAllowedVendors(absl::StrCat("groups[", i, "].requirements"), spec.groups(i).requirements(), *imaged);
+    if (auto s =
+            CheckAllowedVendors(absl::StrCat("groups[", i, "].requirements"), spec.groups(i).requirements(), *imaged);
         !s.ok()) {
       return s;
     }
@@ -106,7 +108,8 @@ std::optional<std::set<Vendor>> ImageVendors(const v1::ContainerSpec& container)
 }
 
 std::string ImageFor(const v1::ContainerSpec& container, Vendor vendor) {
-  if (auto it = container.images().find(std::string(VendorName(vendor))); it != container.images().end()) return it->second;
+  if (auto it = container.images().find(std::string(VendorName(vendor))); it != container.images().end())
+    return it->second;
   if (auto it = container.images().find(kAnyVendorImage); it != container.images().end()) return it->second;
   return "";
 }

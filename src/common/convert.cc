@@ -41,9 +41,9 @@ absl::StatusOr<LinkKind> LinkKindFromProto(pb::LinkKind kind) {
 }
 
 constexpr std::pair<pb::JobState, absl::string_view> kStateNames[] = {
-    {pb::JOB_STATE_PENDING, "PENDING"},     {pb::JOB_STATE_SCHEDULED, "SCHEDULED"},
-    {pb::JOB_STATE_RUNNING, "RUNNING"},     {pb::JOB_STATE_SUCCEEDED, "SUCCEEDED"},
-    {pb::JOB_STATE_FAILED, "FAILED"},       {pb::JOB_STATE_CANCELLED, "CANCELLED"},
+    {pb::JOB_STATE_PENDING, "PENDING"}, {pb::JOB_STATE_SCHEDULED, "SCHEDULED"},
+    {pb::JOB_STATE_RUNNING, "RUNNING"}, {pb::JOB_STATE_SUCCEEDED, "SUCCEEDED"},
+    {pb::JOB_STATE_FAILED, "FAILED"},   {pb::JOB_STATE_CANCELLED, "CANCELLED"},
 };
 
 IsaFamily ParseIsa(const std::string& name) {
@@ -170,7 +170,8 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     if (!plain) return absl::InvalidArgumentError("inventory.collectives: each a name of 1-32 of a-z 0-9 _ -");
     inv.collectives.insert(c);
   }
-  if (auto s = CheckName("inventory.container_runtime.name", in.container_runtime().name(), 32, false); !s.ok()) return s;
+  if (auto s = CheckName("inventory.container_runtime.name", in.container_runtime().name(), 32, false); !s.ok())
+    return s;
   if (in.container_runtime().version().size() > 64) {
     return absl::InvalidArgumentError("inventory.container_runtime.version: longer than 64 characters");
   }
@@ -191,8 +192,7 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     const std::string where = absl::StrCat("inventory.devices[", i, "]");
     auto vendor = ParseVendor(d.vendor());
     if (!vendor || *vendor == Vendor::kCpu) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ".vendor: unknown device vendor '", d.vendor(), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ".vendor: unknown device vendor '", d.vendor(), "'"));
     }
     if (d.id().empty() || d.id().size() > 64) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".id: must be 1-64 characters"));
@@ -235,8 +235,8 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
   for (const auto& d : inv.devices) {
     for (const auto& l : d.links) {
       if (!ids.contains(l.peer_device_id) || l.peer_device_id == d.id) {
-        return absl::InvalidArgumentError(absl::StrCat("inventory: device ", d.id, " links to '",
-                                                       l.peer_device_id, "', not another device"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("inventory: device ", d.id, " links to '", l.peer_device_id, "', not another device"));
       }
     }
   }
@@ -273,13 +273,12 @@ absl::StatusOr<pb::JobState> ParseJobState(absl::string_view name) {
   for (const auto& [s, n] : kStateNames) {
     if (n == upper) return s;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown job state '", name, "' (PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown job state '", name, "' (PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED)"));
 }
 
 bool IsTerminal(pb::JobState state) {
-  return state == pb::JOB_STATE_SUCCEEDED || state == pb::JOB_STATE_FAILED ||
-         state == pb::JOB_STATE_CANCELLED;
+  return state == pb::JOB_STATE_SUCCEEDED || state == pb::JOB_STATE_FAILED || state == pb::JOB_STATE_CANCELLED;
 }
 
 }  // namespace hetpool

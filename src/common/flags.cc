@@ -67,8 +67,7 @@ void FlagSet::Duration(const std::string& name, absl::Duration* target, const st
   });
 }
 
-void FlagSet::List(const std::string& name, std::vector<std::string>* target,
-                   const std::string& help) {
+void FlagSet::List(const std::string& name, std::vector<std::string>* target, const std::string& help) {
   // The first use on the command line replaces the default; later uses append.
   auto replaced = std::make_shared<bool>(false);
   Add(name, help, false, [target, replaced](const std::string& v) {
@@ -260,9 +259,9 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   struct stat st {};
   if (::fstat(*fd, &st) == 0 && (st.st_mode & 077) != 0) {
     ::close(*fd);
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "%s holds a secret but its group or others may read it (mode %04o): chmod 600 %s", path, st.st_mode & 07777,
-        path));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("%s holds a secret but its group or others may read it (mode %04o): chmod 600 %s", path,
+                        st.st_mode & 07777, path));
   }
   return ReadOpenFile(path, *fd);
 }
@@ -280,8 +279,7 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
   int64_t seconds = 0;
   if (absl::SimpleAtoi(text, &seconds)) return absl::Seconds(seconds);
   if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a duration (examples: 300s, 5m, 250ms)"));
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a duration (examples: 300s, 5m, 250ms)"));
   }
   return d;
 }

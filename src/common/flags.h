@@ -24,7 +24,7 @@ struct FlagDescription {
   std::vector<std::string> aliases;  // short spellings, "-f"
   bool takes_value = true;           // false for booleans
   ValueCompletion completion = ValueCompletion::kNone;
-  std::vector<std::string> words;    // the values offered, for kWords
+  std::vector<std::string> words;  // the values offered, for kWords
 };
 
 class FlagSet {

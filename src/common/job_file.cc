@@ -14,7 +14,8 @@ absl::StatusOr<std::string> ExpandJobFileShorthands(absl::string_view json) {
   const nlohmann::json range = *nnodes;
   for (const auto& [key, value] : range.items()) {
     if (key != "min" && key != "max") {
-      return absl::InvalidArgumentError(absl::StrCat("nnodes: unknown key '", key, "' (an elastic job writes {\"min\": N, \"max\": M})"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("nnodes: unknown key '", key, "' (an elastic job writes {\"min\": N, \"max\": M})"));
     }
     if (!value.is_number_integer()) return absl::InvalidArgumentError(absl::StrCat("nnodes.", key, ": not an integer"));
   }

@@ -8,8 +8,7 @@
 
 namespace hetpool {
 
-inline std::string JobRunDir(const std::string& work_dir, const std::string& job_id,
-                             uint64_t generation) {
+inline std::string JobRunDir(const std::string& work_dir, const std::string& job_id, uint64_t generation) {
   return absl::StrCat(work_dir, "/jobs/", job_id, "/g", generation);
 }
 

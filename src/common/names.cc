@@ -8,7 +8,9 @@ namespace hetpool {
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
 
 absl::Status CheckName(absl::string_view field, absl::string_view value, size_t max, bool required) {
-  auto invalid = [&](absl::string_view problem) { return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem)); };
+  auto invalid = [&](absl::string_view problem) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+  };
   if (value.empty()) return required ? invalid("required") : absl::OkStatus();
   if (value.size() > max) return invalid(absl::StrCat("longer than ", max, " characters"));
   for (char c : value) {

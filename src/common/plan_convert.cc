@@ -53,8 +53,10 @@ absl::StatusOr<T> Choice(const std::string& field, const std::string& text, T fa
 absl::StatusOr<Workload> ResolveWorkload(const pb::Workload& in) {
   Workload w;
   auto mode = Choice<planner::Mode>("mode", in.mode(), planner::Mode::kTrain,
-                                    {{"train", planner::Mode::kTrain}, {"infer", planner::Mode::kInfer},
-                                     {"inference", planner::Mode::kInfer}, {"serve", planner::Mode::kInfer}});
+                                    {{"train", planner::Mode::kTrain},
+                                     {"infer", planner::Mode::kInfer},
+                                     {"inference", planner::Mode::kInfer},
+                                     {"serve", planner::Mode::kInfer}});
   if (!mode.ok()) return mode.status();
   w.mode = *mode;
   if (!in.precision().empty()) {
@@ -62,16 +64,16 @@ absl::StatusOr<Workload> ResolveWorkload(const pb::Workload& in) {
     if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("precision: ", p.status().message()));
     w.precision = *p;
   }
-  auto optimizer = Choice<planner::Optimizer>(
-      "optimizer", in.optimizer(), planner::Optimizer::kAdamW,
-      {{"adamw", planner::Optimizer::kAdamW}, {"adam", planner::Optimizer::kAdamW},
-       {"sgd-momentum", planner::Optimizer::kSgdMomentum}, {"sgd", planner::Optimizer::kSgd}});
+  auto optimizer = Choice<planner::Optimizer>("optimizer", in.optimizer(), planner::Optimizer::kAdamW,
+                                              {{"adamw", planner::Optimizer::kAdamW},
+                                               {"adam", planner::Optimizer::kAdamW},
+                                               {"sgd-momentum", planner::Optimizer::kSgdMomentum},
+                                               {"sgd", planner::Optimizer::kSgd}});
   if (!optimizer.ok()) return optimizer.status();
   w.optimizer = *optimizer;
-  auto mixed = Choice<planner::MixedPrecision>("mixed_precision", in.mixed_precision(),
-                                               planner::MixedPrecision::kMasterWeights,
-                                               {{"master", planner::MixedPrecision::kMasterWeights},
-                                                {"autocast", planner::MixedPrecision::kAutocast}});
+  auto mixed = Choice<planner::MixedPrecision>(
+      "mixed_precision", in.mixed_precision(), planner::MixedPrecision::kMasterWeights,
+      {{"master", planner::MixedPrecision::kMasterWeights}, {"autocast", planner::MixedPrecision::kAutocast}});
   if (!mixed.ok()) return mixed.status();
   w.mixed = *mixed;
   auto recompute = Choice<planner::Recompute>("recompute", in.recompute(), planner::Recompute::kSelective,
@@ -80,9 +82,9 @@ absl::StatusOr<Workload> ResolveWorkload(const pb::Workload& in) {
                                                {"full", planner::Recompute::kFull}});
   if (!recompute.ok()) return recompute.status();
   w.recompute = *recompute;
-  auto attention = Choice<planner::AttentionKernel>("attention", in.attention(), planner::AttentionKernel::kFlash,
-                                                    {{"flash", planner::AttentionKernel::kFlash},
-                                                     {"eager", planner::AttentionKernel::kEager}});
+  auto attention = Choice<planner::AttentionKernel>(
+      "attention", in.attention(), planner::AttentionKernel::kFlash,
+      {{"flash", planner::AttentionKernel::kFlash}, {"eager", planner::AttentionKernel::kEager}});
   if (!attention.ok()) return attention.status();
   w.attention = *attention;
   if (in.has_zero_stage()) w.zero_stage = in.zero_stage();
@@ -205,7 +207,8 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
   return out;
 }
 
-absl::StatusOr<pb::PlanResponse> AnswerPlan(const pb::PlanRequest& request, const std::vector<planner::PoolClass>& classes,
+absl::StatusOr<pb::PlanResponse> AnswerPlan(const pb::PlanRequest& request,
+                                            const std::vector<planner::PoolClass>& classes,
                                             const planner::PriceTable& prices) {
   auto req = FromProto(request);
   if (!req.ok()) return req.status();

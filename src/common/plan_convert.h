@@ -21,7 +21,8 @@ pb::PlanResponse ToProto(const planner::PlanResult& result, const planner::PlanR
 
 // The whole answer to a PlanRequest on `classes`: the request read (FromProto), planned per class
 // (MakePlan) or as one job across them (request.mixed: MakeMixedPlan), and written back.
-absl::StatusOr<pb::PlanResponse> AnswerPlan(const pb::PlanRequest& request, const std::vector<planner::PoolClass>& classes,
+absl::StatusOr<pb::PlanResponse> AnswerPlan(const pb::PlanRequest& request,
+                                            const std::vector<planner::PoolClass>& classes,
                                             const planner::PriceTable& prices);
 
 // "tp8,pp2,dp4", "TP8 PP2 DP4" (as plans print it) or any subset in any order; a degree left out

@@ -22,7 +22,8 @@ std::optional<int> ParseProgramFlags(FlagSet& flags, int argc, char** argv, cons
     }
     return fail(absl::StrCat(positional.status().message(), " (see ", program, " --help)"));
   }
-  if (!positional->empty()) return fail(absl::StrCat("unexpected argument ", (*positional)[0], " (see ", program, " --help)"));
+  if (!positional->empty())
+    return fail(absl::StrCat("unexpected argument ", (*positional)[0], " (see ", program, " --help)"));
   if (config_path != nullptr && !config_path->empty()) {
     auto json = ReadJsonFile(*config_path);
     if (!json.ok()) return fail(json.status().message());

@@ -31,7 +31,8 @@ absl::Status CheckTransportFlags(const TlsFiles& files, bool insecure, bool cert
   if (files.ca.empty()) {
     return absl::InvalidArgumentError("--tls-ca is required (or --insecure for plaintext without authentication)");
   }
-  if (files.cert.empty() != files.key.empty()) return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  if (files.cert.empty() != files.key.empty())
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   if (cert_required && files.cert.empty()) return absl::InvalidArgumentError("--tls-cert and --tls-key are required");
   return absl::OkStatus();
 }

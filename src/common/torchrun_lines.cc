@@ -8,7 +8,8 @@ namespace hetpool {
 namespace {
 
 bool IsBanner(absl::string_view line) {
-  return absl::StartsWith(line, "*****************") || absl::StartsWith(line, "Setting OMP_NUM_THREADS environment variable");
+  return absl::StartsWith(line, "*****************") ||
+         absl::StartsWith(line, "Setting OMP_NUM_THREADS environment variable");
 }
 
 constexpr absl::string_view kLevels[] = {"DEBUG:", "INFO:", "WARNING:", "ERROR:", "CRITICAL:"};
@@ -94,7 +95,8 @@ std::optional<TorchrunRankTag> RankTagOf(absl::string_view line) {
   while (i < line.size() && (absl::ascii_isalpha(line[i]) || line[i] == '_')) ++i;
   const size_t digits = i;
   while (i < line.size() && absl::ascii_isdigit(line[i])) ++i;
-  if (i == digits || i - digits > 6 || i + 1 >= line.size() || line[i] != ']' || line[i + 1] != ':') return std::nullopt;
+  if (i == digits || i - digits > 6 || i + 1 >= line.size() || line[i] != ']' || line[i + 1] != ':')
+    return std::nullopt;
   TorchrunRankTag tag;
   if (!absl::SimpleAtoi(line.substr(digits, i - digits), &tag.local_rank)) return std::nullopt;
   tag.length = i + 2;

@@ -54,9 +54,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": ", ec.message()));
   // The store holds every job's environment and the logs what jobs printed: the owner alone may
   // read them, whatever umask the daemon was started with.
-  std::filesystem::permissions(options.data_dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
-                               ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": chmod 0700: ", ec.message()));
+  std::filesystem::permissions(options.data_dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrCat("--data-dir ", options.data_dir, ": chmod 0700: ", ec.message()));
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
   EtcdStore* etcd = nullptr;
@@ -68,7 +69,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     // --recover compares every index with its table: damage there passes the pages' check.
     auto store = SqliteStore::Open(path, SqliteStore::OpenOptions{.check_indexes = options.recover});
     // With "loaded ... in" below, the time a restart takes before it answers (the fleet bench reads both).
-    if (store.ok()) spdlog::info("opened and checked {} in {:.3f} s", path, absl::ToDoubleSeconds(absl::Now() - opening));
+    if (store.ok())
+      spdlog::info("opened and checked {} in {:.3f} s", path, absl::ToDoubleSeconds(absl::Now() - opening));
     if (store.ok() && options.recover) {
       // An ordinary start checks the archive after it serves; --recover checks it first, so that
       // a damaged archive is rebuilt too.
@@ -89,13 +91,16 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
           std::max(HighestLoggedJobSeq(LogsDir(options)), HighestSubmittedJobSeq(AuditLogPath(options)));
       auto recovered = RecoverSqliteStore(path, floor);
       if (!recovered.ok()) return recovered.status();
-      spdlog::warn("--recover: rebuilt {} from {} jobs, {} archived jobs and {} nodes ({} of them read page by page; "
-                   "{} rows unreadable, set aside); the damaged file is {}; job ids continue above {}",
-                   path, recovered->jobs, recovered->archived, recovered->nodes, recovered->salvaged,
-                   recovered->unreadable, recovered->damaged_copy, recovered->highest_job_seq);
+      spdlog::warn(
+          "--recover: rebuilt {} from {} jobs, {} archived jobs and {} nodes ({} of them read page by page; "
+          "{} rows unreadable, set aside); the damaged file is {}; job ids continue above {}",
+          path, recovered->jobs, recovered->archived, recovered->nodes, recovered->salvaged, recovered->unreadable,
+          recovered->damaged_copy, recovered->highest_job_seq);
       if (recovered->wal.damaged > 0) {
-        spdlog::warn("--recover: its WAL had {} damaged frames of {}; {} intact frames past the first damaged one "
-                     "were read too", recovered->wal.damaged, recovered->wal.frames, recovered->wal.past_first_damage);
+        spdlog::warn(
+            "--recover: its WAL had {} damaged frames of {}; {} intact frames past the first damaged one "
+            "were read too",
+            recovered->wal.damaged, recovered->wal.frames, recovered->wal.past_first_damage);
       }
       if (!recovered->wal_problem.empty()) {
         spdlog::warn("--recover: its WAL could not be read frame by frame: {}", recovered->wal_problem);
@@ -117,9 +122,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     return absl::InvalidArgumentError(
         absl::StrCat("--store ", options.store, ": expected sqlite or etcd://host:port[,host:port...]"));
   }
-  auto framework = scheduler::FrameworkFromProfile(options.scheduler_profile.empty()
-                                                        ? scheduler::DefaultProfileJson()
-                                                        : absl::string_view(options.scheduler_profile));
+  auto framework =
+      scheduler::FrameworkFromProfile(options.scheduler_profile.empty() ? scheduler::DefaultProfileJson()
+                                                                        : absl::string_view(options.scheduler_profile));
   if (!framework.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--scheduler-profile: ", framework.status().message()));
   }
@@ -130,7 +135,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     return absl::InvalidArgumentError("--tokens needs TLS: tokens sent in plaintext are anyone's (drop --insecure)");
   }
   if (!options.insecure && options.token_file.empty()) {
-    return absl::InvalidArgumentError("--tokens is required with TLS (hetpoolctl admin token makes one), or --insecure");
+    return absl::InvalidArgumentError(
+        "--tokens is required with TLS (hetpoolctl admin token makes one), or --insecure");
   }
   if (auto s = CheckTransportFlags(options.tls, options.insecure, /*cert_required=*/true); !s.ok()) return s;
   auto server_credentials = MakeServerCredentials(options.tls, options.insecure);
@@ -182,7 +188,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(DaemonOptions 
     if (auto s = d->state_->Load(); !s.ok()) {
       if (sqlite != nullptr && absl::IsDataLoss(s)) {
         return absl::DataLossError(absl::StrCat(
-            s.message(), " (in ", options.data_dir, "/hetpool.db). hetpoold will not start on it: restore it from a "
+            s.message(), " (in ", options.data_dir,
+            "/hetpool.db). hetpoold will not start on it: restore it from a "
             "backup, or start hetpoold with --recover to set the rows that do not parse aside (they stay in the "
             "damaged copy) and start on the rest; docs/reliability.md"));
       }
@@ -274,7 +281,7 @@ void DaemonServer::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   if (leadership_) leadership_->Resign();  // revokes the lease: another replica takes over at once
-  web_.reset();  // no new page requests
+  web_.reset();                            // no new page requests
   if (metrics_) metrics_->Watch(nullptr);  // scrapes stop reading the state before it goes
   // Stop the state first: it wakes every job watch so they return promptly; then end the agents'
   // order streams, which gRPC's shutdown waits for.

@@ -27,14 +27,14 @@ namespace hetpool::daemon {
 struct DaemonOptions {
   std::string listen = "127.0.0.1:7070";  // port 0 picks a free one: read port()
   std::string data_dir;
-  std::string store;  // "" = SQLite in data_dir; "etcd://host:port[,host:port...]" = etcd
+  std::string store;     // "" = SQLite in data_dir; "etcd://host:port[,host:port...]" = etcd
   bool recover = false;  // SQLite: rebuild a damaged store from its readable rows (sqlite_recovery.h)
   // With etcd: this replica's address for clients (default: the listen host and bound port),
   // and the leader lease (how long a dead leader keeps the lead).
   std::string advertise;
   absl::Duration leader_lease = absl::Seconds(2);
   ClusterOptions cluster;
-  planner::PriceTable prices;  // --prices: currency per card-hour per class, utilisation overrides
+  planner::PriceTable prices;     // --prices: currency per card-hour per class, utilisation overrides
   std::string scheduler_profile;  // --scheduler-profile: JSON text; empty = the built-in default
   // Security (docs/security.md): TLS files and the token file, or insecure (plaintext, no checks).
   TlsFiles tls;

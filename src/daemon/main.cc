@@ -29,8 +29,8 @@ int Fail(const absl::Status& s) {
 
 absl::Status ParsePortRange(const std::string& text, int* min, int* max) {
   std::vector<std::string> parts = absl::StrSplit(text, '-');
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], min) || !absl::SimpleAtoi(parts[1], max) ||
-      *min < 1 || *max > 65535 || *min > *max) {
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], min) || !absl::SimpleAtoi(parts[1], max) || *min < 1 ||
+      *max > 65535 || *min > *max) {
     return absl::InvalidArgumentError("--rdzv-port-range: expected MIN-MAX, e.g. 29500-30499");
   }
   return absl::OkStatus();
@@ -85,12 +85,14 @@ int main(int argc, char** argv) {
   flags.String("scheduler-profile", &profile_file,
                "scheduler plugins, weights and args (JSON; docs/scheduler.md); default: the built-in profile");
   hetpool::AddTlsFlags(flags, &options.tls, &options.insecure);
-  flags.String("tokens", &options.token_file,
-               "hashed bearer tokens with users, groups and roles (JSON; hetpoolctl admin token); re-read when changed");
+  flags.String(
+      "tokens", &options.token_file,
+      "hashed bearer tokens with users, groups and roles (JSON; hetpoolctl admin token); re-read when changed");
   flags.String("logs-dir", &options.logs_dir,
                "where job logs are kept (default DATA_DIR/logs); with several replicas on etcd, a directory every "
                "replica mounts, so logs survive a failover");
-  flags.String("audit-log", &options.audit_log, "JSON-lines audit log of mutating and refused calls (default: DATA_DIR/audit.log)");
+  flags.String("audit-log", &options.audit_log,
+               "JSON-lines audit log of mutating and refused calls (default: DATA_DIR/audit.log)");
   int audit_max_mib = static_cast<int>(options.audit.max_bytes >> 20);
   flags.Int("audit-max-mib", &audit_max_mib, "rotate the audit log past this size (MiB); 5 old files are kept");
   int log_max_mib = static_cast<int>(options.logs.max_stream_bytes >> 20);
@@ -105,8 +107,9 @@ int main(int argc, char** argv) {
   flags.Int("max-streams-per-connection", &options.call_limits.streams_per_connection,
             "streams one client connection may hold open (default 128; 0: no cap)");
   flags.String("quotas", &quotas_file, "per-user and per-group card and queue quotas (JSON; docs/security.md)");
-  flags.String("queues", &queues_file,
-               "fair-share queues: each group's weight and nominal cards (JSON, re-read when it changes; docs/sharing.md)");
+  flags.String(
+      "queues", &queues_file,
+      "fair-share queues: each group's weight and nominal cards (JSON, re-read when it changes; docs/sharing.md)");
   flags.String("preemption", &preemption,
                "whether a waiting job may stop others: off; priority (lower-priority jobs); fair-share (also jobs "
                "of groups above their share, for a group below its own; needs --queues) (docs/sharing.md)");
@@ -151,8 +154,7 @@ int main(int argc, char** argv) {
   }
   options.audit.max_bytes = static_cast<uint64_t>(audit_max_mib) << 20;
   options.logs.max_stream_bytes = static_cast<uint64_t>(log_max_mib) << 20;
-  if (auto s = ParsePortRange(port_range, &options.cluster.rendezvous_port_min,
-                              &options.cluster.rendezvous_port_max);
+  if (auto s = ParsePortRange(port_range, &options.cluster.rendezvous_port_min, &options.cluster.rendezvous_port_max);
       !s.ok()) {
     return Fail(s);
   }
@@ -166,7 +168,8 @@ int main(int argc, char** argv) {
     auto text = hetpool::ReadTextFile(quotas_file);
     if (!text.ok()) return Fail(text.status());
     auto quotas = hetpool::daemon::QuotaTable::Parse(*text);
-    if (!quotas.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--quotas ", quotas_file, ": ", quotas.status().message())));
+    if (!quotas.ok())
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--quotas ", quotas_file, ": ", quotas.status().message())));
     options.cluster.quotas = std::make_shared<const hetpool::daemon::QuotaTable>(*std::move(quotas));
   }
   if (!queues_file.empty()) {
@@ -184,14 +187,16 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--preemption: ", preemption_mode.status().message())));
   }
   if (*preemption_mode == hetpool::daemon::PreemptionMode::kFairShare && queues_file.empty()) {
-    return Fail(absl::InvalidArgumentError("--preemption fair-share needs --queues (the groups' shares it reclaims by)"));
+    return Fail(
+        absl::InvalidArgumentError("--preemption fair-share needs --queues (the groups' shares it reclaims by)"));
   }
   options.cluster.preemption = *preemption_mode;
   if (options.cluster.defrag.after < absl::ZeroDuration() || options.cluster.defrag.moves_per_hour < 1 ||
-      options.cluster.defrag.move_burst < 0 ||
-      options.cluster.defrag.window < absl::ZeroDuration() || options.cluster.defrag.requeue_after < absl::ZeroDuration()) {
-    return Fail(absl::InvalidArgumentError("--defrag-after, --defrag-window and --defrag-requeue-after must not be "
-                                           "negative, --defrag-moves-per-hour at least 1, --defrag-move-burst not negative"));
+      options.cluster.defrag.move_burst < 0 || options.cluster.defrag.window < absl::ZeroDuration() ||
+      options.cluster.defrag.requeue_after < absl::ZeroDuration()) {
+    return Fail(
+        absl::InvalidArgumentError("--defrag-after, --defrag-window and --defrag-requeue-after must not be "
+                                   "negative, --defrag-moves-per-hour at least 1, --defrag-move-burst not negative"));
   }
   if (options.cluster.defrag.requeue_after > absl::ZeroDuration() &&
       options.cluster.defrag.requeue_after < options.cluster.defrag.after) {

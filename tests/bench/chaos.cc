@@ -72,10 +72,10 @@ class Chaos {
         rng_(options_.seed),
         etcd_(dir_.path(), 3) {
     if (options_.faults.empty()) {
-      options_.faults = options_.sqlite ? std::vector<std::string>{"kill-leader", "disk-full", "kill-agent",
-                                                                    "store-damage", "daemon-down", "frozen-agent"}
+      options_.faults = options_.sqlite ? std::vector<std::string>{"kill-leader",  "disk-full",   "kill-agent",
+                                                                   "store-damage", "daemon-down", "frozen-agent"}
                                         : std::vector<std::string>{"kill-leader", "kill-follower", "kill-etcd",
-                                                                   "kill-agent", "daemon-down", "frozen-agent"};
+                                                                   "kill-agent",  "daemon-down",   "frozen-agent"};
     }
   }
 
@@ -175,19 +175,30 @@ class Chaos {
 
  private:
   std::string DataDir(int i) const {
-    return options_.sqlite ? (mounted_ ? data_mount_ : dir_.path() + "/data") + "/d" : absl::StrCat(dir_.path(), "/d", i);
+    return options_.sqlite ? (mounted_ ? data_mount_ : dir_.path() + "/data") + "/d"
+                           : absl::StrCat(dir_.path(), "/d", i);
   }
 
   std::string Address(int i) const { return absl::StrCat("127.0.0.1:", daemon_ports_[static_cast<size_t>(i)]); }
 
   absl::Status StartDaemon(int i, bool recover = false) {
-    std::vector<std::string> argv = {HETPOOLD_BIN, "--listen", Address(i), "--data-dir", DataDir(i), "--lease-ttl",
-                                     "10s", "--orphan-grace", absl::StrCat(absl::ToInt64Seconds(options_.grace), "s"),
-                                     "--rdzv-port-range", absl::StrCat(32000 + 100 * i, "-", 32099 + 100 * i),
-                                     "--logs-dir", dir_.path() + "/logs", "--insecure"};
+    std::vector<std::string> argv = {HETPOOLD_BIN,
+                                     "--listen",
+                                     Address(i),
+                                     "--data-dir",
+                                     DataDir(i),
+                                     "--lease-ttl",
+                                     "10s",
+                                     "--orphan-grace",
+                                     absl::StrCat(absl::ToInt64Seconds(options_.grace), "s"),
+                                     "--rdzv-port-range",
+                                     absl::StrCat(32000 + 100 * i, "-", 32099 + 100 * i),
+                                     "--logs-dir",
+                                     dir_.path() + "/logs",
+                                     "--insecure"};
     if (!options_.sqlite) {
-      for (const std::string& a : {std::string("--store"), "etcd://" + etcd_.endpoints(), std::string("--leader-lease"),
-                                   std::string("2s")}) {
+      for (const std::string& a :
+           {std::string("--store"), "etcd://" + etcd_.endpoints(), std::string("--leader-lease"), std::string("2s")}) {
         argv.push_back(a);
       }
     }
@@ -202,10 +213,21 @@ class Chaos {
     std::vector<std::string> addresses;
     for (size_t d = 0; d < daemon_ports_.size(); ++d) addresses.push_back(Address(static_cast<int>(d)));
     const std::string name = i == 0 ? "node-a" : "node-b";
-    std::vector<std::string> argv = {HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name", name,
-                                     "--work-dir", dir_.path() + "/agent-" + name, "--backend", "sim", "--inventory",
+    std::vector<std::string> argv = {HETPOOL_AGENT_BIN,
+                                     "--server",
+                                     absl::StrJoin(addresses, ","),
+                                     "--node-name",
+                                     name,
+                                     "--work-dir",
+                                     dir_.path() + "/agent-" + name,
+                                     "--backend",
+                                     "sim",
+                                     "--inventory",
                                      std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/" + name + ".json",
-                                     "--inventory-refresh", "500ms", "--kill-grace", "2s"};
+                                     "--inventory-refresh",
+                                     "500ms",
+                                     "--kill-grace",
+                                     "2s"};
     for (const auto& flag : PlainAgentFlags()) argv.push_back(flag);
     auto p = ChildProcess::Spawn(argv, dir_.path() + "/agent-" + name + ".log");
     if (!p.ok()) return p.status();
@@ -480,7 +502,8 @@ class Chaos {
         }
         if (RestartsNothing(fault)) {
           ++restarted_by_control_plane_;
-          problems.push_back(absl::StrCat(j.id(), " restarted (", event.reason(), ": ", event.message(), ") after ", fault));
+          problems.push_back(
+              absl::StrCat(j.id(), " restarted (", event.reason(), ": ", event.message(), ") after ", fault));
         } else {
           ++restarts_after_agent_faults_;
         }
@@ -488,7 +511,8 @@ class Chaos {
     }
     for (const pb::Job& j : jobs) {
       if (!acked_ids.contains(j.id())) problems.push_back("job nobody acknowledged: " + j.id());
-      if (j.state() == pb::JOB_STATE_FAILED && j.reason().empty()) problems.push_back(j.id() + " failed without a reason");
+      if (j.state() == pb::JOB_STATE_FAILED && j.reason().empty())
+        problems.push_back(j.id() + " failed without a reason");
     }
   }
 
@@ -503,7 +527,7 @@ class Chaos {
   std::string data_mount_;
   bool mounted_ = false;
   std::vector<std::pair<absl::Time, std::string>> fault_log_;  // when each fault began
-  std::set<std::string> cancelled_;                             // acknowledged cancels
+  std::set<std::string> cancelled_;                            // acknowledged cancels
   int lost_ = 0;
   int restarted_by_control_plane_ = 0;
   int restarts_after_agent_faults_ = 0;
@@ -531,13 +555,20 @@ int main(int argc, char** argv) {
   hetpool::testing::ChaosOptions options;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--rounds") options.rounds = std::stoi(value);
-    else if (flag == "--seed") options.seed = std::stoull(value);
-    else if (flag == "--jobs-per-round") options.jobs_per_round = std::stoi(value);
-    else if (flag == "--store") options.sqlite = value == "sqlite";
-    else if (flag == "--faults") options.faults = absl::StrSplit(value, ',', absl::SkipEmpty());
-    else if (flag == "--outage") options.outage = absl::Seconds(std::stoi(value));
-    else if (flag == "--grace") options.grace = absl::Seconds(std::stoi(value));
+    if (flag == "--rounds")
+      options.rounds = std::stoi(value);
+    else if (flag == "--seed")
+      options.seed = std::stoull(value);
+    else if (flag == "--jobs-per-round")
+      options.jobs_per_round = std::stoi(value);
+    else if (flag == "--store")
+      options.sqlite = value == "sqlite";
+    else if (flag == "--faults")
+      options.faults = absl::StrSplit(value, ',', absl::SkipEmpty());
+    else if (flag == "--outage")
+      options.outage = absl::Seconds(std::stoi(value));
+    else if (flag == "--grace")
+      options.grace = absl::Seconds(std::stoi(value));
     else {
       std::cerr << "usage: chaos [--rounds 20] [--seed 1] [--jobs-per-round 3] [--store etcd|sqlite] "
                    "[--faults kill-leader,...] [--outage 60] [--grace 90]\n";

@@ -101,13 +101,18 @@ absl::StatusOr<pb::NodeInventory> TemplateInventory(int cards, const std::string
     for (int j = 0; j < cards; ++j) {
       if (j != i) links.push_back({{"peer", absl::StrCat("nvidia", j)}, {"kind", "nvlink"}, {"count", 18}});
     }
-    devices.push_back({{"vendor", "nvidia"}, {"model", "H100-SXM"}, {"memory_mib", 81559},
-                       {"pci_bus_id", absl::StrFormat("00000000:%02x:00.0", 0x17 + i)}, {"numa_node", i * 2 / cards},
-                       {"architecture", "sm_90"}, {"uuid", absl::StrFormat("GPU-fleet-%04d", i)}, {"links", links}});
+    devices.push_back({{"vendor", "nvidia"},
+                       {"model", "H100-SXM"},
+                       {"memory_mib", 81559},
+                       {"pci_bus_id", absl::StrFormat("00000000:%02x:00.0", 0x17 + i)},
+                       {"numa_node", i * 2 / cards},
+                       {"architecture", "sm_90"},
+                       {"uuid", absl::StrFormat("GPU-fleet-%04d", i)},
+                       {"links", links}});
   }
   const std::string path = dir + "/template-inventory.json";
-  std::ofstream(path) << nlohmann::json{{"hostname", "template"}, {"cpus", 192}, {"memory_mib", 2097152},
-                                        {"devices", devices}}.dump();
+  std::ofstream(path)
+      << nlohmann::json{{"hostname", "template"}, {"cpus", 192}, {"memory_mib", 2097152}, {"devices", devices}}.dump();
   hetpool::drivers::BackendOptions backend;
   backend.names = {"sim"};
   backend.sim_inventory_path = path;
@@ -202,7 +207,8 @@ pb::Job FinishedJob(int64_t seq, const Shape& shape, absl::Time at) {
   plan->set_dist_backend("nccl");
   plan->set_torch_device("cuda");
   plan->set_procs(shape.cards);
-  for (pb::JobState s : {pb::JOB_STATE_PENDING, pb::JOB_STATE_SCHEDULED, pb::JOB_STATE_RUNNING, pb::JOB_STATE_SUCCEEDED}) {
+  for (pb::JobState s :
+       {pb::JOB_STATE_PENDING, pb::JOB_STATE_SCHEDULED, pb::JOB_STATE_RUNNING, pb::JOB_STATE_SUCCEEDED}) {
     pb::JobEvent* e = job.add_events();
     e->set_state(s);
     *e->mutable_time() = hetpool::ToProtoTime(at);
@@ -281,9 +287,11 @@ nlohmann::json LoadSeconds(const std::string& log) {
   const size_t start = log.rfind("from the store in ");
   if (start == std::string::npos) return out;
   const std::string line = log.substr(start, log.find('\n', start) - start);
-  for (const auto& [key, label] : std::vector<std::pair<const char*, const char*>>{
-           {"all", "from the store in "}, {"reading", "s ("}, {"nodes", "nodes "}, {"job_rows", "job rows "},
-           {"decoding", "decoding them "}}) {
+  for (const auto& [key, label] : std::vector<std::pair<const char*, const char*>>{{"all", "from the store in "},
+                                                                                   {"reading", "s ("},
+                                                                                   {"nodes", "nodes "},
+                                                                                   {"job_rows", "job rows "},
+                                                                                   {"decoding", "decoding them "}}) {
     const size_t at = line.find(label);
     if (at != std::string::npos) out[key] = std::atof(line.c_str() + at + std::strlen(label));
   }
@@ -310,7 +318,8 @@ absl::Time LoggedAt(const std::string& log, const std::string& needle) {
 struct Waits {
   std::vector<double> to_order_ms, to_running_ms;
 };
-Waits WaitsOf(const std::vector<hetpool::bench::LaunchRecord>& launches, const std::map<std::string, absl::Time>& submitted) {
+Waits WaitsOf(const std::vector<hetpool::bench::LaunchRecord>& launches,
+              const std::map<std::string, absl::Time>& submitted) {
   Waits w;
   for (const auto& l : launches) {
     auto it = submitted.find(l.job_id);
@@ -404,8 +413,8 @@ nlohmann::json RampStep(double rate, int seconds, double job_seconds, const std:
 // The ramp: each rate in turn until one is not held. A job runs `o.job_seconds`, or long enough
 // that the step's rate keeps about half the pool's cards busy (the run's subject is the daemon's
 // pace, not a full pool's queue), within 1-120 s.
-nlohmann::json RunRamp(const Options& o, const std::vector<Shape>& shapes, TestCluster& cluster,
-                       FleetSimulator& fleet, pid_t daemon, int& next_job) {
+nlohmann::json RunRamp(const Options& o, const std::vector<Shape>& shapes, TestCluster& cluster, FleetSimulator& fleet,
+                       pid_t daemon, int& next_job) {
   double mean_cards = 0;
   for (const Shape& s : shapes) mean_cards += s.cards;
   mean_cards /= static_cast<double>(shapes.size());
@@ -413,8 +422,7 @@ nlohmann::json RunRamp(const Options& o, const std::vector<Shape>& shapes, TestC
   double highest = 0;
   for (const double rate : o.ramp) {
     const double job_seconds =
-        o.job_seconds > 0 ? o.job_seconds
-                          : std::clamp(0.5 * o.nodes * o.cards / (rate * mean_cards), 1.0, 120.0);
+        o.job_seconds > 0 ? o.job_seconds : std::clamp(0.5 * o.nodes * o.cards / (rate * mean_cards), 1.0, 120.0);
     if (o.output != "json") {
       std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << "ramp: " << rate
                 << " submissions/s for " << o.load_seconds << " s (jobs of " << job_seconds << " s)\n";
@@ -440,30 +448,44 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return Usage("missing value for " + flag);
     const std::string value = argv[++i];
-    if (flag == "--nodes") o.nodes = std::stoi(value);
-    else if (flag == "--cards") o.cards = std::stoi(value);
-    else if (flag == "--store-jobs") o.store_jobs = std::stoll(value);
-    else if (flag == "--rate") o.rate = std::stod(value);
-    else if (flag == "--load-seconds") o.load_seconds = std::stoi(value);
-    else if (flag == "--idle-seconds") o.idle_seconds = std::stoi(value);
-    else if (flag == "--trace") o.trace = value;
-    else if (flag == "-o") o.output = value;
-    else if (flag == "--seed-only") o.seed_only = value;
-    else if (flag == "--job-seconds") o.job_seconds = std::stod(value);
+    if (flag == "--nodes")
+      o.nodes = std::stoi(value);
+    else if (flag == "--cards")
+      o.cards = std::stoi(value);
+    else if (flag == "--store-jobs")
+      o.store_jobs = std::stoll(value);
+    else if (flag == "--rate")
+      o.rate = std::stod(value);
+    else if (flag == "--load-seconds")
+      o.load_seconds = std::stoi(value);
+    else if (flag == "--idle-seconds")
+      o.idle_seconds = std::stoi(value);
+    else if (flag == "--trace")
+      o.trace = value;
+    else if (flag == "-o")
+      o.output = value;
+    else if (flag == "--seed-only")
+      o.seed_only = value;
+    else if (flag == "--job-seconds")
+      o.job_seconds = std::stod(value);
     else if (flag == "--ramp") {
       for (absl::string_view r : absl::StrSplit(value, ',')) {
         double rate = 0;
         if (!absl::SimpleAtod(r, &rate) || rate <= 0) return Usage(absl::StrCat("bad --ramp rate '", r, "'"));
         o.ramp.push_back(rate);
       }
-    }
-    else return Usage("unknown flag " + flag);
+    } else
+      return Usage("unknown flag " + flag);
   }
   if (o.nodes < 1 || o.cards < 1 || o.cards > 64 || o.rate <= 0 || o.store_jobs < 0) return Usage("bad sizes");
-  nlohmann::json report = {{"nodes", o.nodes}, {"cards_per_node", o.cards}, {"store_jobs", o.store_jobs},
-                           {"rate_per_s", o.rate}, {"load_seconds", o.load_seconds}};
+  nlohmann::json report = {{"nodes", o.nodes},
+                           {"cards_per_node", o.cards},
+                           {"store_jobs", o.store_jobs},
+                           {"rate_per_s", o.rate},
+                           {"load_seconds", o.load_seconds}};
   auto say = [&](const std::string& line) {
-    if (o.output != "json") std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << line << "\n";
+    if (o.output != "json")
+      std::cerr << absl::FormatTime("%H:%M:%S ", absl::Now(), absl::LocalTimeZone()) << line << "\n";
   };
 
   if (!o.seed_only.empty()) {  // a store to time or profile hetpoold's start on, alone
@@ -495,7 +517,7 @@ int main(int argc, char** argv) {
   }
   TestCluster::Options options;
   options.orphan_grace = absl::Minutes(10);  // the product's default: jobs ride out a restart
-  options.lease_ttl = absl::Seconds(15);      // likewise (the harness's tests use 10 s)
+  options.lease_ttl = absl::Seconds(15);     // likewise (the harness's tests use 10 s)
   const int metrics_port = hetpool::testing::FreeTcpPort();
   options.daemon_args = {"--metrics-listen", absl::StrCat("127.0.0.1:", metrics_port)};
   TestCluster cluster(options);
@@ -559,14 +581,13 @@ int main(int argc, char** argv) {
       std::cout << "rate/s  achieved/s  submitted  failed  ordered  to order p50/p99 ms  to running p50/p99 ms"
                    "  daemon cores  held\n";
       for (const auto& step : report["ramp"]["steps"]) {
-        std::cout << absl::StrFormat("%6.0f  %10.1f  %9d  %6d  %7d  %8.1f / %-8.1f  %9.1f / %-9.1f  %12.2f  %s\n",
-                                     step["rate_per_s"].get<double>(), step["achieved_rate_per_s"].get<double>(),
-                                     step["submitted"].get<int>(), step["failed_submits"].get<int>(),
-                                     step["ordered"].get<int>(), step["submit_to_order_ms"]["p50"].get<double>(),
-                                     step["submit_to_order_ms"]["p99"].get<double>(),
-                                     step["submit_to_running_ms"]["p50"].get<double>(),
-                                     step["submit_to_running_ms"]["p99"].get<double>(),
-                                     step["daemon_cpu_cores"].get<double>(), step["held"].get<bool>() ? "yes" : "no");
+        std::cout << absl::StrFormat(
+            "%6.0f  %10.1f  %9d  %6d  %7d  %8.1f / %-8.1f  %9.1f / %-9.1f  %12.2f  %s\n",
+            step["rate_per_s"].get<double>(), step["achieved_rate_per_s"].get<double>(), step["submitted"].get<int>(),
+            step["failed_submits"].get<int>(), step["ordered"].get<int>(),
+            step["submit_to_order_ms"]["p50"].get<double>(), step["submit_to_order_ms"]["p99"].get<double>(),
+            step["submit_to_running_ms"]["p50"].get<double>(), step["submit_to_running_ms"]["p99"].get<double>(),
+            step["daemon_cpu_cores"].get<double>(), step["held"].get<bool>() ? "yes" : "no");
       }
       std::cout << "highest rate held: " << report["ramp"]["highest_rate_held_per_s"].dump() << "/s\n";
     }
@@ -637,7 +658,8 @@ int main(int argc, char** argv) {
   // Wait for the last submissions to start (or 30 s).
   for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
     size_t started = 0;
-    for (const auto& l : fleet.Launches()) started += submitted.contains(l.job_id) && l.reported_running != absl::InfiniteFuture();
+    for (const auto& l : fleet.Launches())
+      started += submitted.contains(l.job_id) && l.reported_running != absl::InfiniteFuture();
     if (started >= submitted.size()) break;
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -39,7 +39,9 @@ constexpr absl::Duration kChannelPoll = absl::Milliseconds(200);
 
 // The period the daemon announces (at registration and in every heartbeat's answer, which
 // spreads a growing fleet's beats), at least 100 ms.
-absl::Duration HeartbeatPeriod(int64_t announced_ms) { return absl::Milliseconds(std::max<int64_t>(100, announced_ms)); }
+absl::Duration HeartbeatPeriod(int64_t announced_ms) {
+  return absl::Milliseconds(std::max<int64_t>(100, announced_ms));
+}
 
 }  // namespace
 
@@ -94,9 +96,8 @@ FleetSimulator::FleetSimulator(FleetOptions options, std::vector<SimNodeSpec> no
     channels_.push_back(grpc::CreateCustomChannel(options_.daemon, credentials, args));
     stubs_.push_back(pb::AgentService::NewStub(channels_.back()));
   }
-  heartbeat_threads_ = options_.heartbeat_threads > 0
-                           ? options_.heartbeat_threads
-                           : std::clamp(static_cast<int>(nodes.size() / 40), 32, 256);
+  heartbeat_threads_ = options_.heartbeat_threads > 0 ? options_.heartbeat_threads
+                                                      : std::clamp(static_cast<int>(nodes.size() / 40), 32, 256);
   for (int t = 0; t < heartbeat_threads_; ++t) slices_.push_back(std::make_unique<Slice>());
   for (size_t i = 0; i < nodes.size(); ++i) {
     auto node = std::make_unique<Node>();
@@ -124,8 +125,8 @@ absl::Status FleetSimulator::Start(absl::Duration timeout) {
     }
     if (registered == nodes_.size()) return absl::OkStatus();
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(registered, " of ", nodes_.size(), " simulated nodes registered in ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          registered, " of ", nodes_.size(), " simulated nodes registered in ", absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -139,7 +140,8 @@ void FleetSimulator::Stop() {
   {
     // Heartbeats still on their way answer within their deadline; their callbacks touch nodes.
     absl::MutexLock lock(&calls_mu_);
-    calls_mu_.Await(absl::Condition(+[](int* n) { return *n == 0; }, &calls_in_flight_));
+    calls_mu_.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &calls_in_flight_));
   }
   // Cancel every open stream; the reader thread drains their completions, then the queue.
   for (auto& node : nodes_) {
@@ -426,7 +428,7 @@ void FleetSimulator::HeartbeatLoop(int slice) {
   while (!stopping_.load()) {
     bool sent = false;
     absl::Time next = absl::Now() + kMaxBackoff;  // the earliest thing due in the slice after this round
-    std::map<grpc::Channel*, bool> connected;  // asked once a round, for the nodes that wait on it
+    std::map<grpc::Channel*, bool> connected;     // asked once a round, for the nodes that wait on it
     auto connects = [&](grpc::Channel* channel) {
       auto [it, fresh] = connected.emplace(channel, false);
       if (fresh) it->second = channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
@@ -470,7 +472,8 @@ void FleetSimulator::HeartbeatLoop(int slice) {
     // finished or started process is reported at once). Polling every slice every 5 ms instead
     // cost the simulator more than a core while a restarted daemon was loading.
     absl::MutexLock lock(&wakeups.mu);
-    if (!wakeups.kicked) wakeups.wake.WaitWithDeadline(&wakeups.mu, std::max(next, absl::Now() + absl::Milliseconds(1)));
+    if (!wakeups.kicked)
+      wakeups.wake.WaitWithDeadline(&wakeups.mu, std::max(next, absl::Now() + absl::Milliseconds(1)));
     wakeups.kicked = false;
   }
 }

@@ -35,9 +35,9 @@ namespace hetpool::bench {
 namespace pb = ::hetpool::v1;
 
 struct FleetOptions {
-  std::string daemon;  // host:port
+  std::string daemon;                                     // host:port
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
-  int channels = 16;           // connections the nodes share (gRPC multiplexes streams on each)
+  int channels = 16;  // connections the nodes share (gRPC multiplexes streams on each)
   // Threads sending heartbeats and registrations, each for a slice of the nodes. 0: one per 40
   // nodes, 32 to 256. Heartbeats no longer wait for their answers; registrations do (one call
   // at a time per thread: with 32 threads for 5,000 nodes, when heartbeats waited too, a slice's

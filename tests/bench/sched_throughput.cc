@@ -108,7 +108,8 @@ std::vector<std::vector<DeviceRecord>> MakePool(int nodes_n, std::mt19937_64& rn
         if (i == j) continue;
         const bool same_group = i / m.group == j / m.group;
         devs[static_cast<size_t>(i)].links.push_back(
-            {devs[static_cast<size_t>(j)].id, same_group ? m.fabric : (i / 4 == j / 4 ? LinkKind::kPcieHostBridge : LinkKind::kCrossSocket),
+            {devs[static_cast<size_t>(j)].id,
+             same_group ? m.fabric : (i / 4 == j / 4 ? LinkKind::kPcieHostBridge : LinkKind::kCrossSocket),
              same_group ? m.lanes : 1});
       }
     }
@@ -161,14 +162,16 @@ nlohmann::json Summary(const std::vector<Decided>& decisions, double seconds) {
     (d.placed ? placing_us : refusing_us).push_back(d.us);
   }
   nlohmann::json by_outcome = nlohmann::json::object();
-  for (const auto& [name, lat] : {std::pair<const char*, const std::vector<double>&>{"placed", placing_us},
-                                  {"refused", refusing_us}}) {
+  for (const auto& [name, lat] :
+       {std::pair<const char*, const std::vector<double>&>{"placed", placing_us}, {"refused", refusing_us}}) {
     double total_us = 0;
     for (double us : lat) total_us += us;
-    by_outcome[name] = {{"decisions", lat.size()},
-                        {"seconds", total_us / 1e6},
-                        {"per_second_of_own_time", total_us > 0 ? static_cast<double>(lat.size()) / (total_us / 1e6) : 0},
-                        {"p50_ms", Percentile(lat, 0.5) / 1000}, {"p99_ms", Percentile(lat, 0.99) / 1000}};
+    by_outcome[name] = {
+        {"decisions", lat.size()},
+        {"seconds", total_us / 1e6},
+        {"per_second_of_own_time", total_us > 0 ? static_cast<double>(lat.size()) / (total_us / 1e6) : 0},
+        {"p50_ms", Percentile(lat, 0.5) / 1000},
+        {"p99_ms", Percentile(lat, 0.99) / 1000}};
   }
   nlohmann::json by_shape_json = nlohmann::json::object();
   for (const auto& [shape, lat] : by_shape) {
@@ -176,8 +179,10 @@ nlohmann::json Summary(const std::vector<Decided>& decisions, double seconds) {
     for (const Decided& d : decisions) {
       if (d.shape == shape && d.placed) placed_lat.push_back(d.us);
     }
-    by_shape_json[kShapeNames[shape]] = {{"decisions", lat.size()}, {"placed", placed_by_shape[shape]},
-                                         {"p50_ms", Percentile(lat, 0.5) / 1000}, {"p99_ms", Percentile(lat, 0.99) / 1000},
+    by_shape_json[kShapeNames[shape]] = {{"decisions", lat.size()},
+                                         {"placed", placed_by_shape[shape]},
+                                         {"p50_ms", Percentile(lat, 0.5) / 1000},
+                                         {"p99_ms", Percentile(lat, 0.99) / 1000},
                                          {"placed_p99_ms", Percentile(placed_lat, 0.99) / 1000}};
   }
   const double placed = static_cast<double>(placing_us.size()), refused = static_cast<double>(refusing_us.size());
@@ -223,8 +228,7 @@ class SteadyPool {
 
 // `Place` alone on views the bench owns.
 nlohmann::json RunPlace(const std::string& profile, const std::vector<std::vector<DeviceRecord>>& devices,
-                        const std::vector<int>& shapes,
-                        double utilisation) {
+                        const std::vector<int>& shapes, double utilisation) {
   std::vector<sched::NodeView> views(devices.size());
   for (size_t n = 0; n < devices.size(); ++n) {
     auto& v = views[n];
@@ -306,8 +310,7 @@ class DecisionRecorder final : public hetpool::daemon::StateObserver {
 // The daemon's scheduling cycle in a steady state: jobs submitted a batch at a time, one Tick
 // each, and jobs ended through their nodes' heartbeats.
 nlohmann::json RunCycle(const std::string& profile, const std::vector<std::vector<DeviceRecord>>& devices,
-                        const std::vector<int>& shapes,
-                        double utilisation, int batch) {
+                        const std::vector<int>& shapes, double utilisation, int batch) {
   hetpool::testing::MemoryStore store;  // what a store costs minus the disk
   DecisionRecorder recorder;
   auto framework = FrameworkOf(profile);
@@ -399,7 +402,7 @@ nlohmann::json RunCycle(const std::string& profile, const std::vector<std::vecto
     waiting.swap(still);
   }
   std::vector<Decided> counted(recorder.decisions.begin() + static_cast<std::ptrdiff_t>(counted_from),
-                                recorder.decisions.end());
+                               recorder.decisions.end());
   nlohmann::json out = Summary(counted, seconds);
   out["warmup_decisions"] = counted_from;
   out["left_waiting"] = waiting.size();
@@ -415,14 +418,22 @@ int main(int argc, char** argv) {
   std::string output = "table", mode = "both", profile;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--nodes") nodes_n = std::stoi(value);
-    else if (flag == "--jobs") jobs_n = std::stoi(value);
-    else if (flag == "--seed") seed = std::stoull(value);
-    else if (flag == "--mode") mode = value;
-    else if (flag == "--utilisation") utilisation = std::stod(value);
-    else if (flag == "--batch") batch = std::stoi(value);
-    else if (flag == "--scheduler-profile") profile = value;
-    else if (flag == "-o") output = value;
+    if (flag == "--nodes")
+      nodes_n = std::stoi(value);
+    else if (flag == "--jobs")
+      jobs_n = std::stoi(value);
+    else if (flag == "--seed")
+      seed = std::stoull(value);
+    else if (flag == "--mode")
+      mode = value;
+    else if (flag == "--utilisation")
+      utilisation = std::stod(value);
+    else if (flag == "--batch")
+      batch = std::stoi(value);
+    else if (flag == "--scheduler-profile")
+      profile = value;
+    else if (flag == "-o")
+      output = value;
     else {
       std::cerr << "sched_throughput: unknown flag " << flag << "\n";
       return 2;
@@ -457,8 +468,8 @@ int main(int argc, char** argv) {
     std::cout << result.dump(2) << "\n";
     return 0;
   }
-  std::cout << nodes_n << " nodes x 8 cards, " << jobs_n << " jobs; steady state: " << result["steady_state"].get<std::string>()
-            << "\n";
+  std::cout << nodes_n << " nodes x 8 cards, " << jobs_n
+            << " jobs; steady state: " << result["steady_state"].get<std::string>() << "\n";
   for (const char* part : {"place", "cycle"}) {
     if (!result.contains(part)) continue;
     const auto& r = result[part];

@@ -61,14 +61,14 @@ struct Options {
   std::string trace_dir;
   std::string workload = "default";
   size_t nodes = 120;
-  double load = 1.3;       // offered card-seconds / (cards x window); ignored when compress > 0
-  double compress = 0;     // arrival times divided by this
+  double load = 1.3;    // offered card-seconds / (cards x window); ignored when compress > 0
+  double compress = 0;  // arrival times divided by this
   int groups = 4;
   double heavy = 0;  // > 0: this share of the pods goes to g0, the rest equally to the others
   absl::Duration half_life = absl::Hours(1);
   // Pods that ran longer are services, not jobs: with arrivals compressed they would never leave.
   absl::Duration max_runtime = absl::Hours(24);
-  double high = 0;  // share of the pods at priority 10
+  double high = 0;                                // share of the pods at priority 10
   absl::Duration checkpoint = absl::Minutes(30);  // every pod's checkpoint_interval
   absl::Duration stop = absl::Seconds(30);        // kill order to exit
   absl::Duration defrag_after = absl::Minutes(10);
@@ -156,9 +156,12 @@ class PreemptionLog final : public hetpool::daemon::StateObserver {
   void SchedulingPass(absl::Duration, bool) override {}
   void JobEnded(const pb::Job&) override {}
   void JobRestarted(const pb::Job& job, const std::string& reason) override {
-    if (reason == hetpool::daemon::kRestartPreempted) victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kPreempted});
-    if (reason == hetpool::daemon::kRestartMoved) victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kMoved});
-    if (reason == hetpool::daemon::kRestartResized) victims.push_back({job.id(), job.last_resize().by_job(), Kind::kResized});
+    if (reason == hetpool::daemon::kRestartPreempted)
+      victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kPreempted});
+    if (reason == hetpool::daemon::kRestartMoved)
+      victims.push_back({job.id(), job.last_preemption().by_job(), Kind::kMoved});
+    if (reason == hetpool::daemon::kRestartResized)
+      victims.push_back({job.id(), job.last_resize().by_job(), Kind::kResized});
   }
   struct Victim {
     std::string id;
@@ -214,7 +217,8 @@ pb::JobSpec SpecOf(const Pod& pod, const Options& o, bool movable, bool elastic)
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(std::min<double>(static_cast<double>(v.size()) - 1, std::floor(q * static_cast<double>(v.size()))))];
+  return v[static_cast<size_t>(
+      std::min<double>(static_cast<double>(v.size()) - 1, std::floor(q * static_cast<double>(v.size()))))];
 }
 
 // One policy's run over the same pods and nodes.
@@ -226,7 +230,7 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
   hetpool::daemon::ClusterOptions options;
   options.clock = [&now] { return now; };
   options.monotonic_clock = [&now] { return now; };
-  options.lease_ttl = absl::Hours(100000);  // simulated agents report only when something changes
+  options.lease_ttl = absl::Hours(100000);               // simulated agents report only when something changes
   options.max_events_per_job = o.explain ? 100000 : 20;  // --explain keeps every event of a job
   PreemptionLog preemptions;
   options.observer = &preemptions;
@@ -355,9 +359,9 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     const double dt = absl::ToDoubleSeconds(std::min(t, end) - now);
     if (dt > 0 && now >= start) {
       allocation_integral += dt * static_cast<double>(allocated) / static_cast<double>(capacity);
-      const bool all_backlogged = static_cast<int>(pending_by_group.size()) == o.groups &&
-                                  std::all_of(pending_by_group.begin(), pending_by_group.end(),
-                                              [](const auto& g) { return g.second > 0; });
+      const bool all_backlogged =
+          static_cast<int>(pending_by_group.size()) == o.groups &&
+          std::all_of(pending_by_group.begin(), pending_by_group.end(), [](const auto& g) { return g.second > 0; });
       if (all_backlogged) {
         double sum = 0, squares = 0;
         for (int g = 0; g < o.groups; ++g) {
@@ -370,7 +374,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
         for (int g = 0; g < o.groups; ++g) {
           double dominant = 0;
           for (const auto& [model, held] : held_by_group_model["g" + std::to_string(g)]) {
-            dominant = std::max(dominant, static_cast<double>(held) * o.groups / static_cast<double>(model_capacity[model]));
+            dominant =
+                std::max(dominant, static_cast<double>(held) * o.groups / static_cast<double>(model_capacity[model]));
           }
           dsum += dominant;
           dsquares += dominant * dominant;
@@ -494,7 +499,8 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     delays[ClassOf(pod.trace)].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
     delays["all"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
     // The same waits cut off at the window's end, as a run without --drain reports them.
-    if (o.drain) delays[ClassOf(pod.trace) + "@window"].push_back(absl::ToDoubleMinutes(std::min(placed, end) - pod.arrival));
+    if (o.drain)
+      delays[ClassOf(pod.trace) + "@window"].push_back(absl::ToDoubleMinutes(std::min(placed, end) - pod.arrival));
     if (pod.priority > 0) {
       delays["high"].push_back(absl::ToDoubleMinutes(placed - pod.arrival));
       delays["high-decided"].push_back(absl::ToDoubleMinutes(pod.decided.value_or(cut) - pod.arrival));
@@ -521,8 +527,9 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
     if (job.ok() && !pod.scheduled) row["message"] = job->message();
     if (job.ok() && o.explain) {
       for (const pb::JobEvent& event : job->events()) {
-        row["events"].push_back(absl::StrFormat("%.1f %s %s", absl::ToDoubleMinutes(hetpool::FromProtoTime(event.time()) - pod.arrival),
-                                                event.reason(), event.message()));
+        row["events"].push_back(
+            absl::StrFormat("%.1f %s %s", absl::ToDoubleMinutes(hetpool::FromProtoTime(event.time()) - pod.arrival),
+                            event.reason(), event.message()));
       }
     }
     slowest.push_back(std::move(row));
@@ -567,13 +574,14 @@ nlohmann::json Run(const std::string& policy, const std::vector<trace::TraceNode
 }
 
 int Usage(const std::string& message) {
-  std::cerr << "sharing_replay: " << message
-            << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
-               " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
-               "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
-               " [--defrag-moves-per-hour 30] [--defrag-move-burst 0] [--defrag-requeue-after 30m] [--checkpoint 30m]"
-               " [--stop 30s] [--half-life 1h]"
-               " [--max-runtime 24h] [--drain] [--explain] [--seed 0] [-o table|json]\n";
+  std::cerr
+      << "sharing_replay: " << message
+      << "\nusage: sharing_replay --trace DIR [--workload default] [--nodes 120] [--load 1.3 | --compress K]"
+         " [--groups 4] [--heavy 0.55] [--high 0.1] [--policies fifo+backfill,fair-share,fair-share+preemption,"
+         "fair-share+preemption+elastic,fair-share+preemption+defrag] [--elastic-grow-after 10m] [--defrag-after 10m]"
+         " [--defrag-moves-per-hour 30] [--defrag-move-burst 0] [--defrag-requeue-after 30m] [--checkpoint 30m]"
+         " [--stop 30s] [--half-life 1h]"
+         " [--max-runtime 24h] [--drain] [--explain] [--seed 0] [-o table|json]\n";
   return 2;
 }
 
@@ -696,7 +704,8 @@ int main(int argc, char** argv) {
     compress = high;
   }
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
-  for (Pod& pod : pods) pod.arrival = t0 + absl::Seconds(static_cast<double>(pod.trace.creation_time - first) / compress);
+  for (Pod& pod : pods)
+    pod.arrival = t0 + absl::Seconds(static_cast<double>(pod.trace.creation_time - first) / compress);
   std::stable_sort(pods.begin(), pods.end(), [](const Pod& a, const Pod& b) { return a.arrival < b.arrival; });
 
   nlohmann::json report = {{"nodes", nodes.size()},
@@ -724,15 +733,17 @@ int main(int argc, char** argv) {
     std::cout << report.dump(2) << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%d nodes, %d cards; offered load %.2f; arrivals compressed %.0fx into %.1f h; %d groups; half-life %s\n",
-                               report["nodes"].get<int>(), report["cards"].get<int>(), report["offered_load"].get<double>(), compress,
-                               report["window_hours"].get<double>(), o.groups, report["half_life"].get<std::string>());
-  std::cout << absl::StrFormat("%-30s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %6s %7s %9s %6s\n", "POLICY", "ALLOC",
-                               "JAIN", "JAIN-D", "BACKLOG", "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99",
+  std::cout << absl::StrFormat(
+      "%d nodes, %d cards; offered load %.2f; arrivals compressed %.0fx into %.1f h; %d groups; half-life %s\n",
+      report["nodes"].get<int>(), report["cards"].get<int>(), report["offered_load"].get<double>(), compress,
+      report["window_hours"].get<double>(), o.groups, report["half_life"].get<std::string>());
+  std::cout << absl::StrFormat("%-30s %7s %6s %6s %8s %10s %10s %10s %10s %10s %8s %6s %7s %9s %6s\n", "POLICY",
+                               "ALLOC", "JAIN", "JAIN-D", "BACKLOG", "1-CARD p50", "1-CARD p99", "4+ p99", "SHARE p99",
                                "HIGH p99", "PREEMPT", "MOVES", "RESIZES", "LOST c-h", "NEVER");
   for (const auto& r : report["policies"]) {
     auto p = [&](const char* cls, const char* q) {
-      return r["delay_minutes"].contains(cls) ? absl::StrFormat("%.1f m", r["delay_minutes"][cls][q].get<double>()) : "-";
+      return r["delay_minutes"].contains(cls) ? absl::StrFormat("%.1f m", r["delay_minutes"][cls][q].get<double>())
+                                              : "-";
     };
     std::cout << absl::StrFormat("%-30s %6.1f%% %6.3f %6.3f %7.0f%% %10s %10s %10s %10s %10s %8d %6d %7d %9.1f %6d\n",
                                  r["policy"].get<std::string>(), 100 * r["allocation"].get<double>(),

@@ -131,18 +131,18 @@ std::string WorkerCommand(const std::string& python, const std::string& worker, 
   const Workload& w = c.workload;
   const ModelSpec& m = c.model;
   const std::string family = m.family == "gpt2" ? "gpt2" : m.IsMoe() ? "moe" : "llama";
-  std::string command = absl::StrCat(
-      "MALLOC_MMAP_THRESHOLD_=65536 ", python, " ", worker, " --family ", family, " --layers ", m.layers, " --hidden ",
-      m.hidden, " --heads ", m.heads, " --intermediate ", m.intermediate, " --vocab ", m.vocab);
+  std::string command = absl::StrCat("MALLOC_MMAP_THRESHOLD_=65536 ", python, " ", worker, " --family ", family,
+                                     " --layers ", m.layers, " --hidden ", m.hidden, " --heads ", m.heads,
+                                     " --intermediate ", m.intermediate, " --vocab ", m.vocab);
   if (m.IsMoe()) absl::StrAppend(&command, " --experts ", m.experts, " --experts-per-token ", m.experts_per_token);
   if (m.positions == PositionKind::kLearned) absl::StrAppend(&command, " --positions ", m.max_context);
   if (w.mode == Mode::kInfer) {
     return absl::StrCat(command, " --mode infer --batch ", w.batch, " --prompt ", PromptTokens(w), " --context ",
                         w.context, " --precision ", w.precision == Precision::kBf16 ? "bf16" : "fp32");
   }
-  return absl::StrCat(command, " --seq ", w.seq, " --micro-batch ", w.micro_batch, " --steps ", steps,
-                      " --precision ", w.mixed == MixedPrecision::kAutocast ? "bf16-autocast" : "fp32",
-                      " --recompute ", w.recompute == Recompute::kFull ? "full" : "none", w.dropout ? " --dropout" : "");
+  return absl::StrCat(command, " --seq ", w.seq, " --micro-batch ", w.micro_batch, " --steps ", steps, " --precision ",
+                      w.mixed == MixedPrecision::kAutocast ? "bf16-autocast" : "fp32", " --recompute ",
+                      w.recompute == Recompute::kFull ? "full" : "none", w.dropout ? " --dropout" : "");
 }
 
 // Training measured on a real card, which this machine has none of: the planner's estimate
@@ -179,8 +179,9 @@ int CheckRecordedRuns(bool table, nlohmann::json& results) {
   std::vector<PoolClass> classes;
   AddNode(classes, "h200", node, std::nullopt);
   if (table) {
-    std::cout << absl::StrFormat("\nrecorded on a card\n%-38s %12s %12s %8s %12s %12s %8s %8s %8s\n", "CASE", "ESTIMATE",
-                                 "ALLOCATED", "ERROR", "REQUIRED", "RESERVED+CTX", "STEP", "MEASURED", "ERROR");
+    std::cout << absl::StrFormat("\nrecorded on a card\n%-38s %12s %12s %8s %12s %12s %8s %8s %8s\n", "CASE",
+                                 "ESTIMATE", "ALLOCATED", "ERROR", "REQUIRED", "RESERVED+CTX", "STEP", "MEASURED",
+                                 "ERROR");
   }
   int failures = 0;
   for (const RecordedRun& run : RecordedH200Runs()) {
@@ -203,19 +204,27 @@ int CheckRecordedRuns(bool table, nlohmann::json& results) {
     const double error = (estimate_mib - run.allocated_mib) / run.allocated_mib;
     const double must_hold_mib = run.reserved_mib + kCudaContextMib;
     const double step_error = (p.step_seconds - run.step_seconds) / run.step_seconds;
-    const bool ok = std::fabs(error) <= kTolerance && required_mib >= must_hold_mib && std::fabs(step_error) <= kTolerance;
+    const bool ok =
+        std::fabs(error) <= kTolerance && required_mib >= must_hold_mib && std::fabs(step_error) <= kTolerance;
     failures += ok ? 0 : 1;
-    results.push_back({{"case", run.name}, {"estimate_bytes", p.memory.Total()}, {"allocator_bytes", p.memory.allocator},
-                       {"required_bytes", p.required_bytes}, {"measured_allocated_bytes", run.allocated_mib * kMiB},
-                       {"measured_reserved_bytes", run.reserved_mib * kMiB}, {"error", error},
-                       {"step_seconds", p.step_seconds}, {"measured_step_seconds", run.step_seconds},
+    results.push_back({{"case", run.name},
+                       {"estimate_bytes", p.memory.Total()},
+                       {"allocator_bytes", p.memory.allocator},
+                       {"required_bytes", p.required_bytes},
+                       {"measured_allocated_bytes", run.allocated_mib * kMiB},
+                       {"measured_reserved_bytes", run.reserved_mib * kMiB},
+                       {"error", error},
+                       {"step_seconds", p.step_seconds},
+                       {"measured_step_seconds", run.step_seconds},
                        {"step_error", step_error},
-                       {"within_tolerance", ok}, {"mode", "train"}, {"device", "H200"}});
+                       {"within_tolerance", ok},
+                       {"mode", "train"},
+                       {"device", "H200"}});
     if (table) {
-      std::cout << absl::StrFormat("%-38s %8.0f MiB %8.0f MiB %+7.1f%% %8.0f MiB %8.0f MiB %6.3f s %6.3f s %+7.1f%%%s\n",
-                                   run.name, estimate_mib, run.allocated_mib, 100 * error, required_mib, must_hold_mib,
-                                   p.step_seconds, run.step_seconds, 100 * step_error,
-                                   required_mib >= must_hold_mib ? "" : " (required below)");
+      std::cout << absl::StrFormat(
+          "%-38s %8.0f MiB %8.0f MiB %+7.1f%% %8.0f MiB %8.0f MiB %6.3f s %6.3f s %+7.1f%%%s\n", run.name, estimate_mib,
+          run.allocated_mib, 100 * error, required_mib, must_hold_mib, p.step_seconds, run.step_seconds,
+          100 * step_error, required_mib >= must_hold_mib ? "" : " (required below)");
     }
   }
   return failures;
@@ -229,10 +238,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--python") python = next();
-    else if (a == "--only") only = next();
-    else if (a == "--steps") steps = std::atoi(next().c_str());
-    else if (a == "-o") output = next();
+    if (a == "--python")
+      python = next();
+    else if (a == "--only")
+      only = next();
+    else if (a == "--steps")
+      steps = std::atoi(next().c_str());
+    else if (a == "-o")
+      output = next();
     else {
       std::cerr << "usage: sizing_validation [--python PATH] [--only NAME] [--steps N] [-o json]\n";
       return 2;
@@ -268,16 +281,24 @@ int main(int argc, char** argv) {
     const bool ok = std::fabs(error) <= kTolerance && params_match;
     failures += ok ? 0 : 1;
     const double states = est.weights + est.gradients + est.optimizer + est.master + est.kv_cache;
-    results.push_back({{"case", c.name}, {"params", c.model.TotalParams()}, {"estimate_bytes", est.Total()},
-                       {"states_bytes", states}, {"activation_bytes", est.activations},
-                       {"transient_bytes", est.transient}, {"measured_bytes", peak}, {"error", error},
-                       {"params_match", params_match}, {"within_tolerance", ok},
-                       {"mode", c.workload.mode == Mode::kInfer ? "infer" : "train"}, {"family", c.model.family}});
+    results.push_back({{"case", c.name},
+                       {"params", c.model.TotalParams()},
+                       {"estimate_bytes", est.Total()},
+                       {"states_bytes", states},
+                       {"activation_bytes", est.activations},
+                       {"transient_bytes", est.transient},
+                       {"measured_bytes", peak},
+                       {"error", error},
+                       {"params_match", params_match},
+                       {"within_tolerance", ok},
+                       {"mode", c.workload.mode == Mode::kInfer ? "infer" : "train"},
+                       {"family", c.model.family}});
     if (output != "json") {
       constexpr double kMiB = 1024.0 * 1024;
       std::cout << absl::StrFormat("%-38s %9.1fM %9.0f MiB %9.0f MiB %9.0f MiB %9.0f MiB %+7.1f%%%s\n", c.name,
                                    c.model.TotalParams() / 1e6, states / kMiB, (est.activations + est.transient) / kMiB,
-                                   est.Total() / kMiB, peak / kMiB, 100 * error, params_match ? "" : " (param count differs)");
+                                   est.Total() / kMiB, peak / kMiB, 100 * error,
+                                   params_match ? "" : " (param count differs)");
       std::cout.flush();
     }
   }

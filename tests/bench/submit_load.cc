@@ -31,10 +31,14 @@ int main(int argc, char** argv) {
   int clients = 32, seconds = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--store") store = value;
-    else if (flag == "--clients") clients = std::stoi(value);
-    else if (flag == "--seconds") seconds = std::stoi(value);
-    else if (flag == "-o") output = value;
+    if (flag == "--store")
+      store = value;
+    else if (flag == "--clients")
+      clients = std::stoi(value);
+    else if (flag == "--seconds")
+      seconds = std::stoi(value);
+    else if (flag == "-o")
+      output = value;
     else {
       std::cerr << "usage: submit_load [--store sqlite|etcd] [--clients 32] [--seconds 10] [-o json]\n";
       return 2;
@@ -42,7 +46,7 @@ int main(int argc, char** argv) {
   }
   TempDir etcd_dir;
   std::unique_ptr<EtcdCluster> etcd;
-  TestCluster::Options options;  // no agents: every job stays pending
+  TestCluster::Options options;                                         // no agents: every job stays pending
   options.daemon_args = {"--log-level", "warn", "--submit-rate", "0"};  // measure the store, not the limiter
   if (store == "etcd") {
     etcd = std::make_unique<EtcdCluster>(etcd_dir.path(), 3);

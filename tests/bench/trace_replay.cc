@@ -31,13 +31,20 @@ int main(int argc, char** argv) {
     }
     const std::string value = argv[i + 1];
     bool number_ok = true;
-    if (flag == "--trace-dir") dir = value;
-    else if (flag == "--workload") workload = value;
-    else if (flag == "--seeds") seeds = value;
-    else if (flag == "--scheduler-profile") profile = value;
-    else if (flag == "-o") output = value;
-    else if (flag == "--typical-pct") number_ok = absl::SimpleAtod(value, &typical_pct);
-    else if (flag == "--typical-step") number_ok = absl::SimpleAtoi(value, &typical_step);
+    if (flag == "--trace-dir")
+      dir = value;
+    else if (flag == "--workload")
+      workload = value;
+    else if (flag == "--seeds")
+      seeds = value;
+    else if (flag == "--scheduler-profile")
+      profile = value;
+    else if (flag == "-o")
+      output = value;
+    else if (flag == "--typical-pct")
+      number_ok = absl::SimpleAtod(value, &typical_pct);
+    else if (flag == "--typical-step")
+      number_ok = absl::SimpleAtoi(value, &typical_step);
     else {
       std::cerr << "trace_replay: unknown flag " << flag
                 << " (--trace-dir, --workload, --seeds, --scheduler-profile, --typical-pct, --typical-step, -o)\n";
@@ -90,20 +97,28 @@ int main(int argc, char** argv) {
     }
     ratios.push_back(r->allocation_ratio * 100);
     seconds += r->seconds;
-    per_seed.push_back({{"seed", seed}, {"allocation_ratio", r->allocation_ratio * 100},
-                        {"demand_ratio", r->demand_ratio * 100}, {"pods", r->pods}, {"placed", r->placed},
-                        {"failed", r->failed}, {"seconds", r->seconds}});
+    per_seed.push_back({{"seed", seed},
+                        {"allocation_ratio", r->allocation_ratio * 100},
+                        {"demand_ratio", r->demand_ratio * 100},
+                        {"pods", r->pods},
+                        {"placed", r->placed},
+                        {"failed", r->failed},
+                        {"seconds", r->seconds}});
   }
   const double mean = std::accumulate(ratios.begin(), ratios.end(), 0.0) / static_cast<double>(ratios.size());
   if (output == "json") {
-    std::cout << nlohmann::json{{"workload", workload}, {"scheduler_profile", profile},
-                                {"typical_shapes_pct", typical_pct}, {"typical_shapes_step", typical_step},
-                                {"mean_allocation_ratio", mean}, {"seeds", per_seed}, {"seconds", seconds}}
+    std::cout << nlohmann::json{{"workload", workload},
+                                {"scheduler_profile", profile},
+                                {"typical_shapes_pct", typical_pct},
+                                {"typical_shapes_step", typical_step},
+                                {"mean_allocation_ratio", mean},
+                                {"seeds", per_seed},
+                                {"seconds", seconds}}
                      .dump(2)
               << "\n";
   } else {
-    std::cout << workload << " " << profile << " mean " << mean << "% over " << ratios.size() << " seeds ("
-              << seconds << " s)\n";
+    std::cout << workload << " " << profile << " mean " << mean << "% over " << ratios.size() << " seeds (" << seconds
+              << " s)\n";
   }
   return 0;
 }

@@ -71,8 +71,8 @@ FakeFixture* Fixture() {
   const char* path = std::getenv("HETPOOL_FAKE_FIXTURE");
   const std::string current = path ? path : "";
   std::error_code ec;
-  const auto mtime = current.empty() ? std::filesystem::file_time_type{}
-                                     : std::filesystem::last_write_time(current, ec);
+  const auto mtime =
+      current.empty() ? std::filesystem::file_time_type{} : std::filesystem::last_write_time(current, ec);
   if (!g_loaded || current != g_loaded_path || mtime != g_loaded_mtime) {
     g_fixture = Load();
     g_loaded = true;

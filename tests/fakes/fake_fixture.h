@@ -11,8 +11,8 @@
 namespace hetpool::fakes {
 
 struct FakeLink {
-  int peer = -1;            // fixture index of the peer device, or -1 when the lane ends at a switch
-  std::string switch_id;    // NVSwitch PCI bus id for switch-attached lanes
+  int peer = -1;          // fixture index of the peer device, or -1 when the lane ends at a switch
+  std::string switch_id;  // NVSwitch PCI bus id for switch-attached lanes
   int lanes = 1;
 };
 
@@ -22,7 +22,7 @@ struct FakeDevice {
   uint64_t memory_mib = 0, memory_used_mib = 0;
   int utilization = 0;
   int arch_major = 0, arch_minor = 0;
-  std::string isa;          // vendor ISA string where the library reports one
+  std::string isa;  // vendor ISA string where the library reports one
   std::string pcie_switch, host_bridge;
   int socket = 0;
   std::vector<FakeLink> links;

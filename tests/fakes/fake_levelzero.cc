@@ -15,9 +15,13 @@ bool g_initialized = false;
 int g_driver_tag = 0;  // the one driver handle points here
 
 template <typename Handle>
-Handle Encode(intptr_t value) { return reinterpret_cast<Handle>(value + 1); }
+Handle Encode(intptr_t value) {
+  return reinterpret_cast<Handle>(value + 1);
+}
 template <typename Handle>
-intptr_t Decode(Handle h) { return reinterpret_cast<intptr_t>(h) - 1; }
+intptr_t Decode(Handle h) {
+  return reinterpret_cast<intptr_t>(h) - 1;
+}
 
 ze_result_t Check(zes_device_handle_t h, FakeDevice** out, int* index = nullptr) {
   if (!g_initialized) return ZE_RESULT_ERROR_UNINITIALIZED;
@@ -52,7 +56,8 @@ extern "C" {
 ze_result_t zeInit(ze_init_flags_t) {
   if (hetpool::fakes::FixtureFor("intel") == nullptr) return ZE_RESULT_ERROR_UNINITIALIZED;
   const char* sysman = std::getenv("ZES_ENABLE_SYSMAN");
-  if (sysman == nullptr || std::strcmp(sysman, "1") != 0) return ZE_RESULT_ERROR_UNINITIALIZED;  // as 1.4 would for zes*
+  if (sysman == nullptr || std::strcmp(sysman, "1") != 0)
+    return ZE_RESULT_ERROR_UNINITIALIZED;  // as 1.4 would for zes*
   g_initialized = true;
   return ZE_RESULT_SUCCESS;
 }

@@ -96,7 +96,8 @@ EXPORT mxSmlReturn_t mxSmlGetSingleGpuProcess(unsigned int index, unsigned int* 
     std::strncpy(infos[i].processName, "python3", sizeof(infos[i].processName) - 1);
     unsigned n = 0;
     if (fixture_index != 0) infos[i].processGpuInfo[n++] = {{}, 0u, 512ul << 20};
-    infos[i].processGpuInfo[n++] = {{}, static_cast<unsigned>(fixture_index), static_cast<unsigned long>(d->processes[i].second << 20)};
+    infos[i].processGpuInfo[n++] = {
+        {}, static_cast<unsigned>(fixture_index), static_cast<unsigned long>(d->processes[i].second << 20)};
     infos[i].gpuNumber = n;
   }
   *count = static_cast<unsigned>(d->processes.size());
@@ -131,7 +132,8 @@ EXPORT mxSmlReturn_t mxSmlGetDeviceTopology(unsigned int a, unsigned int b, mxSm
   return MXSML_SUCCESS;
 }
 
-EXPORT mxSmlReturn_t mxSmlGetMetaXLinkRemoteInfo(unsigned int index, unsigned int link, mxSmlMetaXLinkRemoteInfo_t* remote) {
+EXPORT mxSmlReturn_t mxSmlGetMetaXLinkRemoteInfo(unsigned int index, unsigned int link,
+                                                 mxSmlMetaXLinkRemoteInfo_t* remote) {
   FakeDevice* d = nullptr;
   if (mxSmlReturn_t rc = Check(index, &d)) return rc;
   unsigned lane = 0;

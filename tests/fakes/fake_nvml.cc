@@ -15,7 +15,9 @@ namespace {
 bool g_initialized = false;
 
 // Handles encode the fixture index (+1, so no handle is null).
-nvmlDevice_t HandleOf(int fixture_index) { return reinterpret_cast<nvmlDevice_t>(static_cast<intptr_t>(fixture_index) + 1); }
+nvmlDevice_t HandleOf(int fixture_index) {
+  return reinterpret_cast<nvmlDevice_t>(static_cast<intptr_t>(fixture_index) + 1);
+}
 
 // Common preamble of every device call: initialized, injected fault, valid and present device.
 nvmlReturn_t Check(nvmlDevice_t handle, FakeDevice** out) {
@@ -23,7 +25,8 @@ nvmlReturn_t Check(nvmlDevice_t handle, FakeDevice** out) {
   if (int rc = hetpool::fakes::TakeInjectedError()) return rc;
   const intptr_t index = reinterpret_cast<intptr_t>(handle) - 1;
   auto* f = Fixture();
-  if (f == nullptr || index < 0 || index >= static_cast<intptr_t>(f->devices.size())) return NVML_ERROR_INVALID_ARGUMENT;
+  if (f == nullptr || index < 0 || index >= static_cast<intptr_t>(f->devices.size()))
+    return NVML_ERROR_INVALID_ARGUMENT;
   if (f->devices[index].removed) return NVML_ERROR_GPU_IS_LOST;
   *out = &f->devices[index];
   return NVML_SUCCESS;
@@ -152,7 +155,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* 
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
-                                                             nvmlProcessInfo_t* infos) {
+                                                            nvmlProcessInfo_t* infos) {
   FakeDevice* d = nullptr;
   if (nvmlReturn_t rc = Check(device, &d); rc != NVML_SUCCESS) return rc;
   // NVML's contract: too small a buffer gets the count needed and INSUFFICIENT_SIZE.
@@ -176,7 +179,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtili
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
   return hetpool::fakes::CopyString(Fixture()->driver_version, version, length) ? NVML_SUCCESS
-                                                                               : NVML_ERROR_INSUFFICIENT_SIZE;
+                                                                                : NVML_ERROR_INSUFFICIENT_SIZE;
 }
 
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
@@ -192,8 +195,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevi
   if (nvmlReturn_t rc = Check(a, &da)) return rc;
   if (nvmlReturn_t rc = Check(b, &db)) return rc;
   static const nvmlGpuTopologyLevel_t kLevels[] = {NVML_TOPOLOGY_INTERNAL, NVML_TOPOLOGY_SINGLE,
-                                                   NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_NODE,
-                                                   NVML_TOPOLOGY_SYSTEM};
+                                                   NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_NODE, NVML_TOPOLOGY_SYSTEM};
   *level = kLevels[hetpool::fakes::PcieDistance(*da, *db)];
   return NVML_SUCCESS;
 }

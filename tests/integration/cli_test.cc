@@ -335,14 +335,17 @@ TEST_F(CliTest, ReadmeCiExampleFailsWithTheJobsOwnExitCode) {
   const std::string step = text.substr(begin, end - begin);
   const std::string dir = cluster_->dir() + "/ci";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/job.json") << R"({"python": {"script": "tests/integration/scripts/exit_on_rank.py", "args": ["1", "7"]},
+  std::ofstream(dir + "/job.json")
+      << R"({"python": {"script": "tests/integration/scripts/exit_on_rank.py", "args": ["1", "7"]},
       "working_dir": ")" HETPOOL_SOURCE_DIR R"(", "nnodes": 1, "devices_per_node": 0, "procs_per_node": 2,
       "requirements": {"vendors": ["cpu"]}})";
   std::ofstream(dir + "/step.sh") << "set -e\ncd " << dir << "\n" << step;
   const std::string bin = std::filesystem::path(HETPOOLCTL_BIN).parent_path().string();
   auto child = ChildProcess::Spawn({"/bin/bash", dir + "/step.sh"}, dir + "/step.log",
-                                   {{"PATH", bin + ":/usr/bin:/bin"}, {"HETPOOL_SERVER", cluster_->address()},
-                                    {"HETPOOL_INSECURE", "1"}, {"CI_PIPELINE_ID", "4711"}});
+                                   {{"PATH", bin + ":/usr/bin:/bin"},
+                                    {"HETPOOL_SERVER", cluster_->address()},
+                                    {"HETPOOL_INSECURE", "1"},
+                                    {"CI_PIPELINE_ID", "4711"}});
   ASSERT_TRUE(child.ok()) << child.status();
   const auto status = (*child)->Wait(absl::Seconds(180));
   ASSERT_TRUE(status.has_value());
@@ -355,11 +358,13 @@ TEST_F(CliTest, ReadmeCiExampleFailsWithTheJobsOwnExitCode) {
   EXPECT_NE(xml.find("<failure type=\"NonZeroExit\""), std::string::npos) << xml;
 
   // deploy/ci/'s step script, which the GitHub Actions and GitLab CI jobs there run, does the same.
-  auto script = ChildProcess::Spawn({"/bin/bash", HETPOOL_SOURCE_DIR "/deploy/ci/submit-and-wait.sh", dir + "/job.json", "120s"},
-                                    dir + "/script.log",
-                                    {{"PATH", bin + ":/usr/bin:/bin"}, {"HETPOOL_SERVER", cluster_->address()},
-                                     {"HETPOOL_INSECURE", "1"}, {"HETPOOL_REQUEST_ID", "ci-script"},
-                                     {"HETPOOL_JUNIT", dir + "/script-report.xml"}});
+  auto script = ChildProcess::Spawn(
+      {"/bin/bash", HETPOOL_SOURCE_DIR "/deploy/ci/submit-and-wait.sh", dir + "/job.json", "120s"}, dir + "/script.log",
+      {{"PATH", bin + ":/usr/bin:/bin"},
+       {"HETPOOL_SERVER", cluster_->address()},
+       {"HETPOOL_INSECURE", "1"},
+       {"HETPOOL_REQUEST_ID", "ci-script"},
+       {"HETPOOL_JUNIT", dir + "/script-report.xml"}});
   ASSERT_TRUE(script.ok()) << script.status();
   const auto script_status = (*script)->Wait(absl::Seconds(180));
   ASSERT_TRUE(script_status.has_value());
@@ -371,8 +376,9 @@ TEST_F(CliTest, ReadmeCiExampleFailsWithTheJobsOwnExitCode) {
 
 TEST_F(CliTest, AgentPrintsItsInventory) {
   const std::string out_path = cluster_->dir() + "/print.out";
-  auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory",
-                                    cluster_->InventoryPath(1), "--print-inventory"}, out_path);
+  auto agent = ChildProcess::Spawn(
+      {HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory", cluster_->InventoryPath(1), "--print-inventory"},
+      out_path);
   ASSERT_TRUE(agent.ok());
   auto status = (*agent)->Wait(absl::Seconds(10));
   ASSERT_TRUE(status.has_value());
@@ -387,8 +393,8 @@ TEST_F(CliTest, AgentPrintsItsInventory) {
   EXPECT_EQ(json["simulated"], true);
 
   const std::string bad = WriteFile("bad-inventory.json", R"({"devices": [{"vendor": "nvidia", "model": "A100"}]})");
-  auto failing = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory", bad,
-                                      "--print-inventory"}, out_path + ".bad");
+  auto failing = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory", bad, "--print-inventory"},
+                                     out_path + ".bad");
   ASSERT_TRUE(failing.ok());
   status = (*failing)->Wait(absl::Seconds(10));
   ASSERT_TRUE(status.has_value());
@@ -491,16 +497,17 @@ TEST_F(CliTest, PlanOfflineAgainstPrintedInventoriesWithPrices) {
   for (size_t i = 0; i < 2; ++i) {
     inventories.push_back(cluster_->dir() + "/offline-" + std::to_string(i) + ".json");
     auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--backend", "sim", "--inventory", cluster_->InventoryPath(i),
-                                      "--node-name", "n" + std::to_string(i), "--print-inventory"}, inventories.back());
+                                      "--node-name", "n" + std::to_string(i), "--print-inventory"},
+                                     inventories.back());
     ASSERT_TRUE(agent.ok());
     ASSERT_EQ((*agent)->Wait(absl::Seconds(10)), std::optional<int>(0));
   }
   const std::string prices = WriteFile("prices.json", R"({"currency": "CNY", "baseline": "MLU370",
       "classes": [{"match": "H100", "price_per_card_hour": 30}, {"match": "MLU370", "price_per_card_hour": 6}]})");
   // No daemon at this address: offline planning needs none.
-  std::vector<std::string> argv = {HETPOOLCTL_BIN, "--server", "127.0.0.1:1", "-o", "json", "plan", "--model",
-                                   "qwen2-7b", "--mode", "infer", "--batch", "4", "--context", "8192", "--tokens", "1e8",
-                                   "--prices", prices, "--pool"};
+  std::vector<std::string> argv = {
+      HETPOOLCTL_BIN, "--server", "127.0.0.1:1", "-o",   "json",     "plan", "--model",  "qwen2-7b", "--mode", "infer",
+      "--batch",      "4",        "--context",   "8192", "--tokens", "1e8",  "--prices", prices,     "--pool"};
   argv.insert(argv.end(), inventories.begin(), inventories.end());
   const std::string out_path = cluster_->dir() + "/offline-plan.out";
   auto cli = ChildProcess::Spawn(argv, out_path);
@@ -529,7 +536,8 @@ TEST_F(CliTest, PendingJobSaysWhyItWaits) {
       "nnodes": 1, "devices_per_node": 2, "requirements": {"vendors": ["nvidia"], "precisions": ["bf16"]}})");
   ASSERT_EQ(cluster_->RunCli({"submit", "-f", file}, &out), 0) << out;
   const std::string id = out.substr(0, out.find('\n'));
-  auto pending = cluster_->WaitFor(id, [](const pb::Job& j) { return j.has_pending(); }, absl::Seconds(20));
+  auto pending = cluster_->WaitFor(
+      id, [](const pb::Job& j) { return j.has_pending(); }, absl::Seconds(20));
   ASSERT_TRUE(pending.ok()) << pending.status();
   EXPECT_FALSE(pending->pending().never_fits());
   EXPECT_EQ(pending->pending().needs(), "1 node x 2 devices of one vendor (bf16, nvidia)");

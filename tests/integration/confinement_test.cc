@@ -88,7 +88,8 @@ TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {
   ASSERT_EQ(cluster.RunCli({"cancel", cancelled->id()}, &out), 0) << out;
   ASSERT_TRUE(cluster.WaitForState(cancelled->id(), pb::JOB_STATE_CANCELLED, absl::Seconds(60)).ok());
   EXPECT_TRUE(NoneLeft(cluster, cancelled->id(), absl::Seconds(30)))
-      << cluster.JobProcesses(cancelled->id()).size() << " left\n" << cluster.AgentLog(0);
+      << cluster.JobProcesses(cancelled->id()).size() << " left\n"
+      << cluster.AgentLog(0);
 }
 
 // A job allocating 3 GiB against a 256 MiB ask fails naming memory; a job beside it on the same
@@ -136,9 +137,9 @@ TEST(Confinement, AJobOpensOnlyItsOwnCardsDeviceFileAndRunsOnItsCardsCores) {
   ASSERT_NO_FATAL_FAILURE(StartConfined(cluster));
   if (IsSkipped()) return;
   pb::JobSpec spec = cluster.ShellSpec(absl::StrCat("for f in ", dev, "/card*; do if (: < $f) 2>/dev/null; then ",
-                                                   "echo \"opened $f\"; else echo \"denied $f\"; fi; done; ",
-                                                   "grep Cpus_allowed_list /proc/self/status; ",
-                                                   "echo \"visible $CUDA_VISIBLE_DEVICES\""));
+                                                    "echo \"opened $f\"; else echo \"denied $f\"; fi; done; ",
+                                                    "grep Cpus_allowed_list /proc/self/status; ",
+                                                    "echo \"visible $CUDA_VISIBLE_DEVICES\""));
   spec.mutable_requirements()->add_vendors("nvidia");  // cards 0 and 1: their index is their file's
   auto job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -195,8 +196,8 @@ TEST(Confinement, NothingAPreemptedJobStartedOutlivesItsGeneration) {
   ASSERT_TRUE(cluster.WaitForState(high->id(), pb::JOB_STATE_RUNNING, absl::Seconds(90)).ok()) << cluster.AgentLog(0);
   // The low job waits for the cards again (generation 2 cannot have started): whatever of it
   // lives now would be generation 1's.
-  EXPECT_TRUE(NoneLeft(cluster, low->id(), absl::Seconds(30)))
-      << cluster.JobProcesses(low->id()).size() << " left\n" << cluster.AgentLog(0);
+  EXPECT_TRUE(NoneLeft(cluster, low->id(), absl::Seconds(30))) << cluster.JobProcesses(low->id()).size() << " left\n"
+                                                               << cluster.AgentLog(0);
   auto preempted = cluster.Get(low->id());
   ASSERT_TRUE(preempted.ok()) << preempted.status();
   EXPECT_EQ(preempted->preemption_count(), 1) << preempted->DebugString();
@@ -224,9 +225,12 @@ TEST(Confinement, AFrozenAgentsFenceTakesWhatLeftTheJobsProcessGroupToo) {
   cluster.SignalAgent(0, SIGCONT);
   EXPECT_TRUE(fenced) << left << " left\n" << cluster.AgentLog(0);
   const std::string said = "and everything in its job cgroup";
-  EXPECT_TRUE(cluster.WaitFor(job->id(), [&](const pb::Job&) {
-    return cluster.AgentLog(0).find(said) != std::string::npos;
-  }, absl::Seconds(30)).ok()) << cluster.AgentLog(0);
+  EXPECT_TRUE(cluster
+                  .WaitFor(
+                      job->id(), [&](const pb::Job&) { return cluster.AgentLog(0).find(said) != std::string::npos; },
+                      absl::Seconds(30))
+                  .ok())
+      << cluster.AgentLog(0);
 }
 
 // An agent whose job dirs leave /tmp out, running each user's jobs as a uid of their own.
@@ -256,8 +260,8 @@ TEST(Confinement, TwoUsersJobsOnANodeSeeNeitherTheOthersEnvironmentNorItsTmp) {
   if (IsSkipped()) return;
   const std::string secret = absl::StrCat("alice-secret-", getpid());
   const std::string left_in_tmp = absl::StrCat("/tmp/hetpool-confinement-", getpid());
-  pb::JobSpec alice_spec = cluster.ShellSpec(absl::StrCat("echo \"uid $(id -u)\"; echo x > ", left_in_tmp,
-                                                          "; exec sleep 600"));
+  pb::JobSpec alice_spec =
+      cluster.ShellSpec(absl::StrCat("echo \"uid $(id -u)\"; echo x > ", left_in_tmp, "; exec sleep 600"));
   alice_spec.set_user("alice");
   (*alice_spec.mutable_env())["SECRET"] = secret;
   auto alice = cluster.Submit(alice_spec);
@@ -267,11 +271,10 @@ TEST(Confinement, TwoUsersJobsOnANodeSeeNeitherTheOthersEnvironmentNorItsTmp) {
 
   // Bob's job looks for the secret in every process's environment (and, to show that the
   // search works, for a word of its own in its own), and for the file in /tmp.
-  pb::JobSpec bob_spec = cluster.ShellSpec(
-      absl::StrCat("for f in /proc/[0-9]*/environ; do grep -qa ", secret,
-                   " $f 2>/dev/null && echo \"READ $f\"; done; grep -qa bob-word /proc/self/environ && ",
-                   "echo 'own environment read'; [ -e ", left_in_tmp, " ] && echo 'SEES the file'; ",
-                   "echo \"uid $(id -u)\""));
+  pb::JobSpec bob_spec = cluster.ShellSpec(absl::StrCat(
+      "for f in /proc/[0-9]*/environ; do grep -qa ", secret,
+      " $f 2>/dev/null && echo \"READ $f\"; done; grep -qa bob-word /proc/self/environ && ",
+      "echo 'own environment read'; [ -e ", left_in_tmp, " ] && echo 'SEES the file'; ", "echo \"uid $(id -u)\""));
   bob_spec.set_user("bob");
   (*bob_spec.mutable_env())["BOB"] = "bob-word";
   auto bob = cluster.Submit(bob_spec);
@@ -316,8 +319,8 @@ TEST(Confinement, ASharedAccountIsNotHandedToAnotherUserWhileTheFirstsProcessesL
   ASSERT_TRUE(second.ok()) << second.status();
   // The agent holds it back and says why, in the job's events and `get`.
   const std::string why = absl::StrCat("its account nobody (uid 65534) still runs ", first->id(), " g1 of carol");
-  auto waiting = cluster.WaitFor(second->id(), [&](const pb::Job& j) { return FindEvent(j, "NodeWaiting") != nullptr; },
-                                 absl::Seconds(60));
+  auto waiting = cluster.WaitFor(
+      second->id(), [&](const pb::Job& j) { return FindEvent(j, "NodeWaiting") != nullptr; }, absl::Seconds(60));
   ASSERT_TRUE(waiting.ok()) << waiting.status() << cluster.AgentLog(0);
   EXPECT_EQ(FindEvent(*waiting, "NodeWaiting")->message(), "node node-a holds the launch back: " + why);
   EXPECT_LT(waiting->state(), pb::JOB_STATE_RUNNING) << waiting->DebugString();

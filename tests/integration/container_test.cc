@@ -37,8 +37,13 @@ std::string WriteContainersConf(const std::string& dir) {
 }
 
 std::vector<std::string> RuntimeFlags(const std::string& program, const std::string& conf) {
-  return {"--container-runtime", program, absl::StrCat("--container-runtime-args=--runtime=", kRunc),
-          "--containers-conf", conf, "--container-mount-dirs", "/usr"};
+  return {"--container-runtime",
+          program,
+          absl::StrCat("--container-runtime-args=--runtime=", kRunc),
+          "--containers-conf",
+          conf,
+          "--container-mount-dirs",
+          "/usr"};
 }
 
 // A local image built for this test run, removed when the test ends.
@@ -46,12 +51,13 @@ class TestImage {
  public:
   explicit TestImage(const std::string& conf)
       : name_(absl::StrCat("localhost/hetpool-test-torch:", getpid())), conf_(conf) {
-    const std::string cmd = absl::StrCat(HETPOOL_SOURCE_DIR, "/deploy/examples/make_torch_image.sh ", name_, " ", conf_);
+    const std::string cmd =
+        absl::StrCat(HETPOOL_SOURCE_DIR, "/deploy/examples/make_torch_image.sh ", name_, " ", conf_);
     built_ = std::system(cmd.c_str()) == 0;
   }
   ~TestImage() {
-    const std::string cmd = absl::StrCat("CONTAINERS_CONF=", conf_, " ", kPodman, " --runtime=", kRunc, " rmi -f ", name_,
-                                         " >/dev/null 2>&1");
+    const std::string cmd = absl::StrCat("CONTAINERS_CONF=", conf_, " ", kPodman, " --runtime=", kRunc, " rmi -f ",
+                                         name_, " >/dev/null 2>&1");
     if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "could not remove " << name_;
   }
   bool built() const { return built_; }
@@ -88,8 +94,8 @@ TEST(Containers, DdpInAnImageTrainsToTheSameLossAsWithout) {
   auto run = [&](const pb::JobSpec& spec) -> absl::StatusOr<pb::Job> {
     auto submitted = cluster.Submit(spec);
     if (!submitted.ok()) return submitted.status();
-    return cluster.WaitFor(submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                           absl::Seconds(240));
+    return cluster.WaitFor(
+        submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(240));
   };
   const pb::JobSpec plain = cluster.TrainSpec(2, 2, {"--steps", "30"});
   auto host = run(plain);
@@ -150,8 +156,8 @@ TEST(Containers, AMissingImageFailsAsInfrastructureNamingTheImage) {
   const std::string missing = absl::StrCat("localhost/hetpool-no-such-image:", getpid());
   auto submitted = cluster.Submit(InImage(cluster.TrainSpec(1, 1, {"--steps", "3"}), missing));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  auto job = cluster.WaitFor(submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                             absl::Seconds(120));
+  auto job = cluster.WaitFor(
+      submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(120));
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_EQ(job->state(), pb::JOB_STATE_FAILED) << job->message();
   EXPECT_EQ(job->failure_origin(), pb::FAILURE_ORIGIN_INFRASTRUCTURE) << job->message();
@@ -194,9 +200,9 @@ TEST(Containers, ImagesForSomeVendorsKeepTheJobToThemAndSayWhy) {
   (*spec.mutable_container()->mutable_images())["metax"] = "localhost/site/torch-maca:2.4";
   auto submitted = cluster.Submit(spec);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  auto waiting = cluster.WaitFor(submitted->id(), [](const pb::Job& j) {
-    return j.has_pending() && !j.pending().device_reasons().empty();
-  }, absl::Seconds(30));
+  auto waiting = cluster.WaitFor(
+      submitted->id(), [](const pb::Job& j) { return j.has_pending() && !j.pending().device_reasons().empty(); },
+      absl::Seconds(30));
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   const std::string why = waiting->pending().ShortDebugString();
   EXPECT_EQ(waiting->state(), pb::JOB_STATE_PENDING);

@@ -35,12 +35,12 @@ TEST_F(ControlPlaneTest, InvalidSpecsAreRejectedNamingTheFieldAndNothingIsStored
       {"unknown vendor", [](pb::JobSpec& s) { s.mutable_requirements()->add_vendors("amd"); },
        grpc::StatusCode::INVALID_ARGUMENT, "requirements.vendors[0]"},
       {"empty user", [](pb::JobSpec& s) { s.clear_user(); }, grpc::StatusCode::INVALID_ARGUMENT, "user"},
-      {"oversized name", [](pb::JobSpec& s) { s.set_name(std::string(1000, 'n')); },
-       grpc::StatusCode::INVALID_ARGUMENT, "name"},
+      {"oversized name", [](pb::JobSpec& s) { s.set_name(std::string(1000, 'n')); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "name"},
       {"more devices than any node", [](pb::JobSpec& s) { s.set_devices_per_node(8); },
        grpc::StatusCode::FAILED_PRECONDITION, "nnodes/devices_per_node"},
-      {"more nodes than the pool", [](pb::JobSpec& s) { s.set_nnodes(3); },
-       grpc::StatusCode::FAILED_PRECONDITION, "nnodes/devices_per_node"},
+      {"more nodes than the pool", [](pb::JobSpec& s) { s.set_nnodes(3); }, grpc::StatusCode::FAILED_PRECONDITION,
+       "nnodes/devices_per_node"},
       {"model not in the pool", [](pb::JobSpec& s) { s.mutable_requirements()->add_models("B200"); },
        grpc::StatusCode::FAILED_PRECONDITION, "nnodes/devices_per_node"},
   };
@@ -134,8 +134,8 @@ TEST_F(ControlPlaneTest, DrainedNodeGetsNoWorkUntilUndrained) {
   auto spec = cluster_->TrainSpec(2, 2, {"--steps", "2"});
   auto job = cluster_->Submit(spec);
   ASSERT_TRUE(job.ok());
-  auto waiting = cluster_->WaitFor(job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; },
-                                   absl::Seconds(10));
+  auto waiting = cluster_->WaitFor(
+      job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; }, absl::Seconds(10));
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(waiting->state(), pb::JOB_STATE_PENDING);
   grpc::ClientContext ctx2;
@@ -171,8 +171,8 @@ TEST_F(ControlPlaneTest, ChangedInventoryUpdatesWithoutDisturbingRunningJobs) {
   auto mid = cluster_->Get(job->id());
   ASSERT_TRUE(mid.ok());
   EXPECT_EQ(mid->state(), pb::JOB_STATE_RUNNING);
-  auto done = cluster_->WaitFor(job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                                absl::Seconds(120));
+  auto done = cluster_->WaitFor(
+      job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(120));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->message();
   EXPECT_EQ(done->generation(), 1u);

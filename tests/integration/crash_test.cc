@@ -78,8 +78,8 @@ TEST_P(Crash, KillNineLosesNoAcknowledgedJobAndReadoptsRunningOnes) {
   std::sort(pids_after.begin(), pids_after.end());
   EXPECT_EQ(pids_after, pids_before);
 
-  auto done = cluster.WaitFor(running->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                              absl::Seconds(120));
+  auto done = cluster.WaitFor(
+      running->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(120));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->message();
   EXPECT_EQ(done->generation(), 1u);
@@ -225,10 +225,12 @@ TEST(WallClockStep, BackAnHourStretchesNoLeaseAndRefusesNoSubmission) {
 
   cluster.SignalAgent(1, SIGKILL);  // node-b
   EXPECT_TRUE(Eventually([&] { return NodeStates(cluster)["node-b"] == pb::NODE_STATE_NOT_READY; }, absl::Seconds(60)))
-      << "a killed agent kept its 3 s lease\n" << cluster.DaemonLog();
+      << "a killed agent kept its 3 s lease\n"
+      << cluster.DaemonLog();
   // node-a's agent, stepped back too, still beats: a few leases later it is Ready.
   const absl::Time later = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < later && NodeStates(cluster)["node-a"] == pb::NODE_STATE_READY) absl::SleepFor(absl::Milliseconds(200));
+  while (absl::Now() < later && NodeStates(cluster)["node-a"] == pb::NODE_STATE_READY)
+    absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(NodeStates(cluster)["node-a"], pb::NODE_STATE_READY) << cluster.AgentLog(0);
 }
 

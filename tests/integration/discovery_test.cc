@@ -22,7 +22,9 @@ class DiscoveryTest : public ::testing::Test {
   }
   TestCluster::Options Options() const {
     TestCluster::Options options;
-    options.agents = {{"hgx-01", "", {"auto"},
+    options.agents = {{"hgx-01",
+                       "",
+                       {"auto"},
                        {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_}}}};
     return options;
   }
@@ -38,7 +40,8 @@ class DiscoveryTest : public ::testing::Test {
     std::filesystem::rename(fixture_ + ".tmp", fixture_);
   }
   // The card as the daemon has it, once `done` holds (or the last seen after 20 s).
-  static pb::Device WaitForCard(TestCluster& cluster, const std::string& id, const std::function<bool(const pb::Device&)>& done) {
+  static pb::Device WaitForCard(TestCluster& cluster, const std::string& id,
+                                const std::function<bool(const pb::Device&)>& done) {
     pb::Device card;
     for (const absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
          absl::SleepFor(absl::Milliseconds(50))) {
@@ -133,8 +136,8 @@ TEST_F(DiscoveryTest, AgentDiscoversCardsAndReportsAHotRemovedOneWithinOneRefres
   auto spec = cluster.TrainSpec(1, 8, {});
   auto job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
-  auto waiting = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; },
-                                 absl::Seconds(10));
+  auto waiting = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; }, absl::Seconds(10));
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_NE(waiting->message().find("0 node(s) have them free now"), std::string::npos) << waiting->message();
 
@@ -170,7 +173,8 @@ TEST_F(DiscoveryTest, SixteenCardJobLandsOnTwoNodesOfOneRack) {
   (*spec.mutable_env())["HPTEST_RUN_MARK"] = cluster.dir();
   auto job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
-  auto placed = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.placement_size() == 2; }, absl::Seconds(20));
+  auto placed = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.placement_size() == 2; }, absl::Seconds(20));
   ASSERT_TRUE(placed.ok()) << placed.status();
   std::set<std::string> nodes = {placed->placement(0).node(), placed->placement(1).node()};
   EXPECT_EQ(nodes, (std::set<std::string>{"hgx-02", "hgx-03"}));
@@ -201,8 +205,8 @@ TEST_F(DiscoveryTest, AProcessOfNoJobHoldingACardKeepsJobsOffItUntilItIsGone) {
   // Eight cards are not to be had while one is dirty: the job waits, saying why.
   auto job = cluster.Submit(ShellOnCards(8, "exec sleep 30"));
   ASSERT_TRUE(job.ok()) << job.status();
-  auto waiting = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; },
-                                 absl::Seconds(20));
+  auto waiting = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; }, absl::Seconds(20));
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(waiting->placement_size(), 0);
 
@@ -211,7 +215,8 @@ TEST_F(DiscoveryTest, AProcessOfNoJobHoldingACardKeepsJobsOffItUntilItIsGone) {
   ASSERT_TRUE((*stranger)->Wait(absl::Seconds(10)).has_value());
   HoldCard(5, {});
   EXPECT_EQ(WaitForCard(cluster, "nvidia5", [](const pb::Device& d) { return d.dirty().empty(); }).dirty(), "");
-  auto placed = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.placement_size() == 1; }, absl::Seconds(20));
+  auto placed = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.placement_size() == 1; }, absl::Seconds(20));
   ASSERT_TRUE(placed.ok()) << placed.status();
 }
 
@@ -238,7 +243,8 @@ TEST_F(DiscoveryTest, WhatAFinishedJobLeftHoldingItsCardIsKilledAndNamedInItsEve
   spec.set_working_dir(shared);
   auto job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
-  auto placed = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.placement_size() == 1; }, absl::Seconds(20));
+  auto placed = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.placement_size() == 1; }, absl::Seconds(20));
   ASSERT_TRUE(placed.ok()) << placed.status();
   const std::string card = placed->placement(0).device_ids(0);
   pid_t escaped = 0;
@@ -249,9 +255,8 @@ TEST_F(DiscoveryTest, WhatAFinishedJobLeftHoldingItsCardIsKilledAndNamedInItsEve
   ASSERT_GT(escaped, 0) << cluster.AgentLog(0);
   HoldCard(std::stoi(card.substr(std::string("nvidia").size())), {{escaped, 2048}});
   const std::string owner = absl::StrCat(job->id(), " g1");
-  const pb::Device held = WaitForCard(cluster, card, [&](const pb::Device& d) {
-    return d.processes_size() == 1 && d.processes(0).owner() == owner;
-  });
+  const pb::Device held = WaitForCard(
+      cluster, card, [&](const pb::Device& d) { return d.processes_size() == 1 && d.processes(0).owner() == owner; });
   ASSERT_EQ(held.processes_size(), 1) << cluster.AgentLog(0);
   EXPECT_EQ(held.processes(0).owner(), owner);
   EXPECT_EQ(held.dirty(), "");  // the running job's own
@@ -279,8 +284,9 @@ TEST_F(DiscoveryTest, WhatAFinishedJobLeftHoldingItsCardIsKilledAndNamedInItsEve
 
 TEST_F(DiscoveryTest, PrintInventoryGoesThroughTheVendorLibraries) {
   const std::string out = fixture_dir_.path() + "/inventory.json";
-  auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--print-inventory"}, out,
-                                   {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_}});
+  auto agent =
+      ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--print-inventory"}, out,
+                          {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_}});
   ASSERT_TRUE(agent.ok());
   auto status = (*agent)->Wait(absl::Seconds(20));
   ASSERT_TRUE(status.has_value());

@@ -98,8 +98,7 @@ TEST(Fencing, FrozenAgentsJobsDieBeforeTheirNextGenerationStarts) {
   // Freeze the agent: it can neither answer nor fence. Its watchdog is another process.
   cluster.SignalAgent(agent, SIGSTOP);
   auto moved = cluster.WaitFor(
-      job->id(), [&](const pb::Job& j) { return j.generation() == 2; },
-      absl::Seconds(60));
+      job->id(), [&](const pb::Job& j) { return j.generation() == 2; }, absl::Seconds(60));
   // The moment generation 2 is handed out, generation 1 is already gone (the agent still frozen).
   const bool overlap = AnyAlive(first_generation);
   cluster.SignalAgent(agent, SIGCONT);
@@ -167,7 +166,8 @@ pb::JobSpec NvidiaShellJob(const TestCluster& cluster, const std::string& script
 }
 
 bool HasEvent(const pb::Job& job, const std::string& reason) {
-  return std::any_of(job.events().begin(), job.events().end(), [&](const pb::JobEvent& e) { return e.reason() == reason; });
+  return std::any_of(job.events().begin(), job.events().end(),
+                     [&](const pb::JobEvent& e) { return e.reason() == reason; });
 }
 
 // Issue 45, item 1: the agent's work dir fills up (a job filling its HOME, which lives there, is
@@ -203,25 +203,30 @@ TEST(Fencing, AFullWorkDirRefusesWhatItCannotRecordAndLosesTrackOfNothing) {
   EXPECT_TRUE(cluster.JobProcesses(refused->id()).empty());
 
   std::string nodes;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(200))) {
     cluster.RunCli({"nodes"}, &nodes);
     if (nodes.find("Faulted") != std::string::npos) break;
   }
   EXPECT_NE(nodes.find("node-a takes no new work: the agent cannot record job processes"), std::string::npos) << nodes;
 
   (*disk)->Free();
-  auto noted = cluster.WaitFor(first->id(), [](const pb::Job& j) { return HasEvent(j, "OutputLost"); }, absl::Seconds(30));
+  auto noted = cluster.WaitFor(
+      first->id(), [](const pb::Job& j) { return HasEvent(j, "OutputLost"); }, absl::Seconds(30));
   ASSERT_TRUE(noted.ok()) << noted.status() << cluster.AgentLog(0);
   ASSERT_EQ(noted->placement_size(), 1);
   EXPECT_NE(noted->placement(0).output_lost().find("is lost: the filesystem of"), std::string::npos)
       << noted->DebugString();
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(200))) {
     cluster.RunCli({"nodes"}, &nodes);
     if (nodes.find("Faulted") == std::string::npos) break;
   }
-  EXPECT_EQ(nodes.find("Faulted"), std::string::npos) << "the node stayed out of service once its disk had room: " << nodes;
+  EXPECT_EQ(nodes.find("Faulted"), std::string::npos)
+      << "the node stayed out of service once its disk had room: " << nodes;
   std::string logs;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(200))) {
+  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(200))) {
     logs = cluster.Logs(first->id()).value_or("");
     if (logs.find("hetpool-agent: output written from") != std::string::npos) break;
   }

@@ -49,10 +49,19 @@ class HighAvailability : public ::testing::Test {
     }
     std::vector<std::string> addresses;
     for (const auto& r : replicas_) addresses.push_back(r.address());
-    std::vector<std::string> argv = {HETPOOL_AGENT_BIN, "--server", absl::StrJoin(addresses, ","), "--node-name",
-                                     "node-a", "--work-dir", dir_.path() + "/agent", "--backend", "sim", "--inventory",
+    std::vector<std::string> argv = {HETPOOL_AGENT_BIN,
+                                     "--server",
+                                     absl::StrJoin(addresses, ","),
+                                     "--node-name",
+                                     "node-a",
+                                     "--work-dir",
+                                     dir_.path() + "/agent",
+                                     "--backend",
+                                     "sim",
+                                     "--inventory",
                                      std::string(HETPOOL_SOURCE_DIR) + "/deploy/examples/node-a.json",
-                                     "--inventory-refresh", "500ms"};
+                                     "--inventory-refresh",
+                                     "500ms"};
     for (const auto& flag : PlainAgentFlags()) argv.push_back(flag);
     auto agent = ChildProcess::Spawn(argv, dir_.path() + "/agent.log");
     ASSERT_TRUE(agent.ok());
@@ -137,7 +146,8 @@ class HighAvailability : public ::testing::Test {
 
   std::string Logs() {
     std::string out;
-    for (int i = 0; i < 3; ++i) absl::StrAppend(&out, "--- daemon ", i, "\n", ReadAll(absl::StrCat(dir_.path(), "/daemon", i, ".log")));
+    for (int i = 0; i < 3; ++i)
+      absl::StrAppend(&out, "--- daemon ", i, "\n", ReadAll(absl::StrCat(dir_.path(), "/daemon", i, ".log")));
     return out;
   }
 
@@ -175,7 +185,8 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
       absl::SleepFor(absl::Milliseconds(100));
     }
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
-    EXPECT_EQ(s.error_message(), "not the leader; the leader is at " + replicas_[static_cast<size_t>(leader)].address());
+    EXPECT_EQ(s.error_message(),
+              "not the leader; the leader is at " + replicas_[static_cast<size_t>(leader)].address());
   }
 
   // A follower serves reads and writes by passing them on to the leader.
@@ -217,9 +228,9 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
   // hetpoolctl, given every address, finds the new leader.
   std::vector<std::string> addresses;
   for (const auto& r : replicas_) addresses.push_back(r.address());
-  auto cli = ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", absl::StrJoin(addresses, ","), "--insecure", "get",
-                                  acknowledged.begin()->second},
-                                 dir_.path() + "/cli.out");
+  auto cli = ChildProcess::Spawn(
+      {HETPOOLCTL_BIN, "--server", absl::StrJoin(addresses, ","), "--insecure", "get", acknowledged.begin()->second},
+      dir_.path() + "/cli.out");
   ASSERT_TRUE(cli.ok());
   EXPECT_EQ((*cli)->Wait(absl::Seconds(30)), std::optional<int>(0)) << ReadAll(dir_.path() + "/cli.out");
 
@@ -290,9 +301,9 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
   EXPECT_TRUE(absl::StrContains(out, "before")) << out;
 
   // `wait` runs while the leader is killed.
-  auto waiting = ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", servers, "--insecure", "wait", job->id(),
-                                      "--timeout", "120s"},
-                                     dir_.path() + "/cli-wait.out");
+  auto waiting =
+      ChildProcess::Spawn({HETPOOLCTL_BIN, "--server", servers, "--insecure", "wait", job->id(), "--timeout", "120s"},
+                          dir_.path() + "/cli-wait.out");
   ASSERT_TRUE(waiting.ok());
   absl::SleepFor(absl::Seconds(2));  // the wait's stream is open (the job runs for 12 s)
   KillReplica(leader);
@@ -304,14 +315,13 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
   EXPECT_EQ(RunCliAgainst(servers, {"watch", job->id()}, dir_.path() + "/cli-watch.out", &out), 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "Succeeded")) << out;
   // The Python client the same way: a stream through the follower-first list.
-  auto python = ChildProcess::Spawn(
-      {"/usr/bin/python3", "-c",
-       "import sys, hetpool\n"
-       "job = hetpool.Client(server=sys.argv[1], insecure=True).get(sys.argv[2])\n"
-       "job.wait(timeout=60)\n"
-       "print(''.join(job.logs()))\n",
-       servers, job->id()},
-      dir_.path() + "/python.out", {{"PYTHONPATH", HETPOOL_PYTHON_PACKAGE_DIR}});
+  auto python = ChildProcess::Spawn({"/usr/bin/python3", "-c",
+                                     "import sys, hetpool\n"
+                                     "job = hetpool.Client(server=sys.argv[1], insecure=True).get(sys.argv[2])\n"
+                                     "job.wait(timeout=60)\n"
+                                     "print(''.join(job.logs()))\n",
+                                     servers, job->id()},
+                                    dir_.path() + "/python.out", {{"PYTHONPATH", HETPOOL_PYTHON_PACKAGE_DIR}});
   ASSERT_TRUE(python.ok());
   auto python_exit = (*python)->Wait(absl::Seconds(90));
   const std::string python_out = ReadAll(dir_.path() + "/python.out");

@@ -51,9 +51,11 @@ TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
         const size_t end = text.find('\n', at);
         const std::string line = text.substr(at, end - at);
         at = end;
-        if (absl::StrContains(line, absl::StrCat("node=\"", node, "\"")) && absl::StrContains(line, "model=\"H100-SXM\"") &&
+        if (absl::StrContains(line, absl::StrCat("node=\"", node, "\"")) &&
+            absl::StrContains(line, "model=\"H100-SXM\"") &&
             absl::StrContains(line, absl::StrCat("status=\"", status, "\""))) {
-          (status == std::string("allocated") ? allocated_h100 : free_h100) += std::stod(line.substr(line.rfind(' ') + 1));
+          (status == std::string("allocated") ? allocated_h100 : free_h100) +=
+              std::stod(line.substr(line.rfind(' ') + 1));
         }
       }
     }
@@ -75,14 +77,18 @@ TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
   const double lag = Sample(text, "hetpool_agent_lease_lag_seconds{node=\"node-b\"}");
   EXPECT_GE(lag, 0) << text;
   EXPECT_LT(lag, 10) << text;
-  EXPECT_TRUE(absl::StrContains(text, "hetpool_device_memory_bytes{device=\"nvidia0\",node=\"node-a\",vendor=\"nvidia\"}"))
+  EXPECT_TRUE(
+      absl::StrContains(text, "hetpool_device_memory_bytes{device=\"nvidia0\",node=\"node-a\",vendor=\"nvidia\"}"))
       << text;
 
   const std::string agent = Scrape(agent_port);
   ASSERT_FALSE(agent.empty()) << cluster.AgentLog(0);
   EXPECT_EQ(Sample(agent, "hetpool_agent_registered{node=\"node-a\"}"), 1) << agent;
-  EXPECT_EQ(Sample(agent, "hetpool_agent_device_memory_bytes{device=\"nvidia0\",model=\"H100-SXM\",node=\"node-a\",vendor=\"nvidia\"}"),
-            81559.0 * 1048576.0)
+  EXPECT_EQ(
+      Sample(
+          agent,
+          "hetpool_agent_device_memory_bytes{device=\"nvidia0\",model=\"H100-SXM\",node=\"node-a\",vendor=\"nvidia\"}"),
+      81559.0 * 1048576.0)
       << agent;
   EXPECT_TRUE(absl::StrContains(agent, "hetpool_agent_device_healthy{device=\"cambricon1\"")) << agent;
 
@@ -95,7 +101,8 @@ TEST(Metrics, DaemonAndAgentsExportPoolQueueSchedulingAndDeviceTelemetry) {
     // Every hetpool_[a-z_]+ word in the file.
     for (size_t at = content.find("hetpool_"); at != std::string::npos; at = content.find("hetpool_", at + 1)) {
       size_t end = at + 8;
-      while (end < content.size() && (std::islower(static_cast<unsigned char>(content[end])) || content[end] == '_')) ++end;
+      while (end < content.size() && (std::islower(static_cast<unsigned char>(content[end])) || content[end] == '_'))
+        ++end;
       std::string metric = content.substr(at, end - at);
       for (const char* suffix : {"_bucket", "_count", "_sum"}) {
         if (absl::EndsWith(metric, suffix)) metric.resize(metric.size() - std::string(suffix).size());

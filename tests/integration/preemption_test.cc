@@ -50,7 +50,8 @@ TEST(Preemption, AHighPriorityJobStopsACheckpointingOneWhichResumesToTheSameResu
   auto spec = [&](const std::string& checkpoint, int priority, int steps, const char* step_sleep = "0.25") {
     pb::JobSpec s = cluster.TrainSpec(1, 2, {"--steps", std::to_string(steps), "--step-sleep", step_sleep});
     if (!checkpoint.empty()) {
-      for (const char* arg : {"--checkpoint", checkpoint.c_str(), "--checkpoint-every", "5"}) s.mutable_python()->add_args(arg);
+      for (const char* arg : {"--checkpoint", checkpoint.c_str(), "--checkpoint-every", "5"})
+        s.mutable_python()->add_args(arg);
     }
     s.mutable_requirements()->add_vendors("nvidia");
     s.set_priority(priority);
@@ -65,22 +66,24 @@ TEST(Preemption, AHighPriorityJobStopsACheckpointingOneWhichResumesToTheSameResu
   ASSERT_TRUE(low.ok()) << low.status();
   ASSERT_TRUE(cluster.WaitForState(low->id(), pb::JOB_STATE_RUNNING, absl::Seconds(90)).ok());
   // Wait for its first checkpoint, so the preemption throws away less than it ran.
-  ASSERT_TRUE(cluster.WaitFor(low->id(), [&](const pb::Job&) {
-    return std::filesystem::exists(cluster.dir() + "/low.pt");
-  }, absl::Seconds(90)).ok());
+  ASSERT_TRUE(cluster
+                  .WaitFor(
+                      low->id(), [&](const pb::Job&) { return std::filesystem::exists(cluster.dir() + "/low.pt"); },
+                      absl::Seconds(90))
+                  .ok());
 
   auto high = cluster.Submit(spec("", 10, 4));
   ASSERT_TRUE(high.ok()) << high.status();
-  auto high_done = cluster.WaitFor(high->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                                   absl::Seconds(120));
+  auto high_done = cluster.WaitFor(
+      high->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(120));
   ASSERT_TRUE(high_done.ok()) << high_done.status();
   EXPECT_EQ(high_done->state(), pb::JOB_STATE_SUCCEEDED) << high_done->message();
   bool preempting_event = false;
   for (const auto& e : high_done->events()) preempting_event |= e.reason() == "Preempting";
   EXPECT_TRUE(preempting_event);
 
-  auto low_done = cluster.WaitFor(low->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                                  absl::Seconds(180));
+  auto low_done = cluster.WaitFor(
+      low->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(180));
   ASSERT_TRUE(low_done.ok()) << low_done.status();
   auto low_logs = cluster.Logs(low->id());
   ASSERT_TRUE(low_logs.ok()) << low_logs.status();
@@ -93,7 +96,8 @@ TEST(Preemption, AHighPriorityJobStopsACheckpointingOneWhichResumesToTheSameResu
   EXPECT_EQ(low_done->generation(), 2u);
   bool preempted_event = false;
   for (const auto& e : low_done->events()) {
-    preempted_event |= e.reason() == "Preempted" && e.message().find("preempted by job " + high->id()) != std::string::npos;
+    preempted_event |=
+        e.reason() == "Preempted" && e.message().find("preempted by job " + high->id()) != std::string::npos;
   }
   EXPECT_TRUE(preempted_event);
   // The agent gave it the job's own grace, not its --kill-grace of 5 s.
@@ -113,9 +117,8 @@ TEST(Preemption, AHighPriorityJobStopsACheckpointingOneWhichResumesToTheSameResu
   ASSERT_TRUE(std::regex_search(*low_logs, resumed, std::regex(R"(rank 0: resumed from step (\d+))"))) << *low_logs;
   EXPECT_GT(std::stoi(resumed[1]), 0);
   EXPECT_LT(std::stoi(resumed[1]), kSteps);
-  auto reference_done = cluster.WaitFor(reference->id(), [](const pb::Job& j) {
-    return j.state() >= pb::JOB_STATE_SUCCEEDED;
-  }, absl::Seconds(120));
+  auto reference_done = cluster.WaitFor(
+      reference->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(120));
   ASSERT_TRUE(reference_done.ok()) << reference_done.status();
   auto reference_logs = cluster.Logs(reference->id());
   ASSERT_TRUE(reference_logs.ok());
@@ -140,7 +143,8 @@ TEST(Elastic, StartsSmallGrowsIntoFreedCardsShrinksForAWaitingJobAndEndsWithTheF
   constexpr int kElasticSteps = 200;
   // The same global batch of 64 each step whatever the world size: every size ends alike.
   auto spec = [&](int steps, const char* step_sleep, const std::string& checkpoint) {
-    std::vector<std::string> args = {"--steps", std::to_string(steps), "--step-sleep", step_sleep, "--global-batch", "64"};
+    std::vector<std::string> args = {"--steps",  std::to_string(steps), "--step-sleep",
+                                     step_sleep, "--global-batch",      "64"};
     if (!checkpoint.empty()) args.insert(args.end(), {"--checkpoint", checkpoint, "--checkpoint-every", "5"});
     pb::JobSpec s = cluster.TrainSpec(1, 2, args);
     s.mutable_requirements()->add_vendors("nvidia");
@@ -161,16 +165,19 @@ TEST(Elastic, StartsSmallGrowsIntoFreedCardsShrinksForAWaitingJobAndEndsWithTheF
   auto started = cluster.WaitForState(elastic->id(), pb::JOB_STATE_RUNNING, absl::Seconds(90));
   ASSERT_TRUE(started.ok()) << started.status();
   EXPECT_EQ(started->placement_size(), 1);
-  ASSERT_TRUE(cluster.WaitFor(elastic->id(), [&](const pb::Job&) {
-    return std::filesystem::exists(cluster.dir() + "/elastic.pt");
-  }, absl::Seconds(90)).ok());
+  ASSERT_TRUE(cluster
+                  .WaitFor(
+                      elastic->id(),
+                      [&](const pb::Job&) { return std::filesystem::exists(cluster.dir() + "/elastic.pt"); },
+                      absl::Seconds(90))
+                  .ok());
 
   // The other node frees up: it grows onto both (a new generation, no restart spent).
   std::string out;
   ASSERT_EQ(cluster.RunCli({"cancel", blocker->id()}, &out), 0) << out;
-  auto grown = cluster.WaitFor(elastic->id(), [](const pb::Job& j) {
-    return j.state() == pb::JOB_STATE_RUNNING && j.placement_size() == 2;
-  }, absl::Seconds(120));
+  auto grown = cluster.WaitFor(
+      elastic->id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_RUNNING && j.placement_size() == 2; },
+      absl::Seconds(120));
   ASSERT_TRUE(grown.ok()) << grown.status() << "\n" << cluster.DaemonLog();
   EXPECT_GE(grown->resize_count(), 1);
   EXPECT_TRUE(HasEvent(*grown, "Resized", "growing from 1 to 2 nodes")) << grown->DebugString();
@@ -178,27 +185,29 @@ TEST(Elastic, StartsSmallGrowsIntoFreedCardsShrinksForAWaitingJobAndEndsWithTheF
   // A job of its priority waits for one node: the elastic job gives it one instead of making it wait.
   auto waiting = cluster.Submit(spec(kElasticSteps, "0", ""));
   ASSERT_TRUE(waiting.ok()) << waiting.status();
-  auto waiting_done = cluster.WaitFor(waiting->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                                      absl::Seconds(180));
+  auto waiting_done = cluster.WaitFor(
+      waiting->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(180));
   ASSERT_TRUE(waiting_done.ok()) << waiting_done.status();
   ASSERT_EQ(waiting_done->state(), pb::JOB_STATE_SUCCEEDED) << waiting_done->message();
   EXPECT_TRUE(HasEvent(*waiting_done, "Shrinking", "shrinking elastic job " + elastic->id() + " from 2 to 1 nodes"))
       << waiting_done->DebugString();
 
-  auto done = cluster.WaitFor(elastic->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                              absl::Seconds(240));
+  auto done = cluster.WaitFor(
+      elastic->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(240));
   ASSERT_TRUE(done.ok()) << done.status();
   auto logs = cluster.Logs(elastic->id());
   ASSERT_TRUE(logs.ok()) << logs.status();
   ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->message() << "\n" << *logs;
-  EXPECT_TRUE(HasEvent(*done, "Resized", "shrinking from 2 to 1 nodes for job " + waiting->id())) << done->DebugString();
+  EXPECT_TRUE(HasEvent(*done, "Resized", "shrinking from 2 to 1 nodes for job " + waiting->id()))
+      << done->DebugString();
   EXPECT_GE(done->resize_count(), 2);  // it may grow again once the waiting job is done
   EXPECT_EQ(done->restart_count(), 0);
   EXPECT_EQ(done->preemption_count(), 0);
   std::string shown;
   EXPECT_EQ(cluster.RunCli({"get", elastic->id()}, &shown), 0) << shown;
   EXPECT_NE(shown.find("1-2 node(s), elastic"), std::string::npos) << shown;
-  EXPECT_NE(shown.find("resized:     " + std::to_string(done->resize_count()) + " time(s)"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("resized:     " + std::to_string(done->resize_count()) + " time(s)"), std::string::npos)
+      << shown;
 
   // Its last generation knew it was resized, resumed past step 0, and ended where the waiting
   // job (the same steps at one fixed size, straight through) ended, up to float rounding.

@@ -19,7 +19,7 @@ namespace pb = ::hetpool::v1;
 
 // Runs argv to completion; its exit status (-1 when it could not run or took too long).
 int RunToEnd(const std::vector<std::string>& argv, const std::string& log,
-        const std::vector<std::pair<std::string, std::string>>& env = {}) {
+             const std::vector<std::pair<std::string, std::string>>& env = {}) {
   auto child = ChildProcess::Spawn(argv, log, env);
   if (!child.ok()) return -1;
   auto status = (*child)->Wait(absl::Minutes(5));
@@ -52,21 +52,23 @@ TEST(PythonClient, TheInstalledWheelSubmitsWaitsFollowsAndFailsTypedOverTlsWithA
   const std::string wheels = cluster.dir() + "/wheels", site = cluster.dir() + "/site";
   const std::string log = cluster.dir() + "/python.log";
   ASSERT_EQ(RunToEnd({"/usr/bin/python3", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
-                 wheels, package},
-                log),
+                      wheels, package},
+                     log),
             0)
       << ReadAll(log);
   std::string wheel;
   for (const auto& entry : std::filesystem::directory_iterator(wheels)) wheel = entry.path().string();
   ASSERT_NE(wheel.find("hetpool-"), std::string::npos) << wheel;
-  ASSERT_EQ(RunToEnd({"/usr/bin/python3", "-m", "pip", "install", "--no-deps", "--no-index", "--target", site, wheel}, log), 0)
+  ASSERT_EQ(
+      RunToEnd({"/usr/bin/python3", "-m", "pip", "install", "--no-deps", "--no-index", "--target", site, wheel}, log),
+      0)
       << ReadAll(log);
   ASSERT_EQ(RunToEnd({"/usr/bin/python3", HETPOOL_SOURCE_DIR "/tests/python/client_test.py"}, log,
-                {{"PYTHONPATH", site},
-                 {"HETPOOL_SERVER", cluster.address()},
-                 {"HETPOOL_TLS_CA", cluster.PkiDir() + "/ca.pem"},
-                 {"HETPOOL_TOKEN", *token},
-                 {"HETPOOL_SOURCE_DIR", HETPOOL_SOURCE_DIR}}),
+                     {{"PYTHONPATH", site},
+                      {"HETPOOL_SERVER", cluster.address()},
+                      {"HETPOOL_TLS_CA", cluster.PkiDir() + "/ca.pem"},
+                      {"HETPOOL_TOKEN", *token},
+                      {"HETPOOL_SOURCE_DIR", HETPOOL_SOURCE_DIR}}),
             0)
       << ReadAll(log) << cluster.DaemonLog();
 }

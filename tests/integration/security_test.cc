@@ -71,13 +71,24 @@ class SecurityTest : public ::testing::Test {
         "groups": {"vision": {"cards": {"nvidia": 2}}}})";
     // Room for the other tests' few submissions per user; the rate test sends more.
     http_port_ = FreeTcpPort();
-    cluster_->mutable_options().daemon_args = {"--quotas", quota_file_, "--submit-rate", "0.5", "--submit-burst", "20",
-                                               "--max-streams-per-user", "20",
-                                               "--http-listen", absl::StrCat("127.0.0.1:", http_port_)};
+    cluster_->mutable_options().daemon_args = {"--quotas",
+                                               quota_file_,
+                                               "--submit-rate",
+                                               "0.5",
+                                               "--submit-burst",
+                                               "20",
+                                               "--max-streams-per-user",
+                                               "20",
+                                               "--http-listen",
+                                               absl::StrCat("127.0.0.1:", http_port_)};
     ASSERT_TRUE(cluster_->Start().ok()) << cluster_->DaemonLog();
-    for (const auto& [user, group, role] : std::vector<std::tuple<std::string, std::string, std::string>>{
-             {"alice", "vision", "user"}, {"bob", "vision", "user"}, {"carol", "", "user"},
-             {"dave", "", "user"}, {"olga", "ops", "operator"}, {"vera", "", "viewer"}}) {
+    for (const auto& [user, group, role] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{{"alice", "vision", "user"},
+                                                                        {"bob", "vision", "user"},
+                                                                        {"carol", "", "user"},
+                                                                        {"dave", "", "user"},
+                                                                        {"olga", "ops", "operator"},
+                                                                        {"vera", "", "viewer"}}) {
       auto token = cluster_->AddToken(user, group, role);
       ASSERT_TRUE(token.ok()) << token.status();
       tokens_[user] = *token;
@@ -113,7 +124,8 @@ TEST_F(SecurityTest, CallsWithoutAValidTokenAreUnauthenticated) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   }
   // Plaintext to a TLS daemon does not get through at all.
-  auto plain = pb::ClusterService::NewStub(grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()));
+  auto plain =
+      pb::ClusterService::NewStub(grpc::CreateChannel(cluster_->address(), grpc::InsecureChannelCredentials()));
   pb::ListNodesResponse nodes;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
@@ -124,7 +136,9 @@ TEST_F(SecurityTest, CallsWithoutAValidTokenAreUnauthenticated) {
 // without gRPC's own log lines.
 TEST_F(SecurityTest, CliSaysWhatIsWrongWithAConnection) {
   const std::string other = cluster_->dir() + "/other-ca";
-  ASSERT_EQ(system(absl::StrCat("/bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh init-ca ", other, " >/dev/null").c_str()), 0);
+  ASSERT_EQ(
+      system(absl::StrCat("/bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh init-ca ", other, " >/dev/null").c_str()),
+      0);
   int runs = 0;
   auto run = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {HETPOOLCTL_BIN, "--timeout", "10s"};
@@ -145,7 +159,8 @@ TEST_F(SecurityTest, CliSaysWhatIsWrongWithAConnection) {
   EXPECT_TRUE(absl::StrContains(out, absl::StrCat("the CA in ", other, "/ca.pem did not sign the certificate"))) << out;
   const std::string nobody = absl::StrCat("127.0.0.1:", FreeTcpPort());
   out = run({"--server", nobody, "--insecure", "nodes"});
-  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("nothing accepts connections at ", nobody, ": is hetpoold running"))) << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("nothing accepts connections at ", nobody, ": is hetpoold running")))
+      << out;
   EXPECT_FALSE(absl::StrContains(out, "E1")) << out;  // no gRPC core log lines
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
@@ -153,21 +168,23 @@ TEST_F(SecurityTest, CliSaysWhatIsWrongWithAConnection) {
 TEST_F(SecurityTest, AgentWithoutAValidCertificateIsRefused) {
   // A certificate from another CA: the TLS handshake fails.
   const std::string rogue = cluster_->dir() + "/rogue";
-  ASSERT_EQ(system(absl::StrCat("/bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh init-ca ", rogue, " >/dev/null && /bin/bash ",
-                                HETPOOL_SOURCE_DIR, "/deploy/pki.sh node ", rogue, " node-x >/dev/null")
+  ASSERT_EQ(system(absl::StrCat("/bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh init-ca ", rogue,
+                                " >/dev/null && /bin/bash ", HETPOOL_SOURCE_DIR, "/deploy/pki.sh node ", rogue,
+                                " node-x >/dev/null")
                        .c_str()),
             0);
   const std::string log = cluster_->dir() + "/rogue-agent.log";
-  auto agent = ChildProcess::Spawn({HETPOOL_AGENT_BIN, "--server", cluster_->address(), "--node-name", "node-x",
-                                    "--work-dir", cluster_->dir() + "/agent-x", "--backend", "sim", "--inventory",
-                                    cluster_->InventoryPath(0), "--tls-ca", cluster_->PkiDir() + "/ca.pem", "--tls-cert",
-                                    rogue + "/node-x.pem", "--tls-key", rogue + "/node-x.key"},
-                                   log);
+  auto agent = ChildProcess::Spawn(
+      {HETPOOL_AGENT_BIN, "--server", cluster_->address(), "--node-name", "node-x", "--work-dir",
+       cluster_->dir() + "/agent-x", "--backend", "sim", "--inventory", cluster_->InventoryPath(0), "--tls-ca",
+       cluster_->PkiDir() + "/ca.pem", "--tls-cert", rogue + "/node-x.pem", "--tls-key", rogue + "/node-x.key"},
+      log);
   ASSERT_TRUE(agent.ok());
   absl::SleepFor(absl::Seconds(3));
   EXPECT_TRUE(absl::StrContains(ReadAll(log), "register with")) << ReadAll(log);
   pb::ListNodesResponse nodes;
-  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return cluster_->cluster().ListNodes(ctx, {}, &nodes); }).ok());
+  ASSERT_TRUE(
+      WithDeadline([&](grpc::ClientContext* ctx) { return cluster_->cluster().ListNodes(ctx, {}, &nodes); }).ok());
   for (const auto& n : nodes.nodes()) EXPECT_NE(n.name(), "node-x");
 
   // No certificate at all, or a user's token: the agent API answers UNAUTHENTICATED / PERMISSION_DENIED.
@@ -180,7 +197,8 @@ TEST_F(SecurityTest, AgentWithoutAValidCertificateIsRefused) {
   auto as_user = pb::AgentService::NewStub(cluster_->ChannelAs(tokens_.at("olga")));
   grpc::Status user_status = WithDeadline([&](grpc::ClientContext* ctx) { return as_user->Register(ctx, req, &resp); });
   EXPECT_EQ(user_status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_TRUE(absl::StrContains(user_status.error_message(), "needs a node certificate")) << user_status.error_message();
+  EXPECT_TRUE(absl::StrContains(user_status.error_message(), "needs a node certificate"))
+      << user_status.error_message();
 }
 
 TEST_F(SecurityTest, AnAgentCannotReportAnotherNode) {
@@ -201,7 +219,8 @@ TEST_F(SecurityTest, AnAgentCannotReportAnotherNode) {
   pb::GetNodeRequest get;
   get.set_name("node-b");
   pb::Node node;
-  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return cluster_->cluster().GetNode(ctx, get, &node); }).ok());
+  ASSERT_TRUE(
+      WithDeadline([&](grpc::ClientContext* ctx) { return cluster_->cluster().GetNode(ctx, get, &node); }).ok());
   EXPECT_EQ(node.state(), pb::NODE_STATE_READY);
   EXPECT_EQ(node.inventory().devices_size(), 4);
   EXPECT_TRUE(absl::StrContains(AuditLog(), R"("caller":"node:node-a","code":"PERMISSION_DENIED")")) << AuditLog();
@@ -282,8 +301,10 @@ TEST_F(SecurityTest, UsersCannotCancelReadOrWatchEachOthersJobs) {
     if (j["method"] == "CancelJob" && j["target"] == id && j["caller"] == "bob" && j["code"] == "PERMISSION_DENIED") {
       saw_denied_cancel = true;
     }
-    if (j["method"] == "CancelJob" && j["target"] == id && j["caller"] == "alice" && j["code"] == "OK") saw_cancel = true;
-    if (j["method"] == "SubmitJob" && j["target"] == id && j["caller"] == "alice" && j["role"] == "user") saw_submit = true;
+    if (j["method"] == "CancelJob" && j["target"] == id && j["caller"] == "alice" && j["code"] == "OK")
+      saw_cancel = true;
+    if (j["method"] == "SubmitJob" && j["target"] == id && j["caller"] == "alice" && j["role"] == "user")
+      saw_submit = true;
   }
   EXPECT_TRUE(saw_denied_cancel && saw_cancel && saw_submit) << audit;
 }
@@ -401,7 +422,8 @@ TEST_F(SecurityTest, OperatorsManageEveryJobAndNodesViewersOnlyRead) {
   auto vera = JobsAs("vera");
   grpc::Status s = Submit(*vera, SleepSpec("1"), nullptr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_TRUE(absl::StrContains(s.error_message(), "vera (viewer) may not submit jobs: needs role user")) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "vera (viewer) may not submit jobs: needs role user"))
+      << s.error_message();
   pb::GetJobRequest get;
   get.set_job_id(job.id());
   pb::Job seen;
@@ -410,12 +432,14 @@ TEST_F(SecurityTest, OperatorsManageEveryJobAndNodesViewersOnlyRead) {
   pb::DrainNodeRequest drain;
   drain.set_name("node-a");
   pb::Node node;
-  EXPECT_EQ(WithDeadline([&](grpc::ClientContext* ctx) { return vera_cluster->DrainNode(ctx, drain, &node); }).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(
+      WithDeadline([&](grpc::ClientContext* ctx) { return vera_cluster->DrainNode(ctx, drain, &node); }).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
   auto olga_cluster = pb::ClusterService::NewStub(cluster_->ChannelAs(tokens_.at("olga")));
   ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return olga_cluster->DrainNode(ctx, drain, &node); }).ok());
   EXPECT_TRUE(node.drained());
-  ASSERT_TRUE(WithDeadline([&](grpc::ClientContext* ctx) { return olga_cluster->UndrainNode(ctx, drain, &node); }).ok());
+  ASSERT_TRUE(
+      WithDeadline([&](grpc::ClientContext* ctx) { return olga_cluster->UndrainNode(ctx, drain, &node); }).ok());
 }
 
 TEST_F(SecurityTest, PathEscapesAreRefused) {
@@ -434,8 +458,8 @@ TEST_F(SecurityTest, PathEscapesAreRefused) {
   via_link.set_working_dir(link);
   pb::Job job;
   ASSERT_TRUE(Submit(*alice, via_link, &job).ok());
-  auto done = cluster_->WaitFor(job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_FAILED; },
-                                absl::Seconds(30));
+  auto done = cluster_->WaitFor(
+      job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_FAILED; }, absl::Seconds(30));
   std::filesystem::remove(link);
   ASSERT_TRUE(done.ok());
   ASSERT_EQ(done->state(), pb::JOB_STATE_FAILED) << done->DebugString();
@@ -451,8 +475,10 @@ TEST_F(SecurityTest, LogReadsNameNodesNotPathsAndAreAudited) {
   (*spec.mutable_env())["WANDB_API_KEY"] = "alice-secret";
   pb::Job job;
   ASSERT_TRUE(Submit(*alice, spec, &job).ok());
-  auto done = cluster_->WaitFor(job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_SUCCEEDED || j.state() == pb::JOB_STATE_FAILED; },
-                                absl::Seconds(60));
+  auto done = cluster_->WaitFor(
+      job.id(),
+      [](const pb::Job& j) { return j.state() == pb::JOB_STATE_SUCCEEDED || j.state() == pb::JOB_STATE_FAILED; },
+      absl::Seconds(60));
   ASSERT_TRUE(done.ok());
   for (const std::string node : {"../../../audit", "../../../../../../etc/shadow", "..", "not-placed"}) {
     grpc::ClientContext ctx;
@@ -512,8 +538,8 @@ TEST_F(SecurityTest, AMissingLogIsNotFoundNotEmpty) {
   auto alice = JobsAs("alice");
   pb::Job job;
   ASSERT_TRUE(Submit(*alice, SleepSpec("0"), &job).ok());  // prints nothing: its log is empty, not missing
-  auto done = cluster_->WaitFor(job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_SUCCEEDED; },
-                                absl::Seconds(60));
+  auto done = cluster_->WaitFor(
+      job.id(), [](const pb::Job& j) { return j.state() == pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
   ASSERT_TRUE(done.ok());
   auto read = [&](std::string* out) {
     grpc::ClientContext ctx;
@@ -608,8 +634,8 @@ TEST_F(SecurityTest, QuotasHoldJobsBackWithTheReasonAndCapTheQueue) {
   ASSERT_TRUE(Submit(*carol, SleepSpec("60", 1), &first).ok());
   ASSERT_TRUE(cluster_->WaitForState(first.id(), pb::JOB_STATE_RUNNING, absl::Seconds(30)).ok());
   ASSERT_TRUE(Submit(*carol, SleepSpec("1", 1), &second).ok());
-  auto waiting = cluster_->WaitFor(second.id(), [](const pb::Job& j) { return !j.pending().quota().empty(); },
-                                   absl::Seconds(20));
+  auto waiting = cluster_->WaitFor(
+      second.id(), [](const pb::Job& j) { return !j.pending().quota().empty(); }, absl::Seconds(20));
   ASSERT_TRUE(waiting.ok());
   EXPECT_EQ(waiting->state(), pb::JOB_STATE_PENDING);
   EXPECT_EQ(waiting->pending().quota(), "quota: user carol holds 1 of 1 cards (*); the job needs 1");
@@ -850,7 +876,8 @@ TEST(JobAccounts, RootAgentRunsJobsAsTheMappedAccountOrNobody) {
   // After the harness's own flags, so these win.
   cluster.mutable_options().agents[0].args = {"--run-as", "nobody", "--run-as-map", map};
   ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
-  for (const auto& [user, account] : std::vector<std::pair<std::string, std::string>>{{"erin", "daemon"}, {"frank", "nobody"}}) {
+  for (const auto& [user, account] :
+       std::vector<std::pair<std::string, std::string>>{{"erin", "daemon"}, {"frank", "nobody"}}) {
     std::string printed;
     ASSERT_NO_FATAL_FAILURE(RunIdAs(cluster, user, "-un", &printed));
     EXPECT_EQ(printed, account) << user;
@@ -901,8 +928,8 @@ TEST(JobEnvironment, NothingIsInheritedFromTheAgent) {
   (*spec.mutable_env())["JOB_SETTING"] = "42";
   auto job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
-  auto done = cluster.WaitFor(job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                              absl::Seconds(60));
+  auto done = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
   ASSERT_TRUE(done.ok());
   ASSERT_EQ(done->state(), pb::JOB_STATE_SUCCEEDED) << done->DebugString();
   auto logs = cluster.Logs(job->id());

@@ -19,9 +19,8 @@ TEST(Training, TwoNodeDdpJobTrainsToSuccess) {
   ASSERT_TRUE(cluster.Start().ok());
   auto submitted = cluster.Submit(cluster.TrainSpec(2, 2, {"--steps", "30"}));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  auto job = cluster.WaitFor(submitted->id(), [](const pb::Job& j) {
-    return j.state() >= pb::JOB_STATE_SUCCEEDED;
-  }, absl::Seconds(180));
+  auto job = cluster.WaitFor(
+      submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(180));
   ASSERT_TRUE(job.ok()) << job.status();
   auto logs = cluster.Logs(job->id());
   ASSERT_TRUE(logs.ok()) << logs.status();
@@ -50,8 +49,7 @@ TEST(Training, TwoNodeDdpJobTrainsToSuccess) {
 
   // The loss went down.
   std::smatch final_loss;
-  ASSERT_TRUE(std::regex_search(*logs, final_loss, std::regex(R"(final loss ([0-9.]+) \(first ([0-9.]+)\))")))
-      << *logs;
+  ASSERT_TRUE(std::regex_search(*logs, final_loss, std::regex(R"(final loss ([0-9.]+) \(first ([0-9.]+)\))"))) << *logs;
   EXPECT_LT(std::stod(final_loss[1]), std::stod(final_loss[2]) / 10);
 
   // Per-rank logs follow torchrun's real rank assignment.
@@ -128,8 +126,8 @@ TEST(Training, AJobAcrossTwoVendorsMatchesTheSingleProcessLoss) {
   (*spec.mutable_env())["HPTEST_RUN_MARK"] = cluster.dir();
   auto submitted = cluster.Submit(spec);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  auto job = cluster.WaitFor(submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; },
-                             absl::Seconds(180));
+  auto job = cluster.WaitFor(
+      submitted->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(180));
   ASSERT_TRUE(job.ok()) << job.status();
   auto logs = cluster.Logs(job->id());
   ASSERT_TRUE(logs.ok()) << logs.status();
@@ -137,7 +135,8 @@ TEST(Training, AJobAcrossTwoVendorsMatchesTheSingleProcessLoss) {
 
   EXPECT_EQ(job->vendor(), "nvidia+cambricon");
   EXPECT_EQ(job->collective(), "hierarchical");
-  EXPECT_NE(job->batch_split().find("nvidia H100-SXM: 2 rank(s) x 20 (382.743 TFLOPS bf16 modelled)"), std::string::npos)
+  EXPECT_NE(job->batch_split().find("nvidia H100-SXM: 2 rank(s) x 20 (382.743 TFLOPS bf16 modelled)"),
+            std::string::npos)
       << job->batch_split();
   ASSERT_EQ(job->placement_size(), 2);
   // The MLU370s exist only on node-a, so the H100 group goes to node-b.
@@ -152,7 +151,8 @@ TEST(Training, AJobAcrossTwoVendorsMatchesTheSingleProcessLoss) {
   EXPECT_EQ(job->launch_plan(0).env().at("HETPOOL_INTRA_BACKEND"), "nccl");
 
   // Every rank knew its group (simulated cards: gloo everywhere underneath).
-  std::regex rank_line(R"(rank (\d): group=(\w+) group_rank=(\d)/2 vendor=(\w+) collective=hierarchical intra=gloo inter=gloo micro_batch=(\d+)/44)");
+  std::regex rank_line(
+      R"(rank (\d): group=(\w+) group_rank=(\d)/2 vendor=(\w+) collective=hierarchical intra=gloo inter=gloo micro_batch=(\d+)/44)");
   std::map<std::string, std::set<std::string>> batches_by_group;
   for (std::sregex_iterator it(logs->begin(), logs->end(), rank_line), end; it != end; ++it) {
     batches_by_group[(*it)[2]].insert((*it)[5]);
@@ -174,7 +174,8 @@ TEST(Training, AJobAcrossTwoVendorsMatchesTheSingleProcessLoss) {
 TEST(Training, PyTorch2sFailuresReadRightThroughGet) {
   TestCluster::Options options = TestCluster::ExamplePool();
   options.agents.resize(1);
-  options.agents[0].args = {"--torchrun", std::string(HETPOOL_SOURCE_DIR) + "/tests/integration/scripts/replay_torchrun.sh"};
+  options.agents[0].args = {"--torchrun",
+                            std::string(HETPOOL_SOURCE_DIR) + "/tests/integration/scripts/replay_torchrun.sh"};
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok());
   struct Case {
@@ -225,7 +226,8 @@ TEST(Training, PyTorch2sFailuresReadRightThroughGet) {
     if (!c.last_line.empty()) {
       EXPECT_NE(out.find("  | " + c.last_line + "\n"), std::string::npos) << c.log << ":\n" << out;
     }
-    EXPECT_EQ(out.find("  | torch.distributed.elastic.multiprocessing.errors.ChildFailedError"), std::string::npos) << out;
+    EXPECT_EQ(out.find("  | torch.distributed.elastic.multiprocessing.errors.ChildFailedError"), std::string::npos)
+        << out;
   }
   if (!have_fixtures) GTEST_SKIP() << "ran the made case only: torchrun 2.11's fixtures are expected in " << fixtures;
 }

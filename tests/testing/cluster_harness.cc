@@ -245,7 +245,8 @@ absl::StatusOr<std::string> TestCluster::AddToken(const std::string& user, const
                                                   const std::string& role) const {
   const std::string out = dir() + "/token.out";
   std::filesystem::remove(out);
-  std::vector<std::string> argv = {HETPOOLCTL_BIN, "admin", "token", "--file", TokenFile(), "--user", user, "--role", role};
+  std::vector<std::string> argv = {HETPOOLCTL_BIN, "admin", "token",  "--file", TokenFile(),
+                                   "--user",       user,    "--role", role};
   if (!group.empty()) argv.insert(argv.end(), {"--group", group});
   auto child = ChildProcess::Spawn(argv, out);
   if (!child.ok()) return child.status();
@@ -273,7 +274,8 @@ std::shared_ptr<grpc::Channel> TestCluster::ChannelAs(const std::string& token, 
 }
 
 void TestCluster::Connect() {
-  channel_ = options_.tls ? ChannelAs(admin_token_) : grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  channel_ =
+      options_.tls ? ChannelAs(admin_token_) : grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
   jobs_ = pb::JobService::NewStub(channel_);
   cluster_ = pb::ClusterService::NewStub(channel_);
 }
@@ -281,11 +283,19 @@ void TestCluster::Connect() {
 absl::Status TestCluster::StartDaemon(int port, absl::Duration patience) {
   const std::string port_file = dir() + "/daemon.port";
   std::filesystem::remove(port_file);
-  std::vector<std::string> argv = {
-      HETPOOLD_BIN, "--listen", absl::StrCat("127.0.0.1:", port), "--data-dir", dir() + "/daemon",
-      "--port-file", port_file, "--lease-ttl", absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
-      "--orphan-grace", absl::StrCat(absl::ToInt64Milliseconds(options_.orphan_grace), "ms"),
-      "--rdzv-port-range", absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)};
+  std::vector<std::string> argv = {HETPOOLD_BIN,
+                                   "--listen",
+                                   absl::StrCat("127.0.0.1:", port),
+                                   "--data-dir",
+                                   dir() + "/daemon",
+                                   "--port-file",
+                                   port_file,
+                                   "--lease-ttl",
+                                   absl::StrCat(absl::ToInt64Milliseconds(options_.lease_ttl), "ms"),
+                                   "--orphan-grace",
+                                   absl::StrCat(absl::ToInt64Milliseconds(options_.orphan_grace), "ms"),
+                                   "--rdzv-port-range",
+                                   absl::StrCat(rdzv_base_, "-", rdzv_base_ + 49)};
   if (options_.tls) {
     if (admin_token_.empty()) {
       if (auto made = MakePki(); !made.ok()) return made;
@@ -326,9 +336,17 @@ absl::Status TestCluster::StartDaemon(int port, absl::Duration patience) {
 
 absl::Status TestCluster::StartAgent(size_t i) {
   const AgentSpec& spec = options_.agents[i];
-  std::vector<std::string> argv = {HETPOOL_AGENT_BIN, "--server", address(), "--node-name", spec.name,
-                                   "--work-dir", dir() + "/agent-" + spec.name, "--inventory-refresh", "500ms",
-                                   "--kill-grace", "5s"};
+  std::vector<std::string> argv = {HETPOOL_AGENT_BIN,
+                                   "--server",
+                                   address(),
+                                   "--node-name",
+                                   spec.name,
+                                   "--work-dir",
+                                   dir() + "/agent-" + spec.name,
+                                   "--inventory-refresh",
+                                   "500ms",
+                                   "--kill-grace",
+                                   "5s"};
   if (!spec.inventory_file.empty()) {
     argv.insert(argv.end(), {"--backend", "sim", "--inventory", InventoryPath(i)});
   } else {
@@ -374,8 +392,7 @@ void TestCluster::KillDaemon(int sig) {
 }
 
 absl::Status TestCluster::WaitNodesReady(size_t count, absl::Duration timeout) {
-  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(100))) {
+  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
     pb::ListNodesResponse resp;
     if (!cluster_->ListNodes(Ctx().get(), {}, &resp).ok()) continue;
     size_t ready = 0;
@@ -424,24 +441,22 @@ absl::StatusOr<pb::Job> TestCluster::Get(const std::string& id) {
   return job;
 }
 
-absl::StatusOr<pb::Job> TestCluster::WaitFor(const std::string& id,
-                                             const std::function<bool(const pb::Job&)>& done,
+absl::StatusOr<pb::Job> TestCluster::WaitFor(const std::string& id, const std::function<bool(const pb::Job&)>& done,
                                              absl::Duration timeout) {
   pb::Job last;
-  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(100))) {
+  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
     auto job = Get(id);
     if (!job.ok()) continue;  // e.g. the daemon is restarting
     last = *job;
     if (done(last)) return last;
   }
-  return absl::DeadlineExceededError(absl::StrCat("job ", id, " still ", last.state(), " (", last.reason(),
-                                                  ": ", last.message(), ")\n--- daemon log\n", DaemonLog()));
+  return absl::DeadlineExceededError(absl::StrCat("job ", id, " still ", last.state(), " (", last.reason(), ": ",
+                                                  last.message(), ")\n--- daemon log\n", DaemonLog()));
 }
 
-absl::StatusOr<pb::Job> TestCluster::WaitForState(const std::string& id, pb::JobState state,
-                                                  absl::Duration timeout) {
-  return WaitFor(id, [state](const pb::Job& j) { return j.state() == state; }, timeout);
+absl::StatusOr<pb::Job> TestCluster::WaitForState(const std::string& id, pb::JobState state, absl::Duration timeout) {
+  return WaitFor(
+      id, [state](const pb::Job& j) { return j.state() == state; }, timeout);
 }
 
 absl::StatusOr<std::string> TestCluster::Logs(const std::string& id, std::optional<int> rank) {

@@ -44,11 +44,11 @@ class ChildProcess {
 
 struct AgentSpec {
   std::string name;
-  std::string inventory_file;  // sim backend: copied into the cluster's directory (tests may edit the copy)
-  std::vector<std::string> backends;                           // when no inventory_file, e.g. {"auto"}
-  std::vector<std::pair<std::string, std::string>> env;        // e.g. HETPOOL_VENDOR_LIB_PATH for fakes
-  std::vector<std::string> labels;                             // --label k=v
-  std::vector<std::string> args;                               // more agent flags
+  std::string inventory_file;         // sim backend: copied into the cluster's directory (tests may edit the copy)
+  std::vector<std::string> backends;  // when no inventory_file, e.g. {"auto"}
+  std::vector<std::pair<std::string, std::string>> env;  // e.g. HETPOOL_VENDOR_LIB_PATH for fakes
+  std::vector<std::string> labels;                       // --label k=v
+  std::vector<std::string> args;                         // more agent flags
   std::string job_dirs;  // --job-dirs instead of the source tree and /tmp (--job-dirs adds up)
 };
 
@@ -106,7 +106,7 @@ class TestCluster {
   void KillDaemon(int sig);
   pid_t daemon_pid() const;  // 0 when no daemon runs
   void StopAgent(size_t index);
-  void SignalAgent(size_t index, int sig);  // e.g. SIGSTOP / SIGCONT to cut an agent off
+  void SignalAgent(size_t index, int sig);                             // e.g. SIGSTOP / SIGCONT to cut an agent off
   std::optional<int> WaitAgent(size_t index, absl::Duration timeout);  // its exit status
   absl::Status WaitNodesReady(size_t count, absl::Duration timeout);
 
@@ -145,7 +145,8 @@ class TestCluster {
   // holder of `token` (empty: no token, only TLS).
   std::string PkiDir() const { return dir() + "/pki"; }
   std::string TokenFile() const { return dir() + "/tokens.json"; }
-  absl::StatusOr<std::string> AddToken(const std::string& user, const std::string& group, const std::string& role) const;
+  absl::StatusOr<std::string> AddToken(const std::string& user, const std::string& group,
+                                       const std::string& role) const;
   std::shared_ptr<grpc::Channel> ChannelAs(const std::string& token, const std::string& cert_name = "") const;
 
  private:

@@ -60,12 +60,11 @@ absl::Status EtcdProcess::Spawn() {
   const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
   const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
   const std::string cluster = initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_;
-  auto process = ChildProcess::Spawn({kEtcdBinary, "--name", name_, "--data-dir", dir_ + "/etcd-data-" + name_,
-                                      "--listen-client-urls", client, "--advertise-client-urls", client,
-                                      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                      "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                                      "--log-level", "warn"},
-                                     dir_ + "/etcd-" + name_ + ".log");
+  auto process = ChildProcess::Spawn(
+      {kEtcdBinary, "--name", name_, "--data-dir", dir_ + "/etcd-data-" + name_, "--listen-client-urls", client,
+       "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+       "--initial-cluster", cluster, "--initial-cluster-state", "new", "--log-level", "warn"},
+      dir_ + "/etcd-" + name_ + ".log");
   if (!process.ok()) return process.status();
   process_ = *std::move(process);
   return absl::OkStatus();

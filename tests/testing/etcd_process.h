@@ -18,14 +18,17 @@ class EtcdProcess {
   // A member of a cluster: its name, ports chosen by the caller, and every member's
   // "name=http://127.0.0.1:peer_port" joined by commas.
   EtcdProcess(std::string dir, std::string name, int client_port, int peer_port, std::string initial_cluster)
-      : dir_(std::move(dir)), name_(std::move(name)), client_port_(client_port), peer_port_(peer_port),
+      : dir_(std::move(dir)),
+        name_(std::move(name)),
+        client_port_(client_port),
+        peer_port_(peer_port),
         initial_cluster_(std::move(initial_cluster)) {}
   // Starts etcd (on new free ports the first time, the same ones after Kill) and waits until it
   // serves. Data in the directory from an earlier run is kept.
   absl::Status Start();
   absl::Status Spawn();        // Start's first half: the process, without waiting
   absl::Status WaitServing();  // Start's second half
-  void Kill(int sig);  // and reap
+  void Kill(int sig);          // and reap
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
   std::string Log() const;
 
@@ -42,7 +45,7 @@ class EtcdProcess {
 class EtcdCluster {
  public:
   EtcdCluster(const std::string& dir, int members);
-  absl::Status Start();  // all members, then waits until each serves
+  absl::Status Start();           // all members, then waits until each serves
   std::string endpoints() const;  // host:port,host:port,...
   EtcdProcess& member(size_t i) { return *members_[i]; }
 

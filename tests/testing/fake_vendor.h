@@ -11,7 +11,9 @@
 
 namespace hetpool::testing {
 
-inline std::string FixturePath(const std::string& name) { return std::string(HETPOOL_FIXTURE_DIR) + "/" + name + ".json"; }
+inline std::string FixturePath(const std::string& name) {
+  return std::string(HETPOOL_FIXTURE_DIR) + "/" + name + ".json";
+}
 
 // Sets the loader path and fixture; restores nothing (each test sets what it needs).
 inline void UseFakeVendorLibraries(const std::string& fixture, const std::string& lib_dir = HETPOOL_FAKE_LIB_DIR) {
@@ -32,9 +34,7 @@ class FakeControl {
   void FailCalls(int skip, int calls, int error) {
     reinterpret_cast<void (*)(int, int, int)>(dlsym(handle_, "hetpool_fake_fail_calls"))(skip, calls, error);
   }
-  void RemoveDevice(int index) {
-    reinterpret_cast<void (*)(int)>(dlsym(handle_, "hetpool_fake_remove_device"))(index);
-  }
+  void RemoveDevice(int index) { reinterpret_cast<void (*)(int)>(dlsym(handle_, "hetpool_fake_remove_device"))(index); }
   void Reset() { reinterpret_cast<void (*)()>(dlsym(handle_, "hetpool_fake_reset"))(); }
 
  private:
@@ -51,7 +51,8 @@ inline absl::StatusOr<std::unique_ptr<drivers::DeviceBackend>> LoadBackend(const
   };
   auto backends = drivers::CreateBackends(options);
   if (!backends.ok()) return backends.status();
-  if (backends->size() != 1) return absl::NotFoundError("backend " + name + " not loaded" + (notes ? ": " + *notes : ""));
+  if (backends->size() != 1)
+    return absl::NotFoundError("backend " + name + " not loaded" + (notes ? ": " + *notes : ""));
   return std::move((*backends)[0]);
 }
 

@@ -14,7 +14,8 @@ using testing::TrainingSpec;
 
 class AgentReconcilerTest : public ::testing::Test {
  protected:
-  AgentReconcilerTest() : reconciler_(parts_.jobs, parts_.nodes, parts_.wakeups, {absl::Seconds(10), absl::Seconds(20)}) {}
+  AgentReconcilerTest()
+      : reconciler_(parts_.jobs, parts_.nodes, parts_.wakeups, {absl::Seconds(10), absl::Seconds(20)}) {}
 
   // Binds the job to node's first `cards` cards, as the scheduling cycle would.
   void Bind(JobEntry& entry, const std::vector<std::string>& nodes, int cards) {
@@ -122,7 +123,8 @@ TEST_F(AgentReconcilerTest, AnOversizedFailureReportIsCutToTheAgentsBounds) {
   Bind(job, {"a"}, 1);
   pb::ProcessStatus failed = Process(job, false, 1);
   failed.mutable_rank_failure()->set_global_rank(0);
-  for (int i = 0; i < 30; ++i) failed.mutable_rank_failure()->add_last_lines(std::to_string(i) + std::string(1000, 'x'));
+  for (int i = 0; i < 30; ++i)
+    failed.mutable_rank_failure()->add_last_lines(std::to_string(i) + std::string(1000, 'x'));
   failed.mutable_rank_failure()->set_signal(std::string(10000, 'S'));
   Report("a", {failed});
   const pb::RankFailure& kept = job.job().failure();

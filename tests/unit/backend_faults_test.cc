@@ -50,7 +50,8 @@ TEST_P(CardProcessQuery, ListsTheProcessesHoldingEachCard) {
   const ProcessQueryCase& c = GetParam();
   testing::TempDir dir;
   nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath(c.fixture)));
-  for (int pid = 100; pid < 112; ++pid) fixture["devices"][1]["processes"].push_back({{"pid", pid}, {"used_memory_mib", pid}});
+  for (int pid = 100; pid < 112; ++pid)
+    fixture["devices"][1]["processes"].push_back({{"pid", pid}, {"used_memory_mib", pid}});
   const std::string path = dir.path() + "/held.json";
   std::ofstream(path) << fixture.dump();
   setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);

@@ -58,18 +58,29 @@ TEST(CanRun, Rules) {
   const Row rows[] = {
       {"pure PyTorch on NVIDIA", {}, h100, all, C::kNative, "PyTorch on cuda"},
       {"pure PyTorch on Cambricon", {}, mlu, all, C::kNative, "PyTorch on mlu"},
-      {"pure PyTorch without the torch plugin", {}, mlu, RunContext{{"cuda", "cpu"}, false}, C::kNo, "no torch plugin for mlu"},
-      {"cubin sm_80 on sm_86 (same major, higher minor)", code({.cuda_sass = {"sm_80"}}), a10, all, C::kNative, "cubin sm_80"},
-      {"cubin sm_86 on sm_80 (lower minor)", code({.cuda_sass = {"sm_86"}}), a100, all, C::kNo, "does not run on sm_80"},
-      {"cubin sm_80 on sm_90 (other major)", code({.cuda_sass = {"sm_80"}}), h100, all, C::kNo, "does not run on sm_90"},
+      {"pure PyTorch without the torch plugin",
+       {},
+       mlu,
+       RunContext{{"cuda", "cpu"}, false},
+       C::kNo,
+       "no torch plugin for mlu"},
+      {"cubin sm_80 on sm_86 (same major, higher minor)", code({.cuda_sass = {"sm_80"}}), a10, all, C::kNative,
+       "cubin sm_80"},
+      {"cubin sm_86 on sm_80 (lower minor)", code({.cuda_sass = {"sm_86"}}), a100, all, C::kNo,
+       "does not run on sm_80"},
+      {"cubin sm_80 on sm_90 (other major)", code({.cuda_sass = {"sm_80"}}), h100, all, C::kNo,
+       "does not run on sm_90"},
       {"arch-specific sm_90a on sm_90", code({.cuda_sass = {"sm_90a"}}), h100, all, C::kNative, "sm_90a"},
       {"arch-specific sm_90a elsewhere", code({.cuda_sass = {"sm_90a"}}), a100, all, C::kNo, "sm_90a"},
-      {"PTX compute_80 JITs forward to sm_90", code({.cuda_ptx = {"compute_80"}}), h100, all, C::kNative, "PTX compute_80 (JIT)"},
+      {"PTX compute_80 JITs forward to sm_90", code({.cuda_ptx = {"compute_80"}}), h100, all, C::kNative,
+       "PTX compute_80 (JIT)"},
       {"PTX compute_90 does not go backward", code({.cuda_ptx = {"compute_90"}}), a100, all, C::kNo, ">= 9.0"},
       {"CUDA kernels on MetaX without translation", code({.cuda_sass = {"sm_80"}}), c500, all, C::kNo, "no build"},
-      {"CUDA kernels on MetaX with translation", code({.cuda_sass = {"sm_80"}}), c500, translation, C::kTranslated, "translation layer"},
+      {"CUDA kernels on MetaX with translation", code({.cuda_sass = {"sm_80"}}), c500, translation, C::kTranslated,
+       "translation layer"},
       {"MACA build on MetaX", code({.maca = true}), c500, all, C::kNative, "MACA build"},
-      {"CUDA kernels never on Cambricon", code({.cuda_sass = {"sm_80"}, .cuda_ptx = {"compute_80"}}), mlu, translation, C::kNo, "no build"},
+      {"CUDA kernels never on Cambricon", code({.cuda_sass = {"sm_80"}, .cuda_ptx = {"compute_80"}}), mlu, translation,
+       C::kNo, "no build"},
       {"BANG build for mtp_372", code({.bang = {"mtp_372"}}), mlu, all, C::kNative, "BANG mtp_372"},
       {"BANG build for another MLU", code({.bang = {"mtp_592"}}), mlu, all, C::kNo, "no build"},
       {"SPIR-V on Intel", code({.spirv = true}), pvc, all, C::kNative, "SPIR-V"},
@@ -114,8 +125,10 @@ TEST(Fingerprint, SameCardsShareAnIdDifferentOnesDoNot) {
 
 TEST(SpecTable, OperatorOverridesWin) {
   SpecTable table = SpecTable::Defaults();
-  ASSERT_TRUE(table.MergeJson(R"([{"name": "C500", "vendor": "metax", "match": ["C500"],
-      "architecture": "xcore1000", "bandwidth_gbps": 1800, "peak_tflops": {"bf16": 280, "fp32": 36}}])").ok());
+  ASSERT_TRUE(table
+                  .MergeJson(R"([{"name": "C500", "vendor": "metax", "match": ["C500"],
+      "architecture": "xcore1000", "bandwidth_gbps": 1800, "peak_tflops": {"bf16": 280, "fp32": 36}}])")
+                  .ok());
   DeviceRecord d;
   d.vendor = Vendor::kMetax;
   d.model = "MetaX C500";

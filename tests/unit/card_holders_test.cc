@@ -60,7 +60,8 @@ TEST(CardHolders, AJobOnACardItWasNotGivenMakesThatCardDirty) {
                          FakeProc({{101, {true, 61184, 100, "python3"}}, {201, {true, 61185, 200, "python3"}}}));
   EXPECT_EQ(cards[0].processes[0].owner, "job-000001 g1");
   EXPECT_EQ(cards[0].processes[1].owner, "job-000002 g1");
-  EXPECT_EQ(cards[0].dirty, "pid 101 (uid 61184, python3) holds 700 MiB for job-000001 g1, which was not given this card");
+  EXPECT_EQ(cards[0].dirty,
+            "pid 101 (uid 61184, python3) holds 700 MiB for job-000001 g1, which was not given this card");
 }
 
 TEST(CardHolders, AnAccountWithJobsOnSeveralCardsOwnsItsProcessByTheCard) {

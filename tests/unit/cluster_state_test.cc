@@ -78,8 +78,8 @@ class ClusterStateTest : public ::testing::Test {
     ASSERT_TRUE(state_->Load().ok());
   }
 
-  std::string Register(const std::string& node, int nvidia_cards,
-                       std::vector<pb::ProcessStatus> processes = {}, const std::string& model = "H100") {
+  std::string Register(const std::string& node, int nvidia_cards, std::vector<pb::ProcessStatus> processes = {},
+                       const std::string& model = "H100") {
     pb::RegisterRequest req;
     req.set_node_name(node);
     req.set_address("127.0.0.1");
@@ -473,7 +473,8 @@ TEST_F(ClusterStateTest, FinishedJobsComeBackWholeAndKeepTheirUsageAfterARestart
   EXPECT_GT(used, 0.5);  // 2 cards for half an hour, with a half-life of an hour
 
   Open();  // a new daemon process on the same store
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Job(job->id()), before)) << Job(job->id()).DebugString();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Job(job->id()), before))
+      << Job(job->id()).DebugString();
   auto page = state_->ListJobs(pb::ListJobsRequest());
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs_size(), 1);
@@ -1078,7 +1079,6 @@ TEST_F(ClusterStateTest, LogPushesComeOnlyFromTheNodesAGenerationRanOn) {
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_FALSE(state_->CheckLogPush(placed, sessions_[placed], job->id(), 2).ok());
 }
-
 
 // Issue 19, item 3: a finished job past --retain-finished leaves the live table and the store's
 // live set (a restart does not load it) into the archive, where `get` and usage accounting still

@@ -44,11 +44,13 @@ pb::Orders BigOrders(int launches, size_t env_bytes) {
 // message holds is escaped, and a newline in it cannot start a forged line.
 TEST(EscapedLogs, ControlsInAMessageAreWrittenOutAndItStaysOneLine) {
   std::ostringstream out;
-  auto logger = std::make_shared<spdlog::logger>("escaped-log-test",
-                                                 std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  auto logger =
+      std::make_shared<spdlog::logger>("escaped-log-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
   spdlog::register_logger(logger);
   UseEscapedLogs("%v");
-  logger->warn("cancelled: {}", "\x1b]52;c;cm0gLXJmIH4=\x07" "done\n2026-01-01 info forged");
+  logger->warn("cancelled: {}",
+               "\x1b]52;c;cm0gLXJmIH4=\x07"
+               "done\n2026-01-01 info forged");
   spdlog::drop("escaped-log-test");
   EXPECT_EQ(out.str(), "cancelled: \\x1b]52;c;cm0gLXJmIH4=\\x07done\\n2026-01-01 info forged\n");
 }
@@ -141,9 +143,12 @@ TEST(ValidUtf8, BadBytesAreReplacedAndACutNeverSplitsACharacter) {
   const std::string han = "\xE6\x8D\x9F\xE5\xA4\xB1";  // two 3-byte characters
   EXPECT_EQ(ValidUtf8(han, 5), "\xE6\x8D\x9F");
   EXPECT_EQ(ValidUtf8(han, 6), han);
-  EXPECT_EQ(ValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(ValidUtf8("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong NUL
-  EXPECT_EQ(ValidUtf8("\xED\xA0\x80").substr(0, 3), "\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(ValidUtf8("a\xFF"
+                      "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(ValidUtf8("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");        // overlong NUL
+  EXPECT_EQ(ValidUtf8("\xED\xA0\x80").substr(0, 3), "\xEF\xBF\xBD");   // a surrogate
   EXPECT_EQ(ValidUtf8("ok \xE6\x8D"), "ok \xEF\xBF\xBD\xEF\xBF\xBD");  // a character cut short
   EXPECT_EQ(ValidUtf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
   EXPECT_TRUE(IsValidUtf8(han));
@@ -187,7 +192,8 @@ TEST(JobFile, AnElasticNnodesRangeIsWrittenOut) {
   // A range it cannot read says why.
   EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 2}})").status().message(),
             "nnodes: an elastic job names both min and max ({\"min\": N, \"max\": M})");
-  EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 2, "max": "8"}})").status().message(), "nnodes.max: not an integer");
+  EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 2, "max": "8"}})").status().message(),
+            "nnodes.max: not an integer");
   EXPECT_EQ(ExpandJobFileShorthands(R"({"nnodes": {"min": 1, "max": 2, "step": 1}})").status().message(),
             "nnodes: unknown key 'step' (an elastic job writes {\"min\": N, \"max\": M})");
   EXPECT_TRUE(absl::IsInvalidArgument(
@@ -206,9 +212,12 @@ TEST(RequestParsing, TheFirstStringThatIsNotUtf8IsNamedByItsPath) {
   *request.mutable_spec() = good;
   const auto& descriptor = *pb::SubmitJobRequest::descriptor();
   EXPECT_EQ(rpc::FirstInvalidUtf8Field(descriptor, request.SerializeAsString()), "");
-  for (const auto& [bad, what] : std::vector<std::pair<std::string, std::string>>{
-           {"\xc3\x28", "cut sequence"}, {"\xc0\xaf", "overlong"}, {"\xed\xa0\x80", "surrogate"},
-           {"\xf4\x90\x80\x80", "above U+10FFFF"}, {"ab\xe4\xb8", "truncated at the end"}}) {
+  for (const auto& [bad, what] :
+       std::vector<std::pair<std::string, std::string>>{{"\xc3\x28", "cut sequence"},
+                                                        {"\xc0\xaf", "overlong"},
+                                                        {"\xed\xa0\x80", "surrogate"},
+                                                        {"\xf4\x90\x80\x80", "above U+10FFFF"},
+                                                        {"ab\xe4\xb8", "truncated at the end"}}) {
     request.mutable_spec()->add_command(bad);
     EXPECT_EQ(rpc::FirstInvalidUtf8Field(descriptor, request.SerializeAsString()), "spec.command[1]") << what;
     *request.mutable_spec() = good;

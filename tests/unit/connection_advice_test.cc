@@ -32,28 +32,39 @@ TEST(ConnectionAdvice, SaysWhatIsProbablyWrong) {
       {"TLS client, plaintext daemon",
        {grpc::StatusCode::UNAVAILABLE, prefix + "UNKNOWN: ipv4:10.0.0.5:7070: Ssl handshake failed: SSL_ERROR_SSL: "
                                                 "error:0A00010B:SSL routines::wrong version number"},
-       tls, "hetpoold at 10.0.0.5:7070 speaks plaintext (it was started with --insecure); pass --insecure"},
+       tls,
+       "hetpoold at 10.0.0.5:7070 speaks plaintext (it was started with --insecure); pass --insecure"},
       {"plaintext client, TLS daemon",
        {grpc::StatusCode::UNAVAILABLE, prefix + "UNAVAILABLE: ipv4:10.0.0.5:7070: Socket closed"},
-       plain, "hetpoold at 10.0.0.5:7070 speaks TLS; drop --insecure"},
+       plain,
+       "hetpoold at 10.0.0.5:7070 speaks TLS; drop --insecure"},
       // Issue 45, item 4: a daemon that stops (a failover) closes the connection too; without a
       // TLS answer seen, TLS is not named.
       {"plaintext client, daemon going away",
        {grpc::StatusCode::UNAVAILABLE, prefix + "UNAVAILABLE: ipv4:10.0.0.5:7070: Socket closed"},
-       plain_to_plain, "hetpoold at 10.0.0.5:7070 closed the connection: is it stopping or failing over?"},
+       plain_to_plain,
+       "hetpoold at 10.0.0.5:7070 closed the connection: is it stopping or failing over?"},
       {"another CA",
        {grpc::StatusCode::UNAVAILABLE, prefix + "UNKNOWN: ipv4:10.0.0.5:7070: Ssl handshake failed: SSL_ERROR_SSL: "
                                                 "error:0A000086:SSL routines::certificate verify failed"},
-       tls, "the CA in pki/ca.pem did not sign the certificate of hetpoold at 10.0.0.5:7070"},
+       tls,
+       "the CA in pki/ca.pem did not sign the certificate of hetpoold at 10.0.0.5:7070"},
       {"nothing listening",
-       {grpc::StatusCode::UNAVAILABLE, prefix + "UNKNOWN: ipv4:10.0.0.5:7070: Failed to connect to remote host: Connection refused"},
-       tls, "nothing accepts connections at 10.0.0.5:7070: is hetpoold running there?"},
+       {grpc::StatusCode::UNAVAILABLE,
+        prefix + "UNKNOWN: ipv4:10.0.0.5:7070: Failed to connect to remote host: Connection refused"},
+       tls,
+       "nothing accepts connections at 10.0.0.5:7070: is hetpoold running there?"},
       {"unknown host",
-       {grpc::StatusCode::UNAVAILABLE, "DNS resolution failed for nohost.invalid:7070: C-ares status is not ARES_SUCCESS "
-                                       "qtype=AAAA name=nohost.invalid is_balancer=0: Domain name not found"},
-       {"nohost.invalid:7070", false, ""}, "cannot resolve the host of nohost.invalid:7070"},
+       {grpc::StatusCode::UNAVAILABLE,
+        "DNS resolution failed for nohost.invalid:7070: C-ares status is not ARES_SUCCESS "
+        "qtype=AAAA name=nohost.invalid is_balancer=0: Domain name not found"},
+       {"nohost.invalid:7070", false, ""},
+       "cannot resolve the host of nohost.invalid:7070"},
       {"the daemon answered: no advice", {grpc::StatusCode::UNAUTHENTICATED, "no credentials"}, tls, ""},
-      {"a follower refusing: no advice", {grpc::StatusCode::UNAVAILABLE, "not the leader; the leader is at x"}, tls, ""},
+      {"a follower refusing: no advice",
+       {grpc::StatusCode::UNAVAILABLE, "not the leader; the leader is at x"},
+       tls,
+       ""},
   };
   for (const Case& c : cases) {
     const auto advice = ConnectionAdvice(c.status, c.settings);

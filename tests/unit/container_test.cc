@@ -61,7 +61,8 @@ TEST(ContainerSpec, SaysWhatIsWrongWithAContainer) {
       {mount(WithImages({{"*", "a:1"}}), "/data", "/proc"), "may not be /, /proc, /sys or /dev"},
       {mount(mount(WithImages({{"*", "a:1"}}), "/data"), "/data"), "mounted twice"},
       {relative_workdir, "container.workdir: an absolute path"},
-      {nvidia_only, "no image for any vendor requirements.vendors allows (nvidia); the job names images only for metax"},
+      {nvidia_only,
+       "no image for any vendor requirements.vendors allows (nvidia); the job names images only for metax"},
       {cpu_job, "a CPU job (devices_per_node 0) needs an image for \"cpu\" or \"*\""},
   };
   for (const Case& c : cases) {
@@ -126,7 +127,8 @@ TEST(ContainerRuntime, RunsTheImageAsTheJobsAccountWithExactlyItsCards) {
   run.env_file = "/var/lib/agent/logs/job-000001/g1/node.log.env";
   run.workdir = "/work";
   run.devices = {"/dev/nvidia3", "/dev/nvidiactl"};
-  run.mounts = {{"/work", "/work", false}, {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", true}};
+  run.mounts = {{"/work", "/work", false},
+                {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1", true}};
   run.command = {"torchrun", "--nnodes", "2", "train.py"};
   EXPECT_EQ(absl::StrJoin(runtime.RunArgv(run), " "),
             "/usr/bin/podman --runtime=/usr/sbin/runc --cgroup-manager=cgroupfs run --rm --replace --name "
@@ -141,11 +143,11 @@ TEST(ContainerRuntime, RunsTheImageAsTheJobsAccountWithExactlyItsCards) {
   const std::string unconfined = absl::StrJoin(runtime.RunArgv(run), " ");
   EXPECT_EQ(unconfined.find("cgroup"), std::string::npos) << unconfined;
   // The runtime's own environment is fixed: nothing of the job's reaches a root process.
-  EXPECT_EQ(runtime.Environment(),
-            (std::map<std::string, std::string>{{"CONTAINERS_CONF", "/etc/hetpool/containers.conf"},
-                                                {"HOME", "/root"},
-                                                {"LANG", "C.UTF-8"},
-                                                {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}));
+  EXPECT_EQ(runtime.Environment(), (std::map<std::string, std::string>{
+                                       {"CONTAINERS_CONF", "/etc/hetpool/containers.conf"},
+                                       {"HOME", "/root"},
+                                       {"LANG", "C.UTF-8"},
+                                       {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}));
 }
 
 TEST(ContainerRuntime, TheEnvFileCarriesValuesButRefusesNewlines) {
@@ -174,7 +176,8 @@ TEST(ContainerRuntime, MountsResolveInsideJobDirsOrReadOnlyMountDirs) {
   // A link the job planted in its own dir, pointing out of it.
   fs::create_directory_symlink(fs::path(outside.path()) / "secret", fs::path(jobs.path()) / "escape");
   const std::vector<std::string> job_dirs = {jobs.path()}, mount_dirs = {tools.path()};
-  auto ok = ResolveMounts({{jobs.path() + "/data", "/data", false}, {tools.path() + "/sdk", "", true}}, job_dirs, mount_dirs);
+  auto ok =
+      ResolveMounts({{jobs.path() + "/data", "/data", false}, {tools.path() + "/sdk", "", true}}, job_dirs, mount_dirs);
   ASSERT_TRUE(ok.ok()) << ok.status();
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[0].source, fs::canonical(fs::path(jobs.path()) / "data").string());
@@ -182,7 +185,8 @@ TEST(ContainerRuntime, MountsResolveInsideJobDirsOrReadOnlyMountDirs) {
   EXPECT_EQ((*ok)[1].target, tools.path() + "/sdk");  // target defaults to the source as written
   auto escape = ResolveMounts({{jobs.path() + "/escape", "/x", true}}, job_dirs, mount_dirs);
   EXPECT_EQ(escape.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(escape.status().message().find("outside the agent's --job-dirs and --container-mount-dirs"), std::string::npos)
+  EXPECT_NE(escape.status().message().find("outside the agent's --job-dirs and --container-mount-dirs"),
+            std::string::npos)
       << escape.status();
   auto writable = ResolveMounts({{tools.path() + "/sdk", "/sdk", false}}, job_dirs, mount_dirs);
   EXPECT_NE(writable.status().message().find("only read-only here"), std::string::npos) << writable.status();
@@ -200,7 +204,8 @@ TEST(ContainerRuntime, SharedDeviceFilesAreThoseThatExist) {
   fs::create_symlink("/dev/null", fs::path(dev.path()) / "cambricon_ctl");
   EXPECT_EQ(SharedDeviceFiles(Vendor::kNvidia, dev.path()),
             (std::vector<std::string>{dev.path() + "/nvidiactl", dev.path() + "/nvidia-uvm"}));
-  EXPECT_EQ(SharedDeviceFiles(Vendor::kCambricon, dev.path()), (std::vector<std::string>{dev.path() + "/cambricon_ctl"}));
+  EXPECT_EQ(SharedDeviceFiles(Vendor::kCambricon, dev.path()),
+            (std::vector<std::string>{dev.path() + "/cambricon_ctl"}));
   EXPECT_TRUE(SharedDeviceFiles(Vendor::kMetax, dev.path()).empty());
   EXPECT_TRUE(SharedDeviceFiles(Vendor::kIntel, dev.path()).empty());
 }

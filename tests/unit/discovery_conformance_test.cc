@@ -22,9 +22,9 @@ struct BackendCase {
   Vendor vendor;
   LinkKind fabric;
   std::string architecture;
-  bool reports_numa = true;     // Level Zero leaves NUMA to sysfs
-  bool reports_pcie = true;     // Level Zero has no PCIe distance call
-  bool nvswitch = false;        // lanes end at switches: every pair links with all lanes
+  bool reports_numa = true;  // Level Zero leaves NUMA to sysfs
+  bool reports_pcie = true;  // Level Zero has no PCIe distance call
+  bool nvswitch = false;     // lanes end at switches: every pair links with all lanes
 };
 
 std::ostream& operator<<(std::ostream& os, const BackendCase& c) { return os << c.backend << "/" << c.fixture; }
@@ -115,12 +115,12 @@ TEST_P(ConformanceTest, ReportsTheFixtureFaithfully) {
 
 INSTANTIATE_TEST_SUITE_P(
     Vendors, ConformanceTest,
-    ::testing::Values(
-        BackendCase{"nvml", "dgx-h100", Vendor::kNvidia, LinkKind::kNvLink, "sm_90", true, true, true},
-        BackendCase{"nvml", "a100-pcie-pairs", Vendor::kNvidia, LinkKind::kNvLink, "sm_80"},
-        BackendCase{"cndev", "mlu370-x8", Vendor::kCambricon, LinkKind::kMluLink, "mtp_372"},
-        BackendCase{"mxsml", "metax-c500", Vendor::kMetax, LinkKind::kMetaxLink, "xcore1000", false},
-        BackendCase{"levelzero", "intel-max1550", Vendor::kIntel, LinkKind::kXeLink, "pvc", false, false}),
+    ::testing::Values(BackendCase{"nvml", "dgx-h100", Vendor::kNvidia, LinkKind::kNvLink, "sm_90", true, true, true},
+                      BackendCase{"nvml", "a100-pcie-pairs", Vendor::kNvidia, LinkKind::kNvLink, "sm_80"},
+                      BackendCase{"cndev", "mlu370-x8", Vendor::kCambricon, LinkKind::kMluLink, "mtp_372"},
+                      BackendCase{"mxsml", "metax-c500", Vendor::kMetax, LinkKind::kMetaxLink, "xcore1000", false},
+                      BackendCase{"levelzero", "intel-max1550", Vendor::kIntel, LinkKind::kXeLink, "pvc", false,
+                                  false}),
     [](const ::testing::TestParamInfo<BackendCase>& param_info) {
       std::string name = param_info.param.backend + "_" + param_info.param.fixture;
       for (char& ch : name) {

@@ -219,10 +219,9 @@ TEST(FairShareLedger, DominantShareOverClassesWeightsNominalCardsAndBorrowing) {
   const CardHoldings pool = {{kH100, 10000}, {kMlu, 10000}};
   // owner owns 4 of the 10 MLUs; small and big (weights 1 and 3) share the rest by weight:
   // small is entitled to 2.5 H100s and 1.5 MLUs, big to 7.5 and 4.5.
-  ledger.Observe(absl::FromUnixSeconds(1'800'000'000), pool,
-                 OneUserEach({{"small", {{kH100, 1000}, {kMlu, 2000}}},
-                              {"big", {{kH100, 6000}}},
-                              {"owner", {{kMlu, 6000}}}}));
+  ledger.Observe(
+      absl::FromUnixSeconds(1'800'000'000), pool,
+      OneUserEach({{"small", {{kH100, 1000}, {kMlu, 2000}}}, {"big", {{kH100, 6000}}}, {"owner", {{kMlu, 6000}}}}));
   EXPECT_DOUBLE_EQ(ledger.Share("small"), 2.0 / 1.5) << "its dominant class is the MLU";
   EXPECT_DOUBLE_EQ(ledger.Share("big"), 6.0 / 7.5);
   EXPECT_DOUBLE_EQ(ledger.Share("owner"), 1.5) << "6 held of a nominal 4";

@@ -18,8 +18,8 @@ TEST(Flags, ParsesTypedValuesAndPositionals) {
   flags.Duration("timeout", &d, "");
   flags.List("backend", &list, "");
   flags.Alias("-v", "verbose");
-  auto rest = flags.Parse({"--name", "x", "pos", "--count=3", "-v", "--timeout", "2m",
-                           "--backend", "sim,nvml", "--backend=cndev"});
+  auto rest = flags.Parse(
+      {"--name", "x", "pos", "--count=3", "-v", "--timeout", "2m", "--backend", "sim,nvml", "--backend=cndev"});
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(*rest, std::vector<std::string>{"pos"});
   EXPECT_EQ(s, "x");
@@ -33,10 +33,8 @@ TEST(Flags, ErrorsAreClear) {
   int i = 0;
   FlagSet flags("test");
   flags.Int("count", &i, "");
-  EXPECT_NE(std::string(flags.Parse({"--colour"}).status().message()).find("unknown flag --colour"),
-            std::string::npos);
-  EXPECT_NE(std::string(flags.Parse({"--count", "many"}).status().message()).find("not an integer"),
-            std::string::npos);
+  EXPECT_NE(std::string(flags.Parse({"--colour"}).status().message()).find("unknown flag --colour"), std::string::npos);
+  EXPECT_NE(std::string(flags.Parse({"--count", "many"}).status().message()).find("not an integer"), std::string::npos);
   EXPECT_NE(std::string(flags.Parse({"--count"}).status().message()).find("needs a value"), std::string::npos);
   EXPECT_TRUE(absl::IsCancelled(flags.Parse({"--help"}).status()));
 }

@@ -92,7 +92,8 @@ TEST(HttpServer, ParsesTheRequestHeadAndRefusesWhatItDoesNotTake) {
   EXPECT_FALSE(ParseRequestHead("GET /%zz HTTP/1.1\r\n\r\n").ok());
   EXPECT_FALSE(ParseRequestHead("GET /a%00 HTTP/1.1\r\n\r\n").ok());
   EXPECT_FALSE(ParseRequestHead("POST /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").ok());
-  EXPECT_TRUE(absl::IsUnimplemented(ParseRequestHead("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status()));
+  EXPECT_TRUE(
+      absl::IsUnimplemented(ParseRequestHead("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status()));
 }
 
 TEST(HttpServer, AnswersKeepsConnectionsAliveAndRefusesBadRequests) {
@@ -109,7 +110,7 @@ TEST(HttpServer, AnswersKeepsConnectionsAliveAndRefusesBadRequests) {
   // Two requests in one write on one connection (pipelined): two answers, in order.
   const std::string two = Ask(port, "GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n");
   EXPECT_LT(two.find("GET /a"), two.find("GET /b")) << two;
-  EXPECT_TRUE(absl::StartsWith(Ask(port, "POST /p HTTP/1.1\r\nContent-Length: 999\r\n\r\n"), "HTTP/1.1 413")) ;
+  EXPECT_TRUE(absl::StartsWith(Ask(port, "POST /p HTTP/1.1\r\nContent-Length: 999\r\n\r\n"), "HTTP/1.1 413"));
   EXPECT_TRUE(absl::StartsWith(Ask(port, "NOT HTTP\r\n\r\n"), "HTTP/1.1 400"));
 }
 

@@ -138,7 +138,8 @@ TEST(CgroupV2, WithoutCgroupKillKillsWhatIsListedAndSaysWhatIsLeft) {
   int status = 0;
   ASSERT_EQ(waitpid(sleeper, &status, 0), sleeper);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-  EXPECT_EQ(Read(fs::path(root.path()) / "hetpool" / "node-a" / "job-000002-g1" / "cgroup.freeze"), "0");  // thawed again
+  EXPECT_EQ(Read(fs::path(root.path()) / "hetpool" / "node-a" / "job-000002-g1" / "cgroup.freeze"),
+            "0");  // thawed again
 }
 
 // ---- the real hierarchies ----
@@ -247,8 +248,8 @@ void ExpectTheLeadersCgroupKilled(Confinement& confinement) {
 // where none is writable.
 void OnRealCgroups(CgroupVersion version, const std::function<void(Confinement&)>& check) {
   std::string skip;
-  auto confinement = OpenReal(version, version == CgroupVersion::kV1 ? "no writable cgroup v1 here"
-                                                                     : "no writable cgroup v2 here", &skip);
+  auto confinement = OpenReal(
+      version, version == CgroupVersion::kV1 ? "no writable cgroup v1 here" : "no writable cgroup v2 here", &skip);
   if (!confinement) GTEST_SKIP() << skip;
   check(*confinement);
   EXPECT_TRUE(confinement->Close().ok());
@@ -303,7 +304,6 @@ TEST(CgroupV2Real, ARuntimesCgroupsBelowTheJobsAreTheJobs) {
   OnRealCgroups(CgroupVersion::kV2, ExpectCgroupsBelowTheJobsCounted);
 }
 
-
 TEST(CgroupV1Real, TheFenceKillsTheGroupLeadersWholeCgroup) {
   OnRealCgroups(CgroupVersion::kV1, ExpectTheLeadersCgroupKilled);
 }
@@ -357,8 +357,8 @@ void ExpectAnotherCardsDeviceFileShut(CgroupVersion version) {
   limits.denied_devices.push_back(*number);
   auto job = confinement->Create("devices-g1", limits);
   ASSERT_TRUE(job.ok()) << job.status();
-  const std::string script =
-      absl::StrCat("head -c 1 /dev/zero > /dev/null || exit 3; head -c 1 ", card.string(), " > /dev/null && exit 4; exit 0");
+  const std::string script = absl::StrCat("head -c 1 /dev/zero > /dev/null || exit 3; head -c 1 ", card.string(),
+                                          " > /dev/null && exit 4; exit 0");
   Waiting child = StartWaiting(script);
   ASSERT_TRUE((*job)->Add(child.pid).ok());
   child.Release();

@@ -96,9 +96,9 @@ TEST(JobSummary, ReadOffTheWireItAgreesWithTheParsedJob) {
 
 TEST(JobSummary, BytesThatAreNotAWholeJobAreDataLoss) {
   const std::string whole = Everything(pb::JOB_STATE_SUCCEEDED).SerializeAsString();
-  for (const std::string& bad : {whole.substr(0, whole.size() / 2), whole.substr(0, whole.size() - 1),
-                                 std::string("\xff\xff\xff", 3), std::string("\x12\x40", 2) /* spec longer than all */,
-                                 std::string("\x0b", 1) /* a group's start tag */}) {
+  for (const std::string& bad :
+       {whole.substr(0, whole.size() / 2), whole.substr(0, whole.size() - 1), std::string("\xff\xff\xff", 3),
+        std::string("\x12\x40", 2) /* spec longer than all */, std::string("\x0b", 1) /* a group's start tag */}) {
     auto read = ReadJobSummary(bad);
     EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << bad.size();
     StoredRow row{"job-000042", bad};

@@ -48,7 +48,7 @@ TEST(JobTable, SubmissionsTakeIdsInOrderAndAnAbandonedOneBurnsItsId) {
   EXPECT_EQ(first.state(), pb::JOB_STATE_PENDING);
   EXPECT_TRUE(parts.jobs.InFlight({"alice", "key-1"}));
   EXPECT_EQ(parts.jobs.ByRequest({"alice", "key-1"}), nullptr);  // not stored yet
-  parts.jobs.Abandon(first);                                      // its write failed
+  parts.jobs.Abandon(first);                                     // its write failed
   EXPECT_FALSE(parts.jobs.InFlight({"alice", "key-1"}));
   EXPECT_EQ(parts.jobs.Find(first.id()), nullptr);
 
@@ -131,9 +131,8 @@ TEST(JobTable, ListsNewestFirstInPagesThatNeitherRepeatNorSkip) {
                                       "job-000002", "job-000001"}));
   EXPECT_EQ(pages, 3);
   request.set_newest_first(false);  // the API's default: submission order
-  EXPECT_EQ(Walk(parts.jobs, request),
-            (std::vector<std::string>{"job-000001", "job-000002", "job-000003", "job-000004", "job-000005",
-                                      "job-000006", "job-000007"}));
+  EXPECT_EQ(Walk(parts.jobs, request), (std::vector<std::string>{"job-000001", "job-000002", "job-000003", "job-000004",
+                                                                 "job-000005", "job-000006", "job-000007"}));
   // A job submitted between two pages shows up at the front, not in the middle of the walk.
   request.set_newest_first(true);
   auto first = parts.jobs.List(request);

@@ -41,16 +41,19 @@ const BadSpecCase kBadSpecs[] = {
     {"no command", [](auto& s) { s.clear_command(); }, "command"},
     {"command and python", [](auto& s) { s.mutable_python()->set_script("x.py"); }, "command"},
     {"empty program", [](auto& s) { s.set_command(0, ""); }, "command[0]"},
-    {"python without script", [](auto& s) { s.clear_command(); s.mutable_python(); }, "python.script"},
+    {"python without script",
+     [](auto& s) {
+       s.clear_command();
+       s.mutable_python();
+     },
+     "python.script"},
     {"zero nnodes", [](auto& s) { s.set_nnodes(0); }, "nnodes"},
     {"negative nnodes", [](auto& s) { s.set_nnodes(-3); }, "nnodes"},
     {"too many devices", [](auto& s) { s.set_devices_per_node(65); }, "devices_per_node"},
     {"negative devices", [](auto& s) { s.set_devices_per_node(-1); }, "devices_per_node"},
     {"cpu job without procs", [](auto& s) { s.set_devices_per_node(0); }, "procs_per_node"},
-    {"unknown vendor", [](auto& s) { s.mutable_requirements()->add_vendors("nvidai"); },
-     "requirements.vendors[0]"},
-    {"cpu vendor with devices", [](auto& s) { s.mutable_requirements()->add_vendors("cpu"); },
-     "devices_per_node"},
+    {"unknown vendor", [](auto& s) { s.mutable_requirements()->add_vendors("nvidai"); }, "requirements.vendors[0]"},
+    {"cpu vendor with devices", [](auto& s) { s.mutable_requirements()->add_vendors("cpu"); }, "devices_per_node"},
     {"negative host cpu", [](auto& s) { s.mutable_host()->set_cpu_milli_per_process(-1); },
      "host.cpu_milli_per_process"},
     {"host cpu past a node", [](auto& s) { s.mutable_host()->set_cpu_milli_per_node(1024001); },
@@ -72,16 +75,42 @@ const BadSpecCase kBadSpecs[] = {
     {"negative restarts", [](auto& s) { s.set_max_restarts(-1); }, "max_restarts"},
     {"priority out of range", [](auto& s) { s.set_priority(5000); }, "priority"},
     {"negative preemption grace", [](auto& s) { s.mutable_preemption_grace()->set_seconds(-1); }, "preemption_grace"},
-    {"preemption grace past an hour", [](auto& s) { s.mutable_preemption_grace()->set_seconds(3601); }, "preemption_grace"},
-    {"negative checkpoint interval", [](auto& s) { s.mutable_checkpoint_interval()->set_nanos(-5); }, "checkpoint_interval"},
+    {"preemption grace past an hour", [](auto& s) { s.mutable_preemption_grace()->set_seconds(3601); },
+     "preemption_grace"},
+    {"negative checkpoint interval", [](auto& s) { s.mutable_checkpoint_interval()->set_nanos(-5); },
+     "checkpoint_interval"},
     {"elastic min 0", [](auto& s) { s.mutable_elastic_nnodes()->set_max(2); }, "elastic_nnodes.min"},
-    {"elastic max below min", [](auto& s) { s.mutable_elastic_nnodes()->set_min(3); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(3); },
+    {"elastic max below min",
+     [](auto& s) {
+       s.mutable_elastic_nnodes()->set_min(3);
+       s.mutable_elastic_nnodes()->set_max(2);
+       s.set_nnodes(3);
+     },
      "elastic_nnodes.max"},
-    {"elastic nnodes not min", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(4); s.set_nnodes(2); },
+    {"elastic nnodes not min",
+     [](auto& s) {
+       s.mutable_elastic_nnodes()->set_min(1);
+       s.mutable_elastic_nnodes()->set_max(4);
+       s.set_nnodes(2);
+     },
      "nnodes"},
-    {"elastic CPU job", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(1); s.set_devices_per_node(0); s.set_procs_per_node(1); },
+    {"elastic CPU job",
+     [](auto& s) {
+       s.mutable_elastic_nnodes()->set_min(1);
+       s.mutable_elastic_nnodes()->set_max(2);
+       s.set_nnodes(1);
+       s.set_devices_per_node(0);
+       s.set_procs_per_node(1);
+     },
      "elastic_nnodes"},
-    {"elastic share of a card", [](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); s.set_nnodes(1); s.set_devices_per_node(1); s.set_device_milli(500); },
+    {"elastic share of a card",
+     [](auto& s) {
+       s.mutable_elastic_nnodes()->set_min(1);
+       s.mutable_elastic_nnodes()->set_max(2);
+       s.set_nnodes(1);
+       s.set_devices_per_node(1);
+       s.set_device_milli(500);
+     },
      "elastic_nnodes"},
     {"share above a device", [](auto& s) { s.set_device_milli(1500); }, "device_milli"},
     {"share over several devices", [](auto& s) { s.set_device_milli(500); }, "device_milli"},
@@ -104,8 +133,7 @@ TEST(JobValidation, RejectsBadSpecsNamingTheField) {
     c.mutate(spec);
     const absl::Status s = ValidateAndNormalizeSpec(spec);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
-    EXPECT_EQ(std::string(s.message()).rfind(std::string(c.field) + ":", 0), 0u)
-        << c.name << ": " << s.message();
+    EXPECT_EQ(std::string(s.message()).rfind(std::string(c.field) + ":", 0), 0u) << c.name << ": " << s.message();
   }
 }
 
@@ -219,7 +247,10 @@ TEST(JobValidation, AJobAcrossVendorsRefusesWhatItCannotCombine) {
       {[](auto& s) { s.set_mixed_vendors(true); }, "either groups or mixed_vendors"},
       {[](auto& s) { s.set_collective("nccl"); }, "collective: unknown 'nccl'"},
       {[](auto& s) { s.set_global_batch(3); }, "global_batch: 3 samples for 4 ranks"},
-      {[](auto& s) { s.mutable_elastic_nnodes()->set_min(1); s.mutable_elastic_nnodes()->set_max(2); },
+      {[](auto& s) {
+         s.mutable_elastic_nnodes()->set_min(1);
+         s.mutable_elastic_nnodes()->set_max(2);
+       },
        "elastic_nnodes"},
       {[](auto& s) {
          s.mutable_groups(0)->set_devices_per_node(1);

@@ -24,8 +24,11 @@ pb::Job Ended(pb::JobState state) {
 
 TEST(JunitReport, ASucceededJobIsAPassingCase) {
   const std::string xml = JunitReport(Ended(pb::JOB_STATE_SUCCEEDED), false);
-  EXPECT_TRUE(absl::StartsWith(xml, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"0\"")) << xml;
-  EXPECT_TRUE(absl::StrContains(xml, "<testcase classname=\"hetpool.ci\" name=\"job-000007 ddp &lt;nightly&gt;\" time=\"42.000\"/>"))
+  EXPECT_TRUE(
+      absl::StartsWith(xml, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"1\" failures=\"0\""))
+      << xml;
+  EXPECT_TRUE(absl::StrContains(
+      xml, "<testcase classname=\"hetpool.ci\" name=\"job-000007 ddp &lt;nightly&gt;\" time=\"42.000\"/>"))
       << xml;
 }
 
@@ -39,8 +42,9 @@ TEST(JunitReport, TheJobsOwnFailureIsAFailureWithItsLastLines) {
   const std::string xml = JunitReport(job, false);
   EXPECT_TRUE(absl::StrContains(xml, "failures=\"1\" errors=\"0\" skipped=\"0\"")) << xml;
   EXPECT_TRUE(absl::StrContains(
-      xml, "<failure type=\"NonZeroExit\" message=\"NonZeroExit: rank 2 on node-b exited with code 3: assert x &lt; 1 "
-           "&amp; y &gt; &quot;2&quot;\">Traceback (most recent call last):\nAssertionError</failure>"))
+      xml,
+      "<failure type=\"NonZeroExit\" message=\"NonZeroExit: rank 2 on node-b exited with code 3: assert x &lt; 1 "
+      "&amp; y &gt; &quot;2&quot;\">Traceback (most recent call last):\nAssertionError</failure>"))
       << xml;
 }
 
@@ -51,7 +55,8 @@ TEST(JunitReport, InfrastructureTimeoutAndCancellationAreNotTheJobsFailures) {
   EXPECT_TRUE(absl::StrContains(JunitReport(lost, false), "<error type=\"NodeLost\"")) << JunitReport(lost, false);
   pb::Job running = Ended(pb::JOB_STATE_RUNNING);
   running.clear_finished_at();
-  EXPECT_TRUE(absl::StrContains(JunitReport(running, true), "<error type=\"Timeout\" message=\"still RUNNING when wait gave up\"/>"))
+  EXPECT_TRUE(absl::StrContains(JunitReport(running, true),
+                                "<error type=\"Timeout\" message=\"still RUNNING when wait gave up\"/>"))
       << JunitReport(running, true);
   pb::Job cancelled = Ended(pb::JOB_STATE_CANCELLED);
   cancelled.set_reason("Cancelled");

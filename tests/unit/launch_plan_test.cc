@@ -52,11 +52,34 @@ TEST(LaunchPlan, TorchrunArgvForRankZeroAndOthers) {
   auto plans = BuildLaunchPlans(Spec(), Input(Vendor::kNvidia));
   ASSERT_TRUE(plans.ok()) << plans.status();
   ASSERT_EQ(plans->size(), 2u);
-  const std::vector<std::string> expected0 = {
-      "/usr/bin/torchrun", "--nnodes", "2", "--nproc_per_node", "2", "--node_rank", "0",
-      "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1:29501", "--rdzv_id", "job-000042",
-      "--rdzv_conf", "is_host=1", "--max_restarts", "0", "--monitor_interval", "0.1", "--redirects", "1", "--tee", "1",
-      "--log_dir", "/var/lib/agent-node-a/jobs/job-000042/g3/torchrun", "train.py", "--lr", "0.1"};
+  const std::vector<std::string> expected0 = {"/usr/bin/torchrun",
+                                              "--nnodes",
+                                              "2",
+                                              "--nproc_per_node",
+                                              "2",
+                                              "--node_rank",
+                                              "0",
+                                              "--rdzv_backend",
+                                              "c10d",
+                                              "--rdzv_endpoint",
+                                              "10.0.0.1:29501",
+                                              "--rdzv_id",
+                                              "job-000042",
+                                              "--rdzv_conf",
+                                              "is_host=1",
+                                              "--max_restarts",
+                                              "0",
+                                              "--monitor_interval",
+                                              "0.1",
+                                              "--redirects",
+                                              "1",
+                                              "--tee",
+                                              "1",
+                                              "--log_dir",
+                                              "/var/lib/agent-node-a/jobs/job-000042/g3/torchrun",
+                                              "train.py",
+                                              "--lr",
+                                              "0.1"};
   EXPECT_EQ(Argv((*plans)[0]), expected0);
   const auto argv1 = Argv((*plans)[1]);
   // Every node rendezvouses at rank 0's address; only rank 0 hosts the store.
@@ -92,7 +115,9 @@ TEST(LaunchPlan, VendorEnvironment) {
        {{"CUDA_VISIBLE_DEVICES", "2,3"}, {"HETPOOL_DIST_BACKEND", "nccl"}, {"HETPOOL_TORCH_DEVICE", "cuda"}},
        {"MACA_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}},
       {Vendor::kMetax,
-       {{"MACA_VISIBLE_DEVICES", "2,3"}, {"CUDA_VISIBLE_DEVICES", "2,3"}, {"HETPOOL_DIST_BACKEND", "nccl"},
+       {{"MACA_VISIBLE_DEVICES", "2,3"},
+        {"CUDA_VISIBLE_DEVICES", "2,3"},
+        {"HETPOOL_DIST_BACKEND", "nccl"},
         {"HETPOOL_TORCH_DEVICE", "cuda"}},
        {"MLU_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}},
       {Vendor::kCambricon,

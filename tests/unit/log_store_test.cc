@@ -256,14 +256,16 @@ TEST(LogFilter, ARanksUnterminatedLastLineEndsBeforeTorchrunsNextLine) {
       "signal SIGTERM\n"
       "[default0]:half a line"
       "E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 3)\n"
-      "[default1]:" + std::string(100, 'y') +
-      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n";
+      "[default1]:" +
+      std::string(100, 'y') + "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n";
   const std::string expected =
       "[node-b r2] step 1 loss 0.5\n"
       "[node-b r3] giving up\n"
       "[node-b r2] half a line\n"
       "[node-b] E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 3)\n"
-      "[node-b r3] " + std::string(100, 'y') + "\n"
+      "[node-b r3] " +
+      std::string(100, 'y') +
+      "\n"
       "[node-b] ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)\n";
   for (size_t cut : {size_t{1}, size_t{3}, size_t{50}, size_t{64}, log.size()}) {
     LogFilter filter(std::nullopt, kMaxLogLine, LogLabels{"node-b", {2, 3}});
@@ -278,7 +280,8 @@ TEST(LogFilter, ARanksUnterminatedLastLineEndsBeforeTorchrunsNextLine) {
 }
 
 TEST(TorchrunLines, KnowsBothLogFormsAndFindsOneInsideALine) {
-  EXPECT_TRUE(StartsTorchrunLogLine("E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] x"));
+  EXPECT_TRUE(
+      StartsTorchrunLogLine("E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] x"));
   EXPECT_TRUE(StartsTorchrunLogLine("ERROR:torch.distributed.elastic.multiprocessing.api:failed"));
   EXPECT_FALSE(StartsTorchrunLogLine("E1204 not a glog line at all, though it starts like one"));
   EXPECT_FALSE(StartsTorchrunLogLine("ERROR: my own message about torch"));

@@ -25,10 +25,10 @@ class PlacementContractTest : public ::testing::Test {
  protected:
   // node-a: 2 nvidia + 2 cambricon; node-b: 2 nvidia + 2 metax.
   void SetUp() override {
-    a_ = {Card(Vendor::kNvidia, 0, 80000), Card(Vendor::kNvidia, 1, 80000),
-          Card(Vendor::kCambricon, 0, 48000), Card(Vendor::kCambricon, 1, 48000)};
-    b_ = {Card(Vendor::kNvidia, 0, 80000), Card(Vendor::kNvidia, 1, 80000),
-          Card(Vendor::kMetax, 0, 64000), Card(Vendor::kMetax, 1, 64000)};
+    a_ = {Card(Vendor::kNvidia, 0, 80000), Card(Vendor::kNvidia, 1, 80000), Card(Vendor::kCambricon, 0, 48000),
+          Card(Vendor::kCambricon, 1, 48000)};
+    b_ = {Card(Vendor::kNvidia, 0, 80000), Card(Vendor::kNvidia, 1, 80000), Card(Vendor::kMetax, 0, 64000),
+          Card(Vendor::kMetax, 1, 64000)};
   }
   std::vector<NodeView> Views(std::set<std::string> busy = {}) {
     std::vector<NodeView> views;
@@ -78,8 +78,7 @@ TEST_F(PlacementContractTest, ImpossibleShapesAreFailedPrecondition) {
   EXPECT_EQ(policy_.Place({1, 3, {}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(policy_.Place({2, 2, {{Vendor::kMetax}, {}, {}}}, Views()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(policy_.Place({1, 1, {{}, {"H100"}, {}}}, Views()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(policy_.Place({1, 1, {{}, {"H100"}, {}}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(policy_.Place({3, 0, {}}, Views()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 

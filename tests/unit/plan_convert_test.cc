@@ -38,7 +38,8 @@ TEST(PlanConvert, TrainingChoosesItsMicroBatchesWithinAGlobalBatch) {
   given.mutable_workload()->set_global_batch_tokens(1 << 21);
   EXPECT_EQ(FromProto(given)->workload.global_batch_tokens, 1 << 21);
   given.mutable_workload()->set_grad_accum(8);
-  EXPECT_EQ(FromProto(given).status().message(), "global_batch_tokens and grad_accum: give one (the planner chooses the other)");
+  EXPECT_EQ(FromProto(given).status().message(),
+            "global_batch_tokens and grad_accum: give one (the planner chooses the other)");
   given.mutable_workload()->clear_global_batch_tokens();
   EXPECT_EQ(FromProto(given)->workload.global_batch_tokens, 0);  // grad_accum as given
   EXPECT_EQ(FromProto(given)->workload.grad_accum, 8);
@@ -129,10 +130,13 @@ TEST(PlanConvert, LayoutEnvironment) {
   row.set_tp(4), row.set_pp(2), row.set_dp(3), row.set_zero_stage(1), row.set_micro_batch(2), row.set_grad_accum(8);
   row.set_fingerprint("fp-abc");
   const auto env = PlanEnvironment(row);
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"HETPOOL_TP", "4"},         {"HETPOOL_PP", "2"},         {"HETPOOL_DP", "3"},
-      {"HETPOOL_ZERO_STAGE", "1"}, {"HETPOOL_MICRO_BATCH", "2"}, {"HETPOOL_GRAD_ACCUM", "8"},
-      {"HETPOOL_PLAN_CLASS", "fp-abc"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {{"HETPOOL_TP", "4"},
+                                                                     {"HETPOOL_PP", "2"},
+                                                                     {"HETPOOL_DP", "3"},
+                                                                     {"HETPOOL_ZERO_STAGE", "1"},
+                                                                     {"HETPOOL_MICRO_BATCH", "2"},
+                                                                     {"HETPOOL_GRAD_ACCUM", "8"},
+                                                                     {"HETPOOL_PLAN_CLASS", "fp-abc"}};
   EXPECT_EQ(env, expected);
 }
 

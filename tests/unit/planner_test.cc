@@ -29,13 +29,24 @@ ModelSpec Preset(const char* name) {
 // store shapes only, so these pin down every figure of every preset.
 TEST(PlannerModel, PresetsReproducePublishedParameterCounts) {
   const std::pair<const char*, int64_t> published[] = {
-      {"llama-2-7b", 6'738'415'616},   {"llama-2-13b", 13'015'864'320}, {"llama-2-70b", 68'976'648'192},
-      {"llama-3-8b", 8'030'261'248},   {"llama-3-70b", 70'553'706'496}, {"qwen2-7b", 7'615'616'512},
-      {"qwen2-72b", 72'706'203'648},   {"chatglm3-6b", 6'243'584'000},  {"mixtral-8x7b", 46'702'792'704},
-      {"mistral-7b", 7'241'732'096},   {"gemma-7b", 8'537'680'896},     {"phi-3-mini", 3'821'079'552},
+      {"llama-2-7b", 6'738'415'616},
+      {"llama-2-13b", 13'015'864'320},
+      {"llama-2-70b", 68'976'648'192},
+      {"llama-3-8b", 8'030'261'248},
+      {"llama-3-70b", 70'553'706'496},
+      {"qwen2-7b", 7'615'616'512},
+      {"qwen2-72b", 72'706'203'648},
+      {"chatglm3-6b", 6'243'584'000},
+      {"mixtral-8x7b", 46'702'792'704},
+      {"mistral-7b", 7'241'732'096},
+      {"gemma-7b", 8'537'680'896},
+      {"phi-3-mini", 3'821'079'552},
       // GPT-2 small and XL (OpenAI's 124M and 1.5B), GPT-NeoX-20B (Black et al. 2022).
-      {"gpt2", 124'439'808},           {"gpt2-xl", 1'557'611'200},      {"gpt-neox-20b", 20'554'567'680},
-      {"gpt-j-6b", 6'050'882'784},     {"qwen1.5-moe-a2.7b", 14'315'784'192},
+      {"gpt2", 124'439'808},
+      {"gpt2-xl", 1'557'611'200},
+      {"gpt-neox-20b", 20'554'567'680},
+      {"gpt-j-6b", 6'050'882'784},
+      {"qwen1.5-moe-a2.7b", 14'315'784'192},
       {"deepseek-moe-16b", 16'375'728'128},
   };
   for (const auto& [name, params] : published) EXPECT_EQ(Preset(name).TotalParams(), params) << name;
@@ -84,7 +95,8 @@ TEST(PlannerModel, ReadsTheRealConfigOfEveryFamily) {
   // GPT-2 as the Llama reader saw it before families: 190M untied SwiGLU. Now LayerNorm, a
   // GELU MLP, learned positions and tied embeddings.
   auto gpt2 = ParseHfConfig(R"({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12,
-      "n_inner": null, "n_positions": 1024, "vocab_size": 50257})", "gpt2");
+      "n_inner": null, "n_positions": 1024, "vocab_size": 50257})",
+                            "gpt2");
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();
   EXPECT_EQ(gpt2->norm, NormKind::kLayer);
   EXPECT_EQ(gpt2->mlp, MlpKind::kPlain);
@@ -96,16 +108,19 @@ TEST(PlannerModel, ReadsTheRealConfigOfEveryFamily) {
 TEST(PlannerModel, RefusesArchitecturesItDoesNotModel) {
   auto mla = ParseHfConfig(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
       "num_hidden_layers": 61, "intermediate_size": 18432, "vocab_size": 129280, "kv_lora_rank": 512,
-      "n_routed_experts": 256, "num_experts_per_tok": 8})", "v3");
+      "n_routed_experts": 256, "num_experts_per_tok": 8})",
+                           "v3");
   ASSERT_FALSE(mla.ok());
   EXPECT_NE(mla.status().message().find("multi-head latent attention"), std::string::npos) << mla.status();
   auto sparse_step = ParseHfConfig(R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_attention_heads": 4,
       "num_hidden_layers": 4, "intermediate_size": 128, "vocab_size": 100, "num_experts": 4,
-      "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 2})", "x");
+      "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 2})",
+                                   "x");
   ASSERT_FALSE(sparse_step.ok());
   EXPECT_NE(sparse_step.status().message().find("decoder_sparse_step"), std::string::npos) << sparse_step.status();
   auto gpt2_no_positions = ParseHfConfig(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4,
-      "vocab_size": 100})", "x");
+      "vocab_size": 100})",
+                                         "x");
   ASSERT_FALSE(gpt2_no_positions.ok());
   EXPECT_NE(gpt2_no_positions.status().message().find("n_positions"), std::string::npos) << gpt2_no_positions.status();
 }
@@ -121,19 +136,22 @@ TEST(PlannerModel, ParsesHuggingFaceConfigs) {
   // Llama-2-7b-hf config.json (the keys that matter).
   auto llama = ParseHfConfig(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
       "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
-      "vocab_size": 32000, "tie_word_embeddings": false, "max_position_embeddings": 4096})", "my-llama");
+      "vocab_size": 32000, "tie_word_embeddings": false, "max_position_embeddings": 4096})",
+                             "my-llama");
   ASSERT_TRUE(llama.ok()) << llama.status();
   EXPECT_EQ(llama->TotalParams(), 6'738'415'616);
   EXPECT_EQ(llama->name, "my-llama");
   // THUDM/chatglm3-6b config.json uses its own key names.
   auto glm = ParseHfConfig(R"({"model_type": "chatglm", "num_layers": 28, "hidden_size": 4096,
       "ffn_hidden_size": 13696, "kv_channels": 128, "num_attention_heads": 32, "multi_query_attention": true,
-      "multi_query_group_num": 2, "padded_vocab_size": 65024, "add_qkv_bias": true, "seq_length": 8192})", "glm");
+      "multi_query_group_num": 2, "padded_vocab_size": 65024, "add_qkv_bias": true, "seq_length": 8192})",
+                           "glm");
   ASSERT_TRUE(glm.ok()) << glm.status();
   EXPECT_EQ(glm->TotalParams(), 6'243'584'000);
   auto mixtral = ParseHfConfig(R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
       "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 32000,
-      "num_local_experts": 8, "num_experts_per_tok": 2})", "mx");
+      "num_local_experts": 8, "num_experts_per_tok": 2})",
+                               "mx");
   ASSERT_TRUE(mixtral.ok()) << mixtral.status();
   EXPECT_EQ(mixtral->TotalParams(), 46'702'792'704);
 }
@@ -141,15 +159,18 @@ TEST(PlannerModel, ParsesHuggingFaceConfigs) {
 TEST(PlannerModel, MalformedConfigsAreRefusedWithTheField) {
   EXPECT_EQ(ParseHfConfig("{not json", "x").status().message(), "config.json is not valid JSON");
   auto missing = ParseHfConfig(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
-      "vocab_size": 100})", "x");
+      "vocab_size": 100})",
+                               "x");
   EXPECT_NE(missing.status().message().find("intermediate_size"), std::string::npos) << missing.status();
   auto wrong_type = ParseHfConfig(R"({"num_hidden_layers": 2, "hidden_size": "big", "num_attention_heads": 4})", "x");
   EXPECT_NE(wrong_type.status().message().find("\"hidden_size\" must be an integer"), std::string::npos);
   auto zero = ParseHfConfig(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 0,
-      "intermediate_size": 128, "vocab_size": 100})", "x");
+      "intermediate_size": 128, "vocab_size": 100})",
+                            "x");
   EXPECT_NE(zero.status().message().find("layers must be positive"), std::string::npos) << zero.status();
   auto heads = ParseHfConfig(R"({"hidden_size": 64, "num_attention_heads": 6, "num_key_value_heads": 4,
-      "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100})", "x");
+      "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100})",
+                             "x");
   EXPECT_NE(heads.status().message().find("multiple of kv_heads"), std::string::npos) << heads.status();
 }
 
@@ -295,7 +316,8 @@ TEST(PlannerMemory, LoraFreezesTheBase) {
   EXPECT_DOUBLE_EQ(mem.gradients, 2.0 * TrainableParams(m, w));
   // The 4-bit base keeps its embeddings (input and output) in 16 bits, as bitsandbytes does.
   const double embeddings = 2.0 * 32000 * 4096;
-  EXPECT_NEAR(mem.weights, (m.TotalParams() - embeddings) * (0.5 + 2.0 / 128) + 2 * embeddings + 2.0 * TrainableParams(m, w), 1);
+  EXPECT_NEAR(mem.weights,
+              (m.TotalParams() - embeddings) * (0.5 + 2.0 / 128) + 2 * embeddings + 2.0 * TrainableParams(m, w), 1);
   Workload full;
   full.precision = Precision::kInt4;
   EXPECT_NE(Validate(full).message().find("QLoRA"), std::string::npos);
@@ -304,7 +326,8 @@ TEST(PlannerMemory, LoraFreezesTheBase) {
 // A node of `count` identical cards; `fabric` joins them all (NVSwitch-like: 18 NVLink lanes to
 // every peer, 450 GB/s) or in pairs (an NVLink bridge: 12 lanes).
 enum class Fabric { kAll, kPairs, kNone };
-NodeInventory Node(const std::string& model, uint64_t memory_mib, int count, Fabric fabric, Vendor vendor = Vendor::kNvidia) {
+NodeInventory Node(const std::string& model, uint64_t memory_mib, int count, Fabric fabric,
+                   Vendor vendor = Vendor::kNvidia) {
   static const drivers::SpecTable specs = drivers::SpecTable::Defaults();
   NodeInventory inv;
   for (int i = 0; i < count; ++i) {
@@ -316,7 +339,8 @@ NodeInventory Node(const std::string& model, uint64_t memory_mib, int count, Fab
     d.memory_mib = memory_mib;
     for (int j = 0; j < count; ++j) {
       const bool joined = fabric == Fabric::kAll || (fabric == Fabric::kPairs && j / 2 == i / 2);
-      if (j != i && joined) d.links.push_back({"gpu" + std::to_string(j), LinkKind::kNvLink, fabric == Fabric::kAll ? 18 : 12});
+      if (j != i && joined)
+        d.links.push_back({"gpu" + std::to_string(j), LinkKind::kNvLink, fabric == Fabric::kAll ? 18 : 12});
     }
     drivers::ApplyFingerprint(specs, d);
     inv.devices.push_back(d);
@@ -498,8 +522,8 @@ TEST(Planner, SeventyBillionTrainTakesWholeNodesWithTensorParallelInTheGroup) {
   // (1 + pp - 1) / 1. Communication: the tensor-parallel all-reduces, 4 per layer (20 per stage)
   // of the 4096 x 8192 bf16 activations over the 450 GB/s NVSwitch ring of 8:
   // 2 x 7/8 x 67 MB / 450 GB/s + 14 x 10 us each, every stage in turn.
-  const double per_token = result->flops_per_token / (989e12 * kNvidiaMatmulShare) +
-                           kElementwiseBytesPerWidth * 80 * 8192 / 3350e9;
+  const double per_token =
+      result->flops_per_token / (989e12 * kNvidiaMatmulShare) + kElementwiseBytesPerWidth * 80 * 8192 / 3350e9;
   const double steps = 2e9 / 4096;
   const double compute = 2e9 * per_token / 32 * 4;
   const double all_reduce = 14 * 10e-6 + 2 * 7.0 / 8 * (4096.0 * 8192 * 2) / 450e9;
@@ -523,7 +547,8 @@ TEST(Planner, SeventyBillionTrainTakesWholeNodesWithTensorParallelInTheGroup) {
 // rank, its ZeRO-3 gathers over 25 GB/s per card outlast the compute, and the plan says so.
 TEST(Planner, ACardCountIsLaidOutForTheFastestTimeToTheTokens) {
   std::vector<PoolClass> classes;
-  for (int i = 0; i < 8; ++i) AddNode(classes, "dgx-" + std::to_string(i), Node("NVIDIA H100 80GB HBM3", 81559, 8, Fabric::kAll), std::nullopt);
+  for (int i = 0; i < 8; ++i)
+    AddNode(classes, "dgx-" + std::to_string(i), Node("NVIDIA H100 80GB HBM3", 81559, 8, Fabric::kAll), std::nullopt);
   PlanRequest req = Train70b();
   req.cards = 64;
   auto result = MakePlan(req, classes, PriceTable{});
@@ -916,7 +941,6 @@ TEST(Planner, RefusesWhatNoCardSupportsAndBadSizes) {
   EXPECT_FALSE(ParsePriceTable(R"({"classes": [{"match": "H100", "price_per_card_hour": -1}]})").ok());
   EXPECT_FALSE(ParsePriceTable(R"({"classes": [{"price_per_card_hour": 3}]})").ok());
 }
-
 
 // --- one job across classes (plan --mixed) ----------------------------------------------------
 

@@ -56,7 +56,8 @@ FitsWithout CountingFits(const std::vector<NodeOffer>& offers, int need) {
 TEST(ChooseVictims, StopsTheJobsThatLoseTheLeastWork) {
   PreemptibleJob old_job{"old", 100, {}}, young{"young", 10, {}}, middle{"middle", 50, {}};
   std::vector<NodeOffer> offers = {
-      {"a", {Card("c0", {{&old_job, 1000}}), Card("c1", {{&young, 1000}}), Card("c2", {{&middle, 1000}}), Card("c3", {})}}};
+      {"a",
+       {Card("c0", {{&old_job, 1000}}), Card("c1", {{&young, 1000}}), Card("c2", {{&middle, 1000}}), Card("c3", {})}}};
   auto choice = ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2));
   ASSERT_TRUE(choice.has_value());
   ASSERT_EQ(choice->victims.size(), 1u);
@@ -102,11 +103,12 @@ TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
   PreemptibleJob small{"small", 5, {}}, big{"big", 15, {}}, costly{"costly", 1000, {}};
   std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&small, 500}, {&big, 500}}), Card("c1", {{&costly, 1000}})}}};
   int calls = 0;
-  auto choice = ChooseVictims({1, 1, 1000}, offers, [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
-    ++calls;
-    if (!victims.contains("big")) return absl::UnavailableError("no");
-    return scheduler::Placement{};
-  });
+  auto choice = ChooseVictims({1, 1, 1000}, offers,
+                              [&](const std::set<std::string>& victims) -> absl::StatusOr<scheduler::Placement> {
+                                ++calls;
+                                if (!victims.contains("big")) return absl::UnavailableError("no");
+                                return scheduler::Placement{};
+                              });
   ASSERT_TRUE(choice.has_value());
   ASSERT_EQ(choice->victims.size(), 1u);
   EXPECT_EQ(choice->victims[0]->id, "big");
@@ -116,9 +118,8 @@ TEST(ChooseVictims, SparesEveryVictimTheJobCanDoWithout) {
 TEST(ChooseVictims, AtMostMaxVictimsWhenTheCheapestSetTakesMore) {
   // Node a's two cards are held by three young jobs (the least work); b's by one older job each.
   PreemptibleJob y1{"y1", 10, {}}, y2{"y2", 10, {}}, y3{"y3", 10, {}}, o1{"o1", 100, {}}, o2{"o2", 100, {}};
-  std::vector<NodeOffer> offers = {
-      {"a", {Card("c0", {{&y1, 500}, {&y2, 500}}), Card("c1", {{&y3, 1000}})}},
-      {"b", {Card("c0", {{&o1, 1000}}), Card("c1", {{&o2, 1000}})}}};
+  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&y1, 500}, {&y2, 500}}), Card("c1", {{&y3, 1000}})}},
+                                   {"b", {Card("c0", {{&o1, 1000}}), Card("c1", {{&o2, 1000}})}}};
   auto cheapest = ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2));
   ASSERT_TRUE(cheapest.has_value());
   EXPECT_EQ(cheapest->victims.size(), 3u);
@@ -138,18 +139,20 @@ TEST(ChooseVictims, NothingIsStoppedWhenTheJobWouldStillNotFit) {
   // A card held by a job that may not be stopped cannot be freed: 2 cards are out of reach.
   EXPECT_FALSE(ChooseVictims({1, 2, 1000}, offers, CountingFits(offers, 2)).has_value());
   // The policy has the last word: with it saying no, nothing is chosen.
-  EXPECT_FALSE(ChooseVictims({1, 1, 1000}, offers, [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> {
-                 return absl::UnavailableError("rack");
-               }).has_value());
+  EXPECT_FALSE(
+      ChooseVictims({1, 1, 1000}, offers, [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> {
+        return absl::UnavailableError("rack");
+      }).has_value());
   EXPECT_TRUE(ChooseVictims({1, 1, 1000}, offers, CountingFits(offers, 1)).has_value());
 }
 
 TEST(ChooseVictims, AShareOfACardFreesTheCheapestCard) {
   PreemptibleJob third{"third", 50, {}}, half{"half", 5, {}}, whole{"whole", 1, {}};
-  std::vector<NodeOffer> offers = {{"a", {Card("c0", {{&third, 300}, {&half, 500}}, 200), Card("c1", {{&whole, 1000}}, 0)}}};
-  auto choice = ChooseVictims({1, 1, 500}, offers, [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> {
-    return scheduler::Placement{};
-  });
+  std::vector<NodeOffer> offers = {
+      {"a", {Card("c0", {{&third, 300}, {&half, 500}}, 200), Card("c1", {{&whole, 1000}}, 0)}}};
+  auto choice = ChooseVictims(
+      {1, 1, 500}, offers,
+      [](const std::set<std::string>&) -> absl::StatusOr<scheduler::Placement> { return scheduler::Placement{}; });
   ASSERT_TRUE(choice.has_value());
   ASSERT_EQ(choice->victims.size(), 1u);
   EXPECT_EQ(choice->victims[0]->id, "whole");
@@ -903,7 +906,8 @@ TEST_F(ReclaimAfterMovesTest, AHigherPriorityStillPreemptsIt) {
 
 class ElasticCycleTest : public PreemptionCycleTest {
  protected:
-  ElasticCycleTest() : elastic_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Grow()) {
+  ElasticCycleTest()
+      : elastic_cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Grow()) {
     for (const char* name : {"a", "b", "c"}) parts_.Register(name, 2);
   }
   static CycleOptions Grow() {

@@ -39,11 +39,11 @@ TEST(PrivateTmp, AJobSeesItsOwnTmpAndWhatItKeepsAndLeavesNothingOnTheHost) {
   const pid_t child = fork();
   if (child == 0) {
     if (plan.EnterInChild() != 0) _exit(10);
-    if (fs::exists(hidden)) _exit(11);               // the host's /tmp is out of view
-    if (!fs::exists(kept / "data")) _exit(12);        // ... but for what was kept
+    if (fs::exists(hidden)) _exit(11);          // the host's /tmp is out of view
+    if (!fs::exists(kept / "data")) _exit(12);  // ... but for what was kept
     std::ofstream(written) << "job";
-    if (!fs::exists(written)) _exit(13);              // its own /tmp is writable
-    std::ofstream(kept / "from-job") << "through";    // the kept dir is the host's own
+    if (!fs::exists(written)) _exit(13);            // its own /tmp is writable
+    std::ofstream(kept / "from-job") << "through";  // the kept dir is the host's own
     _exit(0);
   }
   int status = 0;

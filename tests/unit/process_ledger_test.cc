@@ -18,8 +18,8 @@
 namespace hetpool::agent {
 namespace {
 
-using ::hetpool::testing::SmallFilesystem;
 using ::hetpool::testing::ReadAll;
+using ::hetpool::testing::SmallFilesystem;
 using ::hetpool::testing::TempDir;
 
 // A `sleep 600` in its own process group, with `env` as its whole environment.

@@ -204,7 +204,8 @@ TEST(BatchSplit, ByCardSpeedSummingToTheGlobalBatch) {
   EXPECT_TRUE(split->by_speed);
   EXPECT_EQ(split->micro_batches, (std::vector<std::vector<int>>{{20, 20}, {2, 2}}));
   EXPECT_EQ(split->summary,
-            "nvidia H100: 2 rank(s) x 20 (989 TFLOPS bf16 modelled); cambricon MLU370: 2 rank(s) x 2 (96 TFLOPS bf16 modelled)");
+            "nvidia H100: 2 rank(s) x 20 (989 TFLOPS bf16 modelled); cambricon MLU370: 2 rank(s) x 2 (96 TFLOPS bf16 "
+            "modelled)");
 
   // Remainders by largest fraction, never below one sample, always the exact total.
   for (int global : {4, 5, 7, 13, 100, 1001}) {

@@ -17,7 +17,8 @@
 namespace hetpool::scheduler {
 namespace {
 
-constexpr char kRequired[] = R"("filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"], "permit": ["Gang"])";
+constexpr char kRequired[] =
+    R"("filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"], "permit": ["Gang"])";
 
 std::string Profile(const std::string& score) {
   return absl::StrCat(R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": )", score, "}");
@@ -48,7 +49,8 @@ TEST(SchedulerProfile, MistakesAreNamed) {
       {Profile(R"(["BestFit", "BestFit"])"), "score lists BestFit twice"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth"], "permit": ["Gang"]})",
        "filter must include Capacity"},
-      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"]})", "permit must include Gang"},
+      {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Quota", "Reservation"]})",
+       "permit must include Gang"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "DeviceHealth", "Capacity"], "permit": ["Gang"]})",
        "filter must include HostResources"},
       {R"({"filter": ["Fingerprint", "NodeSchedulable", "HostResources", "DeviceHealth", "Capacity", "Reservation"], "permit": ["Gang"]})",
@@ -344,7 +346,8 @@ TEST(SchedulerFramework, PendingReasonsSayWhatIsNeededAndWhatTurnedNodesAway) {
   EXPECT_EQ(why->nodes_rejected, (std::map<std::string, int>{{"Fingerprint", 3}}));
   ASSERT_EQ(why->device_reasons.size(), 1u);
   EXPECT_NE(why->device_reasons[0].find("not an allowed vendor"), std::string::npos) << why->device_reasons[0];
-  EXPECT_EQ(why->Message().rfind("can never run in this pool: needs 1 node x 1 device of one vendor (cambricon)", 0), 0u)
+  EXPECT_EQ(why->Message().rfind("can never run in this pool: needs 1 node x 1 device of one vendor (cambricon)", 0),
+            0u)
       << why->Message();
 }
 
@@ -386,11 +389,13 @@ TEST(SchedulerFramework, ContentGenerationFollowsWhatPlacementReads) {
 // A busy card over its owner's quota waits on both: the pending reason names every filter that
 // made it wait, so the daemon knows the job is over quota even when the pool is full too.
 TEST(SchedulerFramework, EveryFilterThatMakesACardWaitIsInTheReason) {
-  Pool pool(2, 2, {2, 0});  // n0: both cards busy; n1: both free
+  Pool pool(2, 2, {2, 0});                                             // n0: both cards busy; n1: both free
   for (NodeView& v : pool.views) v.generation = ContentGeneration(v);  // refusals may be remembered
   auto framework = DefaultFramework();
   PlacementRequest r = Whole(1, 2);
-  r.quota_blocked = [](const DeviceRecord&) -> std::optional<std::string> { return "quota: user carol holds 2 of 2 cards"; };
+  r.quota_blocked = [](const DeviceRecord&) -> std::optional<std::string> {
+    return "quota: user carol holds 2 of 2 cards";
+  };
   r.quota_owner = "carol/";
   auto placed = framework->Place(r, pool.views);
   ASSERT_FALSE(placed.ok());
@@ -500,7 +505,8 @@ TEST(SchedulerFramework, FreeCapacityIndexDecidesAsReadingEveryNode) {
   for (size_t n = 0; n < pool.views.size(); ++n) {
     const Vendor vendor = n % 4 == 1 ? Vendor::kMetax : n % 4 == 2 ? Vendor::kCambricon : Vendor::kNvidia;
     if (vendor != Vendor::kNvidia) {
-      for (size_t c = 0; c < 8; ++c) pool.devices[n][c] = Card(static_cast<int>(c), vendor, vendor == Vendor::kMetax ? "MetaX C500" : "MLU370-X8");
+      for (size_t c = 0; c < 8; ++c)
+        pool.devices[n][c] = Card(static_cast<int>(c), vendor, vendor == Vendor::kMetax ? "MetaX C500" : "MLU370-X8");
     }
     NodeView& v = pool.views[n];
     v.context.torch_devices = {"cuda", "mlu", "cpu"};
@@ -556,13 +562,13 @@ TEST(SchedulerFramework, FreeCapacityIndexDecidesAsReadingEveryNode) {
 TEST(SchedulerFramework, StopsLookingOnceEnoughNodesFit) {
   EXPECT_EQ(Framework::AdaptiveNodesToFind(50), 50u);
   EXPECT_EQ(Framework::AdaptiveNodesToFind(100), 100u);
-  EXPECT_EQ(Framework::AdaptiveNodesToFind(1000), 420u);   // 42%
-  EXPECT_EQ(Framework::AdaptiveNodesToFind(5000), 500u);   // 10%
-  EXPECT_EQ(Framework::AdaptiveNodesToFind(20000), 1000u); // 5%
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(1000), 420u);    // 42%
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(5000), 500u);    // 10%
+  EXPECT_EQ(Framework::AdaptiveNodesToFind(20000), 1000u);  // 5%
   // Only the first node is looked at when one is enough: a better fit further on is not seen.
   Pool pool(3, 8, {0, 0, 7});
-  auto framework = FrameworkFromProfile(absl::StrCat(
-      R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": ["BestFit"], "nodesToFind": 1})"));
+  auto framework = FrameworkFromProfile(
+      absl::StrCat(R"({"preFilter": ["RequestShape"], )", kRequired, R"(, "score": ["BestFit"], "nodesToFind": 1})"));
   ASSERT_TRUE(framework.ok()) << framework.status();
   auto one = (*framework)->Place(Whole(1, 1), pool.views);
   ASSERT_TRUE(one.ok());

@@ -37,17 +37,16 @@ TEST(PrioritySortPlugin, HigherPriorityFirstThenSubmissionOrder) {
     bool a_first;
   };
   const Case cases[] = {
-      {{5, 9}, {0, 1}, true},    // priority beats submission order
-      {{0, 1}, {5, 9}, false},
-      {{-3, 1}, {0, 2}, false},  // negative priorities go last
-      {{2, 1}, {2, 2}, true},    // same priority: first submitted first
-      {{2, 2}, {2, 2}, false},   // strict: a job is not before itself
+      {{5, 9}, {0, 1}, true},                             // priority beats submission order
+      {{0, 1}, {5, 9}, false}, {{-3, 1}, {0, 2}, false},  // negative priorities go last
+      {{2, 1}, {2, 2}, true},                             // same priority: first submitted first
+      {{2, 2}, {2, 2}, false},                            // strict: a job is not before itself
   };
   auto plugin = Builtin<QueueSortPlugin>("PrioritySort");
   ASSERT_NE(plugin, nullptr);
   for (const Case& c : cases) {
-    EXPECT_EQ(plugin->Less(c.a, c.b), c.a_first) << c.a.priority << "/" << c.a.submit_seq << " vs " << c.b.priority
-                                                  << "/" << c.b.submit_seq;
+    EXPECT_EQ(plugin->Less(c.a, c.b), c.a_first)
+        << c.a.priority << "/" << c.a.submit_seq << " vs " << c.b.priority << "/" << c.b.submit_seq;
   }
 }
 
@@ -57,8 +56,7 @@ TEST(RequestShapePlugin, RefusesShapesNoNodeHas) {
     std::string error;  // empty: accepted
   };
   const Case cases[] = {
-      {1, 0, ""}, {1, 8, ""}, {16, 64, ""},
-      {0, 1, "a job needs at least one node"}, {1, 65, "no node has 65 devices"},
+      {1, 0, ""}, {1, 8, ""}, {16, 64, ""}, {0, 1, "a job needs at least one node"}, {1, 65, "no node has 65 devices"},
   };
   auto plugin = Builtin<PreFilterPlugin>("RequestShape");
   ASSERT_NE(plugin, nullptr);
@@ -202,7 +200,8 @@ struct TestNode {
       cards[i].id = absl::StrCat("nvidia", i);
       cards[i].model = "T4";
       cards[i].memory_mib = 16000;
-      view.devices.push_back({&cards[i], free_milli[i] == 1000, free_milli[i], 16u * static_cast<uint64_t>(free_milli[i])});
+      view.devices.push_back(
+          {&cards[i], free_milli[i] == 1000, free_milli[i], 16u * static_cast<uint64_t>(free_milli[i])});
     }
     view.name = "n";
     view.schedulable = true;
@@ -241,8 +240,9 @@ TEST(TieRankPlugin, CpuJobsWhereLeastGpuIsFreeDeviceJobsOnNodesInUse) {
   for (const Case& c : cases) {
     TestNode node(c.free);
     CycleState state(c.request);
-    EXPECT_EQ(plugin->Score(state, node.Candidate({}, c.request.devices_per_node == 0 ? Vendor::kCpu : Vendor::kNvidia)),
-              c.score)
+    EXPECT_EQ(
+        plugin->Score(state, node.Candidate({}, c.request.devices_per_node == 0 ? Vendor::kCpu : Vendor::kNvidia)),
+        c.score)
         << c.what;
   }
   // A tie-break: never more than 99, less than one level of a score weighed 100 times as much.
@@ -303,8 +303,9 @@ TEST(BestFitPlugin, SharesOfGpuAndCpuLeftAsThePaperScoresThem) {
   for (const Case& c : cases) {
     TestNode node(c.free, c.cpu_free, c.cpu_total);
     CycleState state(c.request);
-    EXPECT_EQ(plugin->Score(state, node.Candidate({}, c.request.devices_per_node == 0 ? Vendor::kCpu : Vendor::kNvidia)),
-              c.score)
+    EXPECT_EQ(
+        plugin->Score(state, node.Candidate({}, c.request.devices_per_node == 0 ? Vendor::kCpu : Vendor::kNvidia)),
+        c.score)
         << c.what;
   }
   std::vector<int64_t> raw = {-750000, -625000};

@@ -17,7 +17,8 @@ using testing::TrainingSpec;
 
 class SchedulingCycleTest : public ::testing::Test {
  protected:
-  SchedulingCycleTest() : cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Options()) {}
+  SchedulingCycleTest()
+      : cycle_(parts_.jobs, parts_.nodes, policy_.get(), parts_.reconciler, parts_.wakeups, Options()) {}
   CycleOptions Options() {
     CycleOptions options;
     options.observer = &counter_;
@@ -209,10 +210,10 @@ TEST_F(SchedulingCycleTest, TheHeadIsHeldTheNodeClosestToItsWholeAskHostCpuInclu
   };
   // The nodes come one at a time, each job landing on the only node there is.
   parts_.nodes.Register(testing::Registration("b"), with_cores(32), parts_.now);  // 4 cards, 32 cores
-  JobEntry& on_b = Submit(job_asking(2, 6000));                                    // b: 2 cards and 26 cores left
+  JobEntry& on_b = Submit(job_asking(2, 6000));                                   // b: 2 cards and 26 cores left
   cycle_.Run(parts_.now);
   parts_.nodes.Register(testing::Registration("c"), with_cores(32), parts_.now);  // 4 cards, 32 cores
-  JobEntry& on_c = Submit(job_asking(1, 28000));                                   // c: 3 cards but 4 cores left
+  JobEntry& on_c = Submit(job_asking(1, 28000));                                  // c: 3 cards but 4 cores left
   cycle_.Run(parts_.now);
   parts_.nodes.Register(testing::Registration("a"), with_cores(16), parts_.now);  // 4 cards, 16 cores
   ASSERT_EQ(on_b.job().state(), pb::JOB_STATE_SCHEDULED);

@@ -44,7 +44,8 @@ TEST_P(AccessPolicyTest, FollowsTheRoleTable) {
   const AccessCase& c = GetParam();
   const Caller caller = User("alice", c.role);
   const std::string owner = c.own_job ? "alice" : "bob";
-  const bool job_action = c.action == Action::kReadJob || c.action == Action::kReadLogs || c.action == Action::kCancelJob;
+  const bool job_action =
+      c.action == Action::kReadJob || c.action == Action::kReadLogs || c.action == Action::kCancelJob;
   absl::Status s = Allow(caller, c.action, job_action ? &owner : nullptr);
   EXPECT_EQ(s.ok(), c.allowed) << RoleName(c.role) << " " << ActionName(c.action) << (c.own_job ? " own" : " other")
                                << ": " << s;
@@ -58,24 +59,33 @@ INSTANTIATE_TEST_SUITE_P(
     Table, AccessPolicyTest,
     ::testing::Values(
         // viewer: read-only, no logs, no cancel, no submit, no drain
-        AccessCase{Role::kViewer, Action::kReadCluster, true, true}, AccessCase{Role::kViewer, Action::kPlan, true, true},
-        AccessCase{Role::kViewer, Action::kListJobs, true, true}, AccessCase{Role::kViewer, Action::kReadJob, false, true},
-        AccessCase{Role::kViewer, Action::kReadLogs, true, false}, AccessCase{Role::kViewer, Action::kSubmitJob, true, false},
-        AccessCase{Role::kViewer, Action::kCancelJob, true, false}, AccessCase{Role::kViewer, Action::kDrainNode, true, false},
+        AccessCase{Role::kViewer, Action::kReadCluster, true, true},
+        AccessCase{Role::kViewer, Action::kPlan, true, true}, AccessCase{Role::kViewer, Action::kListJobs, true, true},
+        AccessCase{Role::kViewer, Action::kReadJob, false, true},
+        AccessCase{Role::kViewer, Action::kReadLogs, true, false},
+        AccessCase{Role::kViewer, Action::kSubmitJob, true, false},
+        AccessCase{Role::kViewer, Action::kCancelJob, true, false},
+        AccessCase{Role::kViewer, Action::kDrainNode, true, false},
         // user: own jobs only
         AccessCase{Role::kUser, Action::kSubmitJob, true, true}, AccessCase{Role::kUser, Action::kReadJob, true, true},
         AccessCase{Role::kUser, Action::kReadJob, false, false}, AccessCase{Role::kUser, Action::kReadLogs, true, true},
-        AccessCase{Role::kUser, Action::kReadLogs, false, false}, AccessCase{Role::kUser, Action::kCancelJob, true, true},
-        AccessCase{Role::kUser, Action::kCancelJob, false, false}, AccessCase{Role::kUser, Action::kDrainNode, true, false},
+        AccessCase{Role::kUser, Action::kReadLogs, false, false},
+        AccessCase{Role::kUser, Action::kCancelJob, true, true},
+        AccessCase{Role::kUser, Action::kCancelJob, false, false},
+        AccessCase{Role::kUser, Action::kDrainNode, true, false},
         AccessCase{Role::kUser, Action::kReadCluster, true, true},
         // operator: every job, nodes
-        AccessCase{Role::kOperator, Action::kCancelJob, false, true}, AccessCase{Role::kOperator, Action::kReadLogs, false, true},
-        AccessCase{Role::kOperator, Action::kDrainNode, true, true}, AccessCase{Role::kOperator, Action::kSubmitJob, true, true},
+        AccessCase{Role::kOperator, Action::kCancelJob, false, true},
+        AccessCase{Role::kOperator, Action::kReadLogs, false, true},
+        AccessCase{Role::kOperator, Action::kDrainNode, true, true},
+        AccessCase{Role::kOperator, Action::kSubmitJob, true, true},
         // admin: everything
-        AccessCase{Role::kAdmin, Action::kCancelJob, false, true}, AccessCase{Role::kAdmin, Action::kDrainNode, true, true},
+        AccessCase{Role::kAdmin, Action::kCancelJob, false, true},
+        AccessCase{Role::kAdmin, Action::kDrainNode, true, true},
         AccessCase{Role::kAdmin, Action::kReadLogs, false, true}),
     [](const ::testing::TestParamInfo<AccessCase>& p) {
-      std::string name = absl::StrCat(RoleName(p.param.role), "_", static_cast<int>(p.param.action), p.param.own_job ? "_own" : "_other");
+      std::string name = absl::StrCat(RoleName(p.param.role), "_", static_cast<int>(p.param.action),
+                                      p.param.own_job ? "_own" : "_other");
       return name;
     });
 
@@ -104,7 +114,8 @@ TEST(AccessPolicy, OnlyAdminsSubmitOnBehalfOfOthers) {
   EXPECT_EQ(*SubmissionOwner(unchecked, "carol"), "carol");
   auto nobody = SubmissionOwner(unchecked, "");
   ASSERT_TRUE(absl::IsInvalidArgument(nobody.status())) << nobody.status();
-  EXPECT_TRUE(absl::StrContains(nobody.status().message(), "user: required by a daemon without authentication (--insecure)"))
+  EXPECT_TRUE(
+      absl::StrContains(nobody.status().message(), "user: required by a daemon without authentication (--insecure)"))
       << nobody.status();
   EXPECT_FALSE(SeesAllJobs(User("alice", Role::kUser)));
   EXPECT_TRUE(SeesAllJobs(User("vera", Role::kViewer)));

@@ -135,7 +135,8 @@ std::string QuickCheck(const std::string& path) {
   sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   sqlite3_stmt* stmt = nullptr;
   sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &stmt, nullptr);
-  std::string result = sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
+  std::string result =
+      sqlite3_step(stmt) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
   sqlite3_finalize(stmt);
   sqlite3_close(db);
   return result;
@@ -350,7 +351,8 @@ TEST(SqliteStore, SyncFlushesTheWalFileOnceForEveryWriteBeforeIt) {
   int flushes = 0, acked_flushes = 0;
   bool flushed_the_wal_first = true;
   auto store = SqliteStore::Open(path, [&](int fd) {
-    struct stat held {}, wal {}, acked {};
+    struct stat held {
+    }, wal{}, acked{};
     ::fstat(fd, &held);
     if (::stat((path + "-wal").c_str(), &wal) == 0 && held.st_ino == wal.st_ino) {
       ++flushes;

@@ -16,15 +16,17 @@ TEST(EscapeControls, ShowsEveryControlCharacterButNewlineAndTab) {
   } cases[] = {
       {"plain text, UTF-8 too: 損失 ✓\n\tindented\n", "plain text, UTF-8 too: 損失 ✓\n\tindented\n"},
       {"\033]52;c;aGVsbG8=\007", "\\x1b]52;c;aGVsbG8=\\x07"},  // OSC 52: writes the clipboard
-      {"\033[2J\033[H", "\\x1b[2J\\x1b[H"},                   // clears the screen
-      {"\033]0;TITLE\007", "\\x1b]0;TITLE\\x07"},             // sets the window title
+      {"\033[2J\033[H", "\\x1b[2J\\x1b[H"},                    // clears the screen
+      {"\033]0;TITLE\007", "\\x1b]0;TITLE\\x07"},              // sets the window title
       {"50%\r100%", "50%\\r100%"},
       {std::string("nul\0here", 8), "nul\\x00here"},
       {"del\x7f", "del\\x7f"},
-      {"c1 csi \xc2\x9b" "2J", "c1 csi \\u009b2J"},  // U+009B: CSI to an 8-bit terminal
-      {"bare \x9b byte", "bare \\x9b byte"},          // not UTF-8: shown as the byte
+      {"c1 csi \xc2\x9b"
+       "2J",
+       "c1 csi \\u009b2J"},                   // U+009B: CSI to an 8-bit terminal
+      {"bare \x9b byte", "bare \\x9b byte"},  // not UTF-8: shown as the byte
       {"cut \xe6\x90", "cut \\xe6\\x90"},
-      {"\xc2\xa0nbsp", "\xc2\xa0nbsp"},               // U+00A0 prints
+      {"\xc2\xa0nbsp", "\xc2\xa0nbsp"},  // U+00A0 prints
   };
   for (const auto& c : cases) {
     EXPECT_EQ(EscapeControls(c.in), c.shown);

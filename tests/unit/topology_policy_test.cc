@@ -89,7 +89,8 @@ TEST(TopologyPolicy, ChoiceFromTheTableIsTheBestSubsetByDefinition) {
       const int score = average(in), rest = average(out);
       // Ties: the subset ForEachSubset meets first (lexicographic by position), as the code keeps.
       if (score > best || (score == best && rest > best_rest) ||
-          (score == best && rest == best_rest && std::lexicographical_compare(in.begin(), in.end(), expected.begin(), expected.end()))) {
+          (score == best && rest == best_rest &&
+           std::lexicographical_compare(in.begin(), in.end(), expected.begin(), expected.end()))) {
         expected = in;
         best = score;
         best_rest = rest;

@@ -27,10 +27,12 @@ TEST(TorchrunFailure, AnExceptionNamesItsRankAndKeepsItsTraceback) {
   EXPECT_EQ(failure->exit_code, 1);
   EXPECT_EQ(failure->signal, "");
   // Its own prefixed stdout, then the node's stderr (unprefixed); not rank 0's, not torchrun's.
-  const std::vector<std::string> expected = {
-      "rank 1 says hello", "about to fail", "Traceback (most recent call last):",
-      "  File \"/tmp/tr/fail.py\", line 6, in <module>", "    raise ValueError(\"bad batch size 0\")",
-      "ValueError: bad batch size 0"};
+  const std::vector<std::string> expected = {"rank 1 says hello",
+                                             "about to fail",
+                                             "Traceback (most recent call last):",
+                                             "  File \"/tmp/tr/fail.py\", line 6, in <module>",
+                                             "    raise ValueError(\"bad batch size 0\")",
+                                             "ValueError: bad batch size 0"};
   EXPECT_EQ(failure->last_lines, expected);
 }
 
@@ -68,9 +70,12 @@ TEST(TorchrunFailure, ASignalIsNamedAndLongOutputIsCut) {
 TEST(TorchrunFailure, LastLinesAreValidUtf8CutBetweenCharacters) {
   std::string chinese;
   while (chinese.size() < 2 * kMaxLineBytes) chinese += "\xE6\x8D\x9F\xE5\xA4\xB1";  // "loss", 3 bytes each
-  const std::string log = "[default0]:" + chinese + "\n[default0]:bad \xFF byte\n"
+  const std::string log =
+      "[default0]:" + chinese +
+      "\n[default0]:bad \xFF byte\n"
       "Root Cause (first observed failure):\n[0]:\n  time      : 2026-12-01_13:08:47\n  host      : node-b\n"
-      "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 7)\n  error_file: <N/A>\n  traceback : To enable traceback\n";
+      "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 7)\n  error_file: <N/A>\n  traceback : To enable "
+      "traceback\n";
   const auto failure = ParseTorchrunFailure(log);
   ASSERT_TRUE(failure.has_value());
   ASSERT_EQ(failure->last_lines.size(), 2u);
@@ -86,7 +91,8 @@ TEST(TorchrunFailure, LastLinesAreValidUtf8CutBetweenCharacters) {
 // traceback and a banner, listing the other ranks' SIGTERM (-15) under "Failures", before the
 // Root Cause report. Before, the reason quoted the banner ("----...") and the last lines were
 // torchrun's traceback. The shape of what torchrun 2.11 printed on an H200.
-std::string Torch2Failure(const std::string& before, const std::string& exitcode, int rank, const std::string& traceback) {
+std::string Torch2Failure(const std::string& before, const std::string& exitcode, int rank,
+                          const std::string& traceback) {
   const std::string glog = "E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] ";
   return "W1204 17:52:43.861000 549 torch/distributed/run.py:851] \n"
          "W1204 17:52:43.861000 549 torch/distributed/run.py:851] *****************************************\n"
@@ -110,8 +116,12 @@ std::string Torch2Failure(const std::string& before, const std::string& exitcode
          "  traceback : Signal 15 (SIGTERM) received by PID 572\n"
          "------------------------------------------------------------\n"
          "Root Cause (first observed failure):\n[0]:\n  time      : 2026-12-04_17:52:44\n  host      : localhost\n"
-         "  rank      : " + std::to_string(rank) + " (local_rank: " + std::to_string(rank) + ")\n"
-         "  exitcode  : " + exitcode + " (pid: 573)\n  error_file: <N/A>\n  traceback : " + traceback + "\n"
+         "  rank      : " +
+         std::to_string(rank) + " (local_rank: " + std::to_string(rank) +
+         ")\n"
+         "  exitcode  : " +
+         exitcode + " (pid: 573)\n  error_file: <N/A>\n  traceback : " + traceback +
+         "\n"
          "============================================================\n";
 }
 
@@ -127,8 +137,8 @@ TEST(TorchrunFailure, PyTorch2sFailuresNameTheRankItsExitAndItsOwnLastLine) {
        "[default0]:rank 0 step 1 loss 2.0\n[default1]:rank 1 step 1 loss 2.0\n",
        "1", 1, 1, "", "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (planted)"},
       {"an exit code and a line on stderr",
-       "rank 1: giving up with code 3\n[default0]:rank 0 step 1 loss 2.0\n[default1]:rank 1 step 1 loss 2.0\n", "3",
-       1, 3, "", "rank 1: giving up with code 3"},
+       "rank 1: giving up with code 3\n[default0]:rank 0 step 1 loss 2.0\n[default1]:rank 1 step 1 loss 2.0\n", "3", 1,
+       3, "", "rank 1: giving up with code 3"},
       {"SIGSEGV", "[default1]:rank 1 step 1 loss 2.0\n[default0]:rank 0 step 1 loss 2.0\n", "-11", 1, 0, "SIGSEGV",
        "rank 1 step 1 loss 2.0"},
       {"a CUDA binary with no kernel image",

@@ -67,8 +67,8 @@ absl::StatusOr<pb::UsageResponse> ComputeUsage(const std::vector<pb::Job>& jobs,
     if (card_hours <= 0) continue;
     const std::string fingerprint = job.placement_size() ? job.placement(0).fingerprint() : "";
     const std::string label = job.placement_size() ? job.placement(0).class_label() : "cpu";
-    std::string key = group_by == "job"    ? job.id()
-                      : group_by == "user" ? job.spec().user()
+    std::string key = group_by == "job"     ? job.id()
+                      : group_by == "user"  ? job.spec().user()
                       : group_by == "group" ? (job.spec().group().empty() ? "-" : job.spec().group())
                                             : (label.empty() ? "-" : label);
     pb::UsageRow& row = rows[key];

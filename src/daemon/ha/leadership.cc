@@ -145,8 +145,10 @@ void Leadership::Campaign(bool may_take_over) {
     // old key at once instead of a whole lease later (meanwhile this replica answered "not the
     // leader; the leader is at" itself); a predecessor still alive finds its lease gone and
     // stops, and its writes carry the old fencing revision, which etcd refuses from now on.
-    spdlog::warn("the leader key names this replica's address {} under lease {}, not this process's: its "
-                 "predecessor's; revoking it to lead at once", holder, holder_lease);
+    spdlog::warn(
+        "the leader key names this replica's address {} under lease {}, not this process's: its "
+        "predecessor's; revoking it to lead at once",
+        holder, holder_lease);
     RevokeLease(holder_lease);
     Campaign(/*may_take_over=*/false);
     return;

@@ -27,10 +27,10 @@ namespace hetpool::daemon {
 class Leadership {
  public:
   struct Options {
-    std::string endpoints;                 // host:port[,host:port...]
+    std::string endpoints;  // host:port[,host:port...]
     std::string key = "/hetpool/leader";
-    std::string self;                      // this replica's client address, as the key's value
-    absl::Duration ttl = absl::Seconds(2); // lease; how long a dead leader keeps the key
+    std::string self;                                          // this replica's client address, as the key's value
+    absl::Duration ttl = absl::Seconds(2);                     // lease; how long a dead leader keeps the key
     std::function<void(int64_t fencing_revision)> on_elected;  // called once, from the campaign thread
     std::function<void()> on_lost;                             // called once, from the campaign thread
   };

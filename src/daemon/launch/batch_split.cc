@@ -20,7 +20,8 @@ absl::StatusOr<BatchSplit> SplitGlobalBatch(int global_batch, const std::vector<
   std::vector<Rank> ranks;
   BatchSplit split;
   // One class of cards: an even split, whatever its speed.
-  const bool one_class = std::all_of(nodes.begin(), nodes.end(), [&](const SplitNode& n) { return n.label == nodes.front().label; });
+  const bool one_class =
+      std::all_of(nodes.begin(), nodes.end(), [&](const SplitNode& n) { return n.label == nodes.front().label; });
   split.by_speed = !nodes.empty() && !one_class;
   std::vector<std::string> unknown;
   for (const SplitNode& n : nodes) {
@@ -79,11 +80,11 @@ absl::StatusOr<BatchSplit> SplitGlobalBatch(int global_batch, const std::vector<
       batches.insert(batches.end(), split.micro_batches[j].begin(), split.micro_batches[j].end());
     }
     const auto [lo, hi] = std::minmax_element(batches.begin(), batches.end());
-    parts.push_back(absl::StrCat(nodes[i].label, ": ", class_ranks, " rank(s) x ", *lo,
-                                 *hi != *lo ? absl::StrCat("-", *hi) : "",
-                                 !split.by_speed   ? ""
-                                 : nodes[i].tflops ? absl::StrCat(" (", *nodes[i].tflops, " TFLOPS ", precision, " modelled)")
-                                                   : absl::StrCat(" (no ", precision, " peak known)")));
+    parts.push_back(
+        absl::StrCat(nodes[i].label, ": ", class_ranks, " rank(s) x ", *lo, *hi != *lo ? absl::StrCat("-", *hi) : "",
+                     !split.by_speed   ? ""
+                     : nodes[i].tflops ? absl::StrCat(" (", *nodes[i].tflops, " TFLOPS ", precision, " modelled)")
+                                       : absl::StrCat(" (no ", precision, " peak known)")));
   }
   split.summary = absl::StrJoin(parts, "; ");
   if (!unknown.empty()) {

@@ -13,15 +13,15 @@ namespace hetpool::daemon {
 
 // One node of the placement: its ranks and their card's speed.
 struct SplitNode {
-  std::string label;             // the card class, for the summary ("nvidia H100-SXM")
+  std::string label;  // the card class, for the summary ("nvidia H100-SXM")
   int ranks = 1;
   std::optional<double> tflops;  // the card's modelled compute (peak x MFU) in the job's precision; unknown: even split
 };
 
 struct BatchSplit {
   std::vector<std::vector<int>> micro_batches;  // per node, per local rank; they sum to the global batch
-  bool by_speed = false;  // false: every speed was not known, the split is even
-  std::string summary;    // "nvidia H100-SXM: 2 rank(s) x 21 (395.6 TFLOPS bf16 modelled); ..."
+  bool by_speed = false;                        // false: every speed was not known, the split is even
+  std::string summary;                          // "nvidia H100-SXM: 2 rank(s) x 21 (395.6 TFLOPS bf16 modelled); ..."
 };
 
 // Each rank gets global_batch x its speed / the sum of all ranks' speeds, rounded by largest

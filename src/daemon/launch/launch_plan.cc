@@ -11,8 +11,8 @@
 
 namespace hetpool::daemon {
 
-absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
-    const hetpool::v1::JobSpec& spec, const LaunchInput& input) {
+absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const hetpool::v1::JobSpec& spec,
+                                                                          const LaunchInput& input) {
   if (input.nodes.empty()) return absl::InvalidArgumentError("launch plan: no nodes");
   const bool standalone = input.nodes.size() == 1;
   if (!standalone && (input.rendezvous_port <= 0 || input.rendezvous_port > 65535)) {
@@ -50,7 +50,8 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     // In an image, torchrun is the image's own (found on its PATH), not the host's.
     const std::string image = spec.has_container() ? ImageFor(spec.container(), vendor) : "";
     if (spec.has_container() && image.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat("node ", node.name, ": the job names no image for ", runtime.name));
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", node.name, ": the job names no image for ", runtime.name));
     }
     if (image.empty() && node.torchrun_path.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("node ", node.name, " reported no torchrun"));
@@ -83,8 +84,8 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     };
     const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
     add({image.empty() ? node.torchrun_path : "torchrun", "--nnodes", nnodes_arg, "--nproc_per_node",
-         absl::StrCat(procs), "--node_rank", absl::StrCat(rank), "--rdzv_backend",
-         "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", input.job_id,
+         absl::StrCat(procs), "--node_rank", absl::StrCat(rank), "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
+         "--rdzv_id", input.job_id,
          // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one
          // machine (or behind NAT) every node would otherwise claim to be the host.
          "--rdzv_conf", elastic ? absl::StrCat(host, ",last_call_timeout=", kLastCallSeconds) : host,
@@ -154,8 +155,8 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
     }
     if (!node.micro_batches.empty()) {
       if (static_cast<int>(node.micro_batches.size()) != procs) {
-        return absl::InternalError(absl::StrCat("node ", node.name, ": ", node.micro_batches.size(),
-                                                " micro batches for ", procs, " ranks"));
+        return absl::InternalError(
+            absl::StrCat("node ", node.name, ": ", node.micro_batches.size(), " micro batches for ", procs, " ranks"));
       }
       // Each local rank's share (index LOCAL_RANK); the job weighs its gradients by share / global.
       env["HETPOOL_MICRO_BATCHES"] = absl::StrJoin(node.micro_batches, ",");

@@ -24,8 +24,8 @@ struct LaunchNode {
   // A job across vendors: the node's vendor, role group and ranks (its group's procs_per_node).
   Vendor vendor = Vendor::kCpu;
   std::string group;
-  int procs = 0;                    // 0: the spec's procs_per_node
-  std::vector<int> micro_batches;   // with a global batch: each local rank's share of it
+  int procs = 0;                   // 0: the spec's procs_per_node
+  std::vector<int> micro_batches;  // with a global batch: each local rank's share of it
   // Near its placed cards: their local CPUs and NUMA nodes ("0-15,32-47"; "" unknown).
   std::string cpus;
   std::string numa_nodes;
@@ -39,7 +39,7 @@ struct LaunchInput {
   bool resized = false;    // an elastic job's previous generation was resized: HETPOOL_RESIZED=1
   Vendor vendor = Vendor::kCpu;
   int rendezvous_port = 0;
-  int32_t device_milli = 1000;     // < 1000: a fractional share of the one device
+  int32_t device_milli = 1000;  // < 1000: a fractional share of the one device
   uint64_t device_memory_mib = 0;
   // Jobs submitted by model: the planner's layout (HETPOOL_TP, _PP, _DP, _ZERO_STAGE, ...).
   std::vector<std::pair<std::string, std::string>> layout_env;
@@ -49,7 +49,7 @@ struct LaunchInput {
   std::string collective;
 };
 
-absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(
-    const hetpool::v1::JobSpec& spec, const LaunchInput& input);
+absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const hetpool::v1::JobSpec& spec,
+                                                                          const LaunchInput& input);
 
 }  // namespace hetpool::daemon

@@ -93,7 +93,7 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   for (size_t i = 0; i < placed.size(); ++i) {
     const NodeEntry& node = *placed[i];
     const scheduler::NodeAssignment& assignment = placement.nodes[i];
-    LaunchNode launch{assignment.node, node.record.address(), node.record.torchrun_path(),
+    LaunchNode launch{assignment.node,        node.record.address(), node.record.torchrun_path(),
                       node.record.work_dir(), assignment.device_ids, {}};
     std::set<int> cpus, numa_nodes;
     for (const auto& d : node.inventory.devices) {
@@ -109,7 +109,8 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
     launch.numa_nodes = FormatCpuList(numa_nodes);
     launch.vendor = assignment.vendor;
     // A job placed across vendors without declared groups has one group per vendor.
-    launch.group = across_vendors && assignment.group.empty() ? std::string(VendorName(assignment.vendor)) : assignment.group;
+    launch.group =
+        across_vendors && assignment.group.empty() ? std::string(VendorName(assignment.vendor)) : assignment.group;
     if (const pb::RoleGroup* group = GroupNamed(job.spec(), assignment.group)) launch.procs = group->procs_per_node();
     every_node_has_flagcx = every_node_has_flagcx && node.inventory.collectives.contains("flagcx");
     input.nodes.push_back(std::move(launch));

@@ -25,8 +25,8 @@ class LogCursor {
     bool done = false;  // nothing more can come: the call ends once these are sent
     bool more = false;  // a pass stopped at its size: more is there now, for the next pass
   };
-  // One pass as `job` stands, of 1 MiB at most (then `more`). NOT_FOUND for a generation the job never had or a log the store
-  // lost; INVALID_ARGUMENT for a request naming what the job has not (LogStreamsFor).
+  // One pass as `job` stands, of 1 MiB at most (then `more`). NOT_FOUND for a generation the job never had or a log the
+  // store lost; INVALID_ARGUMENT for a request naming what the job has not (LogStreamsFor).
   absl::StatusOr<Pass> Next(const hetpool::v1::Job& job);
 
  private:

@@ -50,8 +50,9 @@ void LogFilter::DecideLabelled(std::string& out) {
   if (tag) {
     const int local = tag->local_rank;
     const std::vector<int>& ranks = labels_->global_ranks;
-    label_ = local < static_cast<int>(ranks.size()) ? absl::StrCat("[", labels_->node, " r", ranks[static_cast<size_t>(local)], "] ")
-                                                    : absl::StrCat("[", labels_->node, " l", local, "] ");
+    label_ = local < static_cast<int>(ranks.size())
+                 ? absl::StrCat("[", labels_->node, " r", ranks[static_cast<size_t>(local)], "] ")
+                 : absl::StrCat("[", labels_->node, " l", local, "] ");
   } else {
     label_ = absl::StrCat("[", labels_->node, "] ");
   }

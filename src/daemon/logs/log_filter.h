@@ -57,15 +57,15 @@ class LogFilter {
   std::string Run(absl::string_view data, bool at_end);
 
   std::optional<int> local_rank_;
-  std::string prefix_;        // the rank tag; empty: every line passes
+  std::string prefix_;  // the rank tag; empty: every line passes
   std::optional<LogLabels> labels_;
-  std::string label_;         // what starts the current kept line (and its continuations)
-  bool tagged_ = false;       // the current line is a rank's (torchrun's tag), not torchrun's own
-  std::string carry_;         // held back from the last read, before the next one
+  std::string label_;    // what starts the current kept line (and its continuations)
+  bool tagged_ = false;  // the current line is a rank's (torchrun's tag), not torchrun's own
+  std::string carry_;    // held back from the last read, before the next one
   size_t max_line_;
   Line line_ = Line::kUndecided;
-  std::string head_;          // the start of the current line, until it is decided
-  size_t line_bytes_ = 0;     // bytes of the current line written since the last split
+  std::string head_;       // the start of the current line, until it is decided
+  size_t line_bytes_ = 0;  // bytes of the current line written since the last split
 };
 
 }  // namespace hetpool::daemon

@@ -33,8 +33,8 @@ absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job
     bool placed = false;
     for (const auto& p : job.placement()) placed = placed || p.node() == req.node();
     if (!placed) {
-      return absl::InvalidArgumentError(absl::StrCat("node: ", req.node(), " is not in the placement of job ", job.id(),
-                                                     " generation ", generation));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node: ", req.node(), " is not in the placement of job ", job.id(), " generation ", generation));
     }
   }
   streams.push_back({req.node(), std::nullopt});

@@ -201,7 +201,8 @@ absl::StatusOr<LogSlice> LogStore::Read(const std::string& job_id, uint64_t gene
     Fd file(openat(dir.get(), segment.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (file.get() < 0) return Errno(absl::StrCat("open segment ", segment.name));
     slice.data.resize(std::min<uint64_t>(max_bytes, segment.start + segment.size - offset));
-    const ssize_t n = pread(file.get(), slice.data.data(), slice.data.size(), static_cast<off_t>(offset - segment.start));
+    const ssize_t n =
+        pread(file.get(), slice.data.data(), slice.data.size(), static_cast<off_t>(offset - segment.start));
     if (n < 0) return Errno(absl::StrCat("read segment ", segment.name));
     slice.data.resize(static_cast<size_t>(n));
     break;

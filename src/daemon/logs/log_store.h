@@ -30,7 +30,7 @@ struct LogStoreOptions {
 struct LogSlice {
   uint64_t dropped = 0;  // bytes from the asked offset that rotation removed; `data` follows them
   std::string data;
-  bool exists = false;   // the stream was ever written (agents push once even for empty output)
+  bool exists = false;  // the stream was ever written (agents push once even for empty output)
 };
 
 class LogStore {

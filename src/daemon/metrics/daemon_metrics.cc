@@ -18,12 +18,11 @@ const prometheus::Histogram::BucketBoundaries kFastSeconds = {0.0001, 0.00025, 0
 const prometheus::Histogram::BucketBoundaries kPassSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                               0.1,    0.25,  0.5,    1,     2.5,  5};
 // An API call: tens of microseconds for a heartbeat, seconds for a stream or a long usage window.
-const prometheus::Histogram::BucketBoundaries kCallSeconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                              0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
-                                                              10};
+const prometheus::Histogram::BucketBoundaries kCallSeconds = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
 // Jobs run from seconds to weeks.
-const prometheus::Histogram::BucketBoundaries kJobSeconds = {10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400,
-                                                             3 * 86400, 7 * 86400};
+const prometheus::Histogram::BucketBoundaries kJobSeconds = {10,       60,        300,   900,       3600,
+                                                             4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400};
 
 std::string StateLabel(int state) {
   std::string name(JobStateName(static_cast<hetpool::v1::JobState>(state)));
@@ -64,9 +63,9 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
       const std::string& node = snap.nodes[d.node].name;
       const CardKind& kind = snap.kinds[d.kind];
       const Key key{node, kind.vendor, kind.model, kind.fingerprint};
-      const char* status = !d.healthy                ? "unhealthy"
-                           : d.dirty                 ? "dirty"
-                           : !d.schedulable          ? "unschedulable"
+      const char* status = !d.healthy                  ? "unhealthy"
+                           : d.dirty                   ? "dirty"
+                           : !d.schedulable            ? "unschedulable"
                            : d.allocated_milli >= 1000 ? "allocated"
                            : d.allocated_milli > 0     ? "shared"
                                                        : "free";
@@ -199,6 +198,8 @@ void DaemonMetrics::JobEnded(const hetpool::v1::Job& job) {
   }
 }
 
-void DaemonMetrics::JobRestarted(const hetpool::v1::Job&, const std::string& reason) { job_restarts_.Add({{"reason", reason}}).Increment(); }
+void DaemonMetrics::JobRestarted(const hetpool::v1::Job&, const std::string& reason) {
+  job_restarts_.Add({{"reason", reason}}).Increment();
+}
 
 }  // namespace hetpool::daemon

@@ -14,8 +14,8 @@ bool Allowed(const planner::PoolClass& cls, const pb::DeviceRequirements& req) {
   auto listed = [](const auto& list, const std::string& value) {
     return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
   };
-  return listed(req.vendors(), std::string(VendorName(cls.example.vendor))) && listed(req.models(), cls.example.model) &&
-         listed(req.fingerprints(), cls.fingerprint);
+  return listed(req.vendors(), std::string(VendorName(cls.example.vendor))) &&
+         listed(req.models(), cls.example.model) && listed(req.fingerprints(), cls.fingerprint);
 }
 
 }  // namespace
@@ -43,7 +43,8 @@ absl::StatusOr<pb::PlanRow> ModelPlanner::ResolveJob(pb::JobSpec& spec,
   }
   auto result = planner::MakePlan(*req, allowed, prices_);
   if (!result.ok()) return absl::Status(result.status().code(), absl::StrCat("model: ", result.status().message()));
-  const auto best = std::find_if(result->plans.begin(), result->plans.end(), [](const planner::Plan& p) { return p.feasible; });
+  const auto best =
+      std::find_if(result->plans.begin(), result->plans.end(), [](const planner::Plan& p) { return p.feasible; });
   if (best == result->plans.end()) {
     std::vector<std::string> why;
     for (const planner::Plan& p : result->plans) why.push_back(absl::StrCat(p.label, ": ", p.reason));

@@ -15,19 +15,13 @@ Need NeedFor(Action action) {
   switch (action) {
     case Action::kReadCluster:
     case Action::kPlan:
-    case Action::kListJobs:
-      return {Role::kViewer, Role::kViewer};
-    case Action::kReadJob:
-      return {Role::kViewer, Role::kViewer};  // viewers see status; users only their own (below)
+    case Action::kListJobs: return {Role::kViewer, Role::kViewer};
+    case Action::kReadJob: return {Role::kViewer, Role::kViewer};  // viewers see status; users only their own (below)
     case Action::kReadLogs:
-    case Action::kCancelJob:
-      return {Role::kUser, Role::kOperator};
-    case Action::kSubmitJob:
-      return {Role::kUser, Role::kAdmin};
-    case Action::kDrainNode:
-      return {Role::kOperator, Role::kOperator};
-    case Action::kAgent:
-      break;
+    case Action::kCancelJob: return {Role::kUser, Role::kOperator};
+    case Action::kSubmitJob: return {Role::kUser, Role::kAdmin};
+    case Action::kDrainNode: return {Role::kOperator, Role::kOperator};
+    case Action::kAgent: break;
   }
   return {Role::kAdmin, Role::kAdmin};
 }
@@ -69,8 +63,8 @@ absl::Status Allow(const Caller& caller, Action action, const std::string* job_o
         absl::StrCat(caller.Describe(), " may not use the agent API: it needs a node certificate (CN=node:NAME)"));
   }
   if (caller.is_agent()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(caller.Describe(), " may not ", ActionName(action), ": node certificates serve the agent API only"));
+    return absl::PermissionDeniedError(absl::StrCat(caller.Describe(), " may not ", ActionName(action),
+                                                    ": node certificates serve the agent API only"));
   }
   const Need need = NeedFor(action);
   const bool own = job_owner == nullptr || *job_owner == caller.user;
@@ -79,8 +73,9 @@ absl::Status Allow(const Caller& caller, Action action, const std::string* job_o
   if (action == Action::kReadJob && !own && caller.role == Role::kUser) needed = Role::kOperator;
   if (caller.role >= needed) return absl::OkStatus();
   const std::string what =
-      job_owner == nullptr ? std::string(ActionName(action))
-                           : absl::StrCat(ActionName(action), own ? " their own jobs" : absl::StrCat(" jobs of ", *job_owner));
+      job_owner == nullptr
+          ? std::string(ActionName(action))
+          : absl::StrCat(ActionName(action), own ? " their own jobs" : absl::StrCat(" jobs of ", *job_owner));
   return absl::PermissionDeniedError(
       absl::StrCat(caller.Describe(), " may not ", what, ": needs role ", RoleName(needed)));
 }

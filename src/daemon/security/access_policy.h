@@ -21,7 +21,7 @@ struct Caller {
   std::string user;   // token owner; empty for agents
   std::string group;  // for group quotas; may be empty
   Role role = Role::kViewer;
-  std::string node;   // an agent: the node its certificate names
+  std::string node;  // an agent: the node its certificate names
   // hetpoold --insecure: nobody is identified and every call is allowed. The submitted
   // JobSpec.user then stands for the owner (quotas, rate limits), unverified.
   bool unchecked = false;
@@ -34,12 +34,12 @@ enum class Action {
   kReadCluster,  // nodes, devices, fingerprint classes
   kPlan,
   kListJobs,
-  kReadJob,      // get, watch
+  kReadJob,  // get, watch
   kReadLogs,
   kSubmitJob,
   kCancelJob,
-  kDrainNode,    // drain and undrain
-  kAgent,        // register, heartbeat, orders, logs push: node certificates only
+  kDrainNode,  // drain and undrain
+  kAgent,      // register, heartbeat, orders, logs push: node certificates only
 };
 
 absl::string_view ActionName(Action action);

@@ -119,7 +119,8 @@ uint64_t HighestSubmittedJobSeq(const std::string& path, int keep) {
       // Cheap test first: most lines are other calls.
       if (line.find("\"SubmitJob\"") == std::string::npos) continue;
       const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!record.is_object() || record.value("method", "") != "SubmitJob" || record.value("code", "") != "OK") continue;
+      if (!record.is_object() || record.value("method", "") != "SubmitJob" || record.value("code", "") != "OK")
+        continue;
       absl::string_view target;
       if (record.contains("target") && record["target"].is_string()) {
         target = record["target"].get_ref<const std::string&>();

@@ -63,13 +63,14 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
     ReloadIfChanged();
     absl::MutexLock lock(&mu_);
     const TokenEntry* entry = table_.Find(value);
-    if (entry == nullptr) return absl::UnauthenticatedError("the bearer token is not known to this pool (revoked or mistyped)");
+    if (entry == nullptr)
+      return absl::UnauthenticatedError("the bearer token is not known to this pool (revoked or mistyped)");
     // Expiry is a date on the calendar: the wall clock's to say.
     if (entry->expires && absl::Now() >= *entry->expires) {
-      return absl::UnauthenticatedError(absl::StrCat(
-          "the bearer token of ", entry->user, " expired at ", absl::FormatTime(absl::RFC3339_sec, *entry->expires,
-                                                                                  absl::UTCTimeZone()),
-          "; ask an administrator for a new one"));
+      return absl::UnauthenticatedError(
+          absl::StrCat("the bearer token of ", entry->user, " expired at ",
+                       absl::FormatTime(absl::RFC3339_sec, *entry->expires, absl::UTCTimeZone()),
+                       "; ask an administrator for a new one"));
     }
     caller.user = entry->user;
     caller.group = entry->group;

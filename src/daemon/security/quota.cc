@@ -29,7 +29,8 @@ absl::StatusOr<QuotaLimits> ParseLimits(const std::string& where, const nlohmann
         limits.cards_milli[selector] = std::llround(count.get<double>() * 1000);
       }
     } else if (key == "queued_jobs") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 0) return Invalid(where + ".queued_jobs", "expected a count >= 0");
+      if (!value.is_number_integer() || value.get<int64_t>() < 0)
+        return Invalid(where + ".queued_jobs", "expected a count >= 0");
       limits.queued_jobs = value.get<int64_t>();
     } else {
       return Invalid(where, absl::StrCat("unknown key '", key, "' (cards, queued_jobs)"));

@@ -30,9 +30,9 @@ absl::Status RateLimiter::Admit(const std::string& user) {
     return absl::OkStatus();
   }
   const double wait_s = (1.0 - tokens) / rate_;
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "rate limit: %s may submit %g jobs/s (bursts of %g); retry in %.0f ms", user, rate_, burst_,
-      std::ceil(wait_s * 1000)));
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("rate limit: %s may submit %g jobs/s (bursts of %g); retry in %.0f ms", user, rate_, burst_,
+                      std::ceil(wait_s * 1000)));
 }
 
 }  // namespace hetpool::daemon

@@ -40,7 +40,8 @@ grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const pb::Hea
 
 grpc::ServerWriteReactor<pb::Orders>* AgentServiceImpl::StreamOrders(grpc::CallbackServerContext* ctx,
                                                                      const pb::StreamOrdersRequest* req) {
-  if (absl::Status not_leader = gate_->Check(); !not_leader.ok()) return OrderStreams::Refused(ToGrpcStatus(not_leader));
+  if (absl::Status not_leader = gate_->Check(); !not_leader.ok())
+    return OrderStreams::Refused(ToGrpcStatus(not_leader));
   grpc::ServerWriteReactor<pb::Orders>* stream = nullptr;
   grpc::Status refused = Guarded(
       *guard_, ctx, "StreamOrders", Action::kAgent, req->node_name(),

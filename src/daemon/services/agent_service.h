@@ -19,14 +19,12 @@ class AgentServiceImpl final
                    const ApiGuard* guard)
       : state_(state), order_streams_(order_streams), logs_(logs), gate_(gate), guard_(guard) {}
 
-  grpc::Status Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req,
-                        pb::RegisterResponse* resp) override;
+  grpc::Status Register(grpc::ServerContext* ctx, const pb::RegisterRequest* req, pb::RegisterResponse* resp) override;
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const pb::HeartbeatRequest* req,
                          pb::HeartbeatResponse* resp) override;
   grpc::ServerWriteReactor<pb::Orders>* StreamOrders(grpc::CallbackServerContext* ctx,
                                                      const pb::StreamOrdersRequest* req) override;
-  grpc::Status PushLogs(grpc::ServerContext* ctx, const pb::PushLogsRequest* req,
-                        pb::PushLogsResponse* resp) override;
+  grpc::Status PushLogs(grpc::ServerContext* ctx, const pb::PushLogsRequest* req, pb::PushLogsResponse* resp) override;
 
  private:
   ClusterState* state_;

@@ -32,8 +32,8 @@ void ApiGuard::Audit(const grpc::ServerContextBase& ctx, const Caller* caller, a
 
 absl::Status CheckNodeIdentity(const Caller& caller, const std::string& node_name) {
   if (caller.unchecked || caller.node == node_name) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat("the certificate of node ", caller.node,
-                                                  " may not act for node '", node_name, "'"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("the certificate of node ", caller.node, " may not act for node '", node_name, "'"));
 }
 
 }  // namespace hetpool::daemon

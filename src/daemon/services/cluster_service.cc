@@ -13,8 +13,7 @@ grpc::Status ClusterServiceImpl::ListNodes(grpc::ServerContext* ctx, const pb::L
   });
 }
 
-grpc::Status ClusterServiceImpl::GetNode(grpc::ServerContext* ctx, const pb::GetNodeRequest* req,
-                                         pb::Node* resp) {
+grpc::Status ClusterServiceImpl::GetNode(grpc::ServerContext* ctx, const pb::GetNodeRequest* req, pb::Node* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, GetNode, ctx, req, resp);
   return Guarded(*guard_, ctx, "GetNode", Action::kReadCluster, req->name(), [&](const Caller&) -> absl::Status {
     auto node = state_->GetNode(req->name());
@@ -46,8 +45,7 @@ grpc::Status ClusterServiceImpl::SetDrained(grpc::ServerContext* ctx, const pb::
                  });
 }
 
-grpc::Status ClusterServiceImpl::DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req,
-                                           pb::Node* resp) {
+grpc::Status ClusterServiceImpl::DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, DrainNode, ctx, req, resp);
   return SetDrained(ctx, req, resp, true);
 }

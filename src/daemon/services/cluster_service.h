@@ -20,8 +20,7 @@ class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
   grpc::Status ListDevices(grpc::ServerContext* ctx, const pb::ListDevicesRequest* req,
                            pb::ListDevicesResponse* resp) override;
   grpc::Status DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) override;
-  grpc::Status UndrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req,
-                           pb::Node* resp) override;
+  grpc::Status UndrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) override;
   grpc::Status ListFingerprints(grpc::ServerContext* ctx, const pb::ListFingerprintsRequest* req,
                                 pb::ListFingerprintsResponse* resp) override;
   grpc::Status ListQueues(grpc::ServerContext* ctx, const pb::ListQueuesRequest* req,

@@ -13,11 +13,7 @@
 #include "src/daemon/services/job_stream_sources.h"
 
 namespace hetpool::daemon {
-namespace {
-
-
-
-}  // namespace
+namespace {}  // namespace
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                                        pb::SubmitJobResponse* resp) {
@@ -88,20 +84,21 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx, const pb::ListJo
   });
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req,
-                                       pb::Job* resp) {
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req, pb::Job* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, CancelJob, ctx, req, resp);
-  return Guarded(*guard_, ctx, "CancelJob", Action::kCancelJob, req->job_id(), [&](const Caller& caller) -> absl::Status {
-    if (auto job = JobFor(caller, Action::kCancelJob, req->job_id()); !job.ok()) return job.status();
-    std::string reason = req->reason();
-    if (!caller.unchecked && reason.size() <= 1024) {
-      reason = reason.empty() ? absl::StrCat("cancelled by ", caller.user) : absl::StrCat(reason, " (by ", caller.user, ")");
-    }
-    auto job = state_->Cancel(req->job_id(), reason);
-    if (!job.ok()) return job.status();
-    *resp = *std::move(job);
-    return absl::OkStatus();
-  });
+  return Guarded(*guard_, ctx, "CancelJob", Action::kCancelJob, req->job_id(),
+                 [&](const Caller& caller) -> absl::Status {
+                   if (auto job = JobFor(caller, Action::kCancelJob, req->job_id()); !job.ok()) return job.status();
+                   std::string reason = req->reason();
+                   if (!caller.unchecked && reason.size() <= 1024) {
+                     reason = reason.empty() ? absl::StrCat("cancelled by ", caller.user)
+                                             : absl::StrCat(reason, " (by ", caller.user, ")");
+                   }
+                   auto job = state_->Cancel(req->job_id(), reason);
+                   if (!job.ok()) return job.status();
+                   *resp = *std::move(job);
+                   return absl::OkStatus();
+                 });
 }
 
 grpc::ServerWriteReactor<pb::WatchJobResponse>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* ctx,
@@ -126,9 +123,9 @@ grpc::ServerWriteReactor<pb::LogChunk>* JobServiceImpl::GetJobLogs(grpc::Callbac
   using Logs = JobStreams<pb::LogChunk>;
   if (absl::Status gate = gate_->Check(); !gate.ok()) return Logs::Refused(ToGrpcStatus(gate));
   // Reading logs is audited like a change: they can hold what a job printed of its secrets.
-  const std::string target = absl::StrCat(req->job_id(), req->node().empty() ? "" : " node=",
-                                          req->node().substr(0, 64), req->has_rank() ? " rank=" : "",
-                                          req->has_rank() ? absl::StrCat(req->rank()) : "");
+  const std::string target =
+      absl::StrCat(req->job_id(), req->node().empty() ? "" : " node=", req->node().substr(0, 64),
+                   req->has_rank() ? " rank=" : "", req->has_rank() ? absl::StrCat(req->rank()) : "");
   grpc::ServerWriteReactor<pb::LogChunk>* stream = nullptr;
   const grpc::Status admitted = Guarded(
       *guard_, ctx, "GetJobLogs", Action::kReadLogs, target,
@@ -145,8 +142,7 @@ grpc::ServerWriteReactor<pb::LogChunk>* JobServiceImpl::GetJobLogs(grpc::Callbac
   return stream;
 }
 
-grpc::Status JobServiceImpl::GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req,
-                                      pb::UsageResponse* resp) {
+grpc::Status JobServiceImpl::GetUsage(grpc::ServerContext* ctx, const pb::UsageRequest* req, pb::UsageResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::JobService, GetUsage, ctx, req, resp);
   return Guarded(*guard_, ctx, "GetUsage", Action::kListJobs, req->by(), [&](const Caller& caller) -> absl::Status {
     UsageWindow window;

@@ -31,10 +31,8 @@ class JobServiceImpl final
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const pb::SubmitJobRequest* req,
                          pb::SubmitJobResponse* resp) override;
   grpc::Status GetJob(grpc::ServerContext* ctx, const pb::GetJobRequest* req, pb::Job* resp) override;
-  grpc::Status ListJobs(grpc::ServerContext* ctx, const pb::ListJobsRequest* req,
-                        pb::ListJobsResponse* resp) override;
-  grpc::Status CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req,
-                         pb::Job* resp) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const pb::ListJobsRequest* req, pb::ListJobsResponse* resp) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const pb::CancelJobRequest* req, pb::Job* resp) override;
   grpc::ServerWriteReactor<pb::WatchJobResponse>* WatchJob(grpc::CallbackServerContext* ctx,
                                                            const pb::WatchJobRequest* req) override;
   grpc::ServerWriteReactor<pb::LogChunk>* GetJobLogs(grpc::CallbackServerContext* ctx,

@@ -10,7 +10,7 @@ namespace {
 
 namespace pb = ::hetpool::v1;
 
-constexpr absl::Duration kLookEvery = absl::Milliseconds(250);       // streams whose source polls
+constexpr absl::Duration kLookEvery = absl::Milliseconds(250);        // streams whose source polls
 constexpr absl::Duration kTokenCheckEvery = absl::Milliseconds(500);  // every stream's token
 
 grpc::Status HubStopping() { return ToGrpcStatus(absl::UnavailableError("hetpoold is shutting down")); }
@@ -42,7 +42,7 @@ class JobStreams<Message>::Stream final : public HubStream<Stream, JobStreams<Me
   std::deque<Message> pending;  // the front is being written
   bool writing = false;
   bool finished = false;
-  bool look_again = false;   // the job changed, or the source has more, while a write was outstanding
+  bool look_again = false;     // the job changed, or the source has more, while a write was outstanding
   bool end_when_sent = false;  // the source said its last
   std::optional<grpc::Status> finish_after_write;
 };

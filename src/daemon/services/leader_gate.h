@@ -68,7 +68,6 @@ class LeaderGate {
   mutable std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
 };
 
-
 // On a follower: calls `method` on the leader with the caller's request, deadline and bearer token
 // (the leader authenticates and authorizes the caller itself), and relays the answer.
 template <typename Service, typename Req, typename Resp>
@@ -88,16 +87,16 @@ grpc::Status ForwardToLeader(const LeaderGate& gate, grpc::ServerContext* server
 }
 
 // First line of the RPC handlers a follower refuses (agents' sessions, streams).
-#define HETPOOL_RETURN_IF_NOT_LEADER(gate)                   \
-  do {                                                       \
+#define HETPOOL_RETURN_IF_NOT_LEADER(gate)                               \
+  do {                                                                   \
     if (absl::Status gate_status = (gate)->Check(); !gate_status.ok()) { \
-      return ToGrpcStatus(gate_status);                      \
-    }                                                        \
+      return ToGrpcStatus(gate_status);                                  \
+    }                                                                    \
   } while (0)
 
 // First line of the unary API handlers: serve here, or on the leader through this replica.
-#define HETPOOL_SERVE_OR_FORWARD(gate, Service, Method, ctx, req, resp)                         \
-  do {                                                                                       \
+#define HETPOOL_SERVE_OR_FORWARD(gate, Service, Method, ctx, req, resp)                                       \
+  do {                                                                                                        \
     if (!(gate)->open()) return ForwardToLeader<Service>(*(gate), ctx, &Service::Stub::Method, *(req), resp); \
   } while (0)
 

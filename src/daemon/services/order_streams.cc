@@ -26,7 +26,7 @@ class OrderStreams::Stream final : public HubStream<Stream, OrderStreams, pb::Or
 
   const std::string node;
   const std::string session;
-  uint64_t sent_version = 0;     // the last version whose parts were all handed to gRPC
+  uint64_t sent_version = 0;      // the last version whose parts were all handed to gRPC
   std::vector<pb::Orders> parts;  // the version being written
   size_t next_part = 0;
   bool writing = false;

@@ -66,7 +66,7 @@ class OrderStreams : public std::enable_shared_from_this<OrderStreams> {
 
   ClusterState* const state_;
   mutable absl::Mutex mu_;
-  StreamsByKey<Stream> streams_ ABSL_GUARDED_BY(mu_);  // by node
+  StreamsByKey<Stream> streams_ ABSL_GUARDED_BY(mu_);   // by node
   std::set<std::string> changed_ ABSL_GUARDED_BY(mu_);  // nodes whose streams the sender looks at
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;

@@ -12,8 +12,7 @@ namespace hetpool::daemon {
 
 class PlannerServiceImpl final : public pb::PlannerService::Service {
  public:
-  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner, const LeaderGate* gate,
-                     const ApiGuard* guard)
+  PlannerServiceImpl(ClusterState* state, const ModelPlanner* planner, const LeaderGate* gate, const ApiGuard* guard)
       : state_(state), planner_(planner), gate_(gate), guard_(guard) {}
 
   grpc::Status Plan(grpc::ServerContext* context, const pb::PlanRequest* request, pb::PlanResponse* response) override;

@@ -29,11 +29,11 @@ struct GroupShare {
   std::string group;
   double weight = 1;
   std::map<std::string, double> nominal;  // selector -> cards, as configured
-  double entitled = 0;  // cards: nominal "*", the sum of the nominal selectors, or the weight's part
-  double used = 0;      // held now
-  double borrowed = 0;  // held above the entitlement (idle cards of others)
-  double decayed = 0;   // the decayed average of cards held
-  double share = 0;     // the queue order's key
+  double entitled = 0;                    // cards: nominal "*", the sum of the nominal selectors, or the weight's part
+  double used = 0;                        // held now
+  double borrowed = 0;                    // held above the entitlement (idle cards of others)
+  double decayed = 0;                     // the decayed average of cards held
+  double share = 0;                       // the queue order's key
   // The group's users, each entitled to its weight's part of the group's cards (nominal and
   // borrowed stay empty there); share is the user's among the group's users.
   std::vector<GroupShare> users;
@@ -102,14 +102,14 @@ class FairShareLedger {
   CardHoldings GroupCards(const std::string& group) const;
   std::set<std::string> KnownGroups() const;  // configured, holding or remembered
   double HeldMatching(const std::string& group, const std::string& selector) const;  // milli, now
-  double Usage(const std::string& group, const std::string& selector) const;  // milli, held or decayed
+  double Usage(const std::string& group, const std::string& selector) const;         // milli, held or decayed
   double DominantShare(const std::string& group, const std::vector<std::pair<std::string, double>>& entitlements) const;
 
   QueueConfig config_;
   absl::Time observed_at_ = absl::InfinitePast();
   CardHoldings capacity_;
-  std::map<std::string, CardHoldings> held_;                        // group -> now
-  std::map<std::string, std::map<CardClass, double>> decayed_;      // group -> average milli
+  std::map<std::string, CardHoldings> held_;                    // group -> now
+  std::map<std::string, std::map<CardClass, double>> decayed_;  // group -> average milli
   bool within_groups_;
   std::map<std::string, std::unique_ptr<FairShareLedger>> users_;  // group -> its users' ledger
 };

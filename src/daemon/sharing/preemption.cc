@@ -34,7 +34,8 @@ bool Freed(const CardOffer& card, const std::set<const PreemptibleJob*>& victims
 std::optional<NodeCost> WholeCards(const NodeOffer& node, const std::vector<const CardOffer*>& cards, int need) {
   NodeCost cost{&node, 0, {}};
   auto freed = [&] {
-    return static_cast<int>(std::count_if(cards.begin(), cards.end(), [&](const CardOffer* c) { return Freed(*c, cost.victims); }));
+    return static_cast<int>(
+        std::count_if(cards.begin(), cards.end(), [&](const CardOffer* c) { return Freed(*c, cost.victims); }));
   };
   while (freed() < need) {
     const CardOffer* best = nullptr;
@@ -44,8 +45,10 @@ std::optional<NodeCost> WholeCards(const NodeOffer& node, const std::vector<cons
       double added = 0;
       bool stoppable = true;
       for (const auto& [job, milli] : card->holders) {
-        if (job == nullptr) stoppable = false;
-        else if (!cost.victims.contains(job)) added += job->lost_card_seconds;
+        if (job == nullptr)
+          stoppable = false;
+        else if (!cost.victims.contains(job))
+          added += job->lost_card_seconds;
       }
       if (!stoppable) continue;
       if (added < best_added) {
@@ -90,7 +93,8 @@ std::optional<NodeCost> WithHost(NodeCost cost, const VictimRequest& request) {
   if (!node.host_limited) return cost;
   std::vector<const HostHolder*> holders;
   for (const auto& h : node.host_holders) holders.push_back(&h);
-  std::sort(holders.begin(), holders.end(), [](const HostHolder* a, const HostHolder* b) { return CheaperVictim(*a->job, *b->job); });
+  std::sort(holders.begin(), holders.end(),
+            [](const HostHolder* a, const HostHolder* b) { return CheaperVictim(*a->job, *b->job); });
   auto short_of = [&](int64_t* cpu, int64_t* memory) {
     *cpu = node.cpu_milli_free;
     *memory = static_cast<int64_t>(node.memory_free_mib);
@@ -123,7 +127,8 @@ std::optional<NodeCost> CheapestOn(const NodeOffer& node, const VictimRequest& r
                                        ? FractionalShare(node, cards, request.device_milli)
                                        : WholeCards(node, cards, request.devices_per_node);
     if (cost) cost = WithHost(*std::move(cost), request);
-    if (cost && (!best || cost->lost < best->lost || (cost->lost == best->lost && cost->victims.size() < best->victims.size()))) {
+    if (cost && (!best || cost->lost < best->lost ||
+                 (cost->lost == best->lost && cost->victims.size() < best->victims.size()))) {
       best = std::move(cost);
     }
   }
@@ -178,8 +183,10 @@ std::optional<PreemptionChoice> ChooseAmong(const VictimRequest& request, const 
     if (chosen.empty()) return std::nullopt;  // it would fit as it is: something else holds it back
     if (too_many(chosen.size())) continue;
     std::vector<const PreemptibleJob*> victims(chosen.begin(), chosen.end());
-    std::sort(victims.begin(), victims.end(), [](const PreemptibleJob* a, const PreemptibleJob* b) { return CheaperVictim(*a, *b); });
-    if (auto placement = fits(Ids(victims)); placement.ok()) choice = PreemptionChoice{std::move(victims), *std::move(placement)};
+    std::sort(victims.begin(), victims.end(),
+              [](const PreemptibleJob* a, const PreemptibleJob* b) { return CheaperVictim(*a, *b); });
+    if (auto placement = fits(Ids(victims)); placement.ok())
+      choice = PreemptionChoice{std::move(victims), *std::move(placement)};
   }
   if (!choice) return std::nullopt;  // never stop anything for a job that would still wait
   // Reprieve, the most work first: spare every victim the job can do without.

@@ -52,8 +52,8 @@ bool CheaperVictim(const PreemptibleJob& a, const PreemptibleJob& b);
 struct CardOffer {
   std::string device_id;
   Vendor vendor = Vendor::kCpu;
-  bool free = false;           // nothing holds it
-  int32_t milli_free = 1000;   // share left for fractional jobs
+  bool free = false;          // nothing holds it
+  int32_t milli_free = 1000;  // share left for fractional jobs
   // The jobs holding it and the share each holds; null job: one that may not be preempted
   // (then the card cannot be freed).
   std::vector<std::pair<const PreemptibleJob*, int32_t>> holders;
@@ -77,7 +77,9 @@ struct NodeOffer {
 };
 
 struct VictimRequest {
-  double Cards() const { return nnodes * devices_per_node * (device_milli > 0 && device_milli < 1000 ? device_milli / 1000.0 : 1.0); }
+  double Cards() const {
+    return nnodes * devices_per_node * (device_milli > 0 && device_milli < 1000 ? device_milli / 1000.0 : 1.0);
+  }
   int nnodes = 1;
   int devices_per_node = 1;
   int32_t device_milli = 1000;  // < 1000: a share of one card per node

@@ -64,9 +64,9 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
   *preemption.mutable_at() = ToProtoTime(jobs_.Now());
   const bool moved = preemption.defragmentation();
   const std::string stopped_by = absl::StrCat(moved ? "moved for job " : "preempted by job ", preemption.by_job());
-  const std::string message = absl::StrCat(stopped_by, " (", preemption.reason(), "); ",
-                                           absl::StrFormat("%.2f", preemption.card_hours_lost()),
-                                           " card-hours since its last checkpoint lost");
+  const std::string message =
+      absl::StrCat(stopped_by, " (", preemption.reason(), "); ", absl::StrFormat("%.2f", preemption.card_hours_lost()),
+                   " card-hours since its last checkpoint lost");
   job.set_preemption_count(job.preemption_count() + 1);
   *job.mutable_last_preemption() = preemption;
   return StopGeneration(entry, std::move(job), moved ? kRestartMoved : kRestartPreempted, message, stopped_by);
@@ -80,9 +80,9 @@ absl::Status AgentReconciler::Resize(JobEntry& entry, pb::Preemption resize) {
                                            resize.from_nodes(), " to ", resize.to_nodes(), " nodes");
   const std::string stopped_by =
       resize.by_job().empty() ? resized : absl::StrCat(resized, " for job ", resize.by_job());
-  const std::string message = absl::StrCat(stopped_by, " (", resize.reason(), "); ",
-                                           absl::StrFormat("%.2f", resize.card_hours_lost()),
-                                           " card-hours since its last checkpoint lost");
+  const std::string message =
+      absl::StrCat(stopped_by, " (", resize.reason(), "); ", absl::StrFormat("%.2f", resize.card_hours_lost()),
+                   " card-hours since its last checkpoint lost");
   job.set_resize_count(job.resize_count() + 1);
   *job.mutable_last_resize() = resize;
   return StopGeneration(entry, std::move(job), kRestartResized, message, stopped_by);
@@ -108,7 +108,8 @@ constexpr size_t kMaxAgentMessageBytes = 1024;
 // make every job it ran carry megabytes into the store and every watcher; and it is made valid
 // UTF-8, which the store's and watchers' protobuf parsers insist on.
 void CutToBounds(pb::RankFailure& f) {
-  while (static_cast<size_t>(f.last_lines_size()) > kMaxLastLines) f.mutable_last_lines()->erase(f.mutable_last_lines()->begin());
+  while (static_cast<size_t>(f.last_lines_size()) > kMaxLastLines)
+    f.mutable_last_lines()->erase(f.mutable_last_lines()->begin());
   for (std::string& line : *f.mutable_last_lines()) line = ValidUtf8(line, kMaxLineBytes);
   for (std::string* word : {f.mutable_signal(), f.mutable_launch_failure()}) *word = ValidUtf8(*word, 64);
 }
@@ -122,7 +123,8 @@ bool JobsOwnLaunchFailure(const std::string& kind) {
 
 // "rank 2 on node-b exited with code 3: ValueError: bad batch size", or the node's own words when
 // torchrun's report named no rank.
-std::string DescribeFailure(const std::string& node, int exit_code, const std::string& message, const pb::RankFailure& f) {
+std::string DescribeFailure(const std::string& node, int exit_code, const std::string& message,
+                            const pb::RankFailure& f) {
   std::string out;
   if (f.out_of_memory_mib() > 0) {  // the kernel's word, surer than how torchrun saw the rank end
     const std::string who = f.global_rank() >= 0 ? absl::StrCat("rank ", f.global_rank(), " on ", node)
@@ -158,8 +160,8 @@ void NoteCardLeftovers(JobTable& jobs, pb::Job& job, pb::NodePlacement& p, const
     p.add_card_leftovers(ValidUtf8(report.card_leftovers(i), kMaxAgentMessageBytes));
   }
   jobs.AddEvent(job, "CardLeftoversKilled",
-                absl::StrCat("node ", p.node(), ": killed what the job left holding its cards: ",
-                             absl::StrJoin(p.card_leftovers(), "; "),
+                absl::StrCat("node ", p.node(),
+                             ": killed what the job left holding its cards: ", absl::StrJoin(p.card_leftovers(), "; "),
                              report.card_leftovers_size() > kMaxLeftovers ? "; ..." : ""));
 }
 
@@ -200,8 +202,8 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
                            pb::FAILURE_ORIGIN_JOB, /*restartable=*/false);
     }
     if (!launch.empty()) {  // the node's doing (no torchrun, no account): another node may do
-      return FailOrRestart(entry, std::move(job), kRestartLaunchFailed,
-                           absl::StrCat("node ", node, ": ", message), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+      return FailOrRestart(entry, std::move(job), kRestartLaunchFailed, absl::StrCat("node ", node, ": ", message),
+                           pb::FAILURE_ORIGIN_INFRASTRUCTURE);
     }
     return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
                          DescribeFailure(node, report.exit_code(), message, failure), pb::FAILURE_ORIGIN_JOB);
@@ -340,7 +342,8 @@ void AgentReconciler::ForgetUnreported(NodeEntry& node, const std::set<JobGen>& 
     }
     JobEntry* entry = jobs_.Find(key.first);
     const pb::NodePlacement* p = entry == nullptr ? nullptr : PlacementOn(entry->job(), node_name);
-    const bool should_know = registering ? (p != nullptr && p->started()) : node.applied_version >= claim.created_at_version;
+    const bool should_know =
+        registering ? (p != nullptr && p->started()) : node.applied_version >= claim.created_at_version;
     if (!should_know || p == nullptr) {
       ++it;
       continue;
@@ -392,8 +395,8 @@ absl::Time AgentReconciler::ExpireLeases(absl::Time now) {
     for (const auto& key : lost) {
       JobEntry* entry = jobs_.Find(key.first);
       if (entry == nullptr || entry->job().generation() != key.second) continue;
-      if (!FailOrRestart(*entry, entry->job(), kRestartNodeLost, absl::StrCat("node ", name, " stopped renewing its lease"),
-                         pb::FAILURE_ORIGIN_INFRASTRUCTURE)
+      if (!FailOrRestart(*entry, entry->job(), kRestartNodeLost,
+                         absl::StrCat("node ", name, " stopped renewing its lease"), pb::FAILURE_ORIGIN_INFRASTRUCTURE)
                .ok()) {
         unstored.insert(key);
       }
@@ -432,7 +435,8 @@ pb::Orders AgentReconciler::OrdersFor(const NodeEntry& node) const {
   return orders;
 }
 
-absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::string& job_id, uint64_t generation) const {
+absl::Status AgentReconciler::CheckLogPush(const NodeEntry& node, const std::string& job_id,
+                                           uint64_t generation) const {
   const JobEntry* entry = jobs_.Find(job_id);
   pb::Job ended;  // a finished job's last lines come after its end: read it, do not parse it back in
   const pb::Job* job = entry == nullptr ? nullptr : &entry->Read(ended);

@@ -107,8 +107,8 @@ absl::Status ClusterState::Load() {
       "loaded {} jobs and {} nodes from the store in {:.3f} s ({:.3f} s reading it: nodes {:.3f} s, and beside them "
       "job rows {:.3f} s, decoding them {:.3f} s)",
       jobs_.entries().size(), nodes_.entries().size(), absl::ToDoubleSeconds(absl::Now() - began),
-      absl::ToDoubleSeconds(read - began), absl::ToDoubleSeconds(nodes_took), absl::ToDoubleSeconds(rows_read - node_rows_read),
-      absl::ToDoubleSeconds(jobs_decoded - rows_read));
+      absl::ToDoubleSeconds(read - began), absl::ToDoubleSeconds(nodes_took),
+      absl::ToDoubleSeconds(rows_read - node_rows_read), absl::ToDoubleSeconds(jobs_decoded - rows_read));
   return absl::OkStatus();
 }
 

@@ -64,7 +64,7 @@ struct ClusterOptions {
   // keep their jobs running that long without a daemon (and fence them then), so a daemon
   // restart, a slow load or a lost etcd quorum shorter than this kills nothing.
   absl::Duration orphan_grace = absl::Minutes(10);
-  absl::Duration tick = absl::Milliseconds(500);         // scheduling/lease loop period
+  absl::Duration tick = absl::Milliseconds(500);  // scheduling/lease loop period
   int rendezvous_port_min = 29500;
   int rendezvous_port_max = 30499;
   size_t max_events_per_job = 200;
@@ -90,7 +90,7 @@ struct ClusterOptions {
   // which `get` and usage accounting still reach, or dropped. Zero: kept live forever.
   absl::Duration retain_finished = absl::Hours(24 * 30);
   bool archive_finished = true;
-  StateObserver* observer = nullptr;         // metrics; null: nobody watches
+  StateObserver* observer = nullptr;  // metrics; null: nobody watches
 };
 
 class ClusterState {
@@ -111,8 +111,7 @@ class ClusterState {
 
   // --- JobService
   // `plan`: the planner's choice for a job submitted by model, recorded in the job.
-  absl::StatusOr<pb::Job> Submit(pb::JobSpec spec, const std::string& request_id,
-                                 const pb::PlanRow* plan = nullptr);
+  absl::StatusOr<pb::Job> Submit(pb::JobSpec spec, const std::string& request_id, const pb::PlanRow* plan = nullptr);
   absl::StatusOr<pb::Job> GetJob(const std::string& id) const;
   absl::StatusOr<pb::ListJobsResponse> ListJobs(const pb::ListJobsRequest& request) const;
   absl::StatusOr<pb::Job> Cancel(const std::string& id, const std::string& reason);
@@ -141,14 +140,13 @@ class ClusterState {
   };
   std::vector<absl::StatusOr<std::optional<pb::Orders>>> OrdersSince(const std::vector<OrdersCursor>& cursors) const;
   // Whether logs for (job, generation) may be pushed by this session's node.
-  absl::Status CheckLogPush(const std::string& node, const std::string& session,
-                            const std::string& job_id, uint64_t generation) const;
+  absl::Status CheckLogPush(const std::string& node, const std::string& session, const std::string& job_id,
+                            uint64_t generation) const;
 
   // --- ClusterService
   std::vector<pb::Node> ListNodes() const;
   absl::StatusOr<pb::Node> GetNode(const std::string& name) const;
-  absl::StatusOr<std::vector<pb::DeviceView>> ListDevices(const std::string& node,
-                                                          const std::string& vendor) const;
+  absl::StatusOr<std::vector<pb::DeviceView>> ListDevices(const std::string& node, const std::string& vendor) const;
   absl::StatusOr<pb::Node> SetDrained(const std::string& name, bool drained);
   std::vector<pb::FingerprintClass> ListFingerprints() const;
   // The schedulable pool by fingerprint class, with free counts and link groups, for the planner.

@@ -24,8 +24,8 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/true);
   nodes_.BumpOrders(node);
   wakeups_.CapacityChanged();
-  spdlog::info("node {} registered ({} devices, {} processes reported)", req.node_name(),
-               node.inventory.devices.size(), req.processes_size());
+  spdlog::info("node {} registered ({} devices, {} processes reported)", req.node_name(), node.inventory.devices.size(),
+               req.processes_size());
   pb::RegisterResponse response;
   response.set_session_id(node.session_id);
   response.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
@@ -44,10 +44,11 @@ absl::Duration ClusterState::HeartbeatInterval() {
     interval = std::max(interval, spread);
     if (spread > most && !said_lease_binds_) {
       said_lease_binds_ = true;
-      spdlog::warn("{} nodes beating three times a lease ({}) send {:.0f} heartbeats a second, more than "
-                   "--max-heartbeats-per-second {:.0f}: a longer --lease-ttl would let them beat less often",
-                   nodes, absl::FormatDuration(options_.lease_ttl),
-                   static_cast<double>(nodes) / absl::ToDoubleSeconds(most), options_.max_heartbeats_per_second);
+      spdlog::warn(
+          "{} nodes beating three times a lease ({}) send {:.0f} heartbeats a second, more than "
+          "--max-heartbeats-per-second {:.0f}: a longer --lease-ttl would let them beat less often",
+          nodes, absl::FormatDuration(options_.lease_ttl), static_cast<double>(nodes) / absl::ToDoubleSeconds(most),
+          options_.max_heartbeats_per_second);
     }
   }
   return std::min(interval, most);
@@ -182,8 +183,8 @@ std::vector<absl::StatusOr<std::optional<pb::Orders>>> ClusterState::OrdersSince
   return out;
 }
 
-absl::Status ClusterState::CheckLogPush(const std::string& node, const std::string& session,
-                                        const std::string& job_id, uint64_t generation) const {
+absl::Status ClusterState::CheckLogPush(const std::string& node, const std::string& session, const std::string& job_id,
+                                        uint64_t generation) const {
   absl::MutexLock lock(&mu_);
   if (auto s = nodes_.CheckSession(node, session); !s.ok()) return s;
   return reconciler_.CheckLogPush(*nodes_.Find(node), job_id, generation);

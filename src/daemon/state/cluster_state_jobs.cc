@@ -13,8 +13,7 @@
 
 namespace hetpool::daemon {
 
-absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string& request_id,
-                                             const pb::PlanRow* plan) {
+absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string& request_id, const pb::PlanRow* plan) {
   if (auto s = ValidateAndNormalizeSpec(spec); !s.ok()) return s;
   if (request_id.size() > 128) return absl::InvalidArgumentError("request_id: longer than 128 bytes");
   const scheduler::PlacementRequest placement_request = ToPlacementRequest(spec);
@@ -39,9 +38,8 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
     // Refuse what no node of the pool could ever run; an empty pool accepts (nodes may come).
     if (!nodes_.empty()) {
       if (absl::Status fits = cycle_.EverFits(placement_request); !fits.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(placement_request.groups.empty() ? "nnodes/devices_per_node/requirements: " : "groups: ",
-                         fits.message()));
+        return absl::FailedPreconditionError(absl::StrCat(
+            placement_request.groups.empty() ? "nnodes/devices_per_node/requirements: " : "groups: ", fits.message()));
       }
     }
     if (options_.quotas != nullptr) {
@@ -129,7 +127,8 @@ std::vector<pb::Job> ClusterState::JobsRunningSince(absl::Time since, const std:
   // Jobs past their retention that still ended inside the window count too.
   auto archived = store_->ArchivedJobsSince(since);
   if (!archived.ok()) {
-    spdlog::error("usage: the archive could not be read; its jobs are left out: {}", std::string(archived.status().message()));
+    spdlog::error("usage: the archive could not be read; its jobs are left out: {}",
+                  std::string(archived.status().message()));
     return out;
   }
   for (pb::Job& job : *archived) {

@@ -50,7 +50,8 @@ std::map<std::string, ElasticStage::Running>& ElasticStage::RunningElastic() {
 
 bool ElasticStage::StillRunning(const Running& r) {
   const pb::Job& job = r.entry->job();
-  return job.state() == pb::JOB_STATE_RUNNING && !r.claims.empty() && job.generation() == r.claims.front().second.second;
+  return job.state() == pb::JOB_STATE_RUNNING && !r.claims.empty() &&
+         job.generation() == r.claims.front().second.second;
 }
 
 std::optional<std::pair<int, scheduler::Placement>> ElasticStage::LargestFit(
@@ -114,13 +115,13 @@ bool ElasticStage::TryShrink(JobEntry& waiting, const scheduler::PlacementReques
     holds_.HoldFor(waiting.job().id(), *room, r->claims);
     holds_.HoldFor(elastic_id, smaller->second, r->claims);
     running.erase(elastic_id);  // r dangles from here
-    holds_.Forget(elastic_id);   // no longer a victim the preemption stage gathered
+    holds_.Forget(elastic_id);  // no longer a victim the preemption stage gathered
 
     std::vector<std::string> where;
     for (const auto& assignment : room->nodes) where.push_back(assignment.node);
-    const std::string message = absl::StrCat("shrinking elastic job ", elastic_id, " from ", from, " to ",
-                                             smaller->first, " nodes for room on ", absl::StrJoin(where, ","),
-                                             "; waiting for it to stop");
+    const std::string message =
+        absl::StrCat("shrinking elastic job ", elastic_id, " from ", from, " to ", smaller->first,
+                     " nodes for room on ", absl::StrJoin(where, ","), "; waiting for it to stop");
     pb::PendingReason pending;
     pending.set_preempting(elastic_id);
     jobs_.SayWhyWaiting(waiting, "Unschedulable", message, std::move(pending), "Shrinking");
@@ -151,7 +152,8 @@ bool ElasticStage::TryGrow(const RequestFor& request_for, const ViewsWithout& vi
   });
   for (Running* r : due) {
     const pb::JobSpec& spec = r->entry->job().spec();
-    auto larger = LargestFit(request_for(*r->entry), spec.elastic_nnodes().max(), r->nodes + 1, views_without(r->claims));
+    auto larger =
+        LargestFit(request_for(*r->entry), spec.elastic_nnodes().max(), r->nodes + 1, views_without(r->claims));
     if (!larger) continue;
     pb::Preemption resize;
     resize.set_reason(absl::StrCat(larger->first - r->nodes, " more node(s) free and nothing waits for them"));

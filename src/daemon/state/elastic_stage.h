@@ -62,7 +62,7 @@ class ElasticStage {
   struct Running {
     JobEntry* entry = nullptr;
     int nodes = 0;
-    double cards = 0;                                     // held in all (fractions by their fraction)
+    double cards = 0;                                    // held in all (fractions by their fraction)
     std::vector<std::pair<std::string, JobGen>> claims;  // node, generation
   };
   // The elastic jobs running now, each with its claims; none being stopped or waiting on a hold.

@@ -50,12 +50,12 @@ HeldCards HeadOfLineHold(const scheduler::PlacementRequest& request, const std::
     if (best == nullptr) continue;
     Option chosen = *best;
     const double cards = std::min(1.0, static_cast<double>(chosen.free) / std::max(1, request.devices_per_node));
-    chosen.closeness = std::min({cards,
-                                 part(static_cast<double>(view.cpu_milli_free), static_cast<double>(request.cpu_milli),
-                                      static_cast<double>(view.cpu_milli_total)),
-                                 part(static_cast<double>(view.host_memory_free_mib),
-                                      static_cast<double>(request.host_memory_mib),
-                                      static_cast<double>(view.host_memory_total_mib))});
+    chosen.closeness =
+        std::min({cards,
+                  part(static_cast<double>(view.cpu_milli_free), static_cast<double>(request.cpu_milli),
+                       static_cast<double>(view.cpu_milli_total)),
+                  part(static_cast<double>(view.host_memory_free_mib), static_cast<double>(request.host_memory_mib),
+                       static_cast<double>(view.host_memory_total_mib))});
     options.push_back(std::move(chosen));
   }
   if (static_cast<int>(options.size()) < request.nnodes) return {};

@@ -21,8 +21,8 @@ constexpr uint32_t kFixed32 = 5;
 // Field numbers read, from proto/hetpool/v1/job.proto (the JobSummary tests check what is read
 // against protobuf's parse of a job with every field set).
 namespace job_field {
-constexpr uint32_t kId = 1, kSpec = 2, kState = 3, kCreatedAt = 13, kStartedAt = 15, kFinishedAt = 16,
-                   kSubmitSeq = 17, kRequestId = 18;
+constexpr uint32_t kId = 1, kSpec = 2, kState = 3, kCreatedAt = 13, kStartedAt = 15, kFinishedAt = 16, kSubmitSeq = 17,
+                   kRequestId = 18;
 }
 namespace spec_field {
 constexpr uint32_t kUser = 2, kLabels = 3, kPriority = 13, kGroup = 17;
@@ -46,8 +46,7 @@ bool SkipField(CodedInputStream& in, uint32_t tag) {
       uint32_t ignored;
       return in.ReadLittleEndian32(&ignored);
     }
-    default:
-      return false;  // groups (never written by proto3) or garbage
+    default: return false;  // groups (never written by proto3) or garbage
   }
 }
 
@@ -110,20 +109,16 @@ bool ReadLabel(CodedInputStream& in, JobSummary& summary) {
 bool ReadSpec(CodedInputStream& in, JobSummary& summary) {
   return ReadMessage(in, [&](uint32_t tag, bool& read) {
     switch (tag) {
-      case spec_field::kUser << 3 | kLengthDelimited:
-        return (read = true) && ReadString(in, summary.user);
-      case spec_field::kGroup << 3 | kLengthDelimited:
-        return (read = true) && ReadString(in, summary.group);
-      case spec_field::kLabels << 3 | kLengthDelimited:
-        return (read = true) && ReadLabel(in, summary);
+      case spec_field::kUser << 3 | kLengthDelimited: return (read = true) && ReadString(in, summary.user);
+      case spec_field::kGroup << 3 | kLengthDelimited: return (read = true) && ReadString(in, summary.group);
+      case spec_field::kLabels << 3 | kLengthDelimited: return (read = true) && ReadLabel(in, summary);
       case spec_field::kPriority << 3 | kVarint: {
         uint32_t priority;  // an int32 on the wire: negative ones are sign-extended to 64 bits
         if (!(read = true) || !in.ReadVarint32(&priority)) return false;
         summary.priority = static_cast<int32_t>(priority);
         return true;
       }
-      default:
-        return true;
+      default: return true;
     }
   });
 }
@@ -167,35 +162,20 @@ absl::StatusOr<JobSummary> ReadJobSummary(absl::string_view stored) {
     const uint32_t tag = in.ReadTag();
     if (tag == 0) break;
     switch (tag) {
-      case job_field::kId << 3 | kLengthDelimited:
-        ok = ReadString(in, s.id);
-        break;
-      case job_field::kSpec << 3 | kLengthDelimited:
-        ok = ReadSpec(in, s);
-        break;
+      case job_field::kId << 3 | kLengthDelimited: ok = ReadString(in, s.id); break;
+      case job_field::kSpec << 3 | kLengthDelimited: ok = ReadSpec(in, s); break;
       case job_field::kState << 3 | kVarint: {
         uint32_t state;
         ok = in.ReadVarint32(&state);
         s.state = static_cast<pb::JobState>(state);
         break;
       }
-      case job_field::kCreatedAt << 3 | kLengthDelimited:
-        ok = ReadTime(in, s.created_at);
-        break;
-      case job_field::kStartedAt << 3 | kLengthDelimited:
-        ok = read_time(s.started_at);
-        break;
-      case job_field::kFinishedAt << 3 | kLengthDelimited:
-        ok = read_time(s.finished_at);
-        break;
-      case job_field::kSubmitSeq << 3 | kVarint:
-        ok = in.ReadVarint64(&s.submit_seq);
-        break;
-      case job_field::kRequestId << 3 | kLengthDelimited:
-        ok = ReadString(in, s.request_id);
-        break;
-      default:
-        ok = SkipField(in, tag);
+      case job_field::kCreatedAt << 3 | kLengthDelimited: ok = ReadTime(in, s.created_at); break;
+      case job_field::kStartedAt << 3 | kLengthDelimited: ok = read_time(s.started_at); break;
+      case job_field::kFinishedAt << 3 | kLengthDelimited: ok = read_time(s.finished_at); break;
+      case job_field::kSubmitSeq << 3 | kVarint: ok = in.ReadVarint64(&s.submit_seq); break;
+      case job_field::kRequestId << 3 | kLengthDelimited: ok = ReadString(in, s.request_id); break;
+      default: ok = SkipField(in, tag);
     }
   }
   if (!ok || !in.ConsumedEntireMessage() || in.CurrentPosition() != static_cast<int>(stored.size())) {

@@ -139,8 +139,8 @@ class JobTable {
   std::map<std::string, JobEntry> jobs_;
   // Submission order (submit_seq): a page starts where the last one ended, not at the start.
   std::map<uint64_t, const JobEntry*> by_seq_;
-  std::map<uint64_t, JobEntry*> pending_;  // the PENDING jobs by submit_seq; IndexState keeps it
-  std::set<std::string> live_elastic_;     // by id; IndexState keeps it
+  std::map<uint64_t, JobEntry*> pending_;          // the PENDING jobs by submit_seq; IndexState keeps it
+  std::set<std::string> live_elastic_;             // by id; IndexState keeps it
   std::map<std::pair<int, int>, int64_t> counts_;  // (state, priority) -> live jobs; Count keeps it
   std::map<RequestKey, std::string> job_by_request_;
   std::set<RequestKey> requests_in_flight_;

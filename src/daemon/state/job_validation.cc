@@ -50,8 +50,7 @@ absl::Status ValidateRequirements(absl::string_view where, const hetpool::v1::De
     const std::string field = absl::StrCat(where, ".vendors[", i, "]");
     auto vendor = ParseVendor(req.vendors(i));
     if (!vendor) {
-      return Invalid(field, absl::StrCat("unknown vendor '", req.vendors(i), "' (known: ",
-                                         kKnownVendorList, ")"));
+      return Invalid(field, absl::StrCat("unknown vendor '", req.vendors(i), "' (known: ", kKnownVendorList, ")"));
     }
     vendors.insert(req.vendors(i));
   }
@@ -72,7 +71,8 @@ absl::Status ValidateRequirements(absl::string_view where, const hetpool::v1::De
     const std::string field = absl::StrCat(where, ".", name);
     if (value->size() > 64) return Invalid(field, "longer than 64 characters");
     for (char c : *value) {
-      if (!absl::ascii_isdigit(c) && c != '.' && c != '-') return Invalid(field, "expected a dotted version, e.g. 535.104");
+      if (!absl::ascii_isdigit(c) && c != '.' && c != '-')
+        return Invalid(field, "expected a dotted version, e.g. 535.104");
     }
   }
   auto check_targets = [](absl::string_view field, const auto& list, absl::string_view prefix,
@@ -93,8 +93,10 @@ absl::Status ValidateRequirements(absl::string_view where, const hetpool::v1::De
     }
     return absl::OkStatus();
   };
-  if (auto s = check_targets(absl::StrCat(where, ".code.cuda_sass"), req.code().cuda_sass(), "sm_", true); !s.ok()) return s;
-  if (auto s = check_targets(absl::StrCat(where, ".code.cuda_ptx"), req.code().cuda_ptx(), "compute_", false); !s.ok()) return s;
+  if (auto s = check_targets(absl::StrCat(where, ".code.cuda_sass"), req.code().cuda_sass(), "sm_", true); !s.ok())
+    return s;
+  if (auto s = check_targets(absl::StrCat(where, ".code.cuda_ptx"), req.code().cuda_ptx(), "compute_", false); !s.ok())
+    return s;
   if (auto s = check_targets(absl::StrCat(where, ".code.bang"), req.code().bang(), "mtp_", false); !s.ok()) return s;
   if (req.models_size() > 64) return Invalid(absl::StrCat(where, ".models"), "more than 64 models");
   for (int i = 0; i < req.models_size(); ++i) {
@@ -138,8 +140,8 @@ absl::Status NormalizeRoleGroups(hetpool::v1::JobSpec& spec, const SpecLimits& l
       return s;
     }
     if (group.procs_per_node() == 0) group.set_procs_per_node(group.devices_per_node());
-    if (auto s = CheckRange(absl::StrCat(where, ".procs_per_node"), group.procs_per_node(), 1,
-                            limits.max_procs_per_node);
+    if (auto s =
+            CheckRange(absl::StrCat(where, ".procs_per_node"), group.procs_per_node(), 1, limits.max_procs_per_node);
         !s.ok()) {
       return s;
     }
@@ -173,18 +175,19 @@ absl::Status ValidateAcrossVendors(const hetpool::v1::JobSpec& spec) {
   const bool across = spec.groups_size() > 0 || spec.mixed_vendors();
   static const std::set<std::string> kCollectives = {"", "auto", "gloo", "hierarchical", "flagcx"};
   if (!kCollectives.contains(spec.collective())) {
-    return Invalid("collective", absl::StrCat("unknown '", spec.collective().substr(0, 32),
-                                              "' (auto, gloo, hierarchical, flagcx)"));
+    return Invalid("collective",
+                   absl::StrCat("unknown '", spec.collective().substr(0, 32), "' (auto, gloo, hierarchical, flagcx)"));
   }
   if (!across && !spec.collective().empty()) {
-    return Invalid("collective", "only for a job across vendors (groups or mixed_vendors); one vendor's job uses its "
-                                 "own library");
+    return Invalid("collective",
+                   "only for a job across vendors (groups or mixed_vendors); one vendor's job uses its "
+                   "own library");
   }
   const int64_t ranks = TotalRanks(spec);
   if (spec.global_batch() < 0 || spec.global_batch() > (1 << 24)) return Invalid("global_batch", "must be 0..16777216");
   if (spec.global_batch() > 0 && spec.global_batch() < ranks) {
-    return Invalid("global_batch", absl::StrCat(spec.global_batch(), " samples for ", ranks,
-                                                " ranks: every rank needs at least one"));
+    return Invalid("global_batch",
+                   absl::StrCat(spec.global_batch(), " samples for ", ranks, " ranks: every rank needs at least one"));
   }
   if (spec.global_batch() > 0 && spec.has_model()) {
     return Invalid("global_batch", "not with model (the plan sets HETPOOL_MICRO_BATCH)");
@@ -194,9 +197,11 @@ absl::Status ValidateAcrossVendors(const hetpool::v1::JobSpec& spec) {
   }
   if (!across) return absl::OkStatus();
   const std::string what = spec.mixed_vendors() ? "mixed_vendors" : "groups";
-  if (spec.has_elastic_nnodes()) return Invalid(what, "not with elastic_nnodes (a job across vendors has a fixed shape)");
+  if (spec.has_elastic_nnodes())
+    return Invalid(what, "not with elastic_nnodes (a job across vendors has a fixed shape)");
   if (spec.has_model()) return Invalid(what, "not with model (the planner places one class of cards)");
-  if (spec.device_milli() > 0 && spec.device_milli() < 1000) return Invalid(what, "takes whole cards: not with device_milli");
+  if (spec.device_milli() > 0 && spec.device_milli() < 1000)
+    return Invalid(what, "takes whole cards: not with device_milli");
   if (spec.mixed_vendors() && spec.devices_per_node() < 1) {
     return Invalid("mixed_vendors", "a job across vendors needs cards: devices_per_node at least 1");
   }
@@ -205,9 +210,7 @@ absl::Status ValidateAcrossVendors(const hetpool::v1::JobSpec& spec) {
 
 }  // namespace
 
-absl::Status ValidateNodeName(const std::string& name) {
-  return CheckPathComponent("node_name", name, 63);
-}
+absl::Status ValidateNodeName(const std::string& name) { return CheckPathComponent("node_name", name, 63); }
 
 int64_t HostCpuMilliPerNode(const hetpool::v1::JobSpec& spec) {
   return spec.host().cpu_milli_per_process() * std::max(1, spec.procs_per_node()) + spec.host().cpu_milli_per_node();
@@ -272,8 +275,7 @@ absl::Status CheckProgram(const hetpool::v1::JobSpec& spec, const SpecLimits& li
     }
     if (spec.command(0).empty()) return Invalid("command[0]", "the program may not be empty");
     for (int i = 0; i < spec.command_size(); ++i) {
-      if (auto s = CheckText(absl::StrCat("command[", i, "]"), spec.command(i), limits.max_arg_bytes);
-          !s.ok()) {
+      if (auto s = CheckText(absl::StrCat("command[", i, "]"), spec.command(i), limits.max_arg_bytes); !s.ok()) {
         return s;
       }
     }
@@ -284,8 +286,7 @@ absl::Status CheckProgram(const hetpool::v1::JobSpec& spec, const SpecLimits& li
       return Invalid("python.args", absl::StrCat("more than ", limits.max_args, " arguments"));
     }
     for (int i = 0; i < spec.python().args_size(); ++i) {
-      if (auto s = CheckText(absl::StrCat("python.args[", i, "]"), spec.python().args(i),
-                             limits.max_arg_bytes);
+      if (auto s = CheckText(absl::StrCat("python.args[", i, "]"), spec.python().args(i), limits.max_arg_bytes);
           !s.ok()) {
         return s;
       }
@@ -297,8 +298,9 @@ absl::Status CheckProgram(const hetpool::v1::JobSpec& spec, const SpecLimits& li
 // The absolute working dir (no '..'), and the environment (no HETPOOL_* variables).
 absl::Status CheckWorkingDirAndEnv(const hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (spec.working_dir().empty()) {
-    return Invalid("working_dir", "required: the absolute path the job runs in on its nodes (hetpoolctl fills in "
-                                  "the directory it runs in)");
+    return Invalid("working_dir",
+                   "required: the absolute path the job runs in on its nodes (hetpoolctl fills in "
+                   "the directory it runs in)");
   }
   if (auto s = CheckText("working_dir", spec.working_dir(), limits.max_path); !s.ok()) return s;
   if (spec.working_dir()[0] != '/') {
@@ -321,7 +323,8 @@ absl::Status CheckWorkingDirAndEnv(const hetpool::v1::JobSpec& spec, const SpecL
   return absl::OkStatus();
 }
 
-// The job's shape: role groups, an elastic range (nnodes is its min), nodes, devices, procs (one per device by default), restarts and priority.
+// The job's shape: role groups, an elastic range (nnodes is its min), nodes, devices, procs (one per device by
+// default), restarts and priority.
 absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
   if (spec.groups_size() > 0) {
     if (auto s = NormalizeRoleGroups(spec, limits); !s.ok()) return s;
@@ -337,7 +340,8 @@ absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits
                                             " (an elastic job's nnodes is its min)"));
     }
     if (spec.devices_per_node() < 1) {
-      return Invalid("elastic_nnodes", "an elastic job grows and shrinks by cards: devices_per_node must be at least 1");
+      return Invalid("elastic_nnodes",
+                     "an elastic job grows and shrinks by cards: devices_per_node must be at least 1");
     }
     if (spec.device_milli() > 0 && spec.device_milli() < 1000) {
       return Invalid("elastic_nnodes", "an elastic job takes whole cards: not with a device_milli share");
@@ -345,20 +349,15 @@ absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits
     if (spec.has_model()) return Invalid("elastic_nnodes", "not with model (the planner fixes the node count)");
   }
   if (auto s = CheckRange("nnodes", spec.nnodes(), 1, limits.max_nnodes); !s.ok()) return s;
-  if (auto s = CheckRange("devices_per_node", spec.devices_per_node(), 0, limits.max_devices_per_node);
-      !s.ok()) {
+  if (auto s = CheckRange("devices_per_node", spec.devices_per_node(), 0, limits.max_devices_per_node); !s.ok()) {
     return s;
   }
   if (spec.procs_per_node() == 0) spec.set_procs_per_node(spec.devices_per_node());
-  if (auto s = CheckRange("procs_per_node", spec.procs_per_node(), 1, limits.max_procs_per_node);
-      !s.ok()) {
-    return spec.devices_per_node() == 0
-               ? Invalid("procs_per_node", "required for a CPU job (devices_per_node 0)")
-               : s;
+  if (auto s = CheckRange("procs_per_node", spec.procs_per_node(), 1, limits.max_procs_per_node); !s.ok()) {
+    return spec.devices_per_node() == 0 ? Invalid("procs_per_node", "required for a CPU job (devices_per_node 0)") : s;
   }
   if (auto s = CheckRange("max_restarts", spec.max_restarts(), 0, limits.max_restarts); !s.ok()) return s;
-  if (auto s = CheckRange("priority", spec.priority(), -limits.max_priority, limits.max_priority);
-      !s.ok()) {
+  if (auto s = CheckRange("priority", spec.priority(), -limits.max_priority, limits.max_priority); !s.ok()) {
     return s;
   }
   return absl::OkStatus();

@@ -93,8 +93,8 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now, absl::Ti
   const uint64_t version_base = static_cast<uint64_t>(absl::ToUnixMicros(now));
   for (auto& [record, row, inventory] : stored) {
     if (!inventory.ok()) {
-      spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register",
-                   record.name(), std::string(inventory.status().message()));
+      spdlog::warn("stored node {} has an unusable inventory ({}); waiting for it to re-register", record.name(),
+                   std::string(inventory.status().message()));
       inventory = NodeInventory{};
     }
     NodeEntry& node = Emplace(record.name());
@@ -179,8 +179,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   // each would queue them all behind one fsync after another.
   const bool unchanged = known && node.record.address() == req.address() &&
                          node.record.torchrun_path() == req.torchrun_path() &&
-                         node.record.work_dir() == req.work_dir() &&
-                         SameLabels(node.record.labels(), req.labels()) &&
+                         node.record.work_dir() == req.work_dir() && SameLabels(node.record.labels(), req.labels()) &&
                          SameLastingInventory(node.record.inventory(), req.inventory());
   // A changed inventory replaces the old one; claims (running jobs) are left as they are.
   SetAddress(node, req.address());
@@ -347,7 +346,8 @@ pb::Node NodeRegistry::Snapshot(const NodeEntry& node) {
 }
 
 std::set<std::string> ForEachKeptClaim(
-    const NodeRegistry& nodes, absl::FunctionRef<void(const std::string&, const NodeEntry&, const JobGen&, const Claim&)> fn) {
+    const NodeRegistry& nodes,
+    absl::FunctionRef<void(const std::string&, const NodeEntry&, const JobGen&, const Claim&)> fn) {
   std::set<std::string> stopping;
   for (const auto& [name, node] : nodes.entries()) {
     for (const auto& [key, claim] : node.claims) {

@@ -44,10 +44,10 @@ struct NodeEntry {
   uint64_t inventory_revision = 0;
   std::string session_id;
   bool ready = false;
-  absl::Time last_heartbeat;    // wall time, shown to people
-  absl::Time lease_renewed_at;  // the same moment on the monotonic clock: what the lease runs on
-  uint64_t orders_version = 0;    // bumped whenever what the node should run changes
-  uint64_t applied_version = 0;   // the orders version the agent last said it acted on
+  absl::Time last_heartbeat;     // wall time, shown to people
+  absl::Time lease_renewed_at;   // the same moment on the monotonic clock: what the lease runs on
+  uint64_t orders_version = 0;   // bumped whenever what the node should run changes
+  uint64_t applied_version = 0;  // the orders version the agent last said it acted on
   Claims claims;
   // A bit for each reader of view changes whose list holds the node (NodeRegistry::NoteViewChange).
   uint32_t view_change_noted = 0;
@@ -182,6 +182,7 @@ class NodeRegistry {
 // the jobs any of whose claims is being stopped. What preemption and elastic resizes take for
 // the running jobs: a job being stopped anywhere is neither stopped nor resized again.
 std::set<std::string> ForEachKeptClaim(
-    const NodeRegistry& nodes, absl::FunctionRef<void(const std::string&, const NodeEntry&, const JobGen&, const Claim&)> fn);
+    const NodeRegistry& nodes,
+    absl::FunctionRef<void(const std::string&, const NodeEntry&, const JobGen&, const Claim&)> fn);
 
 }  // namespace hetpool::daemon

@@ -108,9 +108,10 @@ void NodeViewCache::Sync(std::vector<scheduler::NodeView>& views) {
       for (size_t i = 0; i < slots_.size(); ++i) {
         if (!SyncSlot(views, i) || reader_ < 0) continue;
         ++unnoted_changes_;
-        spdlog::error("scheduler view of node {} changed without a note (NodeRegistry::NoteViewChange): a bug; "
-                      "its view is read again now",
-                      slots_[i].node->record.name());
+        spdlog::error(
+            "scheduler view of node {} changed without a note (NodeRegistry::NoteViewChange): a bug; "
+            "its view is read again now",
+            slots_[i].node->record.name());
       }
     }
     return;
@@ -169,8 +170,9 @@ scheduler::NodeView NodeViewCache::Build(const NodeEntry& node, bool all_free, c
   }
   // Shares held per device: whole claims take all of it, fractional ones their slice.
   const Holds holds = HoldsByDevice(*claims);
-  view.context.torch_devices = node.inventory.torch_devices.empty() ? drivers::DefaultTorchDevices(node.inventory.devices)
-                                                                    : node.inventory.torch_devices;
+  view.context.torch_devices = node.inventory.torch_devices.empty()
+                                   ? drivers::DefaultTorchDevices(node.inventory.devices)
+                                   : node.inventory.torch_devices;
   view.context.metax_cuda_translation = metax_cuda_translation_;
   view.context.collectives = node.inventory.collectives;
   view.container_runtime = node.inventory.container_runtime;

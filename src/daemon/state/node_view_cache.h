@@ -94,8 +94,8 @@ class NodeViewCache {
   uint64_t syncs_ = 0;
   uint64_t unnoted_changes_ = 0;
   uint64_t slots_nodes_added_ = 0;
-  uint64_t slots_version_ = 0;   // moves when slots_ is made again
-  uint64_t synced_version_ = 0;  // slots_version_ when the synced vector was last copied whole
+  uint64_t slots_version_ = 0;                        // moves when slots_ is made again
+  uint64_t synced_version_ = 0;                       // slots_version_ when the synced vector was last copied whole
   const scheduler::NodeView* synced_data_ = nullptr;  // that vector's buffer
 };
 

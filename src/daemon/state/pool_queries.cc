@@ -13,7 +13,8 @@
 
 namespace hetpool::daemon {
 
-std::vector<pb::DeviceView> DeviceViews(const NodeRegistry& nodes, const std::string& node_name, const std::string& vendor) {
+std::vector<pb::DeviceView> DeviceViews(const NodeRegistry& nodes, const std::string& node_name,
+                                        const std::string& vendor) {
   std::vector<pb::DeviceView> out;
   for (const auto& [name, node] : nodes.entries()) {
     if (!node_name.empty() && name != node_name) continue;
@@ -89,7 +90,8 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
     snap.nodes.push_back({name, node.ready, node.record.drained(), absl::ToDoubleSeconds(now - node.last_heartbeat)});
     const Holds holds = HoldsByDevice(node.claims);
     for (const auto& d : node.inventory.devices) {
-      auto [kind, added] = kinds.try_emplace({d.vendor, d.model, d.fingerprint}, static_cast<uint32_t>(snap.kinds.size()));
+      auto [kind, added] =
+          kinds.try_emplace({d.vendor, d.model, d.fingerprint}, static_cast<uint32_t>(snap.kinds.size()));
       if (added) snap.kinds.push_back({std::string(VendorName(d.vendor)), d.model, d.fingerprint});
       DeviceSample& sample = snap.devices.emplace_back();
       sample.node = node_index;

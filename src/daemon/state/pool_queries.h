@@ -22,7 +22,8 @@
 namespace hetpool::daemon {
 
 // The devices of `node_name` (every node when empty) of `vendor` (every vendor when empty).
-std::vector<pb::DeviceView> DeviceViews(const NodeRegistry& nodes, const std::string& node_name, const std::string& vendor);
+std::vector<pb::DeviceView> DeviceViews(const NodeRegistry& nodes, const std::string& node_name,
+                                        const std::string& vendor);
 std::vector<pb::FingerprintClass> FingerprintClasses(const NodeRegistry& nodes);
 // The schedulable pool by fingerprint class, with free counts and link groups, for the planner.
 std::vector<planner::PoolClass> PlannerPool(const NodeRegistry& nodes);

@@ -25,12 +25,12 @@ struct DeviceSample {
   uint32_t kind = 0;  // index into PoolSnapshot::kinds
   std::string device;
   bool healthy = true;
-  bool dirty = false;               // a process of no job holds it (DeviceRecord::dirty)
-  bool schedulable = true;          // its node is Ready and not drained
-  int32_t allocated_milli = 0;      // 1000 = held whole; fractional claims add their share
+  bool dirty = false;           // a process of no job holds it (DeviceRecord::dirty)
+  bool schedulable = true;      // its node is Ready and not drained
+  int32_t allocated_milli = 0;  // 1000 = held whole; fractional claims add their share
   uint64_t memory_mib = 0;
-  uint64_t memory_used_mib = 0;     // as the agent last reported
-  int utilization_percent = -1;     // -1: the backend cannot tell
+  uint64_t memory_used_mib = 0;  // as the agent last reported
+  int utilization_percent = -1;  // -1: the backend cannot tell
 };
 
 struct NodeSample {

@@ -47,8 +47,8 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
   // trace replay's) would otherwise see a job placed by this very pass as placed before it.
   const absl::Time this_pass = FromProtoTime(ToProtoTime(now));
   // Claims tell which jobs run where; a job any of whose claims is being stopped is not one.
-  const std::set<std::string> stopping =
-      ForEachKeptClaim(nodes_, [&](const std::string& name, const NodeEntry& node, const JobGen& key, const Claim& claim) {
+  const std::set<std::string> stopping = ForEachKeptClaim(
+      nodes_, [&](const std::string& name, const NodeEntry& node, const JobGen& key, const Claim& claim) {
         JobEntry* entry = jobs_.Find(key.first);
         if (entry == nullptr || entry->job().generation() != key.second) return;
         const pb::JobState state = entry->job().state();
@@ -86,7 +86,8 @@ void PreemptionStage::GatherCandidates(absl::Time now) {
   }
 }
 
-std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const Candidate& c, ShareMemo& shares) const {
+std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const Candidate& c,
+                                                    ShareMemo& shares) const {
   const pb::JobSpec& spec = entry.job().spec();
   if (c.priority < spec.priority()) return absl::StrCat("priority ", c.priority, " < ", spec.priority());
   if (mode_ != PreemptionMode::kFairShare || fair_share_ == nullptr) return std::nullopt;
@@ -100,7 +101,8 @@ std::optional<std::string> PreemptionStage::MayStop(const JobEntry& entry, const
   auto share = [&](const std::string& group, const CardClass& card_class) {
     auto [it, fresh] = shares.try_emplace({group, card_class}, 0.0);
     if (fresh) {
-      it->second = card_class == CardClass{} ? fair_share_->HeldShare(group) : fair_share_->ClassShare(group, card_class);
+      it->second =
+          card_class == CardClass{} ? fair_share_->HeldShare(group) : fair_share_->ClassShare(group, card_class);
     }
     return it->second;
   };
@@ -182,7 +184,8 @@ bool PreemptionStage::StaysWithinShare(const JobEntry& entry, const scheduler::P
                                        bool from_own) const {
   if (fair_share_ == nullptr) return false;
   CardHoldings plus;
-  ForEachPlacedCard(placement, views, [&](const DeviceRecord& device, int64_t milli) { plus[CardClassOf(device)] += milli; });
+  ForEachPlacedCard(placement, views,
+                    [&](const DeviceRecord& device, int64_t milli) { plus[CardClassOf(device)] += milli; });
   const pb::JobSpec& spec = entry.job().spec();
   if (from_others && fair_share_->HeldShare(spec.group(), plus) > 1 + kShareSlack) return false;
   return !from_own || fair_share_->UserHeldShare(spec.group(), spec.user(), plus) <= 1 + kShareSlack;
@@ -233,8 +236,7 @@ bool PreemptionStage::TryPreempt(JobEntry& entry, const scheduler::PlacementRequ
 }
 
 bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choice,
-                                  const std::map<std::string, std::string>& why, bool defragmentation,
-                                  absl::Time now) {
+                                  const std::map<std::string, std::string>& why, bool defragmentation, absl::Time now) {
   std::vector<std::pair<std::string, JobGen>> claims;
   std::vector<std::string> stopped;
   std::vector<std::string> victim_ids;
@@ -253,7 +255,8 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
     candidates_->erase(id);
   }
   if (stopped.empty()) return false;
-  holds_.HoldFor(entry.job().id(), choice.placement, std::move(claims), defragmentation ? std::optional(now) : std::nullopt);
+  holds_.HoldFor(entry.job().id(), choice.placement, std::move(claims),
+                 defragmentation ? std::optional(now) : std::nullopt);
 
   std::vector<std::string> where;
   for (const auto& assignment : choice.placement.nodes) where.push_back(assignment.node);
@@ -261,12 +264,13 @@ bool PreemptionStage::StopVictims(JobEntry& entry, const PreemptionChoice& choic
                                            " for room on ", absl::StrJoin(where, ","), "; waiting for them to stop");
   pb::PendingReason pending;
   pending.set_preempting(absl::StrJoin(victim_ids, ","));
-  jobs_.SayWhyWaiting(entry, "Unschedulable", message, std::move(pending), defragmentation ? "Defragmenting" : "Preempting");
+  jobs_.SayWhyWaiting(entry, "Unschedulable", message, std::move(pending),
+                      defragmentation ? "Defragmenting" : "Preempting");
   return true;
 }
 
 std::map<std::string, const PreemptibleJob*> PreemptionStage::Movable(int priority, absl::Time not_moved_since,
-                                                                     absl::Time now) {
+                                                                      absl::Time now) {
   if (!candidates_) GatherCandidates(now);
   std::map<std::string, const PreemptibleJob*> movable;
   for (auto& [id, c] : *candidates_) {

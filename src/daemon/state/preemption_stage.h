@@ -84,7 +84,9 @@ class PreemptionStage {
   // For defragmentation (defrag_stage.h), which chooses among the same running jobs: each one
   // that declares itself movable, of at most `priority`, not moved since `not_moved_since`, by id.
   std::map<std::string, const PreemptibleJob*> Movable(int priority, absl::Time not_moved_since, absl::Time now);
-  const pb::JobSpec& SpecOf(const std::string& running_job_id) const { return candidates_->at(running_job_id).entry->job().spec(); }
+  const pb::JobSpec& SpecOf(const std::string& running_job_id) const {
+    return candidates_->at(running_job_id).entry->job().spec();
+  }
   std::vector<NodeOffer> Offers(const scheduler::PlacementRequest& request,
                                 const std::vector<scheduler::NodeView>& views,
                                 const std::map<std::string, const PreemptibleJob*>& stoppable) const;
@@ -103,8 +105,8 @@ class PreemptionStage {
     std::string group;
     std::string user;
     std::vector<std::pair<std::string, JobGen>> claims;  // node, generation: all desired
-    std::set<CardClass> classes;                          // of the cards it holds
-    bool bought_by_moves = false;  // jobs were moved for it within --defrag-window: not reclaimed
+    std::set<CardClass> classes;                         // of the cards it holds
+    bool bought_by_moves = false;                        // jobs were moved for it within --defrag-window: not reclaimed
   };
   // Groups' class shares (FairShareLedger::ClassShare), asked once per attempt.
   using ShareMemo = std::map<std::pair<std::string, CardClass>, double>;

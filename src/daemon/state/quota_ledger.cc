@@ -19,7 +19,9 @@ int64_t CardsNeeded(const hetpool::v1::JobSpec& spec) {
   return TotalCards(spec) * share;
 }
 
-CardClass CardClassOf(const DeviceRecord& device) { return {std::string(VendorName(device.vendor)), device.fingerprint}; }
+CardClass CardClassOf(const DeviceRecord& device) {
+  return {std::string(VendorName(device.vendor)), device.fingerprint};
+}
 
 void QuotaLedger::Hold(const std::string& user, const std::string& group, const DeviceRecord& device, int64_t milli) {
   const CardClass key = CardClassOf(device);
@@ -43,9 +45,8 @@ void ForEachPlacedCard(const scheduler::Placement& placement, const std::vector<
 
 void QuotaLedger::HoldPlacement(const hetpool::v1::JobSpec& spec, const scheduler::Placement& placement,
                                 const std::vector<scheduler::NodeView>& views) {
-  ForEachPlacedCard(placement, views, [&](const DeviceRecord& device, int64_t milli) {
-    Hold(spec.user(), spec.group(), device, milli);
-  });
+  ForEachPlacedCard(placement, views,
+                    [&](const DeviceRecord& device, int64_t milli) { Hold(spec.user(), spec.group(), device, milli); });
 }
 
 std::optional<std::string> QuotaLedger::Blocked(const hetpool::v1::JobSpec& spec, const DeviceRecord& device) const {

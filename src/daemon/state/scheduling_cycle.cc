@@ -59,8 +59,7 @@ SchedulingCycle::SchedulingCycle(JobTable& jobs, NodeRegistry& nodes, scheduler:
       wakeups_(wakeups),
       options_(std::move(options)),
       views_(nodes, options_.metax_cuda_translation),
-      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share,
-                  options_.defrag.window),
+      preemption_(jobs, nodes, reconciler, *policy, options_.preemption, options_.fair_share, options_.defrag.window),
       defrag_(preemption_, *policy, options_.defrag),
       elastic_(jobs, nodes, reconciler, *policy, preemption_, options_.elastic_grow_after) {}
 
@@ -147,7 +146,8 @@ absl::StatusOr<scheduler::Placement> SchedulingCycle::Offer(JobEntry& entry, con
     // Placed, or placed but not bound (no pending reason): either way no smaller size is tried.
     if (placement.ok() || !scheduler::HasPendingReason(placement.status())) break;
   }
-  if (options_.observer != nullptr) options_.observer->Decision(entry.job(), absl::Now() - decision_start, placement.ok());
+  if (options_.observer != nullptr)
+    options_.observer->Decision(entry.job(), absl::Now() - decision_start, placement.ok());
   if (!placement.ok()) return placement;
   if (pass.quota) pass.quota->HoldPlacement(entry.job().spec(), *placement, pass.views);
   if (FairShareLedger* const fair_share = options_.fair_share; fair_share != nullptr) {
@@ -249,7 +249,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     return trial;
   };
   int preemption_attempts = 0;
-  bool waits_for_capacity = false;  // some job still waits for cards: no elastic job grows
+  bool waits_for_capacity = false;   // some job still waits for cards: no elastic job grows
   std::vector<JobEntry*> scattered;  // waiting for capacity past --defrag-after: may have jobs moved
   const JobEntry* head = nullptr;    // the job pass.reserved is held for
   while (JobEntry* entry = queue.Next()) {
@@ -329,7 +329,7 @@ void SchedulingCycle::NoteWaiting(JobEntry& entry, const scheduler::PlacementReq
     why.set_quota(quota->second);
   } else if (absl::IsUnavailable(status) && reserved.empty() && request.devices_per_node > 0) {
     reserved = HeadOfLineHold(request, views);  // nothing is reserved for a head yet (it reads no held marks)
-    if (!reserved.empty()) {  // the caller marks the views
+    if (!reserved.empty()) {                    // the caller marks the views
       std::vector<std::string> names;
       for (const auto& [node, devices] : reserved) names.push_back(node);
       why.set_held_for_it(absl::StrJoin(names, ","));

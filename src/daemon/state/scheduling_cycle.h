@@ -94,7 +94,8 @@ class SchedulingCycle {
   void Refresh(std::vector<scheduler::NodeView>& views, const std::string& name, const Reservation& held) const;
   // Offers the job to the policy and binds it; on a placement, counts it in the ledgers and
   // refreshes the views it changed.
-  absl::StatusOr<scheduler::Placement> Offer(JobEntry& entry, const scheduler::PlacementRequest& request, PassState& pass);
+  absl::StatusOr<scheduler::Placement> Offer(JobEntry& entry, const scheduler::PlacementRequest& request,
+                                             PassState& pass);
   // Jobs whose victims have stopped are offered first, onto the cards held for them.
   void OfferPreemptors(PassState& pass);
   // Why a job still waits (`waited`: decoded from `status`), recorded (and shown to watchers)
@@ -119,8 +120,8 @@ class SchedulingCycle {
   const CycleOptions options_;
   NodeViewCache views_;
   PreemptionStage preemption_;
-  DefragStage defrag_;  // chooses and stops through preemption_
-  ElasticStage elastic_;  // keeps its resized jobs' cards on preemption_'s holds
+  DefragStage defrag_;                 // chooses and stops through preemption_
+  ElasticStage elastic_;               // keeps its resized jobs' cards on preemption_'s holds
   std::vector<std::string> new_jobs_;  // submitted since the last pass
   absl::Time last_full_pass_ = absl::InfinitePast();
   Reservation reserved_;  // the head of the queue's hold, from the last full pass

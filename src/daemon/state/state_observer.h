@@ -11,9 +11,9 @@
 namespace hetpool::daemon {
 
 // Why a gang goes back to the queue: the `reason` of JobRestarted, and of the job's event.
-inline constexpr char kRestartNonZeroExit[] = "NonZeroExit";  // a rank exited with an error
-inline constexpr char kRestartProcessLost[] = "ProcessLost";  // the agent no longer runs a rank
-inline constexpr char kRestartNodeLost[] = "NodeLost";        // a node's lease ran out
+inline constexpr char kRestartNonZeroExit[] = "NonZeroExit";    // a rank exited with an error
+inline constexpr char kRestartProcessLost[] = "ProcessLost";    // the agent no longer runs a rank
+inline constexpr char kRestartNodeLost[] = "NodeLost";          // a node's lease ran out
 inline constexpr char kRestartLaunchFailed[] = "LaunchFailed";  // a node could not start torchrun
 // Stopped to make room for another job (hetpoold --preemption); restarts are not spent.
 inline constexpr char kRestartPreempted[] = "Preempted";
@@ -21,8 +21,8 @@ inline constexpr char kRestartPreempted[] = "Preempted";
 inline constexpr char kRestartMoved[] = "Moved";
 // An elastic job resized: grown into free cards or shrunk for a waiting job (JobSpec.elastic_nnodes).
 inline constexpr char kRestartResized[] = "Resized";
-inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit, kRestartProcessLost, kRestartNodeLost,
-                                                  kRestartLaunchFailed, kRestartPreempted, kRestartMoved,
+inline constexpr const char* kRestartReasons[] = {kRestartNonZeroExit,  kRestartProcessLost, kRestartNodeLost,
+                                                  kRestartLaunchFailed, kRestartPreempted,   kRestartMoved,
                                                   kRestartResized};
 
 class StateObserver {

@@ -29,7 +29,7 @@ EtcdStore::EtcdStore(const std::string& endpoints, std::string prefix, absl::Dur
     : endpoints_(endpoints, /*wait_for_reconnect=*/true), prefix_(std::move(prefix)), timeout_(timeout) {}
 
 absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, std::string prefix,
-                                                            absl::Duration timeout) {
+                                                           absl::Duration timeout) {
   if (prefix.empty() || prefix.back() != '/') prefix += '/';
   std::unique_ptr<EtcdStore> store(new EtcdStore(endpoints, std::move(prefix), timeout));
   if (store->endpoints_.empty()) {
@@ -38,8 +38,8 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& en
   // One read proves an endpoint answers and the cluster has a quorum (reads are linearizable).
   auto probe = store->List(store->prefix_ + "probe/");
   if (!probe.ok()) {
-    return absl::UnavailableError(absl::StrCat("etcd store: no endpoint of ", endpoints, " answers: ",
-                                               probe.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("etcd store: no endpoint of ", endpoints, " answers: ", probe.status().message()));
   }
   return store;
 }

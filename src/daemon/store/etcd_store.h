@@ -24,8 +24,7 @@ class EtcdStore : public Store {
  public:
   // `endpoints`: "host:port[,host:port...]" (the etcd://... of --store without its scheme).
   // Fails unless some endpoint answers within `timeout`.
-  static absl::StatusOr<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints,
-                                                         std::string prefix = "/hetpool/",
+  static absl::StatusOr<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints, std::string prefix = "/hetpool/",
                                                          absl::Duration timeout = absl::Seconds(5));
 
   // From now on every write is a transaction that succeeds only while `key` still has this

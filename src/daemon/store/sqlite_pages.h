@@ -25,10 +25,10 @@ struct SqliteValue {
 };
 
 struct SqlitePageScan {
-  size_t pages = 0;        // pages in the file
-  size_t leaf_pages = 0;   // table leaf pages parsed
-  size_t records = 0;      // records handed over
-  size_t unreadable = 0;   // cells whose record or overflow chain could not be read whole
+  size_t pages = 0;       // pages in the file
+  size_t leaf_pages = 0;  // table leaf pages parsed
+  size_t records = 0;     // records handed over
+  size_t unreadable = 0;  // cells whose record or overflow chain could not be read whole
 };
 
 // Calls `record` with the columns of every record on every table leaf page of the file at

@@ -17,12 +17,12 @@
 namespace hetpool::daemon {
 
 struct SqliteRecovery {
-  std::string damaged_copy;    // where the old file now is
-  size_t jobs = 0;             // rows read back
-  size_t archived = 0;         // archived jobs read back (into the new store's archive)
+  std::string damaged_copy;  // where the old file now is
+  size_t jobs = 0;           // rows read back
+  size_t archived = 0;       // archived jobs read back (into the new store's archive)
   size_t nodes = 0;
-  size_t unreadable = 0;       // rows that did not parse (set aside: they stay in the damaged copy)
-  size_t salvaged = 0;         // of those read back, rows the table scans could not reach, read page by page
+  size_t unreadable = 0;         // rows that did not parse (set aside: they stay in the damaged copy)
+  size_t salvaged = 0;           // of those read back, rows the table scans could not reach, read page by page
   uint64_t highest_job_seq = 0;  // the new store's floor under job ids
   WalSalvage wal;                // the WAL's frames, read one by one (its intact frames past a bad one are read too)
   std::string wal_problem;       // why the WAL's frames could not be read, when they could not

@@ -80,8 +80,8 @@ enum class Check { kPages, kIndexes };
 // Runs `PRAGMA quick_check(table)` or `integrity_check(table)` on `db`: "" when the table and
 // its indexes are whole, else what SQLite found (the first few problems).
 std::string TableProblems(sqlite3* db, const char* table, Check how = Check::kPages) {
-  Statement check(db, absl::StrCat("PRAGMA ", how == Check::kPages ? "quick_check(" : "integrity_check(", table, ")")
-                          .c_str());
+  Statement check(
+      db, absl::StrCat("PRAGMA ", how == Check::kPages ? "quick_check(" : "integrity_check(", table, ")").c_str());
   if (!check.ok()) return absl::StrCat(table, ": ", sqlite3_errmsg(db));
   std::string problems;
   int rc;
@@ -109,10 +109,11 @@ bool CollectRows(sqlite3_stmt* stmt, std::vector<StoredRow>& rows) {
 }
 
 absl::Status Damaged(const std::string& path, const std::string& problems, absl::string_view consequence) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, " is damaged (", problems, "). ", consequence, ": restore it from a backup, or start hetpoold with "
-      "--recover to rebuild it from the rows that can be read (the damaged file is kept beside it; "
-      "docs/reliability.md)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " is damaged (", problems, "). ", consequence,
+                   ": restore it from a backup, or start hetpoold with "
+                   "--recover to rebuild it from the rows that can be read (the damaged file is kept beside it; "
+                   "docs/reliability.md)"));
 }
 
 }  // namespace
@@ -121,8 +122,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   return Open(path, OpenOptions{});
 }
 
-absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
-                                                               std::function<int(int)> flush) {
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path, std::function<int(int)> flush) {
   return Open(path, OpenOptions{.flush = std::move(flush)});
 }
 
@@ -137,13 +137,14 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   const bool unclean = std::filesystem::exists(path + "-wal", ec) && std::filesystem::file_size(path + "-wal", ec) > 0;
   if (std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec && !unclean) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, " is empty (0 bytes): it was truncated, not created by hetpoold. Restore it from a backup, or start "
-              "hetpoold with --recover (keeps the file, starts an empty store whose job ids continue above the old "
-              "ones; docs/reliability.md)"));
+        path,
+        " is empty (0 bytes): it was truncated, not created by hetpoold. Restore it from a backup, or start "
+        "hetpoold with --recover (keeps the file, starts an empty store whose job ids continue above the old "
+        "ones; docs/reliability.md)"));
   }
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return absl::UnavailableError(absl::StrCat("open ", path, ": ", message));
@@ -195,8 +196,8 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   if (!version.ok() || sqlite3_step(version.get()) != SQLITE_ROW) return store->Error("read schema version");
   const int found = sqlite3_column_int(version.get(), 0);
   if (found > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " has schema version ", found, "; this hetpoold understands up to ", kSchemaVersion));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " has schema version ", found, "; this hetpoold understands up to ", kSchemaVersion));
   }
   // Checked: from here a close checkpoints again (a clean stop leaves no WAL behind).
   if (sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr) != SQLITE_OK) {
@@ -224,8 +225,8 @@ absl::StatusOr<uint64_t> SqliteStore::ReadAcked(const std::string& path) {
   uint64_t seq = 0;
   if (text.empty()) return 0;  // made, never written: nothing was acknowledged yet
   if (!absl::ConsumePrefix(&text, kAckedPrefix) || !absl::ConsumeSuffix(&text, "\n") || !absl::SimpleAtoi(text, &seq)) {
-    return absl::DataLossError(absl::StrCat(acked, " does not hold the line hetpoold writes (\"", kAckedPrefix,
-                                            "N\"): it is damaged"));
+    return absl::DataLossError(
+        absl::StrCat(acked, " does not hold the line hetpoold writes (\"", kAckedPrefix, "N\"): it is damaged"));
   }
   return seq;
 }
@@ -233,9 +234,10 @@ absl::StatusOr<uint64_t> SqliteStore::ReadAcked(const std::string& path) {
 absl::Status SqliteStore::CheckAcknowledged() {
   auto acked = ReadAcked(path_);
   if (!acked.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        acked.status().message(), ". Without it hetpoold cannot tell whether ", path_, " holds every acknowledged "
-        "job. Restore both from a backup, or start hetpoold with --recover (docs/reliability.md)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(acked.status().message(), ". Without it hetpoold cannot tell whether ", path_,
+                     " holds every acknowledged "
+                     "job. Restore both from a backup, or start hetpoold with --recover (docs/reliability.md)"));
   }
   auto highest = HighestJobSeqLocked();
   if (!highest.ok()) return highest.status();
@@ -243,10 +245,11 @@ absl::Status SqliteStore::CheckAcknowledged() {
   if (held < *acked) {
     return absl::FailedPreconditionError(absl::StrCat(
         path_, " holds job numbers up to ", held, ", but submissions up to ", *acked, " were acknowledged (",
-        AckedPath(path_), "): what was written since the last checkpoint is missing, so its write-ahead log ",
-        path_, "-wal is damaged or was truncated. hetpoold will not start on it: restore it from a backup, or start "
+        AckedPath(path_), "): what was written since the last checkpoint is missing, so its write-ahead log ", path_,
+        "-wal is damaged or was truncated. hetpoold will not start on it: restore it from a backup, or start "
         "hetpoold with --recover to rebuild it from the rows that can be read (the damaged files are kept beside it, "
-        "and job ids continue above ", *acked, "; docs/reliability.md)"));
+        "and job ids continue above ",
+        *acked, "; docs/reliability.md)"));
   }
   {
     absl::MutexLock flush_lock(&flush_mu_);
@@ -299,8 +302,7 @@ absl::Status SqliteStore::CheckArchive(bool check_indexes) {
     }
     check_db_ = db;
   }
-  const std::string problems =
-      TableProblems(db, "archived_jobs", check_indexes ? Check::kIndexes : Check::kPages);
+  const std::string problems = TableProblems(db, "archived_jobs", check_indexes ? Check::kIndexes : Check::kPages);
   {
     absl::MutexLock lock(&check_mu_);
     check_db_ = nullptr;
@@ -377,7 +379,8 @@ absl::Status SqliteStore::Sync() {
       if (!flushed.ok()) {
         absl::MutexLock lock(&failure_mu_);
         flush_failure_ = absl::UnavailableError(absl::StrCat(
-            "the store could not be flushed to disk (", flushed.message(), "): what hetpoold wrote since the last "
+            "the store could not be flushed to disk (", flushed.message(),
+            "): what hetpoold wrote since the last "
             "flush may not be on disk, so it refuses every change and answer from now on. Restart hetpoold: it "
             "loads what the disk holds"));
         flush_failed_.store(true, std::memory_order_release);
@@ -469,8 +472,7 @@ absl::Status SqliteStore::UpsertJob(const hetpool::v1::Job& job) {
   sqlite3_bind_text(stmt.get(), 1, job.id().data(), static_cast<int>(job.id().size()), SQLITE_STATIC);
   sqlite3_bind_int64(stmt.get(), 2, static_cast<sqlite3_int64>(job.submit_seq()));
   sqlite3_bind_int(stmt.get(), 3, job.state());
-  sqlite3_bind_text(stmt.get(), 4, job.spec().user().data(), static_cast<int>(job.spec().user().size()),
-                    SQLITE_STATIC);
+  sqlite3_bind_text(stmt.get(), 4, job.spec().user().data(), static_cast<int>(job.spec().user().size()), SQLITE_STATIC);
   sqlite3_bind_blob(stmt.get(), 5, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error(absl::StrCat("write job ", job.id()));
   return absl::OkStatus();
@@ -507,7 +509,8 @@ absl::Status SqliteStore::RaiseHighestJobSeq(uint64_t seq) {
   return Wrote(RaiseHighestJobSeqLocked(seq));
 }
 
-absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs, const std::vector<hetpool::v1::Node>& nodes) {
+absl::Status SqliteStore::PutAll(const std::vector<hetpool::v1::Job>& jobs,
+                                 const std::vector<hetpool::v1::Node>& nodes) {
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
   absl::MutexLock lock(&mu_);
   absl::Status status = Exec("BEGIN IMMEDIATE");
@@ -531,11 +534,11 @@ absl::Status SqliteStore::PutNode(const hetpool::v1::Node& node) {
 
 absl::Status SqliteStore::UpsertNode(const hetpool::v1::Node& node) {
   const std::string data = node.SerializeAsString();
-  Statement stmt(db_, "INSERT INTO nodes (name, data) VALUES (?1, ?2) "
-                      "ON CONFLICT(name) DO UPDATE SET data=excluded.data");
+  Statement stmt(db_,
+                 "INSERT INTO nodes (name, data) VALUES (?1, ?2) "
+                 "ON CONFLICT(name) DO UPDATE SET data=excluded.data");
   if (!stmt.ok()) return Error("prepare node upsert");
-  sqlite3_bind_text(stmt.get(), 1, node.name().data(), static_cast<int>(node.name().size()),
-                    SQLITE_STATIC);
+  sqlite3_bind_text(stmt.get(), 1, node.name().data(), static_cast<int>(node.name().size()), SQLITE_STATIC);
   sqlite3_bind_blob(stmt.get(), 2, data.data(), static_cast<int>(data.size()), SQLITE_STATIC);
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error(absl::StrCat("write node ", node.name()));
   return absl::OkStatus();
@@ -614,8 +617,8 @@ absl::StatusOr<std::optional<hetpool::v1::Job>> SqliteStore::GetArchivedJob(cons
 }
 
 absl::StatusOr<std::vector<hetpool::v1::Job>> SqliteStore::ArchivedJobsSince(absl::Time since) {
-  auto rows = ReadRows("SELECT id, data FROM archived_jobs WHERE finished >= ?1", "the archive",
-                       absl::ToUnixSeconds(since));
+  auto rows =
+      ReadRows("SELECT id, data FROM archived_jobs WHERE finished >= ?1", "the archive", absl::ToUnixSeconds(since));
   if (!rows.ok()) return rows.status();
   return ParseRows<hetpool::v1::Job>(*std::move(rows), "archived job");
 }

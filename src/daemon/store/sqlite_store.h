@@ -107,8 +107,8 @@ class SqliteStore : public Store {
   // A PutJob waiting for the next group commit. `job` stays valid: its caller waits for `done`.
   struct QueuedJob {
     const hetpool::v1::Job* job = nullptr;
-    bool done = false;     // under mu_
-    absl::Status status;   // under mu_
+    bool done = false;    // under mu_
+    absl::Status status;  // under mu_
   };
   absl::Status UpsertJob(const hetpool::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The (key, bytes) rows `sql` selects (its ?1 bound to `arg` when given), read under the lock

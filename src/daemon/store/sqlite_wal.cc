@@ -71,9 +71,9 @@ absl::StatusOr<WalSalvage> ApplyIntactWalFrames(const std::string& db, const std
   // be checked against each other.
   Checksum after_previous{Be32(bytes, 24), Be32(bytes, 28)};
   std::optional<Checksum> computed_previous;  // when the previous frame was damaged: its computed checksum
-  std::vector<size_t> open_frames;             // intact frames of the transaction not yet committed
-  std::map<uint32_t, size_t> newest;           // page number -> offset of its newest committed frame
-  uint32_t committed_pages = 0;                // the database's size in pages after the last commit applied
+  std::vector<size_t> open_frames;            // intact frames of the transaction not yet committed
+  std::map<uint32_t, size_t> newest;          // page number -> offset of its newest committed frame
+  uint32_t committed_pages = 0;               // the database's size in pages after the last commit applied
   const size_t frame_size = kFrameHeader + page_size;
   for (size_t at = kWalHeader; at + frame_size <= bytes.size(); at += frame_size) {
     ++salvage.frames;

@@ -17,9 +17,9 @@
 namespace hetpool::daemon {
 
 struct WalSalvage {
-  size_t frames = 0;    // whole frames in the file
-  size_t intact = 0;    // frames with this log's salts whose checksum holds
-  size_t damaged = 0;   // frames with this log's salts whose checksum does not (left out)
+  size_t frames = 0;             // whole frames in the file
+  size_t intact = 0;             // frames with this log's salts whose checksum holds
+  size_t damaged = 0;            // frames with this log's salts whose checksum does not (left out)
   size_t past_first_damage = 0;  // intact frames after the first damaged one: what SQLite would not read
   size_t pages_written = 0;      // pages of the image taken from the log
 };

@@ -31,7 +31,7 @@ HttpReply Error(int status, const std::string& code, const std::string& message)
   HttpReply reply;
   reply.status = status;
   reply.body = nlohmann::json{{"code", code}, {"message", message}}.dump(-1, ' ', false,
-                                                                        nlohmann::json::error_handler_t::replace);
+                                                                         nlohmann::json::error_handler_t::replace);
   return reply;
 }
 
@@ -125,8 +125,8 @@ HttpReply ApiGateway::Handle(const HttpRequest& request) const {
     if (what == "usage") {
       pb::UsageRequest req;
       req.set_by(query("by"));
-      return Unary<pb::UsageResponse>(request,
-                                      [&](grpc::ClientContext* c, pb::UsageResponse* r) { return jobs_->GetUsage(c, req, r); });
+      return Unary<pb::UsageResponse>(
+          request, [&](grpc::ClientContext* c, pb::UsageResponse* r) { return jobs_->GetUsage(c, req, r); });
     }
   }
   if (request.method == "GET" && what == "jobs" && parts.size() == 3) {
@@ -165,8 +165,8 @@ HttpReply ApiGateway::Handle(const HttpRequest& request) const {
     if (auto s = google::protobuf::util::JsonStringToMessage(request.body, &req, options); !s.ok()) {
       return Error(400, "INVALID_ARGUMENT", absl::StrCat("body: not a PlanRequest: ", s.message().as_string()));
     }
-    return Unary<pb::PlanResponse>(request,
-                                   [&](grpc::ClientContext* c, pb::PlanResponse* r) { return planner_->Plan(c, req, r); });
+    return Unary<pb::PlanResponse>(
+        request, [&](grpc::ClientContext* c, pb::PlanResponse* r) { return planner_->Plan(c, req, r); });
   }
   return Error(404, "NOT_FOUND", absl::StrCat("no such API call: ", request.method, " ", request.path));
 }

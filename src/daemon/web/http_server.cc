@@ -39,7 +39,8 @@ bool Decode(absl::string_view in, bool plus_is_space, std::string* out) {
     if (c == '%') {
       int value = 0;
       if (i + 2 >= in.size() || !absl::ascii_isxdigit(in[i + 1]) || !absl::ascii_isxdigit(in[i + 2])) return false;
-      for (char h : in.substr(i + 1, 2)) value = value * 16 + (absl::ascii_isdigit(h) ? h - '0' : absl::ascii_tolower(h) - 'a' + 10);
+      for (char h : in.substr(i + 1, 2))
+        value = value * 16 + (absl::ascii_isdigit(h) ? h - '0' : absl::ascii_tolower(h) - 'a' + 10);
       c = static_cast<char>(value);
       i += 2;
     } else if (c == '+' && plus_is_space) {
@@ -170,9 +171,9 @@ class HttpServer::Impl {
   void Loop();
   void Work();
   void Accept();
-  void Advance(Connection& c);        // handshake, read, and hand a whole request to a worker
-  bool ReadSome(Connection& c);       // false: the peer closed or failed
-  void TakeRequest(Connection& c);    // a whole request in the buffer: to a worker
+  void Advance(Connection& c);      // handshake, read, and hand a whole request to a worker
+  bool ReadSome(Connection& c);     // false: the peer closed or failed
+  void TakeRequest(Connection& c);  // a whole request in the buffer: to a worker
   void Dispatch(Connection& c);
   void Arm(Connection& c, uint32_t events, int op);
   void Close(int fd);
@@ -194,8 +195,8 @@ class HttpServer::Impl {
   std::vector<std::thread> workers_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Connection*> ready_ ABSL_GUARDED_BY(mu_);                   // whole requests, for workers
-  std::deque<std::pair<int, bool>> returned_ ABSL_GUARDED_BY(mu_);       // (fd, keep it) from workers
+  std::deque<Connection*> ready_ ABSL_GUARDED_BY(mu_);              // whole requests, for workers
+  std::deque<std::pair<int, bool>> returned_ ABSL_GUARDED_BY(mu_);  // (fd, keep it) from workers
 };
 
 HttpServer::Impl::~Impl() {
@@ -245,8 +246,8 @@ absl::Status HttpServer::Impl::Listen() {
   listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int yes = 1;
   if (listen_fd_ >= 0) setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  const bool bound = listen_fd_ >= 0 && ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 &&
-                     ::listen(listen_fd_, 256) == 0;
+  const bool bound =
+      listen_fd_ >= 0 && ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 && ::listen(listen_fd_, 256) == 0;
   const int error = errno;
   freeaddrinfo(found);
   if (!bound) return absl::ErrnoToStatus(error, absl::StrCat("listen on ", options_.host, ":", options_.port));
@@ -518,8 +519,9 @@ void HttpServer::Impl::Close(int fd) {
 }
 
 std::string HttpServer::Impl::Render(const HttpReply& reply, bool keep_alive) const {
-  std::string out = absl::StrCat("HTTP/1.1 ", reply.status, " ", Reason(reply.status), "\r\nContent-Type: ",
-                                 reply.content_type, "\r\nContent-Length: ", reply.body.size(), "\r\n");
+  std::string out =
+      absl::StrCat("HTTP/1.1 ", reply.status, " ", Reason(reply.status), "\r\nContent-Type: ", reply.content_type,
+                   "\r\nContent-Length: ", reply.body.size(), "\r\n");
   for (const auto& [name, value] : options_.headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
   absl::StrAppend(&out, "Connection: ", keep_alive ? "keep-alive" : "close", "\r\n\r\n", reply.body);
   return out;

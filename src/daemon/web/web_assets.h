@@ -7,7 +7,7 @@
 namespace hetpool::daemon {
 
 struct WebAsset {
-  std::string_view path;          // "/index.html", "/app.js"
+  std::string_view path;  // "/index.html", "/app.js"
   std::string_view content_type;
   std::string_view data;
 };

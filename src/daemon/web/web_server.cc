@@ -54,8 +54,10 @@ absl::StatusOr<std::unique_ptr<WebServer>> WebServer::Start(const WebOptions& op
   }
   http.headers = SecurityHeaders();
   const WebServer* self = web.get();
-  auto server = HttpServer::Start(std::move(http), [self](const HttpRequest& request) { return self->Handle(request); });
-  if (!server.ok()) return absl::Status(server.status().code(), absl::StrCat("--http-listen: ", server.status().message()));
+  auto server =
+      HttpServer::Start(std::move(http), [self](const HttpRequest& request) { return self->Handle(request); });
+  if (!server.ok())
+    return absl::Status(server.status().code(), absl::StrCat("--http-listen: ", server.status().message()));
   web->server_ = *std::move(server);
   spdlog::info("dashboard on {}://{}:{}/", options.insecure ? "http" : "https", options.listen.substr(0, colon),
                web->server_->port());

@@ -23,7 +23,8 @@ struct WebOptions {
 class WebServer {
  public:
   // `api`: a channel to this daemon's own gRPC services (Server::InProcessChannel).
-  static absl::StatusOr<std::unique_ptr<WebServer>> Start(const WebOptions& options, std::shared_ptr<grpc::Channel> api);
+  static absl::StatusOr<std::unique_ptr<WebServer>> Start(const WebOptions& options,
+                                                          std::shared_ptr<grpc::Channel> api);
   ~WebServer();
   int port() const;
 

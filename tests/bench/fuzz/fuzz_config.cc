@@ -15,21 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 6) {
-    case 0:
-      (void)hetpool::TokenTable::Parse(text);
-      break;
-    case 1:
-      (void)hetpool::daemon::QuotaTable::Parse(text);
-      break;
-    case 2:
-      (void)hetpool::agent::ParseRunAsMap(text);
-      break;
-    case 3:
-      (void)hetpool::scheduler::FrameworkFromProfile(text);
-      break;
-    case 4:
-      (void)hetpool::planner::ParsePriceTable(text);
-      break;
+    case 0: (void)hetpool::TokenTable::Parse(text); break;
+    case 1: (void)hetpool::daemon::QuotaTable::Parse(text); break;
+    case 2: (void)hetpool::agent::ParseRunAsMap(text); break;
+    case 3: (void)hetpool::scheduler::FrameworkFromProfile(text); break;
+    case 4: (void)hetpool::planner::ParsePriceTable(text); break;
     default: {
       hetpool::drivers::SpecTable specs = hetpool::drivers::SpecTable::Defaults();
       (void)specs.MergeJson(text);

@@ -87,9 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
-    case 1:
-      LogFilter(data[0] % 2 ? std::optional<int>(1) : std::nullopt, 32).Feed(body);
-      break;
+    case 1: LogFilter(data[0] % 2 ? std::optional<int>(1) : std::nullopt, 32).Feed(body); break;
     case 2: {
       pb::HeartbeatRequest req;
       if (!req.ParseFromString(body)) break;
