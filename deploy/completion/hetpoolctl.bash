@@ -138,7 +138,7 @@ _hetpoolctl() {
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "--node --vendor --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--node --quarantined --vendor --help" -- "$cur"))
         return
       fi
       return ;;
@@ -157,6 +157,14 @@ _hetpoolctl() {
       fi
       return ;;
     "drain")
+      _hetpoolctl_global_value && return
+      if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "--help" -- "$cur"))
+        return
+      fi
+      COMPREPLY=($(compgen -W "$(_hetpoolctl_query nodes)" -- "$cur"))
+      return ;;
+    "return-card")
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "--help" -- "$cur"))
@@ -242,7 +250,7 @@ _hetpoolctl() {
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "--insecure -o --output --server --timeout --tls-ca --tls-cert --tls-key --token --token-file --help" -- "$cur"))
   else
-    COMPREPLY=($(compgen -W "submit get list cancel logs watch wait nodes devices fingerprints queues drain undrain plan usage admin completion" -- "$cur"))
+    COMPREPLY=($(compgen -W "submit get list cancel logs watch wait nodes devices fingerprints queues drain return-card undrain plan usage admin completion" -- "$cur"))
   fi
 }
 complete -F _hetpoolctl hetpoolctl

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/common/convert.h"
 #include "src/cli/command.h"
 #include "src/cli/output.h"
 
@@ -51,6 +52,7 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
 
 struct DevicesOptions {
   std::string node, vendor;
+  bool quarantined = false;
 };
 
 void DeclareDevices(FlagSet& flags, DevicesOptions* o) {
@@ -58,6 +60,21 @@ void DeclareDevices(FlagSet& flags, DevicesOptions* o) {
   flags.CompleteAs("node", ValueCompletion::kNodeName);
   flags.String("vendor", &o->vendor, "only this vendor");
   flags.Values("vendor", {"nvidia", "metax", "cambricon", "intel", "cpu"});
+  flags.Bool("quarantined", &o->quarantined, "only quarantined cards: since when, why, and the evidence");
+}
+
+// The quarantined cards: which, since when, why, and the failures that put them there.
+int QuarantinedDevices(const pb::ListDevicesResponse& resp) {
+  Table table({"NODE", "DEVICE", "MODEL", "SINCE", "WHY", "EVIDENCE"});
+  for (const auto& v : resp.devices()) {
+    if (!v.has_quarantine()) continue;
+    const pb::CardQuarantine& q = v.quarantine();
+    table.Add({v.node(), v.device().id(), v.device().model(),
+               absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", FromProtoTime(q.since()), absl::UTCTimeZone()), q.reason(),
+               q.evidence_size() > 0 ? q.evidence(q.evidence_size() - 1) : "-"});
+  }
+  std::cout << table.Render();
+  return 0;
 }
 
 // "ok", "unhealthy: <the vendor's words>" or "dirty: pid 4242 (uid 0, python3) holds 2658 MiB".
@@ -74,10 +91,17 @@ int Devices(Client& client, const Invocation&, const DevicesOptions& o) {
   pb::ListDevicesResponse resp;
   auto status = client.cluster().ListDevices(client.Context().get(), req, &resp);
   if (!status.ok()) return client.Failed(status);
+  if (o.quarantined) {
+    auto* devices = resp.mutable_devices();
+    devices->erase(std::remove_if(devices->begin(), devices->end(),
+                                  [](const pb::DeviceView& v) { return !v.has_quarantine(); }),
+                   devices->end());
+  }
   if (client.json()) {
     std::cout << ToJson(resp);
     return 0;
   }
+  if (o.quarantined) return QuarantinedDevices(resp);
   Table table({"NODE", "DEVICE", "VENDOR", "MODEL", "ARCH", "MEMORY", "NUMA", "PCI", "FINGERPRINT", "HEALTH", "JOB"});
   for (const auto& v : resp.devices()) {
     const auto& d = v.device();
@@ -167,6 +191,17 @@ int SetDrained(Client& client, const std::string& name, bool drain) {
 }
 
 int Drain(Client& client, const Invocation& in, const NoOptions&) { return SetDrained(client, in.operands[0], true); }
+
+int ReturnCard(Client& client, const Invocation& in, const NoOptions&) {
+  pb::ReturnCardRequest req;
+  req.set_node(in.operands[0]);
+  req.set_device_id(in.operands[1]);
+  pb::Node node;
+  auto status = client.cluster().ReturnCard(client.Context().get(), req, &node);
+  if (!status.ok()) return client.Failed(status);
+  std::cout << req.node() << "/" << req.device_id() << " returned to service\n";
+  return 0;
+}
 int Undrain(Client& client, const Invocation& in, const NoOptions&) {
   return SetDrained(client, in.operands[0], false);
 }
@@ -181,7 +216,7 @@ std::vector<CommandEntry> ClusterCommands() {
        .make = Make<NoOptions>(nullptr, Nodes)},
       {.name = "devices",
        .summary = "every card: model, memory, NUMA node, fingerprint, health, the job holding it",
-       .examples = {"hetpoolctl devices --vendor nvidia"},
+       .examples = {"hetpoolctl devices --vendor nvidia", "hetpoolctl devices --quarantined"},
        .make = Make<DevicesOptions>(DeclareDevices, Devices)},
       {.name = "fingerprints",
        .summary = "classes of identical cards: free/total, unhealthy, nodes",
@@ -201,6 +236,15 @@ std::vector<CommandEntry> ClusterCommands() {
        .examples = {"hetpoolctl drain node-a"},
        .operands = Operands::kNodeName,
        .make = Make<NoOptions>(nullptr, Drain)},
+      {.name = "return-card",
+       .synopsis = "NODE DEVICE",
+       .summary = "return a quarantined card to service after repair (audited)",
+       .details = "A card is quarantined when jobs of different ids fail on it with a hardware signature\n"
+                  "(hetpoold --quarantine-after, within --quarantine-window); `devices --quarantined` lists\n"
+                  "them with the evidence. Returning one makes it placeable again at once.",
+       .examples = {"hetpoolctl return-card node-a nvidia2"},
+       .operands = Operands::kNodeCard,
+       .make = Make<NoOptions>(nullptr, ReturnCard)},
       {.name = "undrain",
        .synopsis = "NODE",
        .summary = "place jobs on a drained node again",

@@ -20,6 +20,7 @@ enum class Operands {
   kNone,      // none
   kJobId,     // exactly one job id
   kNodeName,  // exactly one node name
+  kNodeCard,  // a node name and one of its device ids
   kFiles,     // any number of files (the command checks them)
   kWord,      // exactly one of CommandEntry::words
 };

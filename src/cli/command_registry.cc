@@ -43,6 +43,9 @@ std::optional<std::string> CheckOperands(const CommandEntry& entry, const std::v
     case Operands::kNodeName:
       if (operands.size() == 1) return std::nullopt;
       return absl::StrCat(entry.name, " takes one node name");
+    case Operands::kNodeCard:
+      if (operands.size() == 2) return std::nullopt;
+      return absl::StrCat(entry.name, " takes a node name and a device id (node-a nvidia2)");
     case Operands::kWord:
       if (operands.size() == 1 && std::find(entry.words.begin(), entry.words.end(), operands[0]) != entry.words.end()) {
         return std::nullopt;

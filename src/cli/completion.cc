@@ -63,7 +63,8 @@ std::string ValueCases(const std::vector<FlagDescription>& flags, const std::str
 std::string OperandReply(const CommandEntry& entry) {
   switch (entry.operands) {
     case Operands::kJobId: return Reply(ValueCompletion::kJobId, {});
-    case Operands::kNodeName: return Reply(ValueCompletion::kNodeName, {});
+    case Operands::kNodeName:
+    case Operands::kNodeCard: return Reply(ValueCompletion::kNodeName, {});
     case Operands::kFiles: return Reply(ValueCompletion::kFile, {});
     case Operands::kWord: return Reply(ValueCompletion::kWords, entry.words);
     case Operands::kNone: break;

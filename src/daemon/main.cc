@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
   flags.Duration("orphan-grace", &options.cluster.orphan_grace,
                  "how long jobs of a node past its lease keep running (agents keep them through a control-plane "
                  "outage) before they restart elsewhere (docs/reliability.md)");
+  flags.Int("quarantine-after", &options.cluster.hardware.quarantine_after,
+            "quarantine a card once this many jobs failed on it with a hardware signature within "
+            "--quarantine-window (0: never; docs/reliability.md)");
+  flags.Duration("quarantine-window", &options.cluster.hardware.quarantine_window,
+                 "the window --quarantine-after counts failures in");
+  flags.Int("max-hardware-requeues", &options.cluster.hardware.max_hardware_requeues,
+            "requeues of one job after hardware failures before it fails as \"hardware suspected\"");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval,
                  "how often agents heartbeat when nothing changes (at most a third of --lease-ttl is used)");
   flags.Double("max-heartbeats-per-second", &options.cluster.max_heartbeats_per_second,

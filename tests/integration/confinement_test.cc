@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::testing {
 namespace {
@@ -52,10 +53,7 @@ constexpr const char* kEscapes =
     "setsid sleep 600 & ( ( sleep 600 & ) & ) ; setsid sh -c 'trap \"\" TERM; exec sleep 600' & sleep 0.5; ";
 
 bool NoneLeft(const TestCluster& cluster, const std::string& id, absl::Duration patience) {
-  for (absl::Time until = absl::Now() + patience; absl::Now() < until; absl::SleepFor(absl::Milliseconds(100))) {
-    if (cluster.JobProcesses(id).empty()) return true;
-  }
-  return cluster.JobProcesses(id).empty();
+  return Eventually([&] { return cluster.JobProcesses(id).empty(); }, patience);
 }
 
 TEST(Confinement, NothingAJobStartsOutlivesItsSuccessOrItsCancel) {

@@ -7,6 +7,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/grpc_status.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 #include "reflection_client.grpc.pb.h"
 
 namespace hetpool::testing {
@@ -156,18 +157,17 @@ TEST_F(ControlPlaneTest, ChangedInventoryUpdatesWithoutDisturbingRunningJobs) {
   inventory["devices"][2]["links"] = nlohmann::json::array();
   std::ofstream(path + ".tmp") << inventory.dump();
   std::filesystem::rename(path + ".tmp", path);
-  bool updated = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(15); !updated && absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    pb::GetNodeRequest req;
-    req.set_name("node-a");
-    pb::Node node;
-    grpc::ClientContext ctx;
-    // The card stays listed, unhealthy, so nothing is scheduled onto it and operators see why.
-    updated = cluster_->cluster().GetNode(&ctx, req, &node).ok() && node.inventory().devices_size() == 4 &&
-              node.inventory().devices(3).id() == "cambricon1" && !node.inventory().devices(3).healthy();
-  }
-  EXPECT_TRUE(updated);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        pb::GetNodeRequest req;
+        req.set_name("node-a");
+        pb::Node node;
+        grpc::ClientContext ctx;
+        // The card stays listed, unhealthy, so nothing is scheduled onto it and operators see why.
+        return cluster_->cluster().GetNode(&ctx, req, &node).ok() && node.inventory().devices_size() == 4 &&
+               node.inventory().devices(3).id() == "cambricon1" && !node.inventory().devices(3).healthy();
+      },
+      absl::Seconds(15), absl::Milliseconds(200)));
   auto mid = cluster_->Get(job->id());
   ASSERT_TRUE(mid.ok());
   EXPECT_EQ(mid->state(), pb::JOB_STATE_RUNNING);

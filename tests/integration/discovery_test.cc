@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::testing {
 namespace {
@@ -248,10 +249,12 @@ TEST_F(DiscoveryTest, WhatAFinishedJobLeftHoldingItsCardIsKilledAndNamedInItsEve
   ASSERT_TRUE(placed.ok()) << placed.status();
   const std::string card = placed->placement(0).device_ids(0);
   pid_t escaped = 0;
-  for (const absl::Time deadline = absl::Now() + absl::Seconds(30); escaped == 0 && absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(50))) {
-    std::ifstream(shared + "/pid") >> escaped;
-  }
+  Eventually(
+      [&] {
+        std::ifstream(shared + "/pid") >> escaped;
+        return escaped != 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(50));
   ASSERT_GT(escaped, 0) << cluster.AgentLog(0);
   HoldCard(std::stoi(card.substr(std::string("nvidia").size())), {{escaped, 2048}});
   const std::string owner = absl::StrCat(job->id(), " g1");
@@ -270,11 +273,7 @@ TEST_F(DiscoveryTest, WhatAFinishedJobLeftHoldingItsCardIsKilledAndNamedInItsEve
   }
   EXPECT_NE(event.find(absl::StrCat("pid ", escaped, " (uid ")), std::string::npos) << event;
   EXPECT_NE(event.find("sleep) holds 2048 MiB of " + card), std::string::npos) << event;
-  bool gone = false;
-  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); !gone && absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(50))) {
-    gone = !ProcessAlive(escaped);
-  }
+  const bool gone = Eventually([&] { return !ProcessAlive(escaped); }, absl::Seconds(10), absl::Milliseconds(50));
   EXPECT_TRUE(gone) << "pid " << escaped << " outlived its job";
   std::string out;
   ASSERT_EQ(cluster.RunCli({"get", job->id()}, &out), 0) << out;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/small_filesystem.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::testing {
 namespace {
@@ -19,10 +20,7 @@ namespace {
 bool AnyAlive(const std::vector<pid_t>& pids) { return std::any_of(pids.begin(), pids.end(), ProcessAlive); }
 
 bool WaitAllGone(const std::vector<pid_t>& pids, absl::Duration timeout) {
-  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
-    if (!AnyAlive(pids)) return true;
-  }
-  return !AnyAlive(pids);
+  return Eventually([&] { return !AnyAlive(pids); }, timeout);
 }
 
 // A one-node training job that runs for a minute, running, with its processes (torchrun and two ranks).
@@ -203,11 +201,12 @@ TEST(Fencing, AFullWorkDirRefusesWhatItCannotRecordAndLosesTrackOfNothing) {
   EXPECT_TRUE(cluster.JobProcesses(refused->id()).empty());
 
   std::string nodes;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    cluster.RunCli({"nodes"}, &nodes);
-    if (nodes.find("Faulted") != std::string::npos) break;
-  }
+  Eventually(
+      [&] {
+        cluster.RunCli({"nodes"}, &nodes);
+        return nodes.find("Faulted") != std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(200));
   EXPECT_NE(nodes.find("node-a takes no new work: the agent cannot record job processes"), std::string::npos) << nodes;
 
   (*disk)->Free();
@@ -217,19 +216,21 @@ TEST(Fencing, AFullWorkDirRefusesWhatItCannotRecordAndLosesTrackOfNothing) {
   ASSERT_EQ(noted->placement_size(), 1);
   EXPECT_NE(noted->placement(0).output_lost().find("is lost: the filesystem of"), std::string::npos)
       << noted->DebugString();
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    cluster.RunCli({"nodes"}, &nodes);
-    if (nodes.find("Faulted") == std::string::npos) break;
-  }
+  Eventually(
+      [&] {
+        cluster.RunCli({"nodes"}, &nodes);
+        return nodes.find("Faulted") == std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(200));
   EXPECT_EQ(nodes.find("Faulted"), std::string::npos)
       << "the node stayed out of service once its disk had room: " << nodes;
   std::string logs;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    logs = cluster.Logs(first->id()).value_or("");
-    if (logs.find("hetpool-agent: output written from") != std::string::npos) break;
-  }
+  Eventually(
+      [&] {
+        logs = cluster.Logs(first->id()).value_or("");
+        return logs.find("hetpool-agent: output written from") != std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(200));
   EXPECT_NE(logs.find("hetpool-agent: output written from"), std::string::npos) << logs;
 
   // The ledger still names generation 1: killed now, the agent's successor stops it.
@@ -249,14 +250,13 @@ TEST(Drain, AgentStoppedWithFinishLetsItsJobEndAndTakesNoNewWork) {
   ASSERT_TRUE(cluster.WaitForState(running->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
 
   cluster.SignalAgent(0, SIGTERM);
-  bool drained = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(10); !drained && absl::Now() < deadline;) {
-    pb::ListNodesResponse nodes;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(cluster.cluster().ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok());
-    drained = nodes.nodes(0).drained();
-    if (!drained) absl::SleepFor(absl::Milliseconds(100));
-  }
+  const bool drained = Eventually(
+      [&] {
+        pb::ListNodesResponse nodes;
+        grpc::ClientContext ctx;
+        return cluster.cluster().ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok() && nodes.nodes(0).drained();
+      },
+      absl::Seconds(10));
   ASSERT_TRUE(drained) << cluster.AgentLog(0);
   auto waiting = cluster.Submit(cluster.TrainSpec(1, 1, {"--steps", "1"}));
   ASSERT_TRUE(waiting.ok());

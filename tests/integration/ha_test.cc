@@ -19,6 +19,7 @@
 #include "hetpool/v1/job.grpc.pb.h"
 #include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/read_file.h"
 #include "tests/testing/temp_dir.h"
@@ -107,10 +108,7 @@ class HighAvailability : public ::testing::Test {
   // Waits (at most `patience`) for a replica to lead; -1 when none does.
   int WaitForLeader(absl::Duration patience = absl::Seconds(15)) {
     int leader = -1;
-    for (absl::Time deadline = absl::Now() + patience; leader < 0 && absl::Now() < deadline;) {
-      leader = Leader();
-      if (leader < 0) absl::SleepFor(absl::Milliseconds(100));
-    }
+    Eventually([&] { return (leader = Leader()) >= 0; }, patience);
     return leader;
   }
 
@@ -178,12 +176,13 @@ TEST_F(HighAvailability, KillingTheLeaderDuringASubmissionStormLosesAndDuplicate
   for (size_t i = 0; i < replicas_.size(); ++i) {
     if (static_cast<int>(i) == leader) continue;
     grpc::Status s;
-    for (absl::Time deadline = absl::Now() + absl::Seconds(3); absl::Now() < deadline;) {
-      s = AskForItself(i, absl::Seconds(2));
-      // (Until then: "no leader is elected yet", or the channel still connecting.)
-      if (s.error_message().rfind("not the leader; the leader is at ", 0) == 0) break;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    Eventually(
+        [&] {
+          s = AskForItself(i, absl::Seconds(2));
+          // (Until then: "no leader is elected yet", or the channel still connecting.)
+          return s.error_message().rfind("not the leader; the leader is at ", 0) == 0;
+        },
+        absl::Seconds(3));
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
     EXPECT_EQ(s.error_message(),
               "not the leader; the leader is at " + replicas_[static_cast<size_t>(leader)].address());
@@ -332,15 +331,16 @@ TEST_F(HighAvailability, TheCliFindsTheLeaderAndWaitRidesThroughAFailover) {
   etcd_.member(1).Kill(SIGKILL);
   etcd_.member(2).Kill(SIGKILL);
   grpc::Status s;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;) {
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      if (!replicas_[i].process) continue;
-      s = AskForItself(i, absl::Seconds(2));
-      if (absl::StrContains(s.error_message(), "(no quorum?)")) break;
-    }
-    if (absl::StrContains(s.error_message(), "(no quorum?)")) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  Eventually(
+      [&] {
+        for (size_t i = 0; i < replicas_.size(); ++i) {
+          if (!replicas_[i].process) continue;
+          s = AskForItself(i, absl::Seconds(2));
+          if (absl::StrContains(s.error_message(), "(no quorum?)")) return true;
+        }
+        return false;
+      },
+      absl::Seconds(30), absl::Milliseconds(200));
   EXPECT_TRUE(absl::StrContains(s.error_message(), "not the leader; no leader is known: etcd has not answered"))
       << s.error_message();
 }
@@ -362,16 +362,16 @@ TEST_F(HighAvailability, LogsOfFinishedJobsAreReadFromTheNewLeader) {
     while (reader->Read(&chunk)) *out += chunk.data();
     return reader->Finish();
   };
-  bool finished = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(60); !finished && absl::Now() < deadline;) {
-    grpc::ClientContext ctx;
-    pb::GetJobRequest get;
-    get.set_job_id(job->id());
-    pb::Job seen;
-    finished = replicas_[static_cast<size_t>(leader)].jobs->GetJob(&ctx, get, &seen).ok() &&
+  const bool finished = Eventually(
+      [&] {
+        grpc::ClientContext ctx;
+        pb::GetJobRequest get;
+        get.set_job_id(job->id());
+        pb::Job seen;
+        return replicas_[static_cast<size_t>(leader)].jobs->GetJob(&ctx, get, &seen).ok() &&
                seen.state() == pb::JOB_STATE_SUCCEEDED;
-    if (!finished) absl::SleepFor(absl::Milliseconds(200));
-  }
+      },
+      absl::Seconds(60), absl::Milliseconds(200));
   ASSERT_TRUE(finished) << Logs();
   KillReplica(leader);
   const int new_leader = WaitForLeader();

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/read_file.h"
 
 namespace hetpool::testing {
@@ -40,13 +41,14 @@ TEST(PythonClient, TheInstalledWheelSubmitsWaitsFollowsAndFailsTypedOverTlsWithA
   // The daemon picks the token file up on its own: wait until the token is known.
   auto jobs = pb::JobService::NewStub(cluster.ChannelAs(*token));
   grpc::Status known;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30); absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(100))) {
-    grpc::ClientContext ctx;
-    pb::ListJobsResponse resp;
-    known = jobs->ListJobs(&ctx, pb::ListJobsRequest(), &resp);
-    if (known.error_code() != grpc::StatusCode::UNAUTHENTICATED) break;
-  }
+  Eventually(
+      [&] {
+        grpc::ClientContext ctx;
+        pb::ListJobsResponse resp;
+        known = jobs->ListJobs(&ctx, pb::ListJobsRequest(), &resp);
+        return known.error_code() != grpc::StatusCode::UNAUTHENTICATED;
+      },
+      absl::Seconds(30));
   ASSERT_TRUE(known.ok()) << known.error_message();
 
   const std::string wheels = cluster.dir() + "/wheels", site = cluster.dir() + "/site";

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::testing {
 namespace {
@@ -99,17 +100,14 @@ TEST_F(SharingTest, FreedCardsGoToTheGroupBelowItsShareAndQueuesShowsIt) {
 
   // A changed file is read again without a restart; a broken one keeps the last good.
   WriteQueues("{broken");
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (cluster_->DaemonLog().find("changed but is not valid") == std::string::npos && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  Eventually([&] { return cluster_->DaemonLog().find("changed but is not valid") != std::string::npos; },
+             absl::Seconds(20));
   ASSERT_NE(cluster_->DaemonLog().find("changed but is not valid"), std::string::npos);
   queues = Queues();
   EXPECT_EQ(queues["fair_share"], true);
   EXPECT_EQ(Row(queues, "nlp")["entitled"], 2) << queues.dump();
   WriteQueues(R"({"groups": {"vision": {"weight": 5}, "nlp": {"nominal": {"nvidia": 2}}}})");
-  deadline = absl::Now() + absl::Seconds(20);
-  while (Row(Queues(), "vision")["weight"] != 5 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
+  Eventually([&] { return Row(Queues(), "vision")["weight"] == 5; }, absl::Seconds(20));
   EXPECT_EQ(Row(Queues(), "vision")["weight"], 5);
   for (const auto& job : {first[2], first[3], nlp1, nlp2, later1, later2}) {
     ASSERT_EQ(cluster_->RunCli({"cancel", job.id()}, &out), 0) << out;

@@ -10,6 +10,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::testing {
 namespace {
@@ -85,22 +86,18 @@ TEST(Training, CancelEndsEveryProcessOfTheJob) {
   grpc::ClientContext ctx;
   ASSERT_TRUE(cluster.jobs().CancelJob(&ctx, req, &cancelled).ok());
   EXPECT_EQ(cancelled.state(), pb::JOB_STATE_CANCELLED);
-  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
-       !cluster.JobProcesses(submitted->id()).empty() && absl::Now() < deadline;) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  EXPECT_TRUE(cluster.JobProcesses(submitted->id()).empty());
+  EXPECT_TRUE(Eventually([&] { return cluster.JobProcesses(submitted->id()).empty(); }, absl::Seconds(30),
+                         absl::Milliseconds(200)));
   // The cards come back once the agents confirm the processes are gone.
-  bool all_free = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(10); !all_free && absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(200))) {
-    pb::ListDevicesResponse devices;
-    grpc::ClientContext list_ctx;
-    ASSERT_TRUE(cluster.cluster().ListDevices(&list_ctx, {}, &devices).ok());
-    all_free = std::all_of(devices.devices().begin(), devices.devices().end(),
+  EXPECT_TRUE(Eventually(
+      [&] {
+        pb::ListDevicesResponse devices;
+        grpc::ClientContext list_ctx;
+        return cluster.cluster().ListDevices(&list_ctx, {}, &devices).ok() &&
+               std::all_of(devices.devices().begin(), devices.devices().end(),
                            [](const pb::DeviceView& d) { return d.allocated_to().empty(); });
-  }
-  EXPECT_TRUE(all_free);
+      },
+      absl::Seconds(10), absl::Milliseconds(200)));
   auto job = cluster.Get(submitted->id());
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->state(), pb::JOB_STATE_CANCELLED);

@@ -276,5 +276,128 @@ TEST_F(AgentReconcilerTest, OnlyTheNodesAGenerationRanOnMayPushItsLogs) {
   EXPECT_TRUE(job.kept_as_bytes());
 }
 
+// Issue 61: a rank that dies of the card's fault is the infrastructure's failure.
+pb::ProcessStatus FailedWith(const JobEntry& entry, const std::string& line) {
+  pb::ProcessStatus p;
+  p.set_job_id(entry.job().id());
+  p.set_generation(entry.job().generation());
+  p.set_exited(true);
+  p.set_exit_code(1);
+  pb::RankFailure* f = p.mutable_rank_failure();
+  f->set_global_rank(0);
+  f->set_local_rank(0);
+  f->set_exit_code(1);
+  f->add_last_lines("step 3 loss 0.71");
+  f->add_last_lines(line);
+  return p;
+}
+
+constexpr char kEccLine[] = "RuntimeError: CUDA error: uncorrectable ECC error encountered";
+
+TEST_F(AgentReconcilerTest, AHardwareSignatureRequeuesOffTheCardWithoutSpendingARestart) {
+  parts_.Register("a", 4);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/0));
+  Bind(job, {"a"}, 1);
+  Report("a", {Process(job, true)});
+  Report("a", {FailedWith(job, kEccLine)});
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_PENDING) << job.job().message();
+  EXPECT_EQ(job.job().reason(), "HardwareFailure");
+  EXPECT_EQ(job.job().restart_count(), 0);  // max_restarts 0, and it is not spent
+  EXPECT_EQ(job.job().hardware_requeues(), 1);
+  EXPECT_EQ(job.job().failure().hardware(), "uncorrectable ECC error");
+  EXPECT_EQ(job.job().failure().hardware_evidence(), kEccLine);
+  ASSERT_EQ(job.job().avoided_cards_size(), 1);
+  EXPECT_EQ(job.job().avoided_cards(0), "a/nvidia0");
+  EXPECT_EQ(parts_.store.StoredJob(job.job().id()).avoided_cards_size(), 1);  // stored before it counts
+  // One job's failure quarantines nothing (the rule wants two jobs).
+  EXPECT_EQ(parts_.nodes.Find("a")->record.quarantined_cards_size(), 0);
+}
+
+TEST_F(AgentReconcilerTest, TheSecondJobToFailOnACardQuarantinesItStoredWithTheEvidence) {
+  parts_.Register("a", 4);
+  for (int i = 0; i < 2; ++i) {
+    JobEntry& job = parts_.Submit(TrainingSpec(1, 1, 0));
+    Bind(job, {"a"}, 1);
+    Report("a", {Process(job, true)});
+    Report("a", {FailedWith(job, kEccLine)});
+    Report("a", {});  // the process is gone: its claim goes
+  }
+  const NodeEntry& node = *parts_.nodes.Find("a");
+  ASSERT_EQ(node.record.quarantined_cards_size(), 1);
+  const pb::CardQuarantine& q = node.record.quarantined_cards(0);
+  EXPECT_EQ(q.device_id(), "nvidia0");
+  EXPECT_EQ(q.evidence_size(), 2);
+  EXPECT_NE(q.evidence(1).find(kEccLine), std::string::npos) << q.evidence(1);
+  // Out of service for everything that places: unhealthy, saying why; its neighbours are not.
+  EXPECT_FALSE(node.inventory.devices[0].healthy);
+  EXPECT_NE(node.inventory.devices[0].health_message.find("quarantined: 2 jobs failed"), std::string::npos);
+  EXPECT_TRUE(node.inventory.devices[1].healthy);
+  EXPECT_EQ(parts_.store.StoredNode("a").quarantined_cards_size(), 1);
+  // Returned by an operator: healthy again, as its agent reported it.
+  NodeEntry& mutable_node = *parts_.nodes.Find("a");
+  ASSERT_TRUE(parts_.nodes.ReturnCard(mutable_node, "nvidia0").ok());
+  EXPECT_TRUE(mutable_node.inventory.devices[0].healthy);
+  EXPECT_EQ(parts_.store.StoredNode("a").quarantined_cards_size(), 0);
+  EXPECT_TRUE(absl::IsNotFound(parts_.nodes.ReturnCard(mutable_node, "nvidia0")));
+}
+
+TEST_F(AgentReconcilerTest, AJobThatBreaksEveryCardItTouchesFailsAsHardwareSuspected) {
+  parts_.Register("a", 4);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/5));
+  for (int i = 0; i <= HardwareFaultOptions{}.max_hardware_requeues; ++i) {
+    Bind(job, {"a"}, 1);
+    Report("a", {Process(job, true)});
+    Report("a", {FailedWith(job, "torch.distributed.DistBackendError: NCCL error: unhandled system error")});
+    Report("a", {});
+  }
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(job.job().reason(), "HardwareSuspected");
+  EXPECT_EQ(job.job().failure_origin(), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+  EXPECT_EQ(job.job().restart_count(), 0);
+  // The network's signature points at the node, not at one card: no card is avoided or quarantined.
+  EXPECT_EQ(job.job().avoided_cards_size(), 0);
+  EXPECT_EQ(parts_.nodes.Find("a")->record.quarantined_cards_size(), 0);
+}
+
+TEST_F(AgentReconcilerTest, AnApplicationFaultIsStillTheJobsOwn) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1, 0));
+  Bind(job, {"a"}, 1);
+  Report("a", {Process(job, true)});
+  Report("a", {FailedWith(job, "RuntimeError: CUDA error: an illegal memory access was encountered")});
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(job.job().failure_origin(), pb::FAILURE_ORIGIN_JOB);
+  EXPECT_EQ(job.job().hardware_requeues(), 0);
+}
+
+TEST(CardSuspicion, CountsDistinctJobsWithinTheWindow) {
+  CardSuspicion suspicion({.quarantine_after = 2, .quarantine_window = absl::Hours(1)});
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  const std::pair<std::string, std::string> card{"a", "nvidia0"};
+  EXPECT_FALSE(suspicion.NoteFailure(card, "job-1", "e1", t0));
+  EXPECT_FALSE(suspicion.NoteFailure(card, "job-1", "e1 again", t0 + absl::Minutes(1)));  // the same job
+  EXPECT_FALSE(suspicion.NoteFailure(card, "job-2", "e2", t0 + absl::Minutes(70)));       // the first ones aged out
+  auto counted = suspicion.NoteFailure(card, "job-3", "e3", t0 + absl::Minutes(80));
+  ASSERT_TRUE(counted.has_value());
+  EXPECT_EQ(*counted, (std::vector<std::string>{"e2", "e3"}));
+  CardSuspicion never({.quarantine_after = 0});
+  EXPECT_FALSE(never.NoteFailure(card, "job-1", "e", t0));
+  EXPECT_FALSE(never.NoteFailure(card, "job-2", "e", t0));
+}
+
+TEST(HardwareSignatures, EachEntryMatchesItsOwnTextAndApplicationFaultsMatchNone) {
+  for (const HardwareSignature& s : HardwareSignatures()) {
+    auto found = FindHardwareSignature({std::string("RuntimeError: ") + s.text});
+    ASSERT_TRUE(found.has_value()) << s.text;
+    EXPECT_STREQ(found->signature->what, s.what);
+  }
+  for (const char* own : {"RuntimeError: CUDA error: an illegal memory access was encountered",
+                          "RuntimeError: CUDA error: device-side assert triggered",
+                          "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                          "ValueError: bad batch size 0"}) {
+    EXPECT_FALSE(FindHardwareSignature({own}).has_value()) << own;
+  }
+}
+
 }  // namespace
 }  // namespace hetpool::daemon

@@ -10,6 +10,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::agent {
 namespace {
@@ -28,11 +29,16 @@ pid_t StartGroup() {
 
 // The signal that ended `pid`, once it has ended within `timeout`.
 std::optional<int> WaitKilled(pid_t pid, absl::Duration timeout) {
-  for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(20))) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFSIGNALED(status) ? WTERMSIG(status) : -1;
-  }
-  return std::nullopt;
+  std::optional<int> signal;
+  hetpool::testing::Eventually(
+      [&] {
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) != pid) return false;
+        signal = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+        return true;
+      },
+      timeout, absl::Milliseconds(20));
+  return signal;
 }
 
 TEST(FenceWatchdog, KillsWatchedGroupsWhenTheDeadlinePasses) {

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "src/common/cpu_list.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::agent {
 namespace {
@@ -210,9 +211,8 @@ void ExpectEscapesKilled(Confinement& confinement) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   // The script is gone; what it left is still in the cgroup (the double fork's shell may still
   // be on its way out: wait for the three sleeps).
-  for (absl::Time until = absl::Now() + absl::Seconds(10); (*job)->Processes().size() < 3 && absl::Now() < until;) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  hetpool::testing::Eventually([&] { return (*job)->Processes().size() >= 3; }, absl::Seconds(10),
+                               absl::Milliseconds(20));
   const std::vector<pid_t> left = (*job)->Processes();
   ASSERT_GE(left.size(), 3u);
   auto killed = (*job)->KillAll(absl::Seconds(10));
@@ -231,9 +231,8 @@ void ExpectTheLeadersCgroupKilled(Confinement& confinement) {
   Waiting child = StartWaiting("setsid sleep 600 & ( ( sleep 600 & ) & ) ; exec sleep 600");
   ASSERT_TRUE((*job)->Add(child.pid).ok());
   child.Release();
-  for (absl::Time until = absl::Now() + absl::Seconds(10); (*job)->Processes().size() < 3 && absl::Now() < until;) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  hetpool::testing::Eventually([&] { return (*job)->Processes().size() >= 3; }, absl::Seconds(10),
+                               absl::Milliseconds(20));
   ASSERT_GE((*job)->Processes().size(), 3u);
   auto killed = KillJobCgroupOf(child.pid, absl::Seconds(10));
   ASSERT_TRUE(killed.ok()) << killed.status();

@@ -21,6 +21,7 @@
 #include "src/daemon/store/sqlite_store.h"
 #include "tests/testing/state_parts.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::daemon {
 namespace {
@@ -214,9 +215,8 @@ TEST_F(OrderStreamsTest, AStreamWhoseAgentWentAwayIsLetGo) {
   stream->ctx.TryCancel();
   EXPECT_EQ(Ended(*stream).error_code(), grpc::StatusCode::CANCELLED);
   // The daemon learns it from gRPC (no thread polls the call): wait for it, bounded.
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (streams_->open_streams() != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_EQ(streams_->open_streams(), 0u);
+  EXPECT_TRUE(hetpool::testing::Eventually([&] { return streams_->open_streams() == 0; }, absl::Seconds(30),
+                                           absl::Milliseconds(10)));
 }
 
 TEST_F(OrderStreamsTest, StoppingEndsEveryStreamAndRefusesNewOnes) {

@@ -14,6 +14,7 @@
 #include "tests/testing/read_file.h"
 #include "tests/testing/small_filesystem.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/eventually.h"
 
 namespace hetpool::agent {
 namespace {
@@ -42,11 +43,16 @@ pid_t SpawnSleeper(const std::vector<std::string>& env = {}) {
 
 // The signal that ended `pid` (0 when it is still running after `patience`, or exited).
 int WaitSignal(pid_t pid, absl::Duration patience = absl::Seconds(10)) {
-  for (absl::Time deadline = absl::Now() + patience; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(20))) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  }
-  return 0;
+  int signal = 0;
+  hetpool::testing::Eventually(
+      [&] {
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) != pid) return false;
+        signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        return true;
+      },
+      patience, absl::Milliseconds(20));
+  return signal;
 }
 
 void KillAndReap(pid_t pid) {
@@ -113,10 +119,11 @@ TEST(ProcessLedger, ASuccessorStopsItsPredecessorsProcessesWithoutTheLedger) {
   const pid_t theirs = SpawnSleeper({std::string(kAgentMarkerVariable) + "=" + work + "-other", "PATH=/bin"});
   ASSERT_GT(ours, 0);
   // The environment is readable once the child has exec'd.
-  for (absl::Time deadline = absl::Now() + absl::Seconds(5); absl::Now() < deadline;) {
-    if (ReadAll("/proc/" + std::to_string(ours) + "/environ").find(kAgentMarkerVariable) != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  hetpool::testing::Eventually(
+      [&] {
+        return ReadAll("/proc/" + std::to_string(ours) + "/environ").find(kAgentMarkerVariable) != std::string::npos;
+      },
+      absl::Seconds(5), absl::Milliseconds(10));
   ProcessLedger successor(work + "/process-groups", work);  // no ledger file at all
   EXPECT_EQ(successor.StopLeftovers(absl::Seconds(1)), 1);
   EXPECT_EQ(WaitSignal(ours), SIGTERM);

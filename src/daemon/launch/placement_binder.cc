@@ -80,7 +80,9 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   LaunchInput input;
   input.job_id = job.id();
   input.generation = job.generation() + 1;
-  input.restart_count = job.restart_count();
+  // A generation after a hardware failure is a restart to the script too (it resumes from its
+  // checkpoint), though it spent none of max_restarts.
+  input.restart_count = job.restart_count() + job.hardware_requeues();
   input.preempted = job.has_last_preemption() && job.last_preemption().generation() == job.generation();
   input.resized = job.has_last_resize() && job.last_resize().generation() == job.generation();
   input.vendor = placement.vendor;

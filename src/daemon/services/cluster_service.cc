@@ -56,6 +56,19 @@ grpc::Status ClusterServiceImpl::UndrainNode(grpc::ServerContext* ctx, const pb:
   return SetDrained(ctx, req, resp, false);
 }
 
+grpc::Status ClusterServiceImpl::ReturnCard(grpc::ServerContext* ctx, const pb::ReturnCardRequest* req,
+                                            pb::Node* resp) {
+  HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ReturnCard, ctx, req, resp);
+  // An operator's act on a node, audited as draining is.
+  return Guarded(*guard_, ctx, "ReturnCard", Action::kDrainNode, absl::StrCat(req->node(), "/", req->device_id()),
+                 [&](const Caller&) -> absl::Status {
+                   auto node = state_->ReturnCard(req->node(), req->device_id());
+                   if (!node.ok()) return node.status();
+                   *resp = *std::move(node);
+                   return absl::OkStatus();
+                 });
+}
+
 grpc::Status ClusterServiceImpl::ListFingerprints(grpc::ServerContext* ctx, const pb::ListFingerprintsRequest* req,
                                                   pb::ListFingerprintsResponse* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ListFingerprints, ctx, req, resp);

@@ -21,6 +21,7 @@ class ClusterServiceImpl final : public hetpool::v1::ClusterService::Service {
                            pb::ListDevicesResponse* resp) override;
   grpc::Status DrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) override;
   grpc::Status UndrainNode(grpc::ServerContext* ctx, const pb::DrainNodeRequest* req, pb::Node* resp) override;
+  grpc::Status ReturnCard(grpc::ServerContext* ctx, const pb::ReturnCardRequest* req, pb::Node* resp) override;
   grpc::Status ListFingerprints(grpc::ServerContext* ctx, const pb::ListFingerprintsRequest* req,
                                 pb::ListFingerprintsResponse* resp) override;
   grpc::Status ListQueues(grpc::ServerContext* ctx, const pb::ListQueuesRequest* req,

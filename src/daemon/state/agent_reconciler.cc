@@ -16,8 +16,9 @@
 
 namespace hetpool::daemon {
 
-AgentReconciler::AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases)
-    : jobs_(jobs), nodes_(nodes), wakeups_(wakeups), leases_(leases) {}
+AgentReconciler::AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases,
+                                 HardwareFaultOptions hardware)
+    : jobs_(jobs), nodes_(nodes), wakeups_(wakeups), leases_(leases), suspicion_(hardware) {}
 
 void AgentReconciler::ReleaseClaims(JobEntry& entry, const std::string& reason, absl::Duration grace) {
   pb::Job ended;  // a job that just failed or was cancelled is kept as bytes: not parsed back in
@@ -205,6 +206,8 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
       return FailOrRestart(entry, std::move(job), kRestartLaunchFailed, absl::StrCat("node ", node, ": ", message),
                            pb::FAILURE_ORIGIN_INFRASTRUCTURE);
     }
+    const std::vector<std::string> lines(failure.last_lines().begin(), failure.last_lines().end());
+    if (auto evidence = FindHardwareSignature(lines)) return OnHardwareFailure(entry, std::move(job), node, *evidence);
     return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
                          DescribeFailure(node, report.exit_code(), message, failure), pb::FAILURE_ORIGIN_JOB);
   }
@@ -220,6 +223,76 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
     wakeups_.CapacityChanged();
   }
   return jobs_.Commit(entry, std::move(job));
+}
+
+absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
+                                                const HardwareEvidence& evidence) {
+  const pb::NodePlacement* p = PlacementOn(job, node);
+  const std::vector<std::string> device_ids =
+      p != nullptr ? std::vector<std::string>(p->device_ids().begin(), p->device_ids().end())
+                   : std::vector<std::string>{};
+  std::vector<std::string> cards;
+  for (const std::string& d : device_ids) cards.push_back(absl::StrCat(node, "/", d));
+  const std::string line = ValidUtf8(evidence.line, kMaxLineBytes);
+  pb::RankFailure& failure = *job.mutable_failure();
+  failure.set_hardware(evidence.signature->what);
+  failure.set_hardware_evidence(line);
+  for (const std::string& card : cards) failure.add_suspect_cards(card);
+  const std::string said =
+      absl::StrCat("hardware failure on ", node, " (", evidence.signature->what,
+                   cards.empty() ? "" : absl::StrCat(" on ", absl::StrJoin(cards, ", ")), "): ", line);
+  // A node-wide signature (its network) says nothing of one card more than another.
+  if (evidence.signature->scope == FaultScope::kCard) {
+    for (const std::string& card : cards) {
+      if (std::find(job.avoided_cards().begin(), job.avoided_cards().end(), card) == job.avoided_cards().end()) {
+        job.add_avoided_cards(card);
+      }
+    }
+    SuspectCards(job, node, device_ids, absl::StrCat(job.id(), " g", job.generation(), ": ", line));
+  }
+  const int max_requeues = suspicion_.options().max_hardware_requeues;
+  job.set_hardware_requeues(job.hardware_requeues() + 1);
+  if (job.hardware_requeues() > max_requeues) {
+    return FailOrRestart(
+        entry, std::move(job), "HardwareSuspected",
+        absl::StrCat("hardware suspected on ", job.avoided_cards_size(), " card(s) (",
+                     absl::StrJoin(job.avoided_cards(), ", "), ") after ", max_requeues, " requeues; last: ", said),
+        pb::FAILURE_ORIGIN_INFRASTRUCTURE, /*restartable=*/false);
+  }
+  job.set_state(pb::JOB_STATE_PENDING);
+  job.set_reason("HardwareFailure");
+  job.set_message(absl::StrCat(said, "; requeued on other cards without spending a restart (hardware requeue ",
+                               job.hardware_requeues(), " of ", max_requeues, ")"));
+  jobs_.AddEvent(job, "HardwareFailure", job.message());
+  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
+  ReleaseClaims(entry, absl::StrCat("gang stopped: ", said));
+  return absl::OkStatus();
+}
+
+void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
+                                   const std::vector<std::string>& device_ids, const std::string& evidence) {
+  NodeEntry* node = nodes_.Find(node_name);
+  if (node == nullptr) return;
+  const HardwareFaultOptions& rule = suspicion_.options();
+  for (const std::string& device : device_ids) {
+    auto counted = suspicion_.NoteFailure({node_name, device}, job.id(), evidence, jobs_.Now());
+    if (!counted) continue;
+    pb::CardQuarantine quarantine;
+    quarantine.set_device_id(device);
+    *quarantine.mutable_since() = ToProtoTime(jobs_.Now());
+    quarantine.set_reason(absl::StrCat(rule.quarantine_after, " jobs failed on it with a hardware signature within ",
+                                       absl::FormatDuration(rule.quarantine_window)));
+    for (const std::string& e : *counted) quarantine.add_evidence(ValidUtf8(e, kMaxLineBytes));
+    const std::string card = absl::StrCat(node_name, "/", device);
+    if (absl::Status s = nodes_.Quarantine(*node, std::move(quarantine)); !s.ok()) {
+      spdlog::error("card {}: not quarantined: {}", card, std::string(s.message()));
+      continue;  // counted again at its next failure
+    }
+    suspicion_.Forget({node_name, device});
+    jobs_.AddEvent(job, "CardQuarantined",
+                   absl::StrCat("card ", card, " quarantined: ", rule.quarantine_after,
+                                " jobs failed on it with a hardware signature"));
+  }
 }
 
 void AgentReconciler::OnNodeWaiting(JobEntry& entry, const std::string& node, const pb::ProcessStatus& r) {

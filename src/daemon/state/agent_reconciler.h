@@ -13,6 +13,8 @@
 #include "absl/time/time.h"
 #include "hetpool/v1/agent.pb.h"
 #include "src/daemon/state/job_table.h"
+#include "src/daemon/state/card_suspicion.h"
+#include "src/daemon/state/hardware_signatures.h"
 #include "src/daemon/state/node_registry.h"
 #include "src/daemon/state/wakeups.h"
 
@@ -27,7 +29,8 @@ struct LeaseOptions {
 
 class AgentReconciler {
  public:
-  AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases);
+  AgentReconciler(JobTable& jobs, NodeRegistry& nodes, Wakeups& wakeups, LeaseOptions leases,
+                  HardwareFaultOptions hardware = {});
 
   // What the agent says runs on `node` (on registration: everything it still runs). A report
   // whose change the store refuses is not applied: the agent reports it again.
@@ -67,6 +70,15 @@ class AgentReconciler {
   // ordered stopped (`kill_reason`) with the job's preemption_grace.
   absl::Status StopGeneration(JobEntry& entry, pb::Job job, const char* reason, const std::string& message,
                               const std::string& kill_reason);
+  // A rank failed with a hardware signature (hardware_signatures.h): the infrastructure's failure.
+  // The job is requeued at once without spending max_restarts, its later generations kept off the
+  // cards it failed on, up to --max-hardware-requeues (then FAILED, "hardware suspected on N
+  // cards"); the cards are suspected (card_suspicion.h) and quarantined past the rule.
+  absl::Status OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
+                                 const HardwareEvidence& evidence);
+  // Notes the failure against each card; quarantines those now past the rule (events on `job`).
+  void SuspectCards(pb::Job& job, const std::string& node, const std::vector<std::string>& device_ids,
+                    const std::string& evidence);
   // A node's torchrun exited (or never started): success, or which rank failed and how.
   absl::Status OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // A running report: the node started (and, with every node started, the job runs).
@@ -81,6 +93,7 @@ class AgentReconciler {
   NodeRegistry& nodes_;
   Wakeups& wakeups_;
   const LeaseOptions leases_;
+  CardSuspicion suspicion_;
 };
 
 }  // namespace hetpool::daemon

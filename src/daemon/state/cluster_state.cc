@@ -21,7 +21,7 @@ ClusterState::ClusterState(ClusterOptions options, Store* store, scheduler::Plac
       wakeups_([this] { changed_.SignalAll(); }),
       jobs_(store, wakeups_, JobTableOptions{options_.max_events_per_job, options_.clock, options_.observer}),
       nodes_(store, wakeups_, PortRange{options_.rendezvous_port_min, options_.rendezvous_port_max}),
-      reconciler_(jobs_, nodes_, wakeups_, LeaseOptions{options_.lease_ttl, options_.orphan_grace}),
+      reconciler_(jobs_, nodes_, wakeups_, LeaseOptions{options_.lease_ttl, options_.orphan_grace}, options_.hardware),
       fair_share_(options_.queues ? std::optional<FairShareLedger>(std::in_place, *options_.queues) : std::nullopt),
       cycle_(jobs_, nodes_, policy, reconciler_, wakeups_,
              CycleOptions{options_.metax_cuda_translation, options_.quotas, options_.observer,

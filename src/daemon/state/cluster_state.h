@@ -34,6 +34,7 @@
 #include "scheduler/placement_policy.h"
 #include "src/daemon/security/quota.h"
 #include "src/daemon/state/agent_reconciler.h"
+#include "src/daemon/state/card_suspicion.h"
 #include "src/daemon/state/claim_ledger.h"
 #include "src/daemon/state/job_table.h"
 #include "src/daemon/state/node_registry.h"
@@ -64,6 +65,8 @@ struct ClusterOptions {
   // keep their jobs running that long without a daemon (and fence them then), so a daemon
   // restart, a slow load or a lost etcd quorum shorter than this kills nothing.
   absl::Duration orphan_grace = absl::Minutes(10);
+  // Hardware faults (docs/reliability.md): the quarantine rule and the requeue bound.
+  HardwareFaultOptions hardware;
   absl::Duration tick = absl::Milliseconds(500);  // scheduling/lease loop period
   int rendezvous_port_min = 29500;
   int rendezvous_port_max = 30499;
@@ -148,6 +151,8 @@ class ClusterState {
   absl::StatusOr<pb::Node> GetNode(const std::string& name) const;
   absl::StatusOr<std::vector<pb::DeviceView>> ListDevices(const std::string& node, const std::string& vendor) const;
   absl::StatusOr<pb::Node> SetDrained(const std::string& name, bool drained);
+  // An operator returns a quarantined card (NodeRegistry::ReturnCard).
+  absl::StatusOr<pb::Node> ReturnCard(const std::string& node_name, const std::string& device_id);
   std::vector<pb::FingerprintClass> ListFingerprints() const;
   // The schedulable pool by fingerprint class, with free counts and link groups, for the planner.
   std::vector<planner::PoolClass> PlannerPool() const;

@@ -42,6 +42,14 @@ absl::StatusOr<pb::Node> ClusterState::SetDrained(const std::string& name, bool 
   return NodeRegistry::Snapshot(*node);
 }
 
+absl::StatusOr<pb::Node> ClusterState::ReturnCard(const std::string& node_name, const std::string& device_id) {
+  absl::MutexLock lock(&mu_);
+  NodeEntry* node = nodes_.Find(node_name);
+  if (node == nullptr) return absl::NotFoundError(absl::StrCat("node '", node_name, "' not found"));
+  if (absl::Status s = nodes_.ReturnCard(*node, device_id); !s.ok()) return s;
+  return NodeRegistry::Snapshot(*node);
+}
+
 std::vector<pb::FingerprintClass> ClusterState::ListFingerprints() const {
   absl::MutexLock lock(&mu_);
   return FingerprintClasses(nodes_);

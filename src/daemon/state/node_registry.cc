@@ -104,6 +104,7 @@ void NodeRegistry::Load(std::vector<StoredNode> stored, absl::Time now, absl::Ti
     SetAddress(node, address);
     node.stored_row = std::move(row);
     node.inventory = *std::move(inventory);
+    MarkQuarantined(node);
     node.inventory_revision = ++last_inventory_revision_;
     node.ready = false;
     node.last_heartbeat = now;
@@ -188,6 +189,7 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   *node.record.mutable_labels() = req.labels();
   *node.record.mutable_inventory() = req.inventory();
   node.inventory = std::move(inventory);
+  MarkQuarantined(node);
   node.inventory_revision = ++last_inventory_revision_;
   node.session_id = NewSessionId();
   node.ready = true;
@@ -251,6 +253,7 @@ bool NodeRegistry::UpdateInventory(NodeEntry& node, const pb::NodeInventory& rep
     wakeups_.Changed();
   }
   node.inventory = std::move(parsed);
+  MarkQuarantined(node);
   node.inventory_revision = ++last_inventory_revision_;
   NoteViewChange(node);
   ParseStoredInventory(node);
@@ -289,6 +292,70 @@ absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::strin
     return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));
   }
   spdlog::info("node {} {} {}", node.record.name(), drained ? "drained" : "undrained", std::string(why));
+  wakeups_.CapacityChanged();
+  wakeups_.Changed();
+  return absl::OkStatus();
+}
+
+void NodeRegistry::MarkQuarantined(NodeEntry& node) {
+  for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
+    for (DeviceRecord& d : node.inventory.devices) {
+      if (d.id != q.device_id()) continue;
+      d.healthy = false;
+      d.health_message = absl::StrCat("quarantined: ", q.reason());
+    }
+  }
+}
+
+absl::Status NodeRegistry::Quarantine(NodeEntry& node, pb::CardQuarantine quarantine) {
+  for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
+    if (q.device_id() == quarantine.device_id()) return absl::OkStatus();
+  }
+  ParseStoredInventory(node);  // the record is written whole
+  *node.record.add_quarantined_cards() = quarantine;
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    node.record.mutable_quarantined_cards()->RemoveLast();
+    return absl::UnavailableError(absl::StrCat("quarantine not stored: ", s.message()));
+  }
+  MarkQuarantined(node);
+  node.inventory_revision = ++last_inventory_revision_;
+  NoteViewChange(node);
+  spdlog::error("node {}: card {} quarantined: {}", node.record.name(), quarantine.device_id(), quarantine.reason());
+  wakeups_.CapacityChanged();
+  wakeups_.Changed();
+  return absl::OkStatus();
+}
+
+absl::Status NodeRegistry::ReturnCard(NodeEntry& node, const std::string& device_id) {
+  auto* cards = node.record.mutable_quarantined_cards();
+  auto it = std::find_if(cards->begin(), cards->end(),
+                         [&](const pb::CardQuarantine& q) { return q.device_id() == device_id; });
+  if (it == cards->end()) {
+    return absl::NotFoundError(
+        absl::StrCat("card ", device_id, " of node ", node.record.name(), " is not quarantined"));
+  }
+  ParseStoredInventory(node);
+  const pb::CardQuarantine kept = *it;
+  cards->erase(it);
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    *cards->Add() = kept;
+    return absl::UnavailableError(absl::StrCat("card return not stored: ", s.message()));
+  }
+  // As its agent last reported it (the record keeps the report; the quarantine only overlaid
+  // it), or, with no report of the card kept, healthy.
+  for (DeviceRecord& d : node.inventory.devices) {
+    if (d.id != device_id) continue;
+    d.healthy = true;
+    d.health_message.clear();
+    for (const pb::Device& reported : node.record.inventory().devices()) {
+      if (reported.id() != device_id) continue;
+      d.healthy = reported.healthy();
+      d.health_message = reported.health_message();
+    }
+  }
+  node.inventory_revision = ++last_inventory_revision_;
+  NoteViewChange(node);
+  spdlog::info("node {}: card {} returned to service", node.record.name(), device_id);
   wakeups_.CapacityChanged();
   wakeups_.Changed();
   return absl::OkStatus();

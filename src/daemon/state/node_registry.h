@@ -115,6 +115,9 @@ class NodeRegistry {
   // miss a node. The registry's own changes and every change of a node's claims are noted
   // here; code that sets one of those fields of a NodeEntry directly must call this.
   void NoteViewChange(NodeEntry& node);
+  // Marks the node's quarantined cards unhealthy in `node.inventory` (after each replacement of
+  // it: an agent reports the card as it sees it, healthy).
+  static void MarkQuarantined(NodeEntry& node);
   // Readers of the notes, each with its own list: the scheduling cycle's views (tests run
   // several cycles on one registry). At most kMaxViewChangeReaders at once; AddViewChangeReader
   // returns -1 past that.
@@ -150,6 +153,12 @@ class NodeRegistry {
   // The agent's fault as its latest registration or heartbeat reports it ("" when none).
   void SetFault(NodeEntry& node, const std::string& fault);
   absl::Status SetDrained(NodeEntry& node, bool drained, absl::string_view why);
+  // Takes a card out of service, stored with the node before it counts: from then on the card
+  // reads unhealthy ("quarantined: <reason>") to everything that places jobs. A card already
+  // quarantined keeps its first record.
+  absl::Status Quarantine(NodeEntry& node, pb::CardQuarantine quarantine);
+  // An operator returns the card after repair. NOT_FOUND when it is not quarantined.
+  absl::Status ReturnCard(NodeEntry& node, const std::string& device_id);
   // A port on `address` that no live or dying generation holds, taken round-robin so that a port
   // just let go of is the last to be handed out again.
   absl::StatusOr<int> PickRendezvousPort(const std::string& address);

@@ -24,6 +24,9 @@ std::vector<pb::DeviceView> DeviceViews(const NodeRegistry& nodes, const std::st
       pb::DeviceView view;
       view.set_node(name);
       *view.mutable_device() = ToProto(device);
+      for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
+        if (q.device_id() == device.id) *view.mutable_quarantine() = q;
+      }
       if (const DeviceHold* hold = HoldOn(holds, device.id); hold != nullptr) {
         const DeviceAllocated allocated = AllocatedOf(device, hold);
         view.set_allocated_to(absl::StrJoin(hold->jobs, ","));

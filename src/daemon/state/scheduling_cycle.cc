@@ -21,6 +21,15 @@ namespace hetpool::daemon {
 namespace {
 
 // `a` and `b` together.
+// `held` and the cards `job` avoids ("node/device").
+HeldCards WithAvoidedCards(const pb::Job& job, HeldCards held) {
+  for (const std::string& card : job.avoided_cards()) {
+    const size_t slash = card.rfind('/');
+    if (slash != std::string::npos) held[card.substr(0, slash)].insert(card.substr(slash + 1));
+  }
+  return held;
+}
+
 HeldCards Merged(HeldCards a, const HeldCards& b) {
   for (const auto& [node, devices] : b) a[node].insert(devices.begin(), devices.end());
   return a;
@@ -255,8 +264,16 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
   while (JobEntry* entry = queue.Next()) {
     if (preemption_.Waiting(entry->job().id())) continue;  // its victims are still stopping
     const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
+    // The cards its generations failed on with a hardware signature (Job.avoided_cards) are held
+    // from this job alone: while it is offered room, and while the room it waits for is reserved.
+    const Reservation held_for_others = pass.held;
+    const bool avoids = entry->job().avoided_cards_size() > 0;
+    if (avoids) pass.Hold(WithAvoidedCards(entry->job(), pass.held));
     auto placement = Offer(*entry, request, pass);
-    if (placement.ok()) continue;
+    if (placement.ok()) {
+      if (avoids) pass.Hold(held_for_others);
+      continue;
+    }
     // Decoded once: what it waits for decides the steps below and is recorded on the job.
     const std::optional<scheduler::PendingReason> reason = scheduler::PendingReasonOf(placement.status());
     if (!reason.has_value()) {  // placed but not bound: read the state again
@@ -278,6 +295,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     const bool had_head = !pass.reserved.empty();
     NoteWaiting(*entry, request, placement.status(), reason.value_or(scheduler::PendingReason{}), pass.views,
                 pass.reserved);
+    if (avoids) pass.Hold(held_for_others);
     if (!had_head && !pass.reserved.empty()) {
       head = entry;
       pass.Hold(Merged(pass.reserved, pass.held));

@@ -1,0 +1,53 @@
+// Which cards are suspected of failing jobs, before (or without) any vendor signal: a card on
+// which jobs of different ids fail with a hardware signature (hardware_signatures.h) `failures`
+// times within `window` is quarantined (by default 2 within an hour, the rule of issue 61; one
+// job failing twice on one card proves less than two jobs failing there). Thread-free, on the
+// clock it is given; the quarantine itself is NodeRegistry's (stored with the node).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace hetpool::daemon {
+
+struct HardwareFaultOptions {
+  int quarantine_after = 2;                         // failures of distinct jobs on one card; 0: never
+  absl::Duration quarantine_window = absl::Hours(1);
+  // Requeues of one job after hardware failures before it fails for good ("hardware suspected
+  // on N cards"): a job that breaks every card it touches does not wander the pool for ever.
+  int max_hardware_requeues = 3;
+};
+
+class CardSuspicion {
+ public:
+  explicit CardSuspicion(HardwareFaultOptions options) : options_(options) {}
+
+  // A generation of `job_id` failed on `card` (node, device id) with a hardware signature at
+  // `now`, `evidence` saying how. When the card is now past the rule: the evidence of each
+  // failure counted (quarantine it); else nullopt.
+  std::optional<std::vector<std::string>> NoteFailure(const std::pair<std::string, std::string>& card,
+                                                      const std::string& job_id, const std::string& evidence,
+                                                      absl::Time now);
+  const HardwareFaultOptions& options() const { return options_; }
+  // The card came back from quarantine (an operator returned it): its count starts again.
+  void Forget(const std::pair<std::string, std::string>& card) { failures_.erase(card); }
+  // Distinct jobs that failed on `card` within the window before `now`.
+  int DistinctJobs(const std::pair<std::string, std::string>& card, absl::Time now);
+
+ private:
+  HardwareFaultOptions options_;
+  struct Failure {
+    absl::Time at;
+    std::string job_id;
+    std::string evidence;
+  };
+  std::map<std::pair<std::string, std::string>, std::deque<Failure>> failures_;
+};
+
+}  // namespace hetpool::daemon
