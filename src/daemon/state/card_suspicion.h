@@ -17,7 +17,7 @@
 namespace hetpool::daemon {
 
 struct HardwareFaultOptions {
-  int quarantine_after = 2;                         // failures of distinct jobs on one card; 0: never
+  int quarantine_after = 2;  // failures of distinct jobs on one card; 0: never
   absl::Duration quarantine_window = absl::Hours(1);
   // Requeues of one job after hardware failures before it fails for good ("hardware suspected
   // on N cards"): a job that breaks every card it touches does not wander the pool for ever.

@@ -20,8 +20,8 @@ enum class FaultScope {
 };
 
 struct HardwareSignature {
-  const char* text;    // matched case-sensitively, anywhere in a line
-  const char* what;    // "uncorrectable ECC error" (for events and `get`)
+  const char* text;  // matched case-sensitively, anywhere in a line
+  const char* what;  // "uncorrectable ECC error" (for events and `get`)
   FaultScope scope;
   const char* source;  // where the text comes from
 };
