@@ -3,6 +3,7 @@
 #pragma once
 
 #include "absl/strings/string_view.h"
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,10 @@ class DeviceBackend {
   // `processes` filled. The agent asks before each launch whether a stranger holds its cards, so
   // a library that can answer without a whole discovery should; by default, a whole discovery.
   virtual absl::StatusOr<std::vector<DeviceRecord>> CardProcesses() { return Discover(); }
+  // Starts watching for health events the library raises between discoveries (NVML's Xid
+  // events), calling `changed` from the watch's thread when one comes, so that the agent
+  // discovers again at once instead of at its next refresh. Backends without events ignore it.
+  virtual void WatchHealth(std::function<void()> changed) { (void)changed; }
 };
 
 }  // namespace hetpool::drivers

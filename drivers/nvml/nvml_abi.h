@@ -17,6 +17,7 @@ enum : int {
   NVML_ERROR_NO_PERMISSION = 4,
   NVML_ERROR_NOT_FOUND = 6,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_TIMEOUT = 10,
   NVML_ERROR_GPU_IS_LOST = 15,
   NVML_ERROR_UNKNOWN = 999,
 };
@@ -54,6 +55,20 @@ typedef struct nvmlProcessInfo_st {
 #define NVML_VALUE_NOT_AVAILABLE (~0ULL)
 
 typedef int nvmlEnableState_t;  // NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
+
+// Health: Xid critical-error events and the memory error counters.
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the Xid, for nvmlEventTypeXidCriticalError (999: unknown)
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+typedef int nvmlMemoryErrorType_t;  // NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1
+typedef int nvmlEccCounterType_t;   // NVML_VOLATILE_ECC 0, NVML_AGGREGATE_ECC 1
+enum : int { NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0 };
 typedef int nvmlGpuTopologyLevel_t;
 enum : int {
   NVML_TOPOLOGY_INTERNAL = 0,
@@ -94,7 +109,16 @@ enum : unsigned {
   X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t, (nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t*)) \
   X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlEnableState_t*))                 \
   X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned int, nvmlPciInfo_t*))          \
-  X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t, (nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*))
+  X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t, (nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*)) \
+  X(nvmlEventSetCreate, nvmlReturn_t, (nvmlEventSet_t*))                                                      \
+  X(nvmlDeviceRegisterEvents, nvmlReturn_t, (nvmlDevice_t, unsigned long long, nvmlEventSet_t))               \
+  X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t, nvmlEventData_t*, unsigned int))                      \
+  X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t))                                                         \
+  X(nvmlDeviceGetTotalEccErrors, nvmlReturn_t,                                                                \
+    (nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t, unsigned long long*))                         \
+  X(nvmlDeviceGetRemappedRows, nvmlReturn_t,                                                                  \
+    (nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*))                               \
+  X(nvmlDeviceGetRetiredPagesPendingStatus, nvmlReturn_t, (nvmlDevice_t, nvmlEnableState_t*))
 
 HETPOOL_NVML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_NVML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

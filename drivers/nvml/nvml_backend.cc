@@ -1,10 +1,12 @@
 #include "drivers/nvml/nvml_backend.h"
 
+#include <chrono>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/nvml/nvml_health.h"
 #include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
@@ -38,7 +40,94 @@ absl::StatusOr<std::unique_ptr<NvmlBackend>> NvmlBackend::Load(const std::vector
   return std::unique_ptr<NvmlBackend>(new NvmlBackend(std::move(library), t));
 }
 
-NvmlBackend::~NvmlBackend() { nvml_.nvmlShutdown(); }
+NvmlBackend::~NvmlBackend() {
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+  nvml_.nvmlShutdown();
+}
+
+void NvmlBackend::WatchHealth(std::function<void()> changed) {
+  if (watcher_.joinable() || !nvml_.nvmlEventSetCreate || !nvml_.nvmlDeviceRegisterEvents ||
+      !nvml_.nvmlEventSetWait_v2 || !nvml_.nvmlEventSetFree) {
+    return;
+  }
+  nvmlEventSet_t set = nullptr;
+  if (nvml_.nvmlEventSetCreate(&set) != NVML_SUCCESS) return;
+  unsigned int count = 0;
+  int registered = 0;
+  if (nvml_.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS) {
+    for (unsigned int i = 0; i < count; ++i) {
+      nvmlDevice_t handle = nullptr;
+      if (nvml_.nvmlDeviceGetHandleByIndex_v2(i, &handle) != NVML_SUCCESS) continue;
+      // A card that supports no Xid events (or refuses: not root) is read through its counters.
+      if (nvml_.nvmlDeviceRegisterEvents(handle, nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS) ++registered;
+    }
+  }
+  if (registered == 0) {
+    nvml_.nvmlEventSetFree(set);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    health_changed_ = std::move(changed);
+  }
+  watcher_ = std::thread([this, set] { WaitForEvents(set); });
+}
+
+void NvmlBackend::WaitForEvents(nvmlEventSet_t set) {
+  while (!stop_) {
+    nvmlEventData_t data{};
+    // A bounded wait, so that the backend's destructor is never held up longer than this.
+    const nvmlReturn_t rc = nvml_.nvmlEventSetWait_v2(set, &data, 500);
+    if (rc == NVML_ERROR_TIMEOUT) continue;
+    if (rc != NVML_SUCCESS) {
+      if (rc == NVML_ERROR_GPU_IS_LOST) continue;  // discovery reports the lost card
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (nvml_.nvmlDeviceGetUUID(data.device, uuid, sizeof(uuid)) != NVML_SUCCESS) continue;
+    std::function<void()> changed;
+    {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      latched_[uuid].push_back(SignalOfXid(data.eventData));
+      changed = health_changed_;
+    }
+    if (changed) changed();
+  }
+  nvml_.nvmlEventSetFree(set);
+}
+
+void NvmlBackend::AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d) {
+  NvmlCounters counters;
+  unsigned long long ecc = 0;
+  if (nvml_.nvmlDeviceGetTotalEccErrors && nvml_.nvmlDeviceGetTotalEccErrors(handle, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                                             NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS) {
+    counters.ecc_uncorrected_volatile = ecc;
+  }
+  unsigned int corrected = 0, uncorrected = 0, pending = 0, failed = 0;
+  if (nvml_.nvmlDeviceGetRemappedRows &&
+      nvml_.nvmlDeviceGetRemappedRows(handle, &corrected, &uncorrected, &pending, &failed) == NVML_SUCCESS) {
+    counters.rows_remap_pending = pending != 0;
+    counters.rows_remap_failed = failed != 0;
+  }
+  nvmlEnableState_t retired = 0;
+  if (nvml_.nvmlDeviceGetRetiredPagesPendingStatus &&
+      nvml_.nvmlDeviceGetRetiredPagesPendingStatus(handle, &retired) == NVML_SUCCESS) {
+    counters.retired_pages_pending = retired != 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    if (auto it = latched_.find(d.uuid); it != latched_.end()) d.signals = it->second;
+  }
+  for (HealthSignal& s : SignalsOfCounters(counters)) d.signals.push_back(std::move(s));
+  for (const HealthSignal& s : d.signals) {
+    if (s.severity != Severity::kFatal || !d.healthy) continue;
+    d.healthy = false;
+    d.health_message = absl::StrCat("fatal: ", s.what);
+  }
+}
 
 std::string NvmlBackend::Error(nvmlReturn_t rc) const {
   const char* text = nvml_.nvmlErrorString(rc);
@@ -167,6 +256,7 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
       d.utilization_percent = static_cast<int>(util.gpu);
     }
     if (nvml_.nvmlDeviceGetComputeRunningProcesses_v3) d.processes = ComputeProcesses(handle);
+    AddHealthSignals(handle, d);
     devices.push_back(std::move(d));
     handles.push_back(handle);
   }

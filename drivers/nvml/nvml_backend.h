@@ -1,7 +1,14 @@
 // NVIDIA devices through NVML (libnvidia-ml.so.1), loaded at run time.
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "drivers/device_backend.h"
 #include "drivers/dl/dynamic_library.h"
@@ -21,6 +28,9 @@ class NvmlBackend : public DeviceBackend {
   absl::StatusOr<std::vector<DeviceRecord>> Discover() override;
   // Per card only its UUID and nvmlDeviceGetComputeRunningProcesses_v3.
   absl::StatusOr<std::vector<DeviceRecord>> CardProcesses() override;
+  // Xid critical-error events, on a thread of its own (nvmlEventSetWait_v2); each is latched on
+  // its card (by UUID) and reported with every discovery after.
+  void WatchHealth(std::function<void()> changed) override;
 
  private:
   struct EntryPoints {
@@ -33,8 +43,17 @@ class NvmlBackend : public DeviceBackend {
   // cannot tell.
   std::vector<CardProcess> ComputeProcesses(nvmlDevice_t handle) const;
 
+  // The card's latched Xid signals and its counters' signals; a fatal one makes it unhealthy.
+  void AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d);
+  void WaitForEvents(nvmlEventSet_t set);
+
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints nvml_;
+  std::mutex health_mu_;
+  std::map<std::string, std::vector<HealthSignal>> latched_;  // by UUID
+  std::function<void()> health_changed_;
+  std::atomic<bool> stop_{false};
+  std::thread watcher_;
 };
 
 }  // namespace hetpool::drivers

@@ -58,6 +58,16 @@ struct CardProcess {
   std::string owner;        // filled by the agent: "job-000007 g1", "" for none of its jobs
 };
 
+// What a vendor library says of a card's health beyond "it answers" (issue 61): an Xid event,
+// an error counter, a pending reset. Fatal: the card takes no work until it is reset and an
+// operator returns it. Degraded: placed last, and named on the jobs that run there. Noted: said.
+enum class Severity { kNoted = 0, kDegraded = 1, kFatal = 2 };
+struct HealthSignal {
+  Severity severity = Severity::kNoted;
+  std::string what;    // "Xid 79: GPU has fallen off the bus"
+  std::string source;  // "nvml"
+};
+
 struct DeviceRecord {
   std::string id;  // node-local: "<vendor><index>"
   int index = 0;   // vendor enumeration index, used in visibility variables
@@ -87,6 +97,9 @@ struct DeviceRecord {
   // ("pid 4242 (uid 0, python3) holds 2,658 MiB"): the agent says so, and the scheduler places
   // nothing on the card until it is gone.
   std::string dirty;
+  // The health signals the vendor library raised on the card since the agent started (latched: a
+  // card that once raised a fatal one stays unhealthy until it is reset, and the agent with it).
+  std::vector<HealthSignal> signals;
 
   // Whether the scheduler may give the card to a job.
   bool Placeable() const { return healthy && dirty.empty(); }

@@ -76,7 +76,10 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
       fence_(options_.fence_after, options_.watchdog, clock_),
       last_inventory_(clock_()),
       last_heartbeat_(absl::InfinitePast()) {
-  for (const auto& b : backends_) simulated_ = simulated_ || b->Simulated();
+  for (const auto& b : backends_) {
+    simulated_ = simulated_ || b->Simulated();
+    b->WatchHealth([changed = health_changed_] { changed->store(true); });
+  }
   if (options_.confinement != nullptr && geteuid() == 0) {
     private_tmp_ = JobDirsAllowPrivateTmp(options_.sandbox.job_dirs);
     if (!private_tmp_) spdlog::warn("jobs share the host's /tmp: it is one of --job-dirs");
@@ -256,7 +259,9 @@ bool Session::ApplyOrders(std::optional<pb::Orders> orders) {
 }
 
 bool Session::RefreshInventoryIfDue() {
-  if (clock_() - last_inventory_ < options_.inventory_refresh) return false;
+  // A health event (an Xid) is reported at once, not at the next refresh.
+  const bool health_event = health_changed_->exchange(false);
+  if (!health_event && clock_() - last_inventory_ < options_.inventory_refresh) return false;
   last_inventory_ = clock_();
   // The work dir may have room again: until the ledger is written, nothing new may start.
   if (!ledger_.last_write().ok()) ledger_.Rewrite().IgnoreError();

@@ -122,6 +122,9 @@ class Session {
 
   const SessionOptions options_;
   MonotonicClock clock_;
+  // Set from a backend's health watch (DeviceBackend::WatchHealth): discover again at once. Shared,
+  // as the watch's thread may outlive this object by the backends' teardown.
+  std::shared_ptr<std::atomic<bool>> health_changed_ = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::unique_ptr<drivers::DeviceBackend>> backends_;
   bool simulated_ = false;
   drivers::InventoryTracker tracker_;

@@ -10,6 +10,22 @@
 #include "src/common/names.h"
 
 namespace hetpool {
+
+const char* SeverityName(Severity severity) {
+  switch (severity) {
+    case Severity::kFatal: return "fatal";
+    case Severity::kDegraded: return "degraded";
+    case Severity::kNoted: return "noted";
+  }
+  return "noted";
+}
+
+Severity ParseSeverity(const std::string& name) {
+  if (name == "fatal") return Severity::kFatal;
+  if (name == "degraded") return Severity::kDegraded;
+  return Severity::kNoted;
+}
+
 namespace {
 
 pb::LinkKind LinkKindToProto(LinkKind kind) {
@@ -120,6 +136,12 @@ pb::Device ToProto(const DeviceRecord& d) {
     process->set_owner(p.owner);
   }
   out.set_dirty(d.dirty);
+  for (const HealthSignal& s : d.signals) {
+    auto* signal = out.add_signals();
+    signal->set_severity(SeverityName(s.severity));
+    signal->set_what(s.what);
+    signal->set_source(s.source);
+  }
   out.set_utilization_percent(d.utilization_percent);
   out.set_fingerprint(d.fingerprint);
   *out.mutable_capability() = CapabilityToProto(d.capability);
@@ -220,6 +242,9 @@ absl::StatusOr<NodeInventory> FromProto(const pb::NodeInventory& in) {
     r.device_nodes.assign(d.device_nodes().begin(), d.device_nodes().end());
     for (const auto& p : d.processes()) r.processes.push_back({p.pid(), p.memory_mib(), p.owner()});
     r.dirty = d.dirty();
+    for (const auto& s : d.signals()) {
+      r.signals.push_back({ParseSeverity(s.severity()), s.what(), s.source()});
+    }
     r.utilization_percent = d.utilization_percent();
     r.fingerprint = d.fingerprint();
     auto cap = CapabilityFromProto(d.capability());

@@ -14,6 +14,10 @@
 
 namespace hetpool {
 
+// A health signal's severity in words ("fatal", "degraded", "noted"), and back (unknown: noted).
+const char* SeverityName(Severity severity);
+Severity ParseSeverity(const std::string& name);
+
 namespace pb = ::hetpool::v1;
 
 pb::Device ToProto(const DeviceRecord& device);

@@ -15,6 +15,9 @@ namespace {
 // Test scaffolding: one process-wide fixture per fake library, guarded by a mutex.
 std::mutex g_mu;
 std::unique_ptr<FakeFixture> g_fixture;
+// Fixtures replaced by a reload stay alive: another thread of the process (an NVML event
+// waiter beside a discovery) may still read the one it was handed.
+std::vector<std::unique_ptr<FakeFixture>> g_replaced;
 std::string g_loaded_path;
 std::filesystem::file_time_type g_loaded_mtime;
 bool g_loaded = false;
@@ -56,6 +59,11 @@ std::unique_ptr<FakeFixture> Load() {
     for (const auto& p : d.value("processes", nlohmann::json::array())) {
       dev.processes.emplace_back(p.value("pid", 0), p.value("used_memory_mib", 0ull));
     }
+    dev.xid_events = d.value("xid_events", std::vector<int>{});
+    dev.ecc_uncorrected_volatile = d.value("ecc_uncorrected_volatile", 0ull);
+    dev.rows_remap_pending = d.value("rows_remap_pending", false);
+    dev.rows_remap_failed = d.value("rows_remap_failed", false);
+    dev.retired_pages_pending = d.value("retired_pages_pending", false);
     fixture->devices.push_back(std::move(dev));
   }
   return fixture;
@@ -74,6 +82,7 @@ FakeFixture* Fixture() {
   const auto mtime =
       current.empty() ? std::filesystem::file_time_type{} : std::filesystem::last_write_time(current, ec);
   if (!g_loaded || current != g_loaded_path || mtime != g_loaded_mtime) {
+    if (g_fixture != nullptr) g_replaced.push_back(std::move(g_fixture));
     g_fixture = Load();
     g_loaded = true;
     g_loaded_path = current;

@@ -29,6 +29,12 @@ struct FakeDevice {
   bool removed = false;
   // Processes holding the card: (pid, MiB); a test rewrites the fixture to change them.
   std::vector<std::pair<int, uint64_t>> processes;
+  // Health, as a test writes it into the fixture: each Xid of `xid_events` is delivered once, in
+  // order, to an event set the card is registered with; the counters are read as they stand.
+  std::vector<int> xid_events;
+  uint64_t ecc_uncorrected_volatile = 0;
+  bool rows_remap_pending = false, rows_remap_failed = false;
+  bool retired_pages_pending = false;
 };
 
 struct FakeFixture {

@@ -1,6 +1,11 @@
 // A fake libnvidia-ml.so.1: NVML's C ABI (drivers/nvml/nvml_abi.h) over a JSON fixture.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "drivers/nvml/nvml_abi.h"
 #include "tests/fakes/fake_fixture.h"
@@ -219,6 +224,87 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, uns
   if (link >= lanes.size()) return NVML_ERROR_NOT_SUPPORTED;
   const auto& [peer, switch_id] = lanes[link];
   FillPci(peer >= 0 ? Fixture()->devices[peer].pci_bus_id : switch_id, pci);
+  return NVML_SUCCESS;
+}
+
+// Health (issue 61). An event set is the set of fixture indices registered with it; each device's
+// Xids are handed out once each, in order, across all sets (the count delivered is kept by UUID,
+// so a rewritten fixture adds events rather than replaying them).
+namespace {
+struct FakeEventSet {
+  std::set<int> devices;
+};
+std::mutex g_events_mu;
+std::map<std::string, size_t> g_xids_delivered;  // by UUID
+}  // namespace
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  *set = reinterpret_cast<nvmlEventSet_t>(new FakeEventSet());
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t handle, unsigned long long types, nvmlEventSet_t set) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  if ((types & nvmlEventTypeXidCriticalError) == 0) return NVML_ERROR_NOT_SUPPORTED;
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  reinterpret_cast<FakeEventSet*>(set)->devices.insert(static_cast<int>(reinterpret_cast<intptr_t>(handle) - 1));
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeout_ms) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(g_events_mu);
+      auto* f = Fixture();
+      for (int index : reinterpret_cast<FakeEventSet*>(set)->devices) {
+        if (f == nullptr || index >= static_cast<int>(f->devices.size())) continue;
+        const FakeDevice& d = f->devices[static_cast<size_t>(index)];
+        size_t& delivered = g_xids_delivered[d.uuid];
+        if (delivered >= d.xid_events.size()) continue;
+        std::memset(data, 0, sizeof(*data));
+        data->device = HandleOf(index);
+        data->eventType = nvmlEventTypeXidCriticalError;
+        data->eventData = static_cast<unsigned long long>(d.xid_events[delivered++]);
+        return NVML_SUCCESS;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return NVML_ERROR_TIMEOUT;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  delete reinterpret_cast<FakeEventSet*>(set);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t handle, nvmlMemoryErrorType_t type,
+                                                nvmlEccCounterType_t counter, unsigned long long* count) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *count = type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED && counter == NVML_VOLATILE_ECC ? d->ecc_uncorrected_volatile : 0;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t handle, unsigned int* corrected, unsigned int* uncorrected,
+                                              unsigned int* pending, unsigned int* failed) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *corrected = 0;
+  *uncorrected = d->rows_remap_failed ? 1 : 0;
+  *pending = d->rows_remap_pending ? 1 : 0;
+  *failed = d->rows_remap_failed ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t handle, nvmlEnableState_t* pending) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *pending = d->retired_pages_pending ? 1 : 0;
   return NVML_SUCCESS;
 }
 

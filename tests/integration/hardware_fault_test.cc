@@ -1,10 +1,13 @@
 // Hardware faults (issue 61): a card that fails every job placed on it is no black hole. Its
 // failures are read as the hardware's, each failed job resumes on another card without spending
 // a restart, and the card is quarantined after the rule's two failures, with the evidence.
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/temp_dir.h"
 
@@ -59,6 +62,82 @@ TEST(HardwareFaults, ABadCardTakesAtMostTwoFailuresAndEveryJobSucceeds) {
   ASSERT_EQ(cluster.RunCli({"return-card", "node-a", bad_device}, &out), 0) << out;
   ASSERT_EQ(cluster.RunCli({"devices", "--quarantined"}, &out), 0) << out;
   EXPECT_EQ(out.find(bad_device), std::string::npos) << out;
+}
+
+// Through the fake NVML's real ABI: an Xid 79 event on one card quarantines that card within 10 s
+// while jobs run on its neighbours, and its job is requeued on another card; an Xid 13 (the
+// application's) on another card's job changes nothing.
+TEST(HardwareFaults, AnXidEventQuarantinesItsCardAndRequeuesItsJobElsewhere) {
+  TempDir dir;
+  const std::string fixture_path = dir.path() + "/dgx-h100.json";
+  std::filesystem::copy_file(std::string(HETPOOL_SOURCE_DIR) + "/tests/fakes/fixtures/dgx-h100.json", fixture_path);
+  TestCluster::Options options;
+  options.agents = {{"hgx-01",
+                     "",
+                     {"auto"},
+                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
+  ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
+  auto one_card = [] {
+    pb::JobSpec spec;
+    spec.set_user("tester");
+    for (const char* arg : {"/bin/sh", "-c", "exec sleep 600"}) spec.add_command(arg);
+    spec.set_working_dir("/tmp");
+    spec.set_nnodes(1);
+    spec.set_devices_per_node(1);
+    return spec;
+  };
+  std::vector<pb::Job> running;
+  for (int i = 0; i < 3; ++i) {
+    auto job = cluster.Submit(one_card());
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto started = cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60));
+    ASSERT_TRUE(started.ok()) << started.status() << cluster.AgentLog(0);
+    running.push_back(*started);
+  }
+  auto index_of = [](const pb::Job& job) { return std::stoi(job.placement(0).device_ids(0).substr(6)); };  // nvidiaN
+  const int failing = index_of(running[0]), faulty_app = index_of(running[1]);
+  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(fixture_path));
+  fixture["devices"][failing]["xid_events"] = {79};
+  fixture["devices"][faulty_app]["xid_events"] = {13};
+  std::ofstream(fixture_path + ".tmp") << fixture.dump();
+  const absl::Time injected = absl::Now();
+  std::filesystem::rename(fixture_path + ".tmp", fixture_path);
+
+  const std::string card = running[0].placement(0).device_ids(0);
+  auto moved = cluster.WaitFor(
+      running[0].id(),
+      [&](const pb::Job& j) { return j.hardware_requeues() == 1 && j.state() == pb::JOB_STATE_RUNNING; },
+      absl::Seconds(60));
+  ASSERT_TRUE(moved.ok()) << moved.status() << cluster.DaemonLog();
+  EXPECT_NE(moved->placement(0).device_ids(0), card);  // on another card
+  EXPECT_EQ(moved->restart_count(), 0);
+  ASSERT_EQ(moved->avoided_cards_size(), 1);
+  EXPECT_EQ(moved->avoided_cards(0), "hgx-01/" + card);
+  std::string out;
+  ASSERT_EQ(cluster.RunCli({"devices", "--quarantined"}, &out), 0) << out;
+  EXPECT_NE(out.find(card), std::string::npos) << out;
+  EXPECT_NE(out.find("Xid 79: GPU has fallen off the bus"), std::string::npos) << out;
+  // Quarantined within 10 s of the event (its stamp is the daemon's; both clocks are this host's).
+  pb::ListDevicesRequest req;
+  pb::ListDevicesResponse devices;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(cluster.cluster().ListDevices(&ctx, req, &devices).ok());
+  for (const auto& v : devices.devices()) {
+    if (v.device().id() != card) continue;
+    ASSERT_TRUE(v.has_quarantine());
+    EXPECT_LT(FromProtoTime(v.quarantine().since()) - injected, absl::Seconds(10));
+  }
+  // The neighbours ran on: an application's Xid is not held against its card.
+  for (size_t i = 1; i < running.size(); ++i) {
+    auto now = cluster.Get(running[i].id());
+    ASSERT_TRUE(now.ok());
+    EXPECT_EQ(now->state(), pb::JOB_STATE_RUNNING) << now->DebugString();
+    EXPECT_EQ(now->generation(), running[i].generation());
+    EXPECT_EQ(now->hardware_requeues(), 0);
+  }
+  EXPECT_EQ(out.find(running[1].placement(0).device_ids(0) + " "), std::string::npos) << out;
 }
 
 }  // namespace

@@ -370,6 +370,31 @@ TEST_F(AgentReconcilerTest, AnApplicationFaultIsStillTheJobsOwn) {
   EXPECT_EQ(job.job().hardware_requeues(), 0);
 }
 
+TEST_F(AgentReconcilerTest, AFatalSignalQuarantinesItsCardAtOnceAndRequeuesTheJobOnIt) {
+  parts_.Register("a", 4);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/0));
+  Bind(job, {"a"}, 1);
+  Report("a", {Process(job, true)});
+  NodeEntry& node = *parts_.nodes.Find("a");
+  node.inventory.devices[0].signals.push_back({Severity::kFatal, "Xid 79: GPU has fallen off the bus", "nvml"});
+  node.inventory.devices[1].signals.push_back({Severity::kNoted, "Xid 13: graphics engine exception", "nvml"});
+  reconciler_.ActOnFatalSignals(node);
+  ASSERT_EQ(node.record.quarantined_cards_size(), 1);
+  EXPECT_EQ(node.record.quarantined_cards(0).device_id(), "nvidia0");
+  EXPECT_EQ(node.record.quarantined_cards(0).reason(),
+            "fatal health signal (nvml: Xid 79: GPU has fallen off the bus)");
+  EXPECT_EQ(parts_.store.StoredNode("a").quarantined_cards_size(), 1);
+  EXPECT_EQ(job.job().state(), pb::JOB_STATE_PENDING);
+  EXPECT_EQ(job.job().reason(), "HardwareFailure");
+  EXPECT_EQ(job.job().restart_count(), 0);
+  EXPECT_EQ(job.job().avoided_cards(0), "a/nvidia0");
+  // Its process is ordered stopped; said again, the signal changes nothing more.
+  EXPECT_EQ(reconciler_.OrdersFor(node).kills_size(), 1);
+  reconciler_.ActOnFatalSignals(node);
+  EXPECT_EQ(node.record.quarantined_cards_size(), 1);
+  EXPECT_EQ(job.job().hardware_requeues(), 1);
+}
+
 TEST(CardSuspicion, CountsDistinctJobsWithinTheWindow) {
   CardSuspicion suspicion({.quarantine_after = 2, .quarantine_window = absl::Hours(1)});
   const absl::Time t0 = absl::FromUnixSeconds(1'000'000);

@@ -2,6 +2,8 @@
 // the vendor's error string; a card that falls off the bus disappears from the backend and turns
 // unhealthy in the tracked inventory; an incomplete library fails its backend only; a missing one
 // means "no devices of that vendor".
+#include <atomic>
+#include <filesystem>
 #include <fstream>
 
 #include "drivers/collectives/collective_probe.h"
@@ -10,6 +12,7 @@
 #include "drivers/nvml/nvml_abi.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/eventually.h"
 #include "tests/testing/fake_vendor.h"
 #include "tests/testing/temp_dir.h"
 
@@ -212,6 +215,55 @@ TEST(CollectiveProbe, FlagcxIsReportedWhereItLoadsAndAnswers) {
   ASSERT_TRUE(declared.ok()) << declared.status();
   EXPECT_TRUE(declared->collectives.contains("flagcx"));
   EXPECT_FALSE(ParseInventoryJson(R"({"collectives": ["nccl"]})").ok());
+}
+
+// Issue 61: NVML's health signals through the fake library's real ABI. An Xid 48 or 79 event, an
+// uncorrected ECC count and a row-remapping failure each make their card unhealthy with a fatal
+// signal; an Xid 13 (the application's) is only noted; a pending remap degrades. The event comes
+// through nvmlEventSetWait_v2 on the backend's own thread, which calls back at once.
+TEST(BackendFaults, NvmlHealthSignalsGradeXidsAndCountersPerCard) {
+  testing::TempDir dir;
+  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath("dgx-h100")));
+  const std::string path = dir.path() + "/health.json";
+  std::ofstream(path) << fixture.dump();
+  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
+  setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
+  auto backend = testing::LoadBackend("nvml");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::atomic<int> calls{0};
+  (*backend)->WatchHealth([&] { ++calls; });
+  auto before = (*backend)->Discover();
+  ASSERT_TRUE(before.ok()) << before.status();
+  for (const auto& d : *before) EXPECT_TRUE(d.healthy && d.signals.empty()) << d.id << ": " << d.health_message;
+
+  fixture["devices"][0]["xid_events"] = {13};
+  fixture["devices"][1]["xid_events"] = {48};
+  fixture["devices"][2]["xid_events"] = {79};
+  fixture["devices"][3]["ecc_uncorrected_volatile"] = 2;
+  fixture["devices"][4]["rows_remap_failed"] = true;
+  fixture["devices"][5]["rows_remap_pending"] = true;
+  std::ofstream(path + ".tmp") << fixture.dump();
+  std::filesystem::rename(path + ".tmp", path);
+  ASSERT_TRUE(testing::Eventually([&] { return calls.load() >= 3; }, absl::Seconds(10)));
+  auto after = (*backend)->Discover();
+  ASSERT_TRUE(after.ok()) << after.status();
+  const auto& d = *after;
+  EXPECT_TRUE(d[0].healthy) << d[0].health_message;
+  ASSERT_EQ(d[0].signals.size(), 1u);
+  EXPECT_EQ(d[0].signals[0].severity, Severity::kNoted);
+  EXPECT_EQ(d[1].health_message, "fatal: Xid 48: double-bit ECC error");
+  EXPECT_EQ(d[2].health_message, "fatal: Xid 79: GPU has fallen off the bus");
+  EXPECT_EQ(d[3].health_message, "fatal: 2 uncorrected ECC error(s) since the driver loaded");
+  EXPECT_EQ(d[4].health_message, "fatal: row remapping failed (no spare rows left)");
+  EXPECT_TRUE(d[5].healthy);
+  ASSERT_EQ(d[5].signals.size(), 1u);
+  EXPECT_EQ(d[5].signals[0].severity, Severity::kDegraded);
+  for (size_t i = 6; i < d.size(); ++i) EXPECT_TRUE(d[i].healthy && d[i].signals.empty()) << i;
+  // Latched: the event is not delivered twice, and the card stays unhealthy.
+  auto again = (*backend)->Discover();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)[2].health_message, "fatal: Xid 79: GPU has fallen off the bus");
+  EXPECT_EQ((*again)[2].signals.size(), 1u);
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ class AgentReconciler {
   // free cards, or shrunk for resize.by_job): like a preemption, but counted in resize_count and
   // last_resize (the next generation sees HETPOOL_RESIZED=1).
   absl::Status Resize(JobEntry& entry, pb::Preemption resize);
+  // The node's cards that raised a fatal health signal (device.h) are quarantined at once, and
+  // the jobs running on them requeued elsewhere as after a hardware failure.
+  void ActOnFatalSignals(NodeEntry& node);
   // The node's orders: launches of its desired claims, kills of the others.
   pb::Orders OrdersFor(const NodeEntry& node) const;
   // Whether `node` may push logs of (job, generation): only a node the generation ran on.
@@ -76,6 +79,11 @@ class AgentReconciler {
   // cards"); the cards are suspected (card_suspicion.h) and quarantined past the rule.
   absl::Status OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
                                  const HardwareEvidence& evidence);
+  // The requeue itself: `job`'s generation ended by the hardware (`what`, `line`) on `device_ids`
+  // of `node`, which its next generations avoid when `avoid`; FAILED past the requeue bound.
+  absl::Status RequeueForHardware(JobEntry& entry, pb::Job job, const std::string& node,
+                                  const std::vector<std::string>& device_ids, const std::string& what,
+                                  const std::string& line, bool avoid);
   // Notes the failure against each card; quarantines those now past the rule (events on `job`).
   void SuspectCards(pb::Job& job, const std::string& node, const std::vector<std::string>& device_ids,
                     const std::string& evidence);

@@ -22,6 +22,7 @@ absl::StatusOr<pb::RegisterResponse> ClusterState::Register(const pb::RegisterRe
   // The leases are next looked at when the earliest can lapse; this one's may be the earliest.
   next_lease_check_ = std::min(next_lease_check_, lease_from + options_.lease_ttl);
   reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/true);
+  reconciler_.ActOnFatalSignals(node);
   nodes_.BumpOrders(node);
   wakeups_.CapacityChanged();
   spdlog::info("node {} registered ({} devices, {} processes reported)", req.node_name(), node.inventory.devices.size(),
@@ -139,6 +140,7 @@ absl::Status ClusterState::ApplyHeartbeat(QueuedHeartbeat& heartbeat) {
     }
   }
   reconciler_.ApplyProcessReports(node, req.processes(), /*registering=*/false);
+  reconciler_.ActOnFatalSignals(node);
   return absl::OkStatus();
 }
 
