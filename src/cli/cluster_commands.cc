@@ -93,9 +93,9 @@ int Devices(Client& client, const Invocation&, const DevicesOptions& o) {
   if (!status.ok()) return client.Failed(status);
   if (o.quarantined) {
     auto* devices = resp.mutable_devices();
-    devices->erase(std::remove_if(devices->begin(), devices->end(),
-                                  [](const pb::DeviceView& v) { return !v.has_quarantine(); }),
-                   devices->end());
+    devices->erase(
+        std::remove_if(devices->begin(), devices->end(), [](const pb::DeviceView& v) { return !v.has_quarantine(); }),
+        devices->end());
   }
   if (client.json()) {
     std::cout << ToJson(resp);
