@@ -96,6 +96,12 @@ int main(int argc, char** argv) {
   int job_disk_limit_mib = 0;
   flags.Int("job-disk-limit-mib", &job_disk_limit_mib,
             "stop a running job whose run directory holds more than this (default 0: no limit)");
+  flags.String("health-check", &options.health_check.program,
+               "a program run every --health-interval (as Slurm's HealthCheckProgram): a non-zero exit takes "
+               "the node out of service, its last line the reason, until a run passes (docs/reliability.md)");
+  flags.Duration("health-interval", &options.health_check.interval, "how often --health-check runs (default 5m)");
+  flags.Duration("health-timeout", &options.health_check.timeout,
+                 "how long one --health-check run may take before it counts as failed (default 1m)");
   std::string fence_after = "auto", on_stop = "handback";
   flags.String("on-stop", &on_stop,
                "on SIGTERM: handback (stop job processes now; hetpoold restarts them elsewhere) or finish "
@@ -139,6 +145,11 @@ int main(int argc, char** argv) {
   const sigset_t signals = hetpool::BlockShutdownSignals();
   // --print-inventory's stdout is the JSON alone (it feeds `hetpoolctl plan --pool`); logs go to stderr.
   if (print_inventory) spdlog::set_default_logger(spdlog::stderr_color_mt("agent-stderr"));
+  if (!options.health_check.program.empty() &&
+      (options.health_check.program[0] != '/' || access(options.health_check.program.c_str(), X_OK) != 0)) {
+    return Fail(absl::StrCat("--health-check: '", options.health_check.program,
+                             "' is not an executable file given by its absolute path"));
+  }
   if (on_stop != "handback" && on_stop != "finish") {
     std::cerr << "hetpool-agent: --on-stop: expected handback or finish, got '" << on_stop << "'\n";
     return 2;

@@ -74,6 +74,7 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
       own_dialer_(options_.dialer == nullptr ? MakeGrpcDaemonDialer(options_.credentials) : nullptr),
       registration_(options_.servers, options_.dialer != nullptr ? options_.dialer : own_dialer_.get(), kLoopPeriod),
       fence_(options_.fence_after, options_.watchdog, clock_),
+      health_check_(options_.health_check, clock_),
       last_inventory_(clock_()),
       last_heartbeat_(absl::InfinitePast()) {
   for (const auto& b : backends_) {
@@ -318,6 +319,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     // the fencing deadline stops its (stale) job processes.
     FenceIfCutOff();
     if (fence_.fenced()) return;  // cut off: register again, wherever a daemon answers
+    health_check_.MaybeRun();
     OrdersUpdate update = link_->AwaitOrders(kLoopPeriod);
     bool report_now = ApplyOrders(std::move(update.orders));
     report_now |= runner_.Poll();
@@ -337,9 +339,11 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
 }
 
 std::string Session::Fault() const {
-  if (ledger_.last_write().ok()) return "";
-  return absl::StrCat("the agent cannot record job processes (", ledger_.last_write().message(),
-                      "); it starts nothing until it can: free space under ", options_.work_dir);
+  if (!ledger_.last_write().ok()) {
+    return absl::StrCat("the agent cannot record job processes (", ledger_.last_write().message(),
+                        "); it starts nothing until it can: free space under ", options_.work_dir);
+  }
+  return health_check_.Failure();
 }
 
 void Session::FenceIfCutOff() {
@@ -367,6 +371,7 @@ void Session::StopLeftovers() {
 void Session::Run(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   StopLeftovers();
   while (!stop->load() && !Drained(drain)) {
+    health_check_.MaybeRun();
     FenceIfCutOff();  // before registering reports the processes
     auto inventory = Inventory();
     if (!inventory.ok()) {

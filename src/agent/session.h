@@ -23,6 +23,7 @@
 #include "src/agent/card_process_query.h"
 #include "src/agent/daemon_link.h"
 #include "src/agent/fence_timer.h"
+#include "src/agent/health_check.h"
 #include "src/agent/job_sandbox.h"
 #include "src/agent/launch_gate.h"
 #include "src/agent/launch_spec_builder.h"
@@ -70,6 +71,8 @@ struct SessionOptions {
   MonotonicClock clock = MonotonicNow;
   DaemonDialer* dialer = nullptr;
   ProcessSpawner* spawner = nullptr;
+  // The node's health check (health_check.h); its failure is reported as the node's fault.
+  HealthCheckOptions health_check;
 };
 
 // What the agent's metrics endpoint reports: the last discovered inventory and the job processes.
@@ -136,6 +139,7 @@ class Session {
   std::unique_ptr<DaemonDialer> own_dialer_;  // when options_.dialer is null
   RegistrationClient registration_;
   FenceTimer fence_;
+  HealthCheck health_check_;
   std::unique_ptr<DaemonLink> link_;  // the registered session's
   std::string session_id_;
   hetpool::v1::NodeInventory reported_inventory_;                   // what the daemon has, to notice changes

@@ -9,6 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::testing {
@@ -138,6 +139,43 @@ TEST(HardwareFaults, AnXidEventQuarantinesItsCardAndRequeuesItsJobElsewhere) {
     EXPECT_EQ(now->hardware_requeues(), 0);
   }
   EXPECT_EQ(out.find(running[1].placement(0).device_ids(0) + " "), std::string::npos) << out;
+}
+
+// A health-check program that exits 1 takes its node out of service, its last line the reason;
+// once it passes again the node takes work (Slurm's HealthCheckProgram, issue 61 item 4).
+TEST(HardwareFaults, AFailingHealthCheckTakesItsNodeOutOfServiceUntilItPasses) {
+  TempDir dir;
+  const std::string verdict = dir.path() + "/verdict", program = dir.path() + "/check.sh";
+  std::ofstream(verdict) << "1";
+  std::ofstream(program) << "#!/bin/sh\necho checking the node\necho 'nvidia2: retired pages pending'\nexit $(cat "
+                         << verdict << ")\n";
+  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  options.agents[0].args = {"--health-check", program, "--health-interval", "1s"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
+  auto node_fault = [&] {
+    pb::ListNodesResponse nodes;
+    grpc::ClientContext ctx;
+    if (!cluster.cluster().ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok() || nodes.nodes_size() != 1)
+      return std::string("?");
+    return nodes.nodes(0).fault();
+  };
+  ASSERT_TRUE(Eventually([&] { return node_fault() != "" && node_fault() != "?"; }, absl::Seconds(30)))
+      << cluster.AgentLog(0);
+  EXPECT_EQ(node_fault(), "health check " + program + " failed (exit 1): nvidia2: retired pages pending");
+  auto job = cluster.Submit(cluster.ShellSpec("echo ran"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  // The scheduler looks and places nothing there: the job waits, saying so.
+  auto held = cluster.WaitFor(
+      job->id(), [](const pb::Job& j) { return j.reason() == "Unschedulable"; }, absl::Seconds(30));
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->state(), pb::JOB_STATE_PENDING);
+  std::ofstream(verdict) << "0";
+  auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status() << cluster.AgentLog(0);
+  EXPECT_EQ(node_fault(), "");
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// The node's health check (issue 61, item 4): a program's exit and last line, bounded by a
+// timeout, and the failure the agent reports while the last run failed. Spawns real programs.
+#include "src/agent/health_check.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/temp_dir.h"
+
+namespace hetpool::agent {
+namespace {
+
+std::string Script(const testing::TempDir& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir.path() + "/" + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(HealthCheck, ANonZeroExitFailsWithTheProgramsLastLine) {
+  testing::TempDir dir;
+  const auto run =
+      RunHealthCheck(Script(dir, "check", "echo checking; echo 'nvidia2: retired pages pending' >&2; echo; exit 1"),
+                     absl::Seconds(30));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.last_line, "nvidia2: retired pages pending");
+  const auto passed = RunHealthCheck(Script(dir, "ok", "echo all good"), absl::Seconds(30));
+  EXPECT_EQ(passed.exit_code, 0);
+  const auto slow = RunHealthCheck(Script(dir, "slow", "exec sleep 30"), absl::Milliseconds(300));
+  EXPECT_EQ(slow.exit_code, -1);
+  EXPECT_EQ(slow.last_line, "timed out after 300ms");
+  const auto missing = RunHealthCheck(dir.path() + "/none", absl::Seconds(5));
+  EXPECT_NE(missing.exit_code, 0);
+}
+
+TEST(HealthCheck, TheNodesFaultFollowsTheLastRunAtTheInterval) {
+  testing::TempDir dir;
+  const std::string verdict = dir.path() + "/verdict";
+  std::ofstream(verdict) << "1";
+  const std::string program = Script(dir, "check", "echo \"fan 3 stopped\"; exit $(cat " + verdict + ")");
+  absl::Time now = absl::FromUnixSeconds(1000);
+  HealthCheck check({.program = program, .interval = absl::Minutes(5), .timeout = absl::Seconds(30)},
+                    [&] { return now; });
+  EXPECT_EQ(check.Failure(), "");
+  check.MaybeRun();
+  ASSERT_TRUE(testing::Eventually([&] { return check.ran(); }, absl::Seconds(30)));
+  EXPECT_EQ(check.Failure(), "health check " + program + " failed (exit 1): fan 3 stopped");
+  std::ofstream(verdict) << "0";
+  check.MaybeRun();  // not yet: the interval has not passed
+  now += absl::Minutes(5);
+  check.MaybeRun();
+  ASSERT_TRUE(testing::Eventually([&] { return check.Failure().empty(); }, absl::Seconds(30)));
+}
+
+}  // namespace
+}  // namespace hetpool::agent
