@@ -4,6 +4,7 @@
 
 #include "absl/strings/string_view.h"
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,7 +28,11 @@ class DeviceBackend {
   // Starts watching for health events the library raises between discoveries (NVML's Xid
   // events), calling `changed` from the watch's thread when one comes, so that the agent
   // discovers again at once instead of at its next refresh. Backends without events ignore it.
-  virtual void WatchHealth(std::function<void()> changed) { (void)changed; }
+  // Returns what it watches, in words, for the agent's log ("Xid events on 8 card(s)"), or "".
+  virtual std::string WatchHealth(std::function<void()> changed) {
+    (void)changed;
+    return "";
+  }
 };
 
 }  // namespace hetpool::drivers

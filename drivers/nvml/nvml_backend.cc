@@ -46,13 +46,15 @@ NvmlBackend::~NvmlBackend() {
   nvml_.nvmlShutdown();
 }
 
-void NvmlBackend::WatchHealth(std::function<void()> changed) {
+std::string NvmlBackend::WatchHealth(std::function<void()> changed) {
   if (watcher_.joinable() || !nvml_.nvmlEventSetCreate || !nvml_.nvmlDeviceRegisterEvents ||
       !nvml_.nvmlEventSetWait_v2 || !nvml_.nvmlEventSetFree) {
-    return;
+    return watcher_.joinable() ? "" : "no Xid events: this NVML lacks the event calls";
   }
   nvmlEventSet_t set = nullptr;
-  if (nvml_.nvmlEventSetCreate(&set) != NVML_SUCCESS) return;
+  if (nvmlReturn_t rc = nvml_.nvmlEventSetCreate(&set); rc != NVML_SUCCESS) {
+    return absl::StrCat("no Xid events: nvmlEventSetCreate: ", Error(rc));
+  }
   unsigned int count = 0;
   int registered = 0;
   if (nvml_.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS) {
@@ -65,13 +67,14 @@ void NvmlBackend::WatchHealth(std::function<void()> changed) {
   }
   if (registered == 0) {
     nvml_.nvmlEventSetFree(set);
-    return;
+    return "no Xid events: no card accepted nvmlDeviceRegisterEvents (the counters are still read)";
   }
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     health_changed_ = std::move(changed);
   }
   watcher_ = std::thread([this, set] { WaitForEvents(set); });
+  return absl::StrCat("Xid events on ", registered, " of ", count, " card(s)");
 }
 
 void NvmlBackend::WaitForEvents(nvmlEventSet_t set) {

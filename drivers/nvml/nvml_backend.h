@@ -30,7 +30,7 @@ class NvmlBackend : public DeviceBackend {
   absl::StatusOr<std::vector<DeviceRecord>> CardProcesses() override;
   // Xid critical-error events, on a thread of its own (nvmlEventSetWait_v2); each is latched on
   // its card (by UUID) and reported with every discovery after.
-  void WatchHealth(std::function<void()> changed) override;
+  std::string WatchHealth(std::function<void()> changed) override;
 
  private:
   struct EntryPoints {

@@ -79,7 +79,8 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
       last_heartbeat_(absl::InfinitePast()) {
   for (const auto& b : backends_) {
     simulated_ = simulated_ || b->Simulated();
-    b->WatchHealth([changed = health_changed_] { changed->store(true); });
+    const std::string watching = b->WatchHealth([changed = health_changed_] { changed->store(true); });
+    if (!watching.empty()) spdlog::info("{} health watch: {}", std::string(b->Name()), watching);
   }
   if (options_.confinement != nullptr && geteuid() == 0) {
     private_tmp_ = JobDirsAllowPrivateTmp(options_.sandbox.job_dirs);

@@ -166,6 +166,13 @@ backend=$(ctl logs "$job" --rank 0 2>/dev/null | grep -o 'backend=[a-z]* device=
 row "DDP ($cards card(s))" "SUCCEEDED, backend=nccl device=cuda" "${state#JOB_STATE_}, $backend" \
   "$((SECONDS - begin)) s" "$(agree "SUCCEEDED, backend=nccl device=cuda" "${state#JOB_STATE_}, $backend")"
 
+echo "== health signals (issue 61): NVML's Xid watch on the real card, and no signal from a healthy one"
+watch=$(grep -o 'nvml health watch: .*' "$run/agent.log" | head -1)
+row "health: Xid event watch" "Xid events on $cards of $cards card(s)" "${watch#nvml health watch: }" "-" \
+  "$(agree "Xid events on $cards of $cards card(s)" "${watch#nvml health watch: }")"
+signals=$(ctl -o json devices | json - "sum(len(v['device'].get('signals', [])) for v in d.get('devices', []))")
+row "health: signals after the DDP job" "0" "$signals" "-" "$(agree 0 "$signals")"
+
 echo "== two half-card jobs at once"
 holder='import os, sys, time, torch
 x = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")

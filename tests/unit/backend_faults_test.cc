@@ -231,7 +231,7 @@ TEST(BackendFaults, NvmlHealthSignalsGradeXidsAndCountersPerCard) {
   auto backend = testing::LoadBackend("nvml");
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::atomic<int> calls{0};
-  (*backend)->WatchHealth([&] { ++calls; });
+  EXPECT_EQ((*backend)->WatchHealth([&] { ++calls; }), "Xid events on 8 of 8 card(s)");
   auto before = (*backend)->Discover();
   ASSERT_TRUE(before.ok()) << before.status();
   for (const auto& d : *before) EXPECT_TRUE(d.healthy && d.signals.empty()) << d.id << ": " << d.health_message;

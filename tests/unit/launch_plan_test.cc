@@ -143,6 +143,8 @@ TEST(LaunchPlan, VendorEnvironment) {
       EXPECT_EQ(env.at("HETPOOL_JOB_ID"), "job-000042");
       EXPECT_EQ(env.at("HETPOOL_GENERATION"), "3");
       EXPECT_EQ(env.at("HETPOOL_RESTART_COUNT"), "2");
+      // The same for every generation: the job's own storage, its id.
+      EXPECT_EQ(env.at("HETPOOL_CHECKPOINT_DIR"), Spec().working_dir() + "/.hetpool/checkpoints/job-000042");
       EXPECT_EQ(env.at("HETPOOL_VENDOR"), std::string(VendorName(c.vendor)));
       EXPECT_EQ(env.at("MY_FLAG"), "1");
       EXPECT_EQ(plan.dist_backend(), env.at("HETPOOL_DIST_BACKEND"));

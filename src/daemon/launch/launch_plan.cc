@@ -122,6 +122,10 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const 
     env["HETPOOL_JOB_ID"] = input.job_id;
     env["HETPOOL_GENERATION"] = absl::StrCat(input.generation);
     env["HETPOOL_RESTART_COUNT"] = absl::StrCat(input.restart_count);
+    // Where the job may keep its checkpoints: on its own storage (under its working dir), the
+    // same for every generation, so a generation after a hardware failure or a preemption finds
+    // the last save. The job makes it (os.makedirs): nothing of it is created by the agent.
+    env["HETPOOL_CHECKPOINT_DIR"] = absl::StrCat(spec.working_dir(), "/.hetpool/checkpoints/", input.job_id);
     // A job that checkpoints resumes instead of starting over (it may also just look for its
     // checkpoint); the variable tells it why it runs again.
     if (input.preempted) env["HETPOOL_PREEMPTED"] = "1";

@@ -266,12 +266,15 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     const scheduler::PlacementRequest request = RequestFor(*entry, pass.quota);
     // The cards its generations failed on with a hardware signature (Job.avoided_cards) are held
     // from this job alone: while it is offered room, and while the room it waits for is reserved.
-    const Reservation held_for_others = pass.held;
-    const bool avoids = entry->job().avoided_cards_size() > 0;
-    if (avoids) pass.Hold(WithAvoidedCards(entry->job(), pass.held));
+    // (Copied only for such a job: the held cards can span many nodes, and the queue is long.)
+    std::optional<Reservation> held_for_others;
+    if (entry->job().avoided_cards_size() > 0) {
+      held_for_others = pass.held;
+      pass.Hold(WithAvoidedCards(entry->job(), pass.held));
+    }
     auto placement = Offer(*entry, request, pass);
     if (placement.ok()) {
-      if (avoids) pass.Hold(held_for_others);
+      if (held_for_others) pass.Hold(*std::move(held_for_others));
       continue;
     }
     // Decoded once: what it waits for decides the steps below and is recorded on the job.
@@ -295,7 +298,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     const bool had_head = !pass.reserved.empty();
     NoteWaiting(*entry, request, placement.status(), reason.value_or(scheduler::PendingReason{}), pass.views,
                 pass.reserved);
-    if (avoids) pass.Hold(held_for_others);
+    if (held_for_others) pass.Hold(*std::move(held_for_others));
     if (!had_head && !pass.reserved.empty()) {
       head = entry;
       pass.Hold(Merged(pass.reserved, pass.held));
