@@ -209,6 +209,22 @@ void SchedulingCycle::OfferPreemptors(PassState& pass) {
   pass.Hold(Merged(pass.reserved, preemption_.HeldForPreemptors()));
 }
 
+PreemptionStage::ViewsWithout SchedulingCycle::ViewsWithoutClaims(PassState& pass) const {
+  return [this, &pass](const std::vector<std::pair<std::string, JobGen>>& claims) {
+    std::map<std::string, std::set<JobGen>> by_node;
+    for (const auto& [node, key] : claims) by_node[node].insert(key);
+    std::vector<scheduler::NodeView> trial = pass.views;
+    for (const auto& [name, without] : by_node) {
+      scheduler::NodeView* view = ViewNamed(trial, name);
+      const NodeEntry* node = nodes_.Find(name);
+      if (view == nullptr || node == nullptr) continue;
+      *view = views_.ViewOf(*node, false, &without);
+      MarkHeld(pass.held, *view);
+    }
+    return trial;
+  };
+}
+
 void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now) {
   const absl::Time started = absl::Now();
   FairShareLedger* const fair_share = options_.fair_share;
@@ -243,20 +259,7 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
   // then the group furthest below its fair share, then submission order).
   QueueOrder queue(jobs_.Pending(only), *policy_, fair_share);
   pass.queue = &queue;
-  // The pool as it would be without some jobs' claims: what preemption asks the policy about.
-  auto views_without = [&](const std::vector<std::pair<std::string, JobGen>>& claims) {
-    std::map<std::string, std::set<JobGen>> by_node;
-    for (const auto& [node, key] : claims) by_node[node].insert(key);
-    std::vector<scheduler::NodeView> trial = pass.views;
-    for (const auto& [name, without] : by_node) {
-      scheduler::NodeView* view = ViewNamed(trial, name);
-      const NodeEntry* node = nodes_.Find(name);
-      if (view == nullptr || node == nullptr) continue;
-      *view = views_.ViewOf(*node, false, &without);
-      MarkHeld(pass.held, *view);
-    }
-    return trial;
-  };
+  const PreemptionStage::ViewsWithout views_without = ViewsWithoutClaims(pass);
   int preemption_attempts = 0;
   bool waits_for_capacity = false;   // some job still waits for cards: no elastic job grows
   std::vector<JobEntry*> scattered;  // waiting for capacity past --defrag-after: may have jobs moved

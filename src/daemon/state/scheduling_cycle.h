@@ -100,6 +100,9 @@ class SchedulingCycle {
   void OfferPreemptors(PassState& pass);
   // Why a job still waits (`waited`: decoded from `status`), recorded (and shown to watchers)
   // when it changed.
+  // The pool as it would be without some jobs' claims (cards held as in `pass`): what preemption,
+  // defragmentation and elastic resizes ask the policy about.
+  PreemptionStage::ViewsWithout ViewsWithoutClaims(PassState& pass) const;
   // Defragmentation after the queue (defrag_stage.h): for `scattered`, the jobs that waited past
   // --defrag-after; `head` holds the pass's reservation.
   void MoveForScattered(PassState& pass, std::vector<JobEntry*> scattered, const JobEntry* head,

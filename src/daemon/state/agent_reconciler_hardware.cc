@@ -1,0 +1,134 @@
+// AgentReconciler's part for hardware faults (issue 61): a failure the hardware explains
+// (hardware_signatures.h), a card's fatal health signal, the requeue that spends no restart, and
+// the suspicion that quarantines a card (card_suspicion.h).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+#include "src/common/convert.h"
+#include "src/common/torchrun_lines.h"
+#include "src/common/utf8.h"
+#include "src/daemon/state/agent_reconciler.h"
+
+namespace hetpool::daemon {
+
+absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
+                                                const HardwareEvidence& evidence) {
+  const pb::NodePlacement* p = PlacementOn(job, node);
+  const std::vector<std::string> device_ids =
+      p != nullptr ? std::vector<std::string>(p->device_ids().begin(), p->device_ids().end())
+                   : std::vector<std::string>{};
+  const std::string line = ValidUtf8(evidence.line, kMaxLineBytes);
+  // A node-wide signature (its network) says nothing of one card more than another.
+  const bool card_scope = evidence.signature->scope == FaultScope::kCard;
+  if (card_scope) SuspectCards(job, node, device_ids, absl::StrCat(job.id(), " g", job.generation(), ": ", line));
+  return RequeueForHardware(entry, std::move(job), node, device_ids, evidence.signature->what, line, card_scope);
+}
+
+absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, const std::string& node,
+                                                 const std::vector<std::string>& device_ids, const std::string& what,
+                                                 const std::string& line, bool avoid) {
+  std::vector<std::string> cards;
+  for (const std::string& d : device_ids) cards.push_back(absl::StrCat(node, "/", d));
+  pb::RankFailure& failure = *job.mutable_failure();
+  failure.set_node(node);
+  failure.set_hardware(what);
+  failure.set_hardware_evidence(line);
+  failure.clear_suspect_cards();
+  for (const std::string& card : cards) failure.add_suspect_cards(card);
+  const std::string said =
+      absl::StrCat("hardware failure on ", node, " (", what,
+                   cards.empty() ? "" : absl::StrCat(" on ", absl::StrJoin(cards, ", ")), "): ", line);
+  if (avoid) {
+    for (const std::string& card : cards) {
+      if (std::find(job.avoided_cards().begin(), job.avoided_cards().end(), card) == job.avoided_cards().end()) {
+        job.add_avoided_cards(card);
+      }
+    }
+  }
+  const int max_requeues = suspicion_.options().max_hardware_requeues;
+  job.set_hardware_requeues(job.hardware_requeues() + 1);
+  if (job.hardware_requeues() > max_requeues) {
+    return FailOrRestart(
+        entry, std::move(job), "HardwareSuspected",
+        absl::StrCat("hardware suspected on ", job.avoided_cards_size(), " card(s) (",
+                     absl::StrJoin(job.avoided_cards(), ", "), ") after ", max_requeues, " requeues; last: ", said),
+        pb::FAILURE_ORIGIN_INFRASTRUCTURE, /*restartable=*/false);
+  }
+  job.set_state(pb::JOB_STATE_PENDING);
+  job.set_reason("HardwareFailure");
+  job.set_message(absl::StrCat(said, "; requeued on other cards without spending a restart (hardware requeue ",
+                               job.hardware_requeues(), " of ", max_requeues, ")"));
+  jobs_.AddEvent(job, "HardwareFailure", job.message());
+  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
+  ReleaseClaims(entry, absl::StrCat("gang stopped: ", said));
+  return absl::OkStatus();
+}
+
+void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
+  const std::string& name = node.record.name();
+  for (const DeviceRecord& device : node.inventory.devices) {
+    std::vector<std::string> fatal;
+    for (const HealthSignal& s : device.signals) {
+      if (s.severity == Severity::kFatal) fatal.push_back(absl::StrCat(s.source, ": ", s.what));
+    }
+    if (fatal.empty()) continue;
+    const bool known = std::any_of(node.record.quarantined_cards().begin(), node.record.quarantined_cards().end(),
+                                   [&](const pb::CardQuarantine& q) { return q.device_id() == device.id; });
+    if (!known) {
+      pb::CardQuarantine quarantine;
+      quarantine.set_device_id(device.id);
+      *quarantine.mutable_since() = ToProtoTime(jobs_.Now());
+      quarantine.set_reason(absl::StrCat("fatal health signal (", fatal.front(), ")"));
+      for (const std::string& f : fatal) quarantine.add_evidence(ValidUtf8(f, kMaxLineBytes));
+      if (absl::Status s = nodes_.Quarantine(node, std::move(quarantine)); !s.ok()) {
+        spdlog::error("card {}/{}: not quarantined: {}", name, device.id, std::string(s.message()));
+      }
+    }
+    // The jobs on the card end with it, whether or not their processes have noticed yet.
+    std::vector<std::string> on_card;
+    for (const auto& [key, claim] : node.claims) {
+      if (!claim.desired) continue;
+      if (std::find(claim.device_ids.begin(), claim.device_ids.end(), device.id) != claim.device_ids.end()) {
+        on_card.push_back(key.first);
+      }
+    }
+    for (const std::string& id : on_card) {
+      JobEntry* entry = jobs_.Find(id);
+      if (entry == nullptr) continue;
+      RequeueForHardware(*entry, entry->job(), name, {device.id}, "fatal health signal",
+                         ValidUtf8(fatal.front(), kMaxLineBytes),
+                         /*avoid=*/true)
+          .IgnoreError();  // a refused store write is tried again with the node's next report
+    }
+  }
+}
+
+void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
+                                   const std::vector<std::string>& device_ids, const std::string& evidence) {
+  NodeEntry* node = nodes_.Find(node_name);
+  if (node == nullptr) return;
+  const HardwareFaultOptions& rule = suspicion_.options();
+  for (const std::string& device : device_ids) {
+    auto counted = suspicion_.NoteFailure({node_name, device}, job.id(), evidence, jobs_.Now());
+    if (!counted) continue;
+    pb::CardQuarantine quarantine;
+    quarantine.set_device_id(device);
+    *quarantine.mutable_since() = ToProtoTime(jobs_.Now());
+    quarantine.set_reason(absl::StrCat(rule.quarantine_after, " jobs failed on it with a hardware signature within ",
+                                       absl::FormatDuration(rule.quarantine_window)));
+    for (const std::string& e : *counted) quarantine.add_evidence(ValidUtf8(e, kMaxLineBytes));
+    const std::string card = absl::StrCat(node_name, "/", device);
+    if (absl::Status s = nodes_.Quarantine(*node, std::move(quarantine)); !s.ok()) {
+      spdlog::error("card {}: not quarantined: {}", card, std::string(s.message()));
+      continue;  // counted again at its next failure
+    }
+    suspicion_.Forget({node_name, device});
+    jobs_.AddEvent(job, "CardQuarantined",
+                   absl::StrCat("card ", card, " quarantined: ", rule.quarantine_after,
+                                " jobs failed on it with a hardware signature"));
+  }
+}
+
+}  // namespace hetpool::daemon
