@@ -5,11 +5,14 @@
 #include <fstream>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/common/convert.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::testing {
@@ -77,6 +80,8 @@ TEST(HardwareFaults, AnXidEventQuarantinesItsCardAndRequeuesItsJobElsewhere) {
                      "",
                      {"auto"},
                      {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
+  const int metrics_port = FreeTcpPort();
+  options.daemon_args = {"--metrics-listen", absl::StrCat("127.0.0.1:", metrics_port)};
   TestCluster cluster(options);
   ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
   ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
@@ -130,6 +135,12 @@ TEST(HardwareFaults, AnXidEventQuarantinesItsCardAndRequeuesItsJobElsewhere) {
     ASSERT_TRUE(v.has_quarantine());
     EXPECT_LT(FromProtoTime(v.quarantine().since()) - injected, absl::Seconds(10));
   }
+  // The metric an alert rule reads (deploy/monitoring/hetpool-alerts.yml): which card, since when, why.
+  const std::string metrics = Scrape(metrics_port);
+  const std::string series = absl::StrCat("hetpool_card_quarantined_since_seconds{device=\"", card,
+                                          "\",node=\"hgx-01\",reason=\"fatal health signal (nvml: Xid 79: GPU "
+                                          "has fallen off the bus)\"}");
+  EXPECT_GT(Sample(metrics, series), 0) << metrics;
   // The neighbours ran on: an application's Xid is not held against its card.
   for (size_t i = 1; i < running.size(); ++i) {
     auto now = cluster.Get(running[i].id());

@@ -101,8 +101,14 @@ class DaemonMetrics::PoolCollector final : public prometheus::Collectable {
       drained.Add({{"node", n.name}}, n.drained ? 1 : 0);
       lag.Add({{"node", n.name}}, n.seconds_since_heartbeat);
     }
+    GaugeFamily quarantined("hetpool_card_quarantined_since_seconds",
+                            "Quarantined cards: when each was taken out of service (Unix seconds), and why");
+    for (const QuarantineSample& q : snap.quarantined) {
+      quarantined.Add({{"node", q.node}, {"device", q.device}, {"reason", q.reason}}, q.since_unix_seconds);
+    }
     std::vector<prometheus::MetricFamily> out;
-    for (GaugeFamily* f : {&cards, &share, &memory_total, &memory_used, &utilization, &jobs, &ready, &drained, &lag}) {
+    for (GaugeFamily* f :
+         {&cards, &share, &memory_total, &memory_used, &utilization, &jobs, &ready, &drained, &lag, &quarantined}) {
       out.push_back(f->Take());
     }
     return out;

@@ -33,6 +33,12 @@ struct DeviceSample {
   int utilization_percent = -1;  // -1: the backend cannot tell
 };
 
+// A quarantined card (docs/reliability.md): which, since when, why. Few, so copied whole.
+struct QuarantineSample {
+  std::string node, device, reason;
+  double since_unix_seconds = 0;
+};
+
 struct NodeSample {
   std::string name;
   bool ready = false;
@@ -44,6 +50,7 @@ struct PoolSnapshot {
   std::vector<NodeSample> nodes;
   std::vector<CardKind> kinds;
   std::vector<DeviceSample> devices;
+  std::vector<QuarantineSample> quarantined;
   std::map<std::pair<int, int>, int64_t> jobs;  // (JobState, priority) -> count
 };
 
