@@ -1,5 +1,6 @@
 #include "drivers/nvml/nvml_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -91,10 +92,18 @@ void NvmlBackend::WaitForEvents(nvmlEventSet_t set) {
     if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     if (nvml_.nvmlDeviceGetUUID(data.device, uuid, sizeof(uuid)) != NVML_SUCCESS) continue;
+    // Latched once per distinct signal and at most kMaxSignalsPerCard of them: an application
+    // that raises Xid 13 in a loop must not grow the agent's memory or every report it sends.
+    constexpr size_t kMaxSignalsPerCard = 16;
+    HealthSignal signal = SignalOfXid(data.eventData);
     std::function<void()> changed;
     {
       std::lock_guard<std::mutex> lock(health_mu_);
-      latched_[uuid].push_back(SignalOfXid(data.eventData));
+      std::vector<HealthSignal>& latched = latched_[uuid];
+      const bool known =
+          std::any_of(latched.begin(), latched.end(), [&](const HealthSignal& s) { return s.what == signal.what; });
+      if (known || latched.size() >= kMaxSignalsPerCard) continue;
+      latched.push_back(std::move(signal));
       changed = health_changed_;
     }
     if (changed) changed();

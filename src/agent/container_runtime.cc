@@ -1,11 +1,7 @@
 #include "src/agent/container_runtime.h"
 
-#include <fcntl.h>
 #include <glob.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,8 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
-#include "src/agent/exec_args.h"
 #include "src/agent/job_sandbox.h"
+#include "src/agent/program_run.h"
 #include "src/common/monotonic_clock.h"
 
 namespace hetpool::agent {
@@ -28,59 +24,20 @@ namespace {
 
 constexpr const char* kRuntimePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-// Runs argv (no shell) with `env`, stdin and stderr on /dev/null, and returns its stdout; an
-// error when it cannot start, exits non-zero or outlives `patience` (then it is killed).
+// Runs argv (no shell) with `env`, stderr on /dev/null, and returns its stdout; an error when it
+// cannot start, exits non-zero or outlives `patience` (then it is killed).
 absl::StatusOr<std::string> RunAndCapture(const std::vector<std::string>& args,
                                           const std::map<std::string, std::string>& env, absl::Duration patience) {
-  const ExecArgs exec(args, env);
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(null, 0);
-    dup2(out[1], 1);
-    dup2(null, 2);
-    execve(exec.path(), exec.argv(), exec.envp());
-    _exit(127);
-  }
-  close(out[1]);
-  if (null >= 0) close(null);
-  if (pid < 0) {
-    close(out[0]);
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  }
-  std::string text;
-  const absl::Time deadline = MonotonicNow() + patience;
-  bool timed_out = false;
-  while (true) {
-    const int wait_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - MonotonicNow())));
-    pollfd p{out[0], POLLIN, 0};
-    const int ready = poll(&p, 1, wait_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = true;
-      break;
-    }
-    char buf[4096];
-    const ssize_t n = read(out[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (text.size() < (8u << 20)) text.append(buf, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  ProgramOutput run = RunProgram(args, patience, {.env = env});
   const std::string what = absl::StrJoin(args, " ");
-  if (timed_out)
-    return absl::DeadlineExceededError(absl::StrCat(what, ": no answer in ", absl::FormatDuration(patience)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": exited with status ", WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  switch (run.end) {
+    case ProgramOutput::End::kNotStarted: return absl::InternalError(run.error);
+    case ProgramOutput::End::kTimedOut:
+      return absl::DeadlineExceededError(absl::StrCat(what, ": no answer in ", absl::FormatDuration(patience)));
+    case ProgramOutput::End::kExited: break;
   }
-  return text;
+  if (run.exit_code != 0) return absl::UnavailableError(absl::StrCat(what, ": exited with status ", run.exit_code));
+  return std::move(run.output);
 }
 
 }  // namespace

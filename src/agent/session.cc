@@ -198,7 +198,9 @@ void Session::Reconcile(const pb::Orders& orders) {
     }
   }
   for (const auto& key : forget) runner_.Forget(key);
-  const LaunchNodeFacts node = NodeFacts();
+  // The node's facts read once a pass, and only when some launch is built (they read the
+  // agent's cpuset from its cgroup): held launches are reconciled again every loop.
+  std::optional<LaunchNodeFacts> node;
   gate_.Begin();
   for (const auto& [key, launch] : wanted) {
     if (runner_.records().contains(key)) continue;
@@ -206,7 +208,8 @@ void Session::Reconcile(const pb::Orders& orders) {
       spdlog::error("refusing launch with unsafe job id '{}'", launch->job_id());
       continue;
     }
-    LaunchSpec spec = BuildLaunchSpec(*launch, node);
+    if (!node) node = NodeFacts();
+    LaunchSpec spec = BuildLaunchSpec(*launch, *node);
     if (gate_.Admit(key, spec)) runner_.Start(spec);
   }
   gate_.End(orders);

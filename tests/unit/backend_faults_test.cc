@@ -236,7 +236,9 @@ TEST(BackendFaults, NvmlHealthSignalsGradeXidsAndCountersPerCard) {
   ASSERT_TRUE(before.ok()) << before.status();
   for (const auto& d : *before) EXPECT_TRUE(d.healthy && d.signals.empty()) << d.id << ": " << d.health_message;
 
-  fixture["devices"][0]["xid_events"] = {13};
+  // Three Xid 13s: latched once. The fake hands out events card by card, so the card 2 event the
+  // wait below sees comes after all of card 0's.
+  fixture["devices"][0]["xid_events"] = {13, 13, 13};
   fixture["devices"][1]["xid_events"] = {48};
   fixture["devices"][2]["xid_events"] = {79};
   fixture["devices"][3]["ecc_uncorrected_volatile"] = 2;

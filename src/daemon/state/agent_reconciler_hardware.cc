@@ -12,6 +12,20 @@
 #include "src/daemon/state/agent_reconciler.h"
 
 namespace hetpool::daemon {
+namespace {
+
+// A card's quarantine record: since `now`, why, and each piece of evidence (bounded as a line).
+pb::CardQuarantine Quarantine(const std::string& device_id, absl::Time now, const std::string& reason,
+                              const std::vector<std::string>& evidence) {
+  pb::CardQuarantine quarantine;
+  quarantine.set_device_id(device_id);
+  *quarantine.mutable_since() = ToProtoTime(now);
+  quarantine.set_reason(reason);
+  for (const std::string& e : evidence) quarantine.add_evidence(ValidUtf8(e, kMaxLineBytes));
+  return quarantine;
+}
+
+}  // namespace
 
 absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
                                                 const HardwareEvidence& evidence) {
@@ -77,11 +91,8 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
     const bool known = std::any_of(node.record.quarantined_cards().begin(), node.record.quarantined_cards().end(),
                                    [&](const pb::CardQuarantine& q) { return q.device_id() == device.id; });
     if (!known) {
-      pb::CardQuarantine quarantine;
-      quarantine.set_device_id(device.id);
-      *quarantine.mutable_since() = ToProtoTime(jobs_.Now());
-      quarantine.set_reason(absl::StrCat("fatal health signal (", fatal.front(), ")"));
-      for (const std::string& f : fatal) quarantine.add_evidence(ValidUtf8(f, kMaxLineBytes));
+      pb::CardQuarantine quarantine =
+          Quarantine(device.id, jobs_.Now(), absl::StrCat("fatal health signal (", fatal.front(), ")"), fatal);
       if (absl::Status s = nodes_.Quarantine(node, std::move(quarantine)); !s.ok()) {
         spdlog::error("card {}/{}: not quarantined: {}", name, device.id, std::string(s.message()));
       }
@@ -113,12 +124,11 @@ void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
   for (const std::string& device : device_ids) {
     auto counted = suspicion_.NoteFailure({node_name, device}, job.id(), evidence, jobs_.Now());
     if (!counted) continue;
-    pb::CardQuarantine quarantine;
-    quarantine.set_device_id(device);
-    *quarantine.mutable_since() = ToProtoTime(jobs_.Now());
-    quarantine.set_reason(absl::StrCat(rule.quarantine_after, " jobs failed on it with a hardware signature within ",
-                                       absl::FormatDuration(rule.quarantine_window)));
-    for (const std::string& e : *counted) quarantine.add_evidence(ValidUtf8(e, kMaxLineBytes));
+    pb::CardQuarantine quarantine =
+        Quarantine(device, jobs_.Now(),
+                   absl::StrCat(rule.quarantine_after, " jobs failed on it with a hardware signature within ",
+                                absl::FormatDuration(rule.quarantine_window)),
+                   *counted);
     const std::string card = absl::StrCat(node_name, "/", device);
     if (absl::Status s = nodes_.Quarantine(*node, std::move(quarantine)); !s.ok()) {
       spdlog::error("card {}: not quarantined: {}", card, std::string(s.message()));

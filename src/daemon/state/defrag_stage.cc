@@ -12,10 +12,8 @@ bool DefragStage::MayMoveFor(const JobEntry& entry, absl::Time now) const {
 }
 
 std::optional<PreemptionChoice> DefragStage::Choose(const scheduler::PlacementRequest& request,
-                                                    const std::vector<scheduler::NodeView>& views,
                                                     const PreemptionStage::ViewsWithout& views_without,
                                                     const std::vector<NodeOffer>& offers, bool land, int max_moves) {
-  (void)views;
   auto fits = [&](const std::set<std::string>& moved) -> absl::StatusOr<scheduler::Placement> {
     std::vector<scheduler::NodeView> trial = views_without(victims_.ClaimsOf(moved));
     auto placement = policy_.Place(request, trial);
@@ -64,10 +62,9 @@ DefragStage::MoveOutcome DefragStage::TryMove(JobEntry& entry, const scheduler::
   // hour's moves then serve more jobs). None: over budget when a set the hour could pay for exists.
   bool over_budget = false;
   auto choose_allowed = [&](const std::vector<NodeOffer>& from, bool land) -> std::optional<PreemptionChoice> {
-    std::optional<PreemptionChoice> cheapest =
-        Choose(request, views, views_without, from, land, options_.moves_per_hour);
+    std::optional<PreemptionChoice> cheapest = Choose(request, views_without, from, land, options_.moves_per_hour);
     if (!cheapest || static_cast<int>(cheapest->victims.size()) <= allowance.now) return cheapest;
-    if (auto fewer = Choose(request, views, views_without, from, land, allowance.now)) return fewer;
+    if (auto fewer = Choose(request, views_without, from, land, allowance.now)) return fewer;
     over_budget = true;
     return std::nullopt;
   };

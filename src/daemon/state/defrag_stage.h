@@ -49,7 +49,6 @@ class DefragStage {
   // The cheapest set of `movable` jobs (at most `max_moves`) whose moves let the job fit; with
   // `land`, each moved job must fit elsewhere at once.
   std::optional<PreemptionChoice> Choose(const scheduler::PlacementRequest& request,
-                                         const std::vector<scheduler::NodeView>& views,
                                          const PreemptionStage::ViewsWithout& views_without,
                                          const std::vector<NodeOffer>& offers, bool land, int max_moves);
 

@@ -282,15 +282,21 @@ void NodeRegistry::SetFault(NodeEntry& node, const std::string& fault) {
   wakeups_.Changed();
 }
 
+absl::Status NodeRegistry::StoreRecordOrUndo(NodeEntry& node, absl::string_view what,
+                                             const std::function<void()>& undo) {
+  if (auto s = store_->PutNode(node.record); !s.ok()) {
+    undo();
+    return absl::UnavailableError(absl::StrCat(what, " not stored: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status NodeRegistry::SetDrained(NodeEntry& node, bool drained, absl::string_view why) {
   if (node.record.drained() == drained) return absl::OkStatus();
   ParseStoredInventory(node);  // the record is written whole
   node.record.set_drained(drained);
   NoteViewChange(node);
-  if (auto s = store_->PutNode(node.record); !s.ok()) {
-    node.record.set_drained(!drained);
-    return absl::UnavailableError(absl::StrCat("node state not stored: ", s.message()));
-  }
+  if (auto s = StoreRecordOrUndo(node, "node state", [&] { node.record.set_drained(!drained); }); !s.ok()) return s;
   spdlog::info("node {} {} {}", node.record.name(), drained ? "drained" : "undrained", std::string(why));
   wakeups_.CapacityChanged();
   wakeups_.Changed();
@@ -313,9 +319,9 @@ absl::Status NodeRegistry::Quarantine(NodeEntry& node, pb::CardQuarantine quaran
   }
   ParseStoredInventory(node);  // the record is written whole
   *node.record.add_quarantined_cards() = quarantine;
-  if (auto s = store_->PutNode(node.record); !s.ok()) {
-    node.record.mutable_quarantined_cards()->RemoveLast();
-    return absl::UnavailableError(absl::StrCat("quarantine not stored: ", s.message()));
+  if (auto s = StoreRecordOrUndo(node, "quarantine", [&] { node.record.mutable_quarantined_cards()->RemoveLast(); });
+      !s.ok()) {
+    return s;
   }
   MarkQuarantined(node);
   node.inventory_revision = ++last_inventory_revision_;
@@ -337,10 +343,7 @@ absl::Status NodeRegistry::ReturnCard(NodeEntry& node, const std::string& device
   ParseStoredInventory(node);
   const pb::CardQuarantine kept = *it;
   cards->erase(it);
-  if (auto s = store_->PutNode(node.record); !s.ok()) {
-    *cards->Add() = kept;
-    return absl::UnavailableError(absl::StrCat("card return not stored: ", s.message()));
-  }
+  if (auto s = StoreRecordOrUndo(node, "card return", [&] { *cards->Add() = kept; }); !s.ok()) return s;
   // As its agent last reported it (the record keeps the report; the quarantine only overlaid
   // it), or, with no report of the card kept, healthy.
   for (DeviceRecord& d : node.inventory.devices) {

@@ -115,9 +115,6 @@ class NodeRegistry {
   // miss a node. The registry's own changes and every change of a node's claims are noted
   // here; code that sets one of those fields of a NodeEntry directly must call this.
   void NoteViewChange(NodeEntry& node);
-  // Marks the node's quarantined cards unhealthy in `node.inventory` (after each replacement of
-  // it: an agent reports the card as it sees it, healthy).
-  static void MarkQuarantined(NodeEntry& node);
   // Readers of the notes, each with its own list: the scheduling cycle's views (tests run
   // several cycles on one registry). At most kMaxViewChangeReaders at once; AddViewChangeReader
   // returns -1 past that.
@@ -167,6 +164,13 @@ class NodeRegistry {
   static pb::Node Snapshot(const NodeEntry& node);
 
  private:
+  // Marks the node's quarantined cards unhealthy in `node.inventory` (after each replacement of
+  // it: an agent reports the card as it sees it, healthy).
+  static void MarkQuarantined(NodeEntry& node);
+  // Writes the node's record as the caller changed it (the record is written whole: the caller
+  // parsed its inventory back first); when the store refuses, `undo` puts the change back and the
+  // error says `what` was not stored.
+  absl::Status StoreRecordOrUndo(NodeEntry& node, absl::string_view what, const std::function<void()>& undo);
   Store* const store_;
   Wakeups& wakeups_;
   const PortRange ports_;
