@@ -122,6 +122,21 @@ typedef struct {
   int32_t deviceState;
   int32_t driverState;
 } cndevCardHealthState_t;
+// Memory health (cndev.h, CNDEV_VERSION_6 layouts).
+typedef struct {
+  int32_t version;
+  uint64_t oneBitError, multipleOneError, multipleError, multipleMultipleError;
+  uint64_t correctedError, uncorrectedError, totalError, addressForbiddenError;
+} cndevECCInfo_t;
+typedef struct {
+  int32_t version;
+  uint32_t isPending;
+  uint32_t isFailure;
+} cndevRetiredPageStatus_t;
+typedef struct {
+  int32_t version;
+  uint32_t correctRows, uncorrectRows, pendingRows, failedRows;
+} cndevRemappedRow_t;
 // One process holding the card; both figures in KiB. The caller sets version in the first element.
 typedef struct {
   int32_t version;
@@ -153,7 +168,10 @@ typedef struct {
   X(cndevGetMLULinkPortNumber, int, (cndevDevice_t))                                                        \
   X(cndevGetMLULinkStatusV2, cndevRet_t, (cndevMLULinkStatusV2_t*, cndevDevice_t, int))                     \
   X(cndevGetMLULinkRemoteInfo, cndevRet_t, (cndevMLULinkRemoteInfo_t*, cndevDevice_t, int))                 \
-  X(cndevGetProcessInfo, cndevRet_t, (unsigned*, cndevProcessInfo_t*, cndevDevice_t))
+  X(cndevGetProcessInfo, cndevRet_t, (unsigned*, cndevProcessInfo_t*, cndevDevice_t))                       \
+  X(cndevGetECCInfo, cndevRet_t, (cndevECCInfo_t*, cndevDevice_t))                                          \
+  X(cndevGetRetiredPagesStatus, cndevRet_t, (cndevRetiredPageStatus_t*, cndevDevice_t))                     \
+  X(cndevGetRemappedRows, cndevRet_t, (cndevRemappedRow_t*, cndevDevice_t))
 
 HETPOOL_CNDEV_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_CNDEV_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

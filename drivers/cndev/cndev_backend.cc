@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/health_signals.h"
 #include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
@@ -64,6 +65,36 @@ std::vector<CardProcess> CndevBackend::Processes(cndevDevice_t handle) const {
 std::string CndevBackend::Error(cndevRet_t rc) const {
   const char* text = cndev_.cndevGetErrorString(rc);
   return text ? text : absl::StrCat("CNDev error ", rc);
+}
+
+void CndevBackend::AddHealthSignals(cndevDevice_t handle, DeviceRecord& d) const {
+  if (cndev_.cndevGetCardHealthState) {
+    cndevCardHealthState_t health{};
+    health.version = CNDEV_VERSION_6;
+    if (cndev_.cndevGetCardHealthState(&health, handle) == CNDEV_SUCCESS && health.health == 0) {
+      d.signals.push_back({Severity::kFatal, "device in problem (cndevGetCardHealthState)", "cndev"});
+    }
+  }
+  MemoryHealth memory;
+  cndevECCInfo_t ecc{};
+  ecc.version = CNDEV_VERSION_6;
+  if (cndev_.cndevGetECCInfo && cndev_.cndevGetECCInfo(&ecc, handle) == CNDEV_SUCCESS) {
+    memory.uncorrected_errors = ecc.uncorrectedError;
+  }
+  cndevRetiredPageStatus_t retired{};
+  retired.version = CNDEV_VERSION_6;
+  if (cndev_.cndevGetRetiredPagesStatus && cndev_.cndevGetRetiredPagesStatus(&retired, handle) == CNDEV_SUCCESS) {
+    memory.retired_pages_pending = retired.isPending != 0;
+    memory.retired_pages_failed = retired.isFailure != 0;
+  }
+  cndevRemappedRow_t rows{};
+  rows.version = CNDEV_VERSION_6;
+  if (cndev_.cndevGetRemappedRows && cndev_.cndevGetRemappedRows(&rows, handle) == CNDEV_SUCCESS) {
+    memory.rows_remap_pending = rows.pendingRows != 0;
+    memory.rows_remap_failed = rows.failedRows != 0;
+  }
+  for (HealthSignal& s : SignalsOfMemory(memory, "cndev")) d.signals.push_back(std::move(s));
+  MarkUnhealthyOnFatal(d);
 }
 
 absl::StatusOr<std::vector<DeviceRecord>> CndevBackend::Discover() {
@@ -153,14 +184,7 @@ absl::StatusOr<std::vector<DeviceRecord>> CndevBackend::Discover() {
             absl::StrCat(version.driverMajorVersion, ".", version.driverMinorVersion, ".", version.driverBuildVersion);
       }
     }
-    if (cndev_.cndevGetCardHealthState) {
-      cndevCardHealthState_t health{};
-      health.version = CNDEV_VERSION_6;
-      if (cndev_.cndevGetCardHealthState(&health, handle) == CNDEV_SUCCESS && health.health == 0 && d.healthy) {
-        d.healthy = false;
-        d.health_message = "cndevGetCardHealthState: device in problem";
-      }
-    }
+    AddHealthSignals(handle, d);
     if (cndev_.cndevGetProcessInfo) d.processes = Processes(handle);
     if (!d.uuid.empty()) by_uuid[d.uuid] = devices.size();
     devices.push_back(std::move(d));

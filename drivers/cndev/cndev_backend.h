@@ -28,6 +28,8 @@ class CndevBackend : public DeviceBackend {
   std::string Error(cndevRet_t rc) const;
   // The processes holding the card (cndevGetProcessInfo); empty when CNDev cannot tell.
   std::vector<CardProcess> Processes(cndevDevice_t handle) const;
+  // The card's health state, ECC, retired pages and remapped rows as signals.
+  void AddHealthSignals(cndevDevice_t handle, DeviceRecord& d) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints cndev_;

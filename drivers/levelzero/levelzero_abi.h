@@ -33,4 +33,9 @@ ze_result_t zesDeviceGet(hetpool_zes_driver_handle_t driver, uint32_t* count, ze
   X(zesDeviceEnumFabricPorts, ze_result_t, (zes_device_handle_t, uint32_t*, zes_fabric_port_handle_t*)) \
   X(zesFabricPortGetProperties, ze_result_t, (zes_fabric_port_handle_t, zes_fabric_port_properties_t*)) \
   X(zesFabricPortGetState, ze_result_t, (zes_fabric_port_handle_t, zes_fabric_port_state_t*))           \
-  X(zesDeviceProcessesGetState, ze_result_t, (zes_device_handle_t, uint32_t*, zes_process_state_t*))
+  X(zesDeviceProcessesGetState, ze_result_t, (zes_device_handle_t, uint32_t*, zes_process_state_t*))    \
+  X(zesDeviceGetState, ze_result_t, (zes_device_handle_t, zes_device_state_t*))                         \
+  X(zesDeviceEnumRasErrorSets, ze_result_t, (zes_device_handle_t, uint32_t*, zes_ras_handle_t*))        \
+  X(zesRasGetProperties, ze_result_t, (zes_ras_handle_t, zes_ras_properties_t*))                        \
+  X(zesRasGetState, ze_result_t, (zes_ras_handle_t, ze_bool_t, zes_ras_state_t*))                       \
+  X(zesDevicePciGetState, ze_result_t, (zes_device_handle_t, zes_pci_state_t*))

@@ -1,5 +1,6 @@
 #include "drivers/levelzero/levelzero_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "drivers/device_links.h"
+#include "drivers/health_signals.h"
 #include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
@@ -97,6 +99,54 @@ std::vector<CardProcess> LevelZeroBackend::Processes(zes_device_handle_t handle)
   return out;
 }
 
+void LevelZeroBackend::AddHealthSignals(zes_device_handle_t h, zes_mem_health_t memory,
+                                        const zes_pci_speed_t& max_speed, DeviceRecord& d) const {
+  auto add = [&d](Severity severity, std::string what) {
+    d.signals.push_back({severity, std::move(what), "levelzero"});
+  };
+  zes_device_state_t state{};
+  state.stype = ZES_STRUCTURE_TYPE_DEVICE_STATE;
+  if (ze_.zesDeviceGetState && ze_.zesDeviceGetState(h, &state) == ZE_RESULT_SUCCESS) {
+    if (state.reset & ZES_RESET_REASON_FLAG_WEDGED) add(Severity::kFatal, "reset required: the hardware is wedged");
+    if (state.reset & ZES_RESET_REASON_FLAG_REPAIR) add(Severity::kDegraded, "reset required to complete a repair");
+  }
+  if (memory == ZES_MEM_HEALTH_REPLACE) add(Severity::kFatal, "memory: replace the card (uncorrectable errors)");
+  if (memory == ZES_MEM_HEALTH_CRITICAL) add(Severity::kDegraded, "memory: running on reduced memory");
+  if (memory == ZES_MEM_HEALTH_DEGRADED) add(Severity::kDegraded, "memory: excessive correctable errors");
+  // Uncorrectable errors of the hardware's making: programming errors are the application's,
+  // engine resets and display errors say nothing of a compute card's memory or engines.
+  uint32_t sets = 0;
+  if (ze_.zesDeviceEnumRasErrorSets && ze_.zesRasGetProperties && ze_.zesRasGetState &&
+      ze_.zesDeviceEnumRasErrorSets(h, &sets, nullptr) == ZE_RESULT_SUCCESS) {
+    std::vector<zes_ras_handle_t> handles(sets);
+    if (ze_.zesDeviceEnumRasErrorSets(h, &sets, handles.data()) != ZE_RESULT_SUCCESS) sets = 0;
+    uint64_t uncorrected = 0;
+    for (uint32_t i = 0; i < sets && i < handles.size(); ++i) {
+      zes_ras_properties_t props{};
+      props.stype = ZES_STRUCTURE_TYPE_RAS_PROPERTIES;
+      zes_ras_state_t ras{};
+      ras.stype = ZES_STRUCTURE_TYPE_RAS_STATE;
+      if (ze_.zesRasGetProperties(handles[i], &props) != ZE_RESULT_SUCCESS ||
+          props.type != ZES_RAS_ERROR_TYPE_UNCORRECTABLE ||
+          ze_.zesRasGetState(handles[i], /*clear=*/0, &ras) != ZE_RESULT_SUCCESS) {
+        continue;
+      }
+      for (int c : {ZES_RAS_ERROR_CAT_DRIVER_ERRORS, ZES_RAS_ERROR_CAT_COMPUTE_ERRORS,
+                    ZES_RAS_ERROR_CAT_NON_COMPUTE_ERRORS, ZES_RAS_ERROR_CAT_CACHE_ERRORS}) {
+        uncorrected += ras.category[c];
+      }
+    }
+    if (uncorrected > 0) add(Severity::kFatal, absl::StrCat(uncorrected, " uncorrectable RAS error(s)"));
+  }
+  zes_pci_state_t pci{};
+  pci.stype = ZES_STRUCTURE_TYPE_PCI_STATE;
+  if (ze_.zesDevicePciGetState && ze_.zesDevicePciGetState(h, &pci) == ZE_RESULT_SUCCESS) {
+    const PcieLinkHealth link{pci.speed.width, max_speed.width, pci.speed.gen, max_speed.gen};
+    if (auto s = SignalOfPcieLink(link, "levelzero")) d.signals.push_back(std::move(*s));
+  }
+  MarkUnhealthyOnFatal(d);
+}
+
 absl::StatusOr<std::vector<DeviceRecord>> LevelZeroBackend::Discover() {
   auto handles = Devices();
   if (!handles.ok()) return handles.status();
@@ -124,6 +174,7 @@ absl::StatusOr<std::vector<DeviceRecord>> LevelZeroBackend::Discover() {
       fail("zesDeviceGetProperties", rc);
     }
     uint32_t modules = 0;
+    zes_mem_health_t worst_memory = ZES_MEM_HEALTH_UNKNOWN;
     if (ze_result_t rc = ze_.zesDeviceEnumMemoryModules(h, &modules, nullptr); rc == ZE_RESULT_SUCCESS) {
       std::vector<zes_mem_handle_t> mems(modules);
       ze_.zesDeviceEnumMemoryModules(h, &modules, mems.data());
@@ -133,6 +184,7 @@ absl::StatusOr<std::vector<DeviceRecord>> LevelZeroBackend::Discover() {
         if (ze_result_t mrc = ze_.zesMemoryGetState(mem, &state); mrc == ZE_RESULT_SUCCESS) {
           d.memory_mib += state.size >> 20;
           d.memory_used_mib += (state.size - state.free) >> 20;
+          worst_memory = std::max(worst_memory, state.health);
         } else {
           fail("zesMemoryGetState", mrc);
         }
@@ -148,6 +200,7 @@ absl::StatusOr<std::vector<DeviceRecord>> LevelZeroBackend::Discover() {
       fail("zesDevicePciGetProperties", rc);
     }
     if (ze_.zesDeviceProcessesGetState) d.processes = Processes(h);
+    AddHealthSignals(h, worst_memory, pci.maxSpeed, d);
     devices.push_back(std::move(d));
   }
 

@@ -26,6 +26,10 @@ class LevelZeroBackend : public DeviceBackend {
   absl::StatusOr<std::vector<zes_device_handle_t>> Devices();
   // The processes holding the card (zesDeviceProcessesGetState); empty when Sysman cannot tell.
   std::vector<CardProcess> Processes(zes_device_handle_t handle) const;
+  // The reset Sysman asks for, its memory's health (the worst of its modules, read with their
+  // sizes), uncorrectable RAS errors and the PCIe link against `max_speed`, as signals.
+  void AddHealthSignals(zes_device_handle_t handle, zes_mem_health_t memory, const zes_pci_speed_t& max_speed,
+                        DeviceRecord& d) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints ze_;

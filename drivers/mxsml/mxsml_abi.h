@@ -60,6 +60,21 @@ typedef struct {
   char bdfId[MXSML_DEVICE_BDF_ID_SIZE];
 } mxSmlMetaXLinkRemoteInfo_t;
 
+// Health (as in MetaX's pymxsml binding of mxsml.h): ECC counts, why a card is unavailable, and
+// its PCIe link now and at most.
+typedef struct {
+  unsigned int sramCE, sramUE, dramCE, dramUE, retiredPage;
+} mxSmlEccErrorCount_t;
+enum : unsigned { MXSML_DEVICE_UNAVAILABLE_REASON_SIZE = 64 };
+typedef struct {
+  int unavailableCode;  // 0: available
+  char unavailableReason[MXSML_DEVICE_UNAVAILABLE_REASON_SIZE];
+} mxSmlDeviceUnavailableReasonInfo_t;
+typedef struct {
+  float speed;  // GT/s
+  unsigned int width;
+} mxSmlPcieInfo_t;
+
 #define HETPOOL_MXSML_REQUIRED(X)                                          \
   X(mxSmlInit, mxSmlReturn_t, (void))                                      \
   X(mxSmlGetDeviceCount, unsigned int, (void))                             \
@@ -73,7 +88,11 @@ typedef struct {
   X(mxSmlGetDeviceIpUsage, mxSmlReturn_t, (unsigned int, int, int*))                                       \
   X(mxSmlGetDeviceTopology, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlDeviceTopologyLevel_t*))      \
   X(mxSmlGetMetaXLinkRemoteInfo, mxSmlReturn_t, (unsigned int, unsigned int, mxSmlMetaXLinkRemoteInfo_t*)) \
-  X(mxSmlGetSingleGpuProcess, mxSmlReturn_t, (unsigned int, unsigned int*, mxSmlProcessInfo_t*))
+  X(mxSmlGetSingleGpuProcess, mxSmlReturn_t, (unsigned int, unsigned int*, mxSmlProcessInfo_t*))           \
+  X(mxSmlGetTotalEccErrors, mxSmlReturn_t, (unsigned int, mxSmlEccErrorCount_t*))                          \
+  X(mxSmlGetDeviceUnavailableReason, mxSmlReturn_t, (unsigned int, mxSmlDeviceUnavailableReasonInfo_t*))   \
+  X(mxSmlGetPcieInfo, mxSmlReturn_t, (unsigned int, mxSmlPcieInfo_t*))                                     \
+  X(mxSmlGetPcieMaxLinkInfo, mxSmlReturn_t, (unsigned int, mxSmlPcieInfo_t*))
 
 HETPOOL_MXSML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_MXSML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/health_signals.h"
 #include "drivers/vendor_c_abi.h"
 
 namespace hetpool::drivers {
@@ -12,11 +13,20 @@ namespace {
 
 constexpr int kUsageXcore = 4;  // mxSmlUsageIp_t MXSML_Usage_Xcore (C-class devices)
 
-LinkKind FromTopologyLevel(mxSmlDeviceTopologyLevel_t level) {
+LinkKind FromMxsmlTopologyLevel(mxSmlDeviceTopologyLevel_t level) {
   if (level <= 2) return LinkKind::kPcieSwitch;
   if (level == 3) return LinkKind::kPcieHostBridge;
   if (level == 4) return LinkKind::kSameNuma;
   return LinkKind::kCrossSocket;  // 6 SYSTEM (5 METAXLINK is reported as a fabric link instead)
+}
+
+// MXSML reports a link's speed in GT/s; hetpool's signal speaks of PCIe generations.
+int PcieGeneration(float gigatransfers) {
+  constexpr float kSpeeds[] = {2.5f, 5, 8, 16, 32, 64};
+  for (int g = 0; g < 6; ++g) {
+    if (gigatransfers <= kSpeeds[g] + 0.1f) return g + 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -57,6 +67,34 @@ std::vector<CardProcess> MxsmlBackend::Processes(unsigned index, unsigned gpu_id
     out.push_back({static_cast<int>(info.processId), bytes >> 20, ""});
   }
   return out;
+}
+
+void MxsmlBackend::AddHealthSignals(unsigned index, DeviceRecord& d) const {
+  mxSmlDeviceUnavailableReasonInfo_t unavailable{};
+  if (mxsml_.mxSmlGetDeviceUnavailableReason &&
+      mxsml_.mxSmlGetDeviceUnavailableReason(index, &unavailable) == MXSML_SUCCESS &&
+      unavailable.unavailableCode != 0) {
+    const std::string why = Bounded(unavailable.unavailableReason, sizeof(unavailable.unavailableReason));
+    d.signals.push_back(
+        {Severity::kFatal,
+         absl::StrCat("unavailable (code ", unavailable.unavailableCode, why.empty() ? "" : ": ", why, ")"), "mxsml"});
+  }
+  MemoryHealth memory;
+  mxSmlEccErrorCount_t ecc{};
+  if (mxsml_.mxSmlGetTotalEccErrors && mxsml_.mxSmlGetTotalEccErrors(index, &ecc) == MXSML_SUCCESS) {
+    memory.uncorrected_errors = uint64_t{ecc.sramUE} + ecc.dramUE;
+    memory.retired_pages = ecc.retiredPage;
+  }
+  for (HealthSignal& s : SignalsOfMemory(memory, "mxsml")) d.signals.push_back(std::move(s));
+  mxSmlPcieInfo_t now{}, most{};
+  if (mxsml_.mxSmlGetPcieInfo && mxsml_.mxSmlGetPcieMaxLinkInfo &&
+      mxsml_.mxSmlGetPcieInfo(index, &now) == MXSML_SUCCESS &&
+      mxsml_.mxSmlGetPcieMaxLinkInfo(index, &most) == MXSML_SUCCESS) {
+    const PcieLinkHealth link{static_cast<int>(now.width), static_cast<int>(most.width), PcieGeneration(now.speed),
+                              PcieGeneration(most.speed)};
+    if (auto s = SignalOfPcieLink(link, "mxsml")) d.signals.push_back(std::move(*s));
+  }
+  MarkUnhealthyOnFatal(d);
 }
 
 absl::StatusOr<std::vector<DeviceRecord>> MxsmlBackend::Discover() {
@@ -107,6 +145,7 @@ absl::StatusOr<std::vector<DeviceRecord>> MxsmlBackend::Discover() {
       d.utilization_percent = usage;
     }
     if (info_rc == MXSML_SUCCESS && mxsml_.mxSmlGetSingleGpuProcess) d.processes = Processes(i, info.gpuId);
+    AddHealthSignals(i, d);
     devices.push_back(std::move(d));
     answered.push_back(info_rc == MXSML_SUCCESS);
   }
@@ -130,7 +169,7 @@ absl::StatusOr<std::vector<DeviceRecord>> MxsmlBackend::Discover() {
       if (mxsml_.mxSmlGetDeviceTopology(static_cast<unsigned>(i), static_cast<unsigned>(j), &level) != MXSML_SUCCESS) {
         return std::nullopt;
       }
-      return FromTopologyLevel(level);
+      return FromMxsmlTopologyLevel(level);
     });
   }
   return devices;

@@ -28,6 +28,8 @@ class MxsmlBackend : public DeviceBackend {
   // The processes holding card `index` (mxSmlGetSingleGpuProcess) with their memory on the card
   // whose gpuId is `gpu_id`; empty when MXSML cannot tell.
   std::vector<CardProcess> Processes(unsigned index, unsigned gpu_id) const;
+  // Why the card is unavailable, its ECC counts and its PCIe link, as signals.
+  void AddHealthSignals(unsigned index, DeviceRecord& d) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints mxsml_;

@@ -118,7 +118,12 @@ enum : unsigned {
     (nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t, unsigned long long*))                         \
   X(nvmlDeviceGetRemappedRows, nvmlReturn_t,                                                                  \
     (nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*))                               \
-  X(nvmlDeviceGetRetiredPagesPendingStatus, nvmlReturn_t, (nvmlDevice_t, nvmlEnableState_t*))
+  X(nvmlDeviceGetRetiredPagesPendingStatus, nvmlReturn_t, (nvmlDevice_t, nvmlEnableState_t*))                 \
+  X(nvmlDeviceGetCurrPcieLinkWidth, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                              \
+  X(nvmlDeviceGetMaxPcieLinkWidth, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                               \
+  X(nvmlDeviceGetCurrPcieLinkGeneration, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                         \
+  X(nvmlDeviceGetMaxPcieLinkGeneration, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                          \
+  X(nvmlDeviceGetCurrentClocksThrottleReasons, nvmlReturn_t, (nvmlDevice_t, unsigned long long*))
 
 HETPOOL_NVML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_NVML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drivers/device_links.h"
+#include "drivers/health_signals.h"
 #include "drivers/nvml/nvml_health.h"
 #include "drivers/vendor_c_abi.h"
 
@@ -112,33 +113,46 @@ void NvmlBackend::WaitForEvents(nvmlEventSet_t set) {
 }
 
 void NvmlBackend::AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d) {
-  NvmlCounters counters;
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    if (auto it = latched_.find(d.uuid); it != latched_.end()) {
+      d.signals.insert(d.signals.end(), it->second.begin(), it->second.end());
+    }
+  }
+  MemoryHealth memory;
   unsigned long long ecc = 0;
   if (nvml_.nvmlDeviceGetTotalEccErrors && nvml_.nvmlDeviceGetTotalEccErrors(handle, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                                                              NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS) {
-    counters.ecc_uncorrected_volatile = ecc;
+    memory.uncorrected_errors = ecc;
   }
   unsigned int corrected = 0, uncorrected = 0, pending = 0, failed = 0;
   if (nvml_.nvmlDeviceGetRemappedRows &&
       nvml_.nvmlDeviceGetRemappedRows(handle, &corrected, &uncorrected, &pending, &failed) == NVML_SUCCESS) {
-    counters.rows_remap_pending = pending != 0;
-    counters.rows_remap_failed = failed != 0;
+    memory.rows_remap_pending = pending != 0;
+    memory.rows_remap_failed = failed != 0;
   }
   nvmlEnableState_t retired = 0;
   if (nvml_.nvmlDeviceGetRetiredPagesPendingStatus &&
       nvml_.nvmlDeviceGetRetiredPagesPendingStatus(handle, &retired) == NVML_SUCCESS) {
-    counters.retired_pages_pending = retired != 0;
+    memory.retired_pages_pending = retired != 0;
   }
-  {
-    std::lock_guard<std::mutex> lock(health_mu_);
-    if (auto it = latched_.find(d.uuid); it != latched_.end()) d.signals = it->second;
+  for (HealthSignal& s : SignalsOfMemory(memory, "nvml")) d.signals.push_back(std::move(s));
+  PcieLinkHealth link;
+  auto read = [&](auto* call, int& out) {
+    unsigned int value = 0;
+    if (call != nullptr && call(handle, &value) == NVML_SUCCESS) out = static_cast<int>(value);
+  };
+  read(nvml_.nvmlDeviceGetCurrPcieLinkWidth, link.width);
+  read(nvml_.nvmlDeviceGetMaxPcieLinkWidth, link.max_width);
+  read(nvml_.nvmlDeviceGetCurrPcieLinkGeneration, link.generation);
+  read(nvml_.nvmlDeviceGetMaxPcieLinkGeneration, link.max_generation);
+  if (auto s = SignalOfPcieLink(link, "nvml")) d.signals.push_back(std::move(*s));
+  unsigned long long reasons = 0;
+  if (nvml_.nvmlDeviceGetCurrentClocksThrottleReasons &&
+      nvml_.nvmlDeviceGetCurrentClocksThrottleReasons(handle, &reasons) == NVML_SUCCESS) {
+    if (auto s = SignalOfClockReasons(reasons)) d.signals.push_back(std::move(*s));
   }
-  for (HealthSignal& s : SignalsOfCounters(counters)) d.signals.push_back(std::move(s));
-  for (const HealthSignal& s : d.signals) {
-    if (s.severity != Severity::kFatal || !d.healthy) continue;
-    d.healthy = false;
-    d.health_message = absl::StrCat("fatal: ", s.what);
-  }
+  MarkUnhealthyOnFatal(d);
 }
 
 std::string NvmlBackend::Error(nvmlReturn_t rc) const {
@@ -210,6 +224,11 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
     auto fail = [&d, this](const char* call, nvmlReturn_t rc) {
       if (d.healthy) d.health_message = absl::StrCat(call, ": ", Error(rc));
       d.healthy = false;
+      // A lost card stays lost until it is reset: a fatal signal, so that it is quarantined (and
+      // its jobs requeued) rather than only skipped while the call fails.
+      if (rc == NVML_ERROR_GPU_IS_LOST && d.signals.empty()) {
+        d.signals.push_back({Severity::kFatal, absl::StrCat("GPU is lost (", call, ")"), "nvml"});
+      }
     };
     if (nvmlReturn_t rc = nvml_.nvmlDeviceGetHandleByIndex_v2(i, &handle); rc != NVML_SUCCESS) {
       fail("nvmlDeviceGetHandleByIndex_v2", rc);

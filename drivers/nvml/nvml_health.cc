@@ -1,6 +1,7 @@
 #include "drivers/nvml/nvml_health.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace hetpool::drivers {
 
@@ -43,22 +44,22 @@ HealthSignal SignalOfXid(unsigned long long xid) {
   return {Severity::kNoted, absl::StrCat("Xid ", xid, " (not in hetpool's table)"), "nvml"};
 }
 
-std::vector<HealthSignal> SignalsOfCounters(const NvmlCounters& c) {
-  std::vector<HealthSignal> out;
-  if (c.ecc_uncorrected_volatile.value_or(0) > 0) {
-    out.push_back({Severity::kFatal,
-                   absl::StrCat(*c.ecc_uncorrected_volatile, " uncorrected ECC error(s) since the driver loaded"),
-                   "nvml"});
+std::optional<HealthSignal> SignalOfClockReasons(unsigned long long reasons) {
+  struct Reason {
+    unsigned long long bit;
+    const char* what;
+  };
+  // nvml.h's nvmlClocksThrottleReason* (now nvmlClocksEventReason*) bits.
+  constexpr Reason kSlowing[] = {{0x8, "hardware slowdown"},
+                                 {0x40, "hardware thermal slowdown"},
+                                 {0x80, "hardware power brake"},
+                                 {0x20, "software thermal slowdown"}};
+  std::vector<std::string> seen;
+  for (const Reason& r : kSlowing) {
+    if (reasons & r.bit) seen.push_back(r.what);
   }
-  if (c.rows_remap_failed.value_or(false)) {
-    out.push_back({Severity::kFatal, "row remapping failed (no spare rows left)", "nvml"});
-  } else if (c.rows_remap_pending.value_or(false)) {
-    out.push_back({Severity::kDegraded, "row remapping pending: the card needs a reset", "nvml"});
-  }
-  if (c.retired_pages_pending.value_or(false)) {
-    out.push_back({Severity::kDegraded, "retired pages pending: the card needs a reset", "nvml"});
-  }
-  return out;
+  if (seen.empty()) return std::nullopt;
+  return HealthSignal{Severity::kDegraded, absl::StrCat("clocks held down: ", absl::StrJoin(seen, ", ")), "nvml"};
 }
 
 }  // namespace hetpool::drivers

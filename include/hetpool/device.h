@@ -103,6 +103,14 @@ struct DeviceRecord {
 
   // Whether the scheduler may give the card to a job.
   bool Placeable() const { return healthy && dirty.empty(); }
+  // A degraded signal (throttled, its link narrowed, a repair waiting for a reset): it runs
+  // jobs, after every card that is well, and the jobs on it say so.
+  bool Degraded() const {
+    for (const HealthSignal& s : signals) {
+      if (s.severity == Severity::kDegraded) return true;
+    }
+    return false;
+  }
 };
 
 struct NodeInventory {

@@ -17,7 +17,8 @@ constexpr char kDefaultProfile[] = R"({
   "filter": ["Fingerprint", "NodeSchedulable", "ContainerRuntime", "HostResources", "DeviceHealth", "Capacity", "Quota",
              "Reservation"],
   "score": [{"name": "Fgd", "weight": 100, "args": {"mix": "submitted", "window": 500, "size_damping": 2.5}},
-            {"name": "LinkScore", "weight": 10}, {"name": "ImageLocality", "weight": 10}, {"name": "TieRank", "weight": 1}],
+            {"name": "LinkScore", "weight": 10}, {"name": "ImageLocality", "weight": 10}, {"name": "TieRank", "weight": 1},
+            {"name": "HealthyCards", "weight": 1000}],
   "permit": ["Gang"],
   "nodesToFind": 100
 })";

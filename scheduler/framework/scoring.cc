@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "scheduler/framework/framework.h"
@@ -34,15 +35,29 @@ Placement ToPlacement(const PlacementRequest& request, Vendor vendor, const std:
   return p;
 }
 
+// The fitting devices without the degraded ones, when `needed` of them remain: a degraded card
+// (device.h) is chosen last on its node, as the HealthyCards score places it last across nodes.
+std::vector<const DeviceView*> WellFirst(std::span<const DeviceView* const> fitting, size_t needed) {
+  std::vector<const DeviceView*> well;
+  well.reserve(fitting.size());
+  for (const DeviceView* dv : fitting) {
+    if (!dv->device->Degraded()) well.push_back(dv);
+  }
+  if (well.size() >= needed && well.size() < fitting.size()) return well;
+  return {fitting.begin(), fitting.end()};
+}
+
 // `pair_table`: the link scores of the node's device pairs, by position in its view.
 // `index_ordered`: the view lists the devices by index, so the fitting ones (in view order) are too.
 void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std::vector<int>& pair_table,
                    bool index_ordered) {
+  const std::vector<const DeviceView*> fitting =
+      WellFirst(c.fitting, request.Fractional() ? 1 : static_cast<size_t>(request.devices_per_node));
   if (request.Fractional()) {
     // Best fit: the device with the least share left that still fits, so partly used devices
     // fill up and whole ones stay whole.
     const DeviceView* best = nullptr;
-    for (const DeviceView* dv : c.fitting) {
+    for (const DeviceView* dv : fitting) {
       if (best == nullptr || dv->milli_free < best->milli_free ||
           (dv->milli_free == best->milli_free && dv->device->index < best->device->index)) {
         best = dv;
@@ -53,8 +68,8 @@ void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std:
   }
   const std::vector<DeviceView>& devices = c.node->devices;
   std::vector<size_t> free;
-  free.reserve(c.fitting.size());
-  for (const DeviceView* dv : c.fitting) free.push_back(static_cast<size_t>(dv - devices.data()));
+  free.reserve(fitting.size());
+  for (const DeviceView* dv : fitting) free.push_back(static_cast<size_t>(dv - devices.data()));
   if (!index_ordered) {  // each comparison reads two device records: skipped when it can be
     std::sort(free.begin(), free.end(),
               [&](size_t a, size_t b) { return devices[a].device->index < devices[b].device->index; });
@@ -71,7 +86,7 @@ void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std:
 // winner's scores, one per plugin of `selecting`.
 void ChooseShare(CycleState& state, NodeCandidate& c, const std::vector<const WeightedScore*>& selecting,
                  std::vector<int64_t>& raw) {
-  std::vector<const DeviceView*> options(c.fitting.begin(), c.fitting.end());
+  std::vector<const DeviceView*> options = WellFirst(c.fitting, 1);
   std::sort(options.begin(), options.end(),
             [](const DeviceView* a, const DeviceView* b) { return a->device->index < b->device->index; });
   std::set<int32_t> seen;

@@ -35,6 +35,7 @@ const std::map<std::string, Factory>& Registry() {
       {"ImageLocality", NoArgs("ImageLocality", plugins::NewImageLocality)},
       {"BestFit", plugins::NewBestFit},
       {"TieRank", NoArgs("TieRank", plugins::NewTieRank)},
+      {"HealthyCards", NoArgs("HealthyCards", plugins::NewHealthyCards)},
       {"Packing", NoArgs("Packing", plugins::NewPacking)},
       {"Random", plugins::NewRandom},
       {"Spread", NoArgs("Spread", plugins::NewSpread)},

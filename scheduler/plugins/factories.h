@@ -26,6 +26,7 @@ std::shared_ptr<Plugin> NewImageLocality();     // image_locality.cc
 // args: {"of": "devices" | "shares"} (default devices).
 absl::StatusOr<std::shared_ptr<Plugin>> NewBestFit(const nlohmann::json& args);  // best_fit.cc
 std::shared_ptr<Plugin> NewTieRank();                                            // tie_rank.cc
+std::shared_ptr<Plugin> NewHealthyCards();                                       // healthy_cards.cc
 std::shared_ptr<Plugin> NewPacking();                                            // packing.cc
 // args: {"seed": N} (default 1).
 absl::StatusOr<std::shared_ptr<Plugin>> NewRandom(const nlohmann::json& args);  // random_score.cc

@@ -102,6 +102,7 @@ void PrintJobDetail(const pb::Job& job) {
     if (!p.waiting().empty() && !p.started())
       std::cout << "waiting:     on " << p.node() << ": " << p.waiting() << "\n";
     if (!p.confinement().empty()) std::cout << "confined:    on " << p.node() << ": " << p.confinement() << "\n";
+    for (const auto& card : p.degraded_cards()) std::cout << "degraded:    on " << p.node() << ": " << card << "\n";
     for (const auto& leftover : p.card_leftovers()) {
       std::cout << "left on card: on " << p.node() << ", killed: " << leftover << "\n";
     }

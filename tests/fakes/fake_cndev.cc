@@ -166,9 +166,39 @@ EXPORT cndevRet_t cndevGetVersionInfo(cndevVersionInfo_t* version, cndevDevice_t
 EXPORT cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t* health, cndevDevice_t handle) {
   FakeDevice* d = nullptr;
   if (cndevRet_t rc = Check(handle, &d)) return rc;
-  health->health = 1;
+  health->health = d->problem.empty() ? 1 : 0;  // CNDEV_HEALTH_STATE_DEVICE_GOOD : _IN_PROBLEM
   health->deviceState = 1;
   health->driverState = 4;
+  return CNDEV_SUCCESS;
+}
+
+EXPORT cndevRet_t cndevGetECCInfo(cndevECCInfo_t* ecc, cndevDevice_t handle) {
+  FakeDevice* d = nullptr;
+  if (cndevRet_t rc = Check(handle, &d)) return rc;
+  if (ecc->version != CNDEV_VERSION_6) return 3;
+  ecc->uncorrectedError = d->ecc_uncorrected_volatile;
+  ecc->multipleError = d->ecc_uncorrected_volatile;
+  ecc->totalError = d->ecc_uncorrected_volatile;
+  return CNDEV_SUCCESS;
+}
+
+EXPORT cndevRet_t cndevGetRetiredPagesStatus(cndevRetiredPageStatus_t* status, cndevDevice_t handle) {
+  FakeDevice* d = nullptr;
+  if (cndevRet_t rc = Check(handle, &d)) return rc;
+  if (status->version != CNDEV_VERSION_6) return 3;
+  status->isPending = d->retired_pages_pending ? 1 : 0;
+  status->isFailure = d->retired_pages_failed ? 1 : 0;
+  return CNDEV_SUCCESS;
+}
+
+EXPORT cndevRet_t cndevGetRemappedRows(cndevRemappedRow_t* rows, cndevDevice_t handle) {
+  FakeDevice* d = nullptr;
+  if (cndevRet_t rc = Check(handle, &d)) return rc;
+  if (rows->version != CNDEV_VERSION_6) return 3;
+  rows->correctRows = 0;
+  rows->uncorrectRows = d->rows_remap_failed ? 1 : 0;
+  rows->pendingRows = d->rows_remap_pending ? 1 : 0;
+  rows->failedRows = d->rows_remap_failed ? 1 : 0;
   return CNDEV_SUCCESS;
 }
 

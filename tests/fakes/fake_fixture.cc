@@ -1,8 +1,9 @@
 #include "tests/fakes/fake_fixture.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -19,7 +20,20 @@ std::unique_ptr<FakeFixture> g_fixture;
 // waiter beside a discovery) may still read the one it was handed.
 std::vector<std::unique_ptr<FakeFixture>> g_replaced;
 std::string g_loaded_path;
-std::filesystem::file_time_type g_loaded_mtime;
+// What the loaded file was: its mtime alone misses a rewrite within one timestamp tick (the
+// kernel stamps files at its coarse clock, a few ms), so its inode and size count too.
+struct FileStamp {
+  int64_t mtime_ns = 0, size = -1;
+  uint64_t inode = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+FileStamp g_loaded_stamp;
+
+FileStamp StampOf(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return {};
+  return {int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, st.st_size, st.st_ino};
+}
 bool g_loaded = false;
 int g_fail_skip = 0;
 int g_fail_calls = 0;
@@ -64,6 +78,15 @@ std::unique_ptr<FakeFixture> Load() {
     dev.rows_remap_pending = d.value("rows_remap_pending", false);
     dev.rows_remap_failed = d.value("rows_remap_failed", false);
     dev.retired_pages_pending = d.value("retired_pages_pending", false);
+    dev.retired_pages_failed = d.value("retired_pages_failed", false);
+    dev.retired_pages = d.value("retired_pages", 0ull);
+    dev.problem = d.value("problem", "");
+    dev.memory_health = d.value("memory_health", "ok");
+    dev.pcie_width = d.value("pcie_width", 16);
+    dev.pcie_max_width = d.value("pcie_max_width", 16);
+    dev.pcie_generation = d.value("pcie_generation", 5);
+    dev.pcie_max_generation = d.value("pcie_max_generation", 5);
+    dev.clock_reasons = d.value("clock_reasons", 0ull);
     fixture->devices.push_back(std::move(dev));
   }
   return fixture;
@@ -73,20 +96,17 @@ std::unique_ptr<FakeFixture> Load() {
 
 FakeFixture* Fixture() {
   std::lock_guard<std::mutex> lock(g_mu);
-  // Reload when the test points the variable at another fixture.
   // Reload when the test points the variable at another fixture or rewrites the file (how a
   // test reaches a fake inside another process, e.g. to hot-remove a card under an agent).
   const char* path = std::getenv("HETPOOL_FAKE_FIXTURE");
   const std::string current = path ? path : "";
-  std::error_code ec;
-  const auto mtime =
-      current.empty() ? std::filesystem::file_time_type{} : std::filesystem::last_write_time(current, ec);
-  if (!g_loaded || current != g_loaded_path || mtime != g_loaded_mtime) {
+  const FileStamp stamp = StampOf(current);
+  if (!g_loaded || current != g_loaded_path || !(stamp == g_loaded_stamp)) {
     if (g_fixture != nullptr) g_replaced.push_back(std::move(g_fixture));
     g_fixture = Load();
     g_loaded = true;
     g_loaded_path = current;
-    g_loaded_mtime = mtime;
+    g_loaded_stamp = stamp;
   }
   return g_fixture.get();
 }

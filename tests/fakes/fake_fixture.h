@@ -31,10 +31,18 @@ struct FakeDevice {
   std::vector<std::pair<int, uint64_t>> processes;
   // Health, as a test writes it into the fixture: each Xid of `xid_events` is delivered once, in
   // order, to an event set the card is registered with; the counters are read as they stand.
-  std::vector<int> xid_events;
+  // The rest each fake reads through its own vendor's calls (NVML, CNDev, MXSML, Level Zero).
+  std::vector<int> xid_events;  // NVML only
   uint64_t ecc_uncorrected_volatile = 0;
   bool rows_remap_pending = false, rows_remap_failed = false;
-  bool retired_pages_pending = false;
+  bool retired_pages_pending = false, retired_pages_failed = false;
+  uint64_t retired_pages = 0;
+  // The card says it is in trouble in its own words: CNDev's health state "in problem", MXSML's
+  // unavailable reason, Level Zero's reset required (wedged). "" when it is well.
+  std::string problem;
+  std::string memory_health = "ok";  // Level Zero: ok, degraded, critical, replace
+  int pcie_width = 16, pcie_max_width = 16, pcie_generation = 5, pcie_max_generation = 5;
+  uint64_t clock_reasons = 0;  // NVML's throttle reason bits
 };
 
 struct FakeFixture {

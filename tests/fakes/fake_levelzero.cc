@@ -110,7 +110,10 @@ ze_result_t zesMemoryGetState(zes_mem_handle_t mem, zes_mem_state_t* state) {
   if (ze_result_t rc = Check(reinterpret_cast<zes_device_handle_t>(mem), &d)) return rc;
   state->size = d->memory_mib << 20;
   state->free = (d->memory_mib - d->memory_used_mib) << 20;
-  state->health = ZES_MEM_HEALTH_OK;
+  state->health = d->memory_health == "degraded"   ? ZES_MEM_HEALTH_DEGRADED
+                  : d->memory_health == "critical" ? ZES_MEM_HEALTH_CRITICAL
+                  : d->memory_health == "replace"  ? ZES_MEM_HEALTH_REPLACE
+                                                   : ZES_MEM_HEALTH_OK;
   return ZE_RESULT_SUCCESS;
 }
 
@@ -137,6 +140,7 @@ ze_result_t zesDevicePciGetProperties(zes_device_handle_t h, zes_pci_properties_
   unsigned domain = 0, bus = 0, device = 0, function = 0;
   std::sscanf(d->pci_bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function);
   pci->address = {domain, bus, device, function};
+  pci->maxSpeed = {d->pcie_max_generation, d->pcie_max_width, -1};
   return ZE_RESULT_SUCCESS;
 }
 
@@ -172,6 +176,56 @@ ze_result_t zesFabricPortGetState(zes_fabric_port_handle_t port, zes_fabric_port
   const bool up = peer >= 0 && !Fixture()->devices[peer].removed;
   state->status = up ? ZES_FABRIC_PORT_STATUS_HEALTHY : ZES_FABRIC_PORT_STATUS_FAILED;
   state->remotePortId.fabricId = 0x1000 + static_cast<uint32_t>(peer < 0 ? 0xfff : peer);
+  return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t zesDevicePciGetState(zes_device_handle_t h, zes_pci_state_t* state) {
+  FakeDevice* d = nullptr;
+  if (ze_result_t rc = Check(h, &d)) return rc;
+  state->status = ZES_PCI_LINK_STATUS_GOOD;
+  state->speed = {d->pcie_generation, d->pcie_width, -1};
+  return ZE_RESULT_SUCCESS;
+}
+
+// A wedged card asks for a reset; a pending row repair completes at the next one.
+ze_result_t zesDeviceGetState(zes_device_handle_t h, zes_device_state_t* state) {
+  FakeDevice* d = nullptr;
+  if (ze_result_t rc = Check(h, &d)) return rc;
+  state->reset = (d->problem.empty() ? 0 : ZES_RESET_REASON_FLAG_WEDGED) |
+                 (d->rows_remap_pending ? ZES_RESET_REASON_FLAG_REPAIR : 0);
+  state->repaired = ZES_REPAIR_STATUS_NOT_PERFORMED;
+  return ZE_RESULT_SUCCESS;
+}
+
+// Two error sets a card, as on hardware with RAS: correctable (handle 2i) and uncorrectable (2i+1).
+ze_result_t zesDeviceEnumRasErrorSets(zes_device_handle_t h, uint32_t* count, zes_ras_handle_t* sets) {
+  FakeDevice* d = nullptr;
+  int index = 0;
+  if (ze_result_t rc = Check(h, &d, &index)) return rc;
+  if (sets != nullptr) {
+    for (uint32_t i = 0; i < *count && i < 2; ++i) sets[i] = Encode<zes_ras_handle_t>(index * 2 + i);
+  }
+  *count = 2;
+  return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t zesRasGetProperties(zes_ras_handle_t ras, zes_ras_properties_t* props) {
+  const intptr_t v = Decode(ras);
+  FakeDevice* d = nullptr;
+  if (ze_result_t rc = Check(Encode<zes_device_handle_t>(v / 2), &d)) return rc;
+  props->type = v % 2 ? ZES_RAS_ERROR_TYPE_UNCORRECTABLE : ZES_RAS_ERROR_TYPE_CORRECTABLE;
+  props->onSubdevice = 0;
+  props->subdeviceId = 0;
+  return ZE_RESULT_SUCCESS;
+}
+
+// Uncorrected memory errors count as non-compute errors (the memory is not a compute engine).
+ze_result_t zesRasGetState(zes_ras_handle_t ras, ze_bool_t, zes_ras_state_t* state) {
+  const intptr_t v = Decode(ras);
+  FakeDevice* d = nullptr;
+  if (ze_result_t rc = Check(Encode<zes_device_handle_t>(v / 2), &d)) return rc;
+  std::memset(state->category, 0, sizeof(state->category));
+  if (v % 2) state->category[ZES_RAS_ERROR_CAT_NON_COMPUTE_ERRORS] = d->ecc_uncorrected_volatile;
   return ZE_RESULT_SUCCESS;
 }
 

@@ -150,4 +150,44 @@ EXPORT mxSmlReturn_t mxSmlGetMetaXLinkRemoteInfo(unsigned int index, unsigned in
   return MXSML_FAILURE;
 }
 
+EXPORT mxSmlReturn_t mxSmlGetTotalEccErrors(unsigned int index, mxSmlEccErrorCount_t* counts) {
+  FakeDevice* d = nullptr;
+  if (mxSmlReturn_t rc = Check(index, &d)) return rc;
+  std::memset(counts, 0, sizeof(*counts));
+  counts->dramUE = static_cast<unsigned>(d->ecc_uncorrected_volatile);
+  counts->retiredPage = static_cast<unsigned>(d->retired_pages);
+  return MXSML_SUCCESS;
+}
+
+EXPORT mxSmlReturn_t mxSmlGetDeviceUnavailableReason(unsigned int index, mxSmlDeviceUnavailableReasonInfo_t* info) {
+  FakeDevice* d = nullptr;
+  if (mxSmlReturn_t rc = Check(index, &d)) return rc;
+  std::memset(info, 0, sizeof(*info));
+  info->unavailableCode = d->problem.empty() ? 0 : 1;
+  std::strncpy(info->unavailableReason, d->problem.c_str(), sizeof(info->unavailableReason) - 1);
+  return MXSML_SUCCESS;
+}
+
+// Speed in GT/s per PCIe generation (1: 2.5 ... 5: 32).
+float GigaTransfers(int generation) {
+  static const float kSpeed[] = {0, 2.5f, 5, 8, 16, 32, 64};
+  return generation >= 0 && generation <= 6 ? kSpeed[generation] : 0;
+}
+
+EXPORT mxSmlReturn_t mxSmlGetPcieInfo(unsigned int index, mxSmlPcieInfo_t* pcie) {
+  FakeDevice* d = nullptr;
+  if (mxSmlReturn_t rc = Check(index, &d)) return rc;
+  pcie->speed = GigaTransfers(d->pcie_generation);
+  pcie->width = static_cast<unsigned>(d->pcie_width);
+  return MXSML_SUCCESS;
+}
+
+EXPORT mxSmlReturn_t mxSmlGetPcieMaxLinkInfo(unsigned int index, mxSmlPcieInfo_t* pcie) {
+  FakeDevice* d = nullptr;
+  if (mxSmlReturn_t rc = Check(index, &d)) return rc;
+  pcie->speed = GigaTransfers(d->pcie_max_generation);
+  pcie->width = static_cast<unsigned>(d->pcie_max_width);
+  return MXSML_SUCCESS;
+}
+
 }  // extern "C"

@@ -308,4 +308,39 @@ EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t handle, 
   return NVML_SUCCESS;
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t handle, unsigned int* width) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *width = static_cast<unsigned>(d->pcie_width);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t handle, unsigned int* width) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *width = static_cast<unsigned>(d->pcie_max_width);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t handle, unsigned int* generation) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *generation = static_cast<unsigned>(d->pcie_generation);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t handle, unsigned int* generation) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *generation = static_cast<unsigned>(d->pcie_max_generation);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t handle, unsigned long long* reasons) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *reasons = d->clock_reasons;
+  return NVML_SUCCESS;
+}
+
 }  // extern "C"

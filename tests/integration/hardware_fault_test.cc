@@ -1,6 +1,7 @@
 // Hardware faults (issue 61): a card that fails every job placed on it is no black hole. Its
 // failures are read as the hardware's, each failed job resumes on another card without spending
 // a restart, and the card is quarantined after the rule's two failures, with the evidence.
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -188,6 +189,93 @@ TEST(HardwareFaults, AFailingHealthCheckTakesItsNodeOutOfServiceUntilItPasses) {
   ASSERT_TRUE(done.ok()) << done.status() << cluster.AgentLog(0);
   EXPECT_EQ(node_fault(), "");
 }
+
+// Each vendor's own signal read at the agent's inventory pass (NVML's counters, CNDev's health
+// state, MXSML's ECC counts, Level Zero's memory health, each through its fake library's ABI)
+// quarantines its card within 10 s while jobs run on its neighbours, and the card's job is
+// requeued on another card.
+struct FatalSignalCase {
+  const char* fixture;
+  const char* field;
+  nlohmann::json value;
+  const char* reason;  // the quarantine's
+};
+
+class FatalSignal : public ::testing::TestWithParam<FatalSignalCase> {};
+
+TEST_P(FatalSignal, QuarantinesItsCardAndRequeuesItsJobElsewhere) {
+  const FatalSignalCase& c = GetParam();
+  TempDir dir;
+  const std::string fixture_path = dir.path() + "/fixture.json";
+  std::filesystem::copy_file(absl::StrCat(HETPOOL_SOURCE_DIR, "/tests/fakes/fixtures/", c.fixture, ".json"),
+                             fixture_path);
+  TestCluster::Options options;
+  options.agents = {{"node-1",
+                     "",
+                     {"auto"},
+                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
+  ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
+  std::vector<pb::Job> running;
+  for (int i = 0; i < 2; ++i) {
+    auto job = cluster.Submit(cluster.ShellSpec("exec sleep 600"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto started = cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60));
+    ASSERT_TRUE(started.ok()) << started.status() << cluster.AgentLog(0);
+    running.push_back(*started);
+  }
+  // The device id ends in the vendor's enumeration index, which is the fixture's (nothing removed).
+  const std::string card = running[0].placement(0).device_ids(0);
+  const int failing = std::stoi(card.substr(card.find_first_of("0123456789")));
+  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(fixture_path));
+  fixture["devices"][failing][c.field] = c.value;
+  std::ofstream(fixture_path + ".tmp") << fixture.dump();
+  const absl::Time injected = absl::Now();
+  std::filesystem::rename(fixture_path + ".tmp", fixture_path);
+
+  auto moved = cluster.WaitFor(
+      running[0].id(),
+      [&](const pb::Job& j) { return j.hardware_requeues() == 1 && j.state() == pb::JOB_STATE_RUNNING; },
+      absl::Seconds(60));
+  ASSERT_TRUE(moved.ok()) << moved.status() << cluster.DaemonLog();
+  EXPECT_NE(moved->placement(0).device_ids(0), card);
+  EXPECT_EQ(moved->restart_count(), 0);
+  pb::ListDevicesResponse devices;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(cluster.cluster().ListDevices(&ctx, pb::ListDevicesRequest(), &devices).ok());
+  bool seen = false;
+  for (const auto& v : devices.devices()) {
+    if (v.device().id() != card) continue;
+    seen = true;
+    ASSERT_TRUE(v.has_quarantine()) << v.DebugString();
+    EXPECT_EQ(v.quarantine().reason(), absl::StrCat("fatal health signal (", c.reason, ")"));
+    EXPECT_LT(FromProtoTime(v.quarantine().since()) - injected, absl::Seconds(10));
+  }
+  EXPECT_TRUE(seen) << card;
+  auto neighbour = cluster.Get(running[1].id());
+  ASSERT_TRUE(neighbour.ok());
+  EXPECT_EQ(neighbour->state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(neighbour->generation(), running[1].generation());
+}
+
+INSTANTIATE_TEST_SUITE_P(EachVendor, FatalSignal,
+                         ::testing::Values(FatalSignalCase{"dgx-h100", "ecc_uncorrected_volatile", 1,
+                                                           "nvml: 1 uncorrected ECC error(s) since the driver loaded"},
+                                           FatalSignalCase{"dgx-h100", "rows_remap_failed", true,
+                                                           "nvml: row remapping failed (no spare rows left)"},
+                                           FatalSignalCase{"mlu370-x8", "problem", "x",
+                                                           "cndev: device in problem (cndevGetCardHealthState)"},
+                                           FatalSignalCase{"metax-c500", "ecc_uncorrected_volatile", 2,
+                                                           "mxsml: 2 uncorrected ECC error(s) since the driver loaded"},
+                                           FatalSignalCase{
+                                               "intel-max1550", "memory_health", "replace",
+                                               "levelzero: memory: replace the card (uncorrectable errors)"}),
+                         [](const ::testing::TestParamInfo<FatalSignalCase>& param_info) {
+                           std::string name = absl::StrCat(param_info.param.fixture, "_", param_info.param.field);
+                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace hetpool::testing

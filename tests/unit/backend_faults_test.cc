@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "drivers/collectives/collective_probe.h"
 #include "drivers/inventory_json.h"
 #include "drivers/inventory_tracker.h"
@@ -246,7 +247,7 @@ TEST(BackendFaults, NvmlHealthSignalsGradeXidsAndCountersPerCard) {
   fixture["devices"][5]["rows_remap_pending"] = true;
   std::ofstream(path + ".tmp") << fixture.dump();
   std::filesystem::rename(path + ".tmp", path);
-  ASSERT_TRUE(testing::Eventually([&] { return calls.load() >= 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(testing::Eventually([&] { return calls.load() >= 3; }, absl::Seconds(10))) << calls.load();
   auto after = (*backend)->Discover();
   ASSERT_TRUE(after.ok()) << after.status();
   const auto& d = *after;
@@ -267,6 +268,90 @@ TEST(BackendFaults, NvmlHealthSignalsGradeXidsAndCountersPerCard) {
   EXPECT_EQ((*again)[2].health_message, "fatal: Xid 79: GPU has fallen off the bus");
   EXPECT_EQ((*again)[2].signals.size(), 1u);
 }
+
+// Issue 61, item 1: each vendor's own health calls, through its fake library's real ABI, grade a
+// card's trouble the same way: fatal (out until reset), degraded (placed last), noted, or nothing.
+struct SignalCase {
+  const char* backend;
+  const char* fixture;
+  const char* field;  // set on card 1 of the fixture
+  nlohmann::json value;
+  Severity severity;
+  const char* what;  // "" when the card must raise no signal
+};
+
+class VendorHealthSignals : public ::testing::TestWithParam<SignalCase> {};
+
+TEST_P(VendorHealthSignals, GradeTheCardsOwnTrouble) {
+  const SignalCase& c = GetParam();
+  testing::TempDir dir;
+  nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath(c.fixture)));
+  fixture["devices"][1][c.field] = c.value;
+  const std::string path = dir.path() + "/signal.json";
+  std::ofstream(path) << fixture.dump();
+  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
+  setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
+  auto backend = testing::LoadBackend(c.backend);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto devices = (*backend)->Discover();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  const DeviceRecord& card = (*devices)[1];
+  EXPECT_TRUE((*devices)[0].signals.empty() && (*devices)[0].healthy) << (*devices)[0].health_message;
+  if (std::string(c.what).empty()) {
+    EXPECT_TRUE(card.signals.empty()) << card.signals[0].what;
+    EXPECT_TRUE(card.healthy);
+    return;
+  }
+  ASSERT_EQ(card.signals.size(), 1u);
+  EXPECT_EQ(card.signals[0].severity, c.severity);
+  EXPECT_EQ(card.signals[0].what, c.what);
+  EXPECT_EQ(card.signals[0].source, c.backend);
+  EXPECT_EQ(card.healthy, c.severity != Severity::kFatal);
+  if (c.severity == Severity::kFatal) {
+    EXPECT_EQ(card.health_message, absl::StrCat("fatal: ", c.what));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachVendor, VendorHealthSignals,
+    ::testing::Values(
+        SignalCase{"nvml", "dgx-h100", "pcie_width", 8, Severity::kDegraded, "PCIe link x8 of x16 (Gen5 of Gen5)"},
+        SignalCase{"nvml", "dgx-h100", "pcie_generation", 1, Severity::kNoted, ""},  // idle cards slow their link
+        SignalCase{"nvml", "dgx-h100", "clock_reasons", 0x40 | 0x4, Severity::kDegraded,
+                   "clocks held down: hardware thermal slowdown"},
+        SignalCase{"nvml", "dgx-h100", "clock_reasons", 0x4 | 0x1, Severity::kNoted, ""},  // power cap, idle
+        SignalCase{"nvml", "dgx-h100", "retired_pages_pending", true, Severity::kDegraded,
+                   "retired pages pending: the card needs a reset"},
+        SignalCase{"cndev", "mlu370-x8", "problem", "x", Severity::kFatal,
+                   "device in problem (cndevGetCardHealthState)"},
+        SignalCase{"cndev", "mlu370-x8", "ecc_uncorrected_volatile", 4, Severity::kFatal,
+                   "4 uncorrected ECC error(s) since the driver loaded"},
+        SignalCase{"cndev", "mlu370-x8", "rows_remap_failed", true, Severity::kFatal,
+                   "row remapping failed (no spare rows left)"},
+        SignalCase{"cndev", "mlu370-x8", "rows_remap_pending", true, Severity::kDegraded,
+                   "row remapping pending: the card needs a reset"},
+        SignalCase{"cndev", "mlu370-x8", "retired_pages_failed", true, Severity::kFatal, "page retirement failed"},
+        SignalCase{"mxsml", "metax-c500", "problem", "PCIe link lost", Severity::kFatal,
+                   "unavailable (code 1: PCIe link lost)"},
+        SignalCase{"mxsml", "metax-c500", "ecc_uncorrected_volatile", 1, Severity::kFatal,
+                   "1 uncorrected ECC error(s) since the driver loaded"},
+        SignalCase{"mxsml", "metax-c500", "retired_pages", 3, Severity::kNoted, "3 page(s) retired"},
+        SignalCase{"mxsml", "metax-c500", "pcie_width", 4, Severity::kDegraded, "PCIe link x4 of x16 (Gen5 of Gen5)"},
+        SignalCase{"levelzero", "intel-max1550", "problem", "x", Severity::kFatal,
+                   "reset required: the hardware is wedged"},
+        SignalCase{"levelzero", "intel-max1550", "rows_remap_pending", true, Severity::kDegraded,
+                   "reset required to complete a repair"},
+        SignalCase{"levelzero", "intel-max1550", "ecc_uncorrected_volatile", 2, Severity::kFatal,
+                   "2 uncorrectable RAS error(s)"},
+        SignalCase{"levelzero", "intel-max1550", "memory_health", "replace", Severity::kFatal,
+                   "memory: replace the card (uncorrectable errors)"},
+        SignalCase{"levelzero", "intel-max1550", "memory_health", "degraded", Severity::kDegraded,
+                   "memory: excessive correctable errors"},
+        SignalCase{"levelzero", "intel-max1550", "pcie_width", 8, Severity::kDegraded,
+                   "PCIe link x8 of x16 (Gen5 of Gen5)"}),
+    [](const ::testing::TestParamInfo<SignalCase>& param_info) {
+      return absl::StrCat(param_info.param.backend, "_", param_info.param.field, "_", param_info.index);
+    });
 
 }  // namespace
 }  // namespace hetpool::drivers

@@ -188,6 +188,33 @@ TEST(SchedulerPlugins, BestFitAndSpreadPullOppositeWays) {
   EXPECT_EQ((*spread)->Place(Whole(1, 2), pool.views)->nodes[0].node, "n1");
 }
 
+// Issue 61, item 6: a degraded card runs jobs, last. On its node the well cards go first; across
+// nodes, the default profile's HealthyCards outweighs packing; with nothing else free, it is used.
+TEST(SchedulerPlugins, DegradedCardsArePlacedLast) {
+  Pool pool(2, 4, {2, 0});  // n0: cards 2 and 3 free (packing prefers it); n1: all four free
+  auto framework = FrameworkFromProfile(DefaultProfileJson());
+  ASSERT_TRUE(framework.ok()) << framework.status();
+  auto degrade = [&](int node, int card) {
+    pool.devices[static_cast<size_t>(node)][static_cast<size_t>(card)].signals.push_back(
+        {Severity::kDegraded, "PCIe link x8 of x16", "nvml"});
+  };
+  auto where = [&](const PlacementRequest& r) {
+    auto p = (*framework)->Place(r, pool.views);
+    return p.ok() ? absl::StrCat(p->nodes[0].node, "/", p->nodes[0].device_ids[0]) : std::string("none");
+  };
+  EXPECT_EQ(where(Whole(1, 1)), "n0/nvidia2");
+  degrade(0, 2);
+  EXPECT_EQ(where(Whole(1, 1)), "n0/nvidia3");  // the well card of the same node
+  PlacementRequest share = Whole(1, 1);
+  share.device_milli = 500;
+  EXPECT_EQ(where(share), "n0/nvidia3");
+  degrade(0, 3);
+  EXPECT_EQ(where(Whole(1, 1)), "n1/nvidia0");  // another node, rather than a degraded card
+  EXPECT_EQ(where(share).substr(0, 3), "n1/");
+  for (int card = 0; card < 4; ++card) degrade(1, card);
+  EXPECT_EQ(where(Whole(1, 1)).substr(0, 3), "n0/");  // all degraded: still placed
+}
+
 TEST(SchedulerPlugins, NormalizeScoreIsMinMax) {
   auto plugin = MakeBuiltinPlugin("BestFit", nullptr);
   auto* score = dynamic_cast<ScorePlugin*>(plugin->get());

@@ -14,6 +14,8 @@
 #include "src/common/convert.h"
 #include "src/common/cpu_list.h"
 #include "src/common/plan_convert.h"
+#include "src/common/torchrun_lines.h"
+#include "src/common/utf8.h"
 #include "src/daemon/launch/batch_split.h"
 #include "src/daemon/launch/collective.h"
 #include "src/daemon/launch/launch_plan.h"
@@ -161,6 +163,14 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
         p->set_fingerprint(d.fingerprint);
         p->set_class_label(drivers::FingerprintLabel(d));
       }
+      if (std::find(assignment.device_ids.begin(), assignment.device_ids.end(), d.id) == assignment.device_ids.end()) {
+        continue;
+      }
+      for (const HealthSignal& signal : d.signals) {
+        if (signal.severity != Severity::kDegraded) continue;
+        p->add_degraded_cards(
+            ValidUtf8(absl::StrCat(d.id, ": ", signal.what, " (", signal.source, ")"), kMaxLineBytes));
+      }
     }
   }
   for (auto& plan : *plans) *job.add_launch_plan() = std::move(plan);
@@ -174,6 +184,12 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   job.set_message(absl::StrCat("generation ", job.generation(), " on ", absl::StrJoin(where, " ")));
   *job.mutable_scheduled_at() = ToProtoTime(jobs.Now());
   jobs.AddEvent(job, "Scheduled", job.message());
+  for (const auto& p : job.placement()) {
+    if (p.degraded_cards_size() == 0) continue;
+    jobs.AddEvent(job, "DegradedCard",
+                  absl::StrCat("on ", p.node(),
+                               ", degraded card(s), no well card fitting: ", absl::StrJoin(p.degraded_cards(), "; ")));
+  }
   const uint64_t generation = job.generation();
   if (auto s = jobs.Commit(entry, std::move(job)); !s.ok()) return s;
   for (size_t i = 0; i < placed.size(); ++i) {  // the stored placement is in the same (rank) order
