@@ -1,5 +1,7 @@
 #include "src/agent/health_check.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -33,6 +35,17 @@ HealthCheckRun RunHealthCheck(const std::string& program, absl::Duration timeout
   return {run.exit_code, LastLine(run.output)};
 }
 
+std::vector<std::string> CardsNamedBy(const std::string& last_line, const std::vector<std::string>& device_ids) {
+  const size_t colon = last_line.find(':');
+  if (colon == std::string::npos) return {};
+  std::vector<std::string> named;
+  for (absl::string_view word : absl::StrSplit(last_line.substr(0, colon), absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    if (std::find(device_ids.begin(), device_ids.end(), word) == device_ids.end()) return {};
+    named.emplace_back(word);
+  }
+  return named;
+}
+
 HealthCheck::HealthCheck(HealthCheckOptions options, MonotonicClock clock)
     : options_(std::move(options)), clock_(std::move(clock)) {}
 
@@ -63,6 +76,7 @@ void HealthCheck::MaybeRun() {
         }
       }
       failure_ = failure;
+      failed_line_ = failure.empty() ? "" : run.last_line;
     }
     ++runs_;
     running_ = false;
@@ -72,6 +86,34 @@ void HealthCheck::MaybeRun() {
 std::string HealthCheck::Failure() const {
   absl::MutexLock lock(&mu_);
   return failure_;
+}
+
+std::string HealthCheck::FailedLine() const {
+  absl::MutexLock lock(&mu_);
+  return failed_line_;
+}
+
+std::string HealthCheck::NodeFailure(const std::vector<std::string>& device_ids) const {
+  absl::MutexLock lock(&mu_);
+  return CardsNamedBy(failed_line_, device_ids).empty() ? failure_ : "";
+}
+
+void HealthCheck::BlameNamedCards(std::vector<DeviceRecord>& devices) const {
+  std::string line;
+  {
+    absl::MutexLock lock(&mu_);
+    line = failed_line_;
+  }
+  if (line.empty()) return;
+  std::vector<std::string> ids;
+  for (const DeviceRecord& d : devices) ids.push_back(d.id);
+  const std::vector<std::string> named = CardsNamedBy(line, ids);
+  for (DeviceRecord& d : devices) {
+    if (std::find(named.begin(), named.end(), d.id) == named.end()) continue;
+    d.signals.push_back({Severity::kFatal, absl::StrCat(options_.program, ": ", line), "health-check"});
+    if (d.healthy) d.health_message = absl::StrCat("fatal: health check: ", line);
+    d.healthy = false;
+  }
 }
 
 }  // namespace hetpool::agent

@@ -95,6 +95,9 @@ absl::StatusOr<pb::NodeInventory> Session::Inventory() {
   if (!inventory.ok()) return inventory.status();
   NodeInventory tracked = tracker_.Update(*std::move(inventory));
   AttributeCardProcesses(tracked.devices, runner_.RunningJobs());
+  health_check_.BlameNamedCards(tracked.devices);
+  device_ids_.clear();
+  for (const DeviceRecord& d : tracked.devices) device_ids_.push_back(d.id);
   if (options_.container_runtime != nullptr) {
     // A runtime that does not answer is reported as none: no image job is sent here meanwhile.
     if (auto facts = options_.container_runtime->Facts(); facts.ok()) {
@@ -347,7 +350,7 @@ std::string Session::Fault() const {
     return absl::StrCat("the agent cannot record job processes (", ledger_.last_write().message(),
                         "); it starts nothing until it can: free space under ", options_.work_dir);
   }
-  return health_check_.Failure();
+  return health_check_.NodeFailure(device_ids_);
 }
 
 void Session::FenceIfCutOff() {

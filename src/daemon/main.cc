@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
                  "the window --quarantine-after counts failures in");
   flags.Int("max-hardware-requeues", &options.cluster.hardware.max_hardware_requeues,
             "requeues of one job after hardware failures before it fails as \"hardware suspected\"");
+  flags.Bool("return-cleared-cards", &options.cluster.hardware.return_cleared_cards,
+             "a card quarantined for a fatal vendor signal returns by itself once its agent reports it healthy "
+             "with the signal gone and its node passes its health check (default: the operator returns cards)");
   flags.Duration("heartbeat-interval", &options.cluster.heartbeat_interval,
                  "how often agents heartbeat when nothing changes (at most a third of --lease-ttl is used)");
   flags.Double("max-heartbeats-per-second", &options.cluster.max_heartbeats_per_second,

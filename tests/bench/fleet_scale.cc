@@ -60,7 +60,9 @@ namespace {
 namespace pb = ::hetpool::v1;
 using hetpool::bench::FleetOptions;
 using hetpool::bench::FleetSimulator;
+using hetpool::bench::FleetNodes;
 using hetpool::bench::SimNodeSpec;
+using hetpool::bench::TemplateInventory;
 using hetpool::testing::TestCluster;
 
 struct Options {
@@ -90,51 +92,6 @@ int Usage(const std::string& why) {
             << " [--seed-only DIR] [--ramp R1,R2,... [--job-seconds S]]"
                " [--idle-seconds S] [--trace DIR] [-o json]\n";
   return 2;
-}
-
-// One node's inventory as the product's own discovery reads it: the sim backend over an
-// inventory file of `cards` H100s on one NVSwitch, fingerprinted with the spec table.
-absl::StatusOr<pb::NodeInventory> TemplateInventory(int cards, const std::string& dir) {
-  nlohmann::json devices = nlohmann::json::array();
-  for (int i = 0; i < cards; ++i) {
-    nlohmann::json links = nlohmann::json::array();
-    for (int j = 0; j < cards; ++j) {
-      if (j != i) links.push_back({{"peer", absl::StrCat("nvidia", j)}, {"kind", "nvlink"}, {"count", 18}});
-    }
-    devices.push_back({{"vendor", "nvidia"},
-                       {"model", "H100-SXM"},
-                       {"memory_mib", 81559},
-                       {"pci_bus_id", absl::StrFormat("00000000:%02x:00.0", 0x17 + i)},
-                       {"numa_node", i * 2 / cards},
-                       {"architecture", "sm_90"},
-                       {"uuid", absl::StrFormat("GPU-fleet-%04d", i)},
-                       {"links", links}});
-  }
-  const std::string path = dir + "/template-inventory.json";
-  std::ofstream(path)
-      << nlohmann::json{{"hostname", "template"}, {"cpus", 192}, {"memory_mib", 2097152}, {"devices", devices}}.dump();
-  hetpool::drivers::BackendOptions backend;
-  backend.names = {"sim"};
-  backend.sim_inventory_path = path;
-  auto backends = hetpool::drivers::CreateBackends(backend);
-  if (!backends.ok()) return backends.status();
-  auto inventory = hetpool::drivers::CollectInventory(*backends);
-  if (!inventory.ok()) return inventory.status();
-  return hetpool::ToProto(*inventory);
-}
-
-std::vector<SimNodeSpec> FleetNodes(const pb::NodeInventory& base, int count) {
-  std::vector<SimNodeSpec> nodes;
-  nodes.reserve(count);
-  for (int n = 0; n < count; ++n) {
-    SimNodeSpec spec;
-    spec.name = absl::StrFormat("sim-%05d", n);
-    spec.inventory = base;
-    spec.inventory.set_hostname(spec.name);
-    for (pb::Device& d : *spec.inventory.mutable_devices()) d.set_uuid(absl::StrCat(d.uuid(), "-", n));
-    nodes.push_back(std::move(spec));
-  }
-  return nodes;
 }
 
 // Job shapes: the trace's pods (whole cards, durations scaled down) or a fixed mix.

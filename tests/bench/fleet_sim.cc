@@ -1,11 +1,16 @@
 #include "tests/bench/fleet_sim.h"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "drivers/backend_factory.h"
+#include "nlohmann/json.hpp"
+#include "src/common/convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -304,11 +309,16 @@ void FleetSimulator::ApplyOrders(Node& node, const pb::Orders& part) {
     Process p;
     p.generation = launch.generation();
     p.device_ids.assign(launch.device_ids().begin(), launch.device_ids().end());
-    auto env = launch.plan().env().find("FLEET_SIM_DURATION_S");
-    double seconds = 0;
-    if (env != launch.plan().env().end() && absl::SimpleAtod(env->second, &seconds) && seconds > 0) {
-      p.ends = now + absl::Seconds(seconds);
+    if (options_.fate) {
+      p.fate = options_.fate(node.spec.name, launch, now);
+    } else {
+      auto env = launch.plan().env().find("FLEET_SIM_DURATION_S");
+      double seconds = 0;
+      if (env != launch.plan().env().end() && absl::SimpleAtod(env->second, &seconds) && seconds > 0) {
+        p.fate.runs = absl::Seconds(seconds);
+      }
     }
+    if (p.fate.runs != absl::InfiniteDuration()) p.ends = now + p.fate.runs;
     node.processes.emplace(key, std::move(p));
     node.unreported_running.insert(key);
     node.dirty = true;
@@ -366,6 +376,12 @@ bool FleetSimulator::SendHeartbeat(Node& node) {
       s->set_message(p.message);
       s->set_pid(100000 + static_cast<int64_t>(key.second));
       for (const auto& id : p.device_ids) s->add_device_ids(id);
+      if (p.exited && p.exit_code != 0 && !p.fate.last_lines.empty()) {
+        pb::RankFailure* failure = s->mutable_rank_failure();
+        failure->set_global_rank(p.fate.local_rank), failure->set_local_rank(p.fate.local_rank);
+        failure->set_exit_code(p.exit_code);
+        for (const std::string& line : p.fate.last_lines) failure->add_last_lines(line);
+      }
     }
     call->stamping.assign(node.unreported_running.begin(), node.unreported_running.end());
     node.dirty = false;
@@ -443,7 +459,7 @@ void FleetSimulator::HeartbeatLoop(int slice) {
         for (auto& [key, p] : node.processes) {
           if (p.exited) continue;
           if (p.ends <= now) {
-            p.exited = true, p.exit_code = 0;
+            p.exited = true, p.exit_code = p.fate.exit_code;
             node.dirty = true;
           } else {
             next = std::min(next, p.ends);
@@ -476,6 +492,51 @@ void FleetSimulator::HeartbeatLoop(int slice) {
       wakeups.wake.WaitWithDeadline(&wakeups.mu, std::max(next, absl::Now() + absl::Milliseconds(1)));
     wakeups.kicked = false;
   }
+}
+
+// One node's inventory as the product's own discovery reads it: the sim backend over an
+// inventory file of `cards` H100s on one NVSwitch, fingerprinted with the spec table.
+absl::StatusOr<pb::NodeInventory> TemplateInventory(int cards, const std::string& dir) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (int i = 0; i < cards; ++i) {
+    nlohmann::json links = nlohmann::json::array();
+    for (int j = 0; j < cards; ++j) {
+      if (j != i) links.push_back({{"peer", absl::StrCat("nvidia", j)}, {"kind", "nvlink"}, {"count", 18}});
+    }
+    devices.push_back({{"vendor", "nvidia"},
+                       {"model", "H100-SXM"},
+                       {"memory_mib", 81559},
+                       {"pci_bus_id", absl::StrFormat("00000000:%02x:00.0", 0x17 + i)},
+                       {"numa_node", i * 2 / cards},
+                       {"architecture", "sm_90"},
+                       {"uuid", absl::StrFormat("GPU-fleet-%04d", i)},
+                       {"links", links}});
+  }
+  const std::string path = dir + "/template-inventory.json";
+  std::ofstream(path)
+      << nlohmann::json{{"hostname", "template"}, {"cpus", 192}, {"memory_mib", 2097152}, {"devices", devices}}.dump();
+  drivers::BackendOptions backend;
+  backend.names = {"sim"};
+  backend.sim_inventory_path = path;
+  auto backends = drivers::CreateBackends(backend);
+  if (!backends.ok()) return backends.status();
+  auto inventory = drivers::CollectInventory(*backends);
+  if (!inventory.ok()) return inventory.status();
+  return ToProto(*inventory);
+}
+
+std::vector<SimNodeSpec> FleetNodes(const pb::NodeInventory& base, int count) {
+  std::vector<SimNodeSpec> nodes;
+  nodes.reserve(count);
+  for (int n = 0; n < count; ++n) {
+    SimNodeSpec spec;
+    spec.name = absl::StrFormat("sim-%05d", n);
+    spec.inventory = base;
+    spec.inventory.set_hostname(spec.name);
+    for (pb::Device& d : *spec.inventory.mutable_devices()) d.set_uuid(absl::StrCat(d.uuid(), "-", n));
+    nodes.push_back(std::move(spec));
+  }
+  return nodes;
 }
 
 }  // namespace hetpool::bench

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
@@ -34,6 +35,15 @@ namespace hetpool::bench {
 
 namespace pb = ::hetpool::v1;
 
+// How a simulated process ends: after `runs`, with `exit_code`; a non-zero one reports
+// `last_lines` as its failed rank's last lines (what the daemon reads for hardware signatures).
+struct LaunchFate {
+  absl::Duration runs = absl::InfiniteDuration();
+  int exit_code = 0;
+  int local_rank = 0;  // the rank that failed, reported with the lines
+  std::vector<std::string> last_lines;
+};
+
 struct FleetOptions {
   std::string daemon;                                     // host:port
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
@@ -43,6 +53,10 @@ struct FleetOptions {
   // at a time per thread: with 32 threads for 5,000 nodes, when heartbeats waited too, a slice's
   // calls queued behind each other and a started job was reported 2.9 s late at p99).
   int heartbeat_threads = 0;
+  // The bench's say over each launch on `node` (tests/bench/goodput.cc injects card faults and
+  // checkpoints so). Unset: the process runs for its plan's FLEET_SIM_DURATION_S and exits 0.
+  // Called with the node's lock held: it must not call back into the simulator.
+  std::function<LaunchFate(const std::string& node, const pb::LaunchOrder& launch, absl::Time now)> fate;
 };
 
 struct SimNodeSpec {
@@ -59,6 +73,12 @@ struct LaunchRecord {
   absl::Time ordered;
   absl::Time reported_running;  // InfiniteFuture until then
 };
+
+// One node's inventory as the product's own discovery reads it: the sim backend over an
+// inventory file (written in `dir`) of `cards` H100s on one NVSwitch, fingerprinted.
+absl::StatusOr<pb::NodeInventory> TemplateInventory(int cards, const std::string& dir);
+// `count` nodes "sim-00000"... of that inventory, each card's UUID made unique.
+std::vector<SimNodeSpec> FleetNodes(const pb::NodeInventory& base, int count);
 
 class FleetSimulator {
  public:
@@ -90,6 +110,7 @@ class FleetSimulator {
     int exit_code = 0;
     std::string message;
     absl::Time ends = absl::InfiniteFuture();
+    LaunchFate fate;  // how it ends at `ends`
     std::vector<std::string> device_ids;
   };
   // A heartbeat thread sleeps until the next thing due in its slice (a heartbeat, a retry, a

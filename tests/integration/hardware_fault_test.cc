@@ -3,6 +3,7 @@
 // a restart, and the card is quarantined after the rule's two failures, with the evidence.
 #include <cctype>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <set>
 
@@ -188,6 +189,44 @@ TEST(HardwareFaults, AFailingHealthCheckTakesItsNodeOutOfServiceUntilItPasses) {
   auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
   ASSERT_TRUE(done.ok()) << done.status() << cluster.AgentLog(0);
   EXPECT_EQ(node_fault(), "");
+}
+
+// A health check whose last line names one of the node's cards blames that card alone: it is
+// quarantined with the line as its evidence, and the node takes work on its other cards.
+TEST(HardwareFaults, AHealthCheckThatNamesACardQuarantinesTheCardNotTheNode) {
+  TempDir dir;
+  const std::string program = dir.path() + "/check.sh";
+  std::ofstream(program) << "#!/bin/sh\necho 'nvidia1: row remapping failed'\nexit 1\n";
+  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  options.agents[0].args = {"--health-check", program, "--health-interval", "1s"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
+  auto quarantine = [&]() -> std::optional<pb::CardQuarantine> {
+    pb::ListDevicesResponse devices;
+    grpc::ClientContext ctx;
+    if (!cluster.cluster().ListDevices(&ctx, pb::ListDevicesRequest(), &devices).ok()) return std::nullopt;
+    for (const auto& v : devices.devices()) {
+      if (v.device().id() == "nvidia1" && v.has_quarantine()) return v.quarantine();
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(Eventually([&] { return quarantine().has_value(); }, absl::Seconds(30))) << cluster.AgentLog(0);
+  EXPECT_EQ(quarantine()->reason(),
+            absl::StrCat("fatal health signal (health-check: ", program, ": nvidia1: row remapping failed)"));
+  pb::ListNodesResponse nodes;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(cluster.cluster().ListNodes(&ctx, pb::ListNodesRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).fault(), "");  // the node stays in service
+  pb::JobSpec spec = cluster.ShellSpec("echo ran");
+  spec.set_devices_per_node(1);
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status() << cluster.AgentLog(0);
+  EXPECT_NE(done->placement(0).device_ids(0), "nvidia1");
 }
 
 // Each vendor's own signal read at the agent's inventory pass (NVML's counters, CNDev's health

@@ -341,6 +341,22 @@ TEST_F(AgentReconcilerTest, TheSecondJobToFailOnACardQuarantinesItStoredWithTheE
   EXPECT_TRUE(absl::IsNotFound(parts_.nodes.ReturnCard(mutable_node, "nvidia0")));
 }
 
+// torchrun names the failed rank: of a four-card job, only the card that rank ran on is suspect.
+TEST_F(AgentReconcilerTest, OnlyTheFailedRanksCardIsSuspected) {
+  parts_.Register("a", 4);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 4, 0));
+  Bind(job, {"a"}, 4);
+  Report("a", {Process(job, true)});
+  pb::ProcessStatus failed = FailedWith(job, kEccLine);
+  failed.mutable_rank_failure()->set_global_rank(2);
+  failed.mutable_rank_failure()->set_local_rank(2);
+  Report("a", {failed});
+  ASSERT_EQ(job.job().reason(), "HardwareFailure") << job.job().message();
+  ASSERT_EQ(job.job().avoided_cards_size(), 1);
+  EXPECT_EQ(job.job().avoided_cards(0), "a/" + job.job().placement(0).device_ids(2));
+  ASSERT_EQ(job.job().failure().suspect_cards_size(), 1);
+}
+
 TEST_F(AgentReconcilerTest, AJobThatBreaksEveryCardItTouchesFailsAsHardwareSuspected) {
   parts_.Register("a", 4);
   JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/5));
@@ -393,6 +409,40 @@ TEST_F(AgentReconcilerTest, AFatalSignalQuarantinesItsCardAtOnceAndRequeuesTheJo
   reconciler_.ActOnFatalSignals(node);
   EXPECT_EQ(node.record.quarantined_cards_size(), 1);
   EXPECT_EQ(job.job().hardware_requeues(), 1);
+}
+
+// --return-cleared-cards: a card quarantined for a fatal signal returns once its agent reports it
+// healthy and clear, while its node passes its health check; a card the jobs' failures
+// quarantined waits for an operator.
+TEST(ReturnClearedCards, ACardWhoseFatalSignalClearsReturnsByItself) {
+  StateParts parts;
+  AgentReconciler reconciler(parts.jobs, parts.nodes, parts.wakeups, {absl::Seconds(10), absl::Seconds(20)},
+                             {.return_cleared_cards = true});
+  parts.Register("a", 2);
+  NodeEntry& node = *parts.nodes.Find("a");
+  node.inventory.devices[0].signals.push_back({Severity::kFatal, "Xid 79: GPU has fallen off the bus", "nvml"});
+  reconciler.ActOnFatalSignals(node);
+  ASSERT_EQ(node.record.quarantined_cards_size(), 1);
+  *node.record.add_quarantined_cards() = [] {
+    pb::CardQuarantine q;
+    q.set_device_id("nvidia1");
+    q.set_reason("2 jobs failed on it with a hardware signature within 1h");
+    return q;
+  }();
+  // Still reported fatal: it stays out.
+  reconciler.ActOnFatalSignals(node);
+  EXPECT_EQ(node.record.quarantined_cards_size(), 2);
+  // Reset: the agent reports it with no signal; the node's health check fails for now.
+  node.inventory.devices[0].signals.clear();
+  node.record.set_fault("health check /etc/check failed (exit 1): fan 2 stopped");
+  reconciler.ActOnFatalSignals(node);
+  EXPECT_EQ(node.record.quarantined_cards_size(), 2);
+  node.record.clear_fault();
+  reconciler.ActOnFatalSignals(node);
+  ASSERT_EQ(node.record.quarantined_cards_size(), 1);
+  EXPECT_EQ(node.record.quarantined_cards(0).device_id(), "nvidia1");  // the jobs' evidence stands
+  EXPECT_TRUE(node.inventory.devices[0].healthy);
+  EXPECT_EQ(parts.store.StoredNode("a").quarantined_cards_size(), 1);
 }
 
 TEST(CardSuspicion, CountsDistinctJobsWithinTheWindow) {

@@ -55,5 +55,33 @@ TEST(HealthCheck, TheNodesFaultFollowsTheLastRunAtTheInterval) {
   ASSERT_TRUE(testing::Eventually([&] { return check.Failure().empty(); }, absl::Seconds(30)));
 }
 
+TEST(HealthCheck, ALineThatNamesCardsBlamesThemAndNotTheNode) {
+  const std::vector<std::string> ids = {"nvidia0", "nvidia1", "nvidia2"};
+  EXPECT_EQ(CardsNamedBy("nvidia2: retired pages pending", ids), std::vector<std::string>{"nvidia2"});
+  EXPECT_EQ(CardsNamedBy("nvidia0,nvidia2: NVLink down", ids), (std::vector<std::string>{"nvidia0", "nvidia2"}));
+  EXPECT_EQ(CardsNamedBy("nvidia0 nvidia1: hot", ids), (std::vector<std::string>{"nvidia0", "nvidia1"}));
+  EXPECT_TRUE(CardsNamedBy("nvidia7: gone", ids).empty());            // not this node's card
+  EXPECT_TRUE(CardsNamedBy("nvidia0, eth0: link down", ids).empty());  // also the node's network
+  EXPECT_TRUE(CardsNamedBy("fan 3 stopped", ids).empty());
+  EXPECT_TRUE(CardsNamedBy("disk: 3% free", ids).empty());
+
+  testing::TempDir dir;
+  const std::string program = Script(dir, "check", "echo 'nvidia1: row remapping failed'; exit 1");
+  HealthCheck check({.program = program, .interval = absl::Minutes(5), .timeout = absl::Seconds(30)});
+  check.MaybeRun();
+  ASSERT_TRUE(testing::Eventually([&] { return check.ran(); }, absl::Seconds(30)));
+  EXPECT_EQ(check.NodeFailure(ids), "");  // the cards are blamed, not the node
+  EXPECT_NE(check.NodeFailure({"cambricon0"}), "");  // no such card here: the node's fault
+  std::vector<DeviceRecord> devices(3);
+  for (size_t i = 0; i < devices.size(); ++i) devices[i].id = ids[i];
+  check.BlameNamedCards(devices);
+  EXPECT_TRUE(devices[0].healthy && devices[0].signals.empty());
+  ASSERT_EQ(devices[1].signals.size(), 1u);
+  EXPECT_EQ(devices[1].signals[0].severity, Severity::kFatal);
+  EXPECT_EQ(devices[1].signals[0].source, "health-check");
+  EXPECT_EQ(devices[1].signals[0].what, program + ": nvidia1: row remapping failed");
+  EXPECT_FALSE(devices[1].healthy);
+}
+
 }  // namespace
 }  // namespace hetpool::agent

@@ -58,6 +58,9 @@ class AgentReconciler {
   // The node's cards that raised a fatal health signal (device.h) are quarantined at once, and
   // the jobs running on them requeued elsewhere as after a hardware failure.
   void ActOnFatalSignals(NodeEntry& node);
+  // With HardwareFaultOptions::return_cleared_cards: the node's cards quarantined for a fatal
+  // signal that its agent now reports healthy and clear go back into service (logged for audit).
+  void ReturnClearedCards(NodeEntry& node);
   // The node's orders: launches of its desired claims, kills of the others.
   pb::Orders OrdersFor(const NodeEntry& node) const;
   // Whether `node` may push logs of (job, generation): only a node the generation ran on.

@@ -3,6 +3,7 @@
 // the suspicion that quarantines a card (card_suspicion.h).
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
@@ -13,6 +14,8 @@
 
 namespace hetpool::daemon {
 namespace {
+
+constexpr char kFatalSignalReason[] = "fatal health signal";
 
 // A card's quarantine record: since `now`, why, and each piece of evidence (bounded as a line).
 pb::CardQuarantine Quarantine(const std::string& device_id, absl::Time now, const std::string& reason,
@@ -30,9 +33,17 @@ pb::CardQuarantine Quarantine(const std::string& device_id, absl::Time now, cons
 absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
                                                 const HardwareEvidence& evidence) {
   const pb::NodePlacement* p = PlacementOn(job, node);
-  const std::vector<std::string> device_ids =
+  std::vector<std::string> device_ids =
       p != nullptr ? std::vector<std::string>(p->device_ids().begin(), p->device_ids().end())
                    : std::vector<std::string>{};
+  // torchrun names the rank that failed, and local rank i runs on the node's i-th card: only that
+  // card is suspect. (Suspecting all eight cards of a job for one bad card had a neighbour that
+  // shared two such jobs with two bad cards quarantined for nothing.)
+  const int local_rank = job.failure().local_rank();
+  if (job.failure().global_rank() >= 0 && local_rank >= 0 && local_rank < static_cast<int>(device_ids.size()) &&
+      device_ids.size() > 1) {
+    device_ids = {device_ids[static_cast<size_t>(local_rank)]};
+  }
   const std::string line = ValidUtf8(evidence.line, kMaxLineBytes);
   // A node-wide signature (its network) says nothing of one card more than another.
   const bool card_scope = evidence.signature->scope == FaultScope::kCard;
@@ -81,6 +92,7 @@ absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, c
 }
 
 void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
+  if (suspicion_.options().return_cleared_cards) ReturnClearedCards(node);
   const std::string& name = node.record.name();
   for (const DeviceRecord& device : node.inventory.devices) {
     std::vector<std::string> fatal;
@@ -92,7 +104,7 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
                                    [&](const pb::CardQuarantine& q) { return q.device_id() == device.id; });
     if (!known) {
       pb::CardQuarantine quarantine =
-          Quarantine(device.id, jobs_.Now(), absl::StrCat("fatal health signal (", fatal.front(), ")"), fatal);
+          Quarantine(device.id, jobs_.Now(), absl::StrCat(kFatalSignalReason, " (", fatal.front(), ")"), fatal);
       if (absl::Status s = nodes_.Quarantine(node, std::move(quarantine)); !s.ok()) {
         spdlog::error("card {}/{}: not quarantined: {}", name, device.id, std::string(s.message()));
       }
@@ -113,6 +125,30 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
                          /*avoid=*/true)
           .IgnoreError();  // a refused store write is tried again with the node's next report
     }
+  }
+}
+
+void AgentReconciler::ReturnClearedCards(NodeEntry& node) {
+  if (!node.record.fault().empty()) return;  // its health check fails: nothing passes it
+  // The signals are the agent's latest report (a quarantine overlays the card's health, not them).
+  std::vector<std::string> cleared;
+  for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
+    if (!absl::StartsWith(q.reason(), kFatalSignalReason)) continue;  // jobs' failures need an operator
+    for (const DeviceRecord& device : node.inventory.devices) {
+      if (device.id != q.device_id()) continue;
+      const bool fatal = std::any_of(device.signals.begin(), device.signals.end(),
+                                     [](const HealthSignal& s) { return s.severity == Severity::kFatal; });
+      if (!fatal) cleared.push_back(q.device_id());
+    }
+  }
+  for (const std::string& device : cleared) {
+    if (absl::Status s = nodes_.ReturnCard(node, device); !s.ok()) {
+      spdlog::error("card {}/{}: not returned: {}", node.record.name(), device, std::string(s.message()));
+      continue;
+    }
+    spdlog::warn("audit: card {}/{} returned by itself: its fatal signal cleared and its node passes its health "
+                 "check (--return-cleared-cards)",
+                 node.record.name(), device);
   }
 }
 

@@ -22,6 +22,10 @@ struct HardwareFaultOptions {
   // Requeues of one job after hardware failures before it fails for good ("hardware suspected
   // on N cards"): a job that breaks every card it touches does not wander the pool for ever.
   int max_hardware_requeues = 3;
+  // A card quarantined for a fatal vendor signal returns by itself once its agent reports it
+  // healthy with no fatal signal left (reset, or repaired) and its node passes its health check;
+  // off by default: the operator returns cards (hetpoolctl return-card).
+  bool return_cleared_cards = false;
 };
 
 class CardSuspicion {
