@@ -172,6 +172,14 @@ _hetpoolctl() {
       fi
       COMPREPLY=($(compgen -W "$(_hetpoolctl_query nodes)" -- "$cur"))
       return ;;
+    "return-node")
+      _hetpoolctl_global_value && return
+      if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "--help" -- "$cur"))
+        return
+      fi
+      COMPREPLY=($(compgen -W "$(_hetpoolctl_query nodes)" -- "$cur"))
+      return ;;
     "undrain")
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
@@ -250,7 +258,7 @@ _hetpoolctl() {
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "--insecure -o --output --server --timeout --tls-ca --tls-cert --tls-key --token --token-file --help" -- "$cur"))
   else
-    COMPREPLY=($(compgen -W "submit get list cancel logs watch wait nodes devices fingerprints queues drain return-card undrain plan usage admin completion" -- "$cur"))
+    COMPREPLY=($(compgen -W "submit get list cancel logs watch wait nodes devices fingerprints queues drain return-card return-node undrain plan usage admin completion" -- "$cur"))
   fi
 }
 complete -F _hetpoolctl hetpoolctl

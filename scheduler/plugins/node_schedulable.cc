@@ -1,4 +1,5 @@
-// Filter NodeSchedulable: the node is Ready and not drained (waiting can change both).
+// Filter NodeSchedulable: the node is Ready, not drained, not faulted by its agent and not
+// quarantined (waiting can change each).
 #include "scheduler/plugins/factories.h"
 
 namespace hetpool::scheduler::plugins {
@@ -9,7 +10,7 @@ class NodeSchedulable final : public NodeFilterPlugin {
   absl::string_view Name() const override { return "NodeSchedulable"; }
   std::optional<FilterVerdict> FilterNode(CycleState&, const NodeView& node) override {
     if (node.schedulable) return std::nullopt;
-    return FilterVerdict{Rejection::kWaiting, "node not ready or drained"};
+    return FilterVerdict{Rejection::kWaiting, "node not ready, drained or out of service"};
   }
 };
 

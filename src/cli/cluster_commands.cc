@@ -29,6 +29,7 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
     std::string state = n.state() == pb::NODE_STATE_READY ? "Ready" : "NotReady";
     if (n.drained()) state += ",Drained";
     if (!n.fault().empty()) state += ",Faulted";
+    if (n.has_quarantine()) state += ",Quarantined";
     std::map<std::string, std::string> labels(n.labels().begin(), n.labels().end());
     table.Add({n.name(), state, n.address(), devices.empty() ? "cpu-only" : absl::StrJoin(devices, " "),
                absl::StrCat(n.inventory().cpus()), n.inventory().backend(),
@@ -38,6 +39,11 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
   std::cout << table.Render();
   for (const auto& n : resp.nodes()) {
     if (!n.fault().empty()) std::cout << n.name() << " takes no new work: " << n.fault() << "\n";
+    if (n.has_quarantine()) {
+      std::cout << n.name() << " quarantined since "
+                << absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", FromProtoTime(n.quarantine().since()), absl::UTCTimeZone())
+                << ": " << n.quarantine().reason() << " (hetpoolctl return-node " << n.name() << " after repair)\n";
+    }
     if (const auto& runtime = n.inventory().container_runtime(); !runtime.name().empty()) {
       std::cout << n.name() << " runs jobs in images through " << runtime.name() << " " << runtime.version() << " ("
                 << n.inventory().images_size() << (n.inventory().images_size() == 1 ? " image" : " images")
@@ -202,6 +208,15 @@ int ReturnCard(Client& client, const Invocation& in, const NoOptions&) {
   std::cout << req.node() << "/" << req.device_id() << " returned to service\n";
   return 0;
 }
+int ReturnNode(Client& client, const Invocation& in, const NoOptions&) {
+  pb::ReturnCardRequest req;  // no device: the node
+  req.set_node(in.operands[0]);
+  pb::Node node;
+  auto status = client.cluster().ReturnCard(client.Context().get(), req, &node);
+  if (!status.ok()) return client.Failed(status);
+  std::cout << req.node() << " returned to service\n";
+  return 0;
+}
 int Undrain(Client& client, const Invocation& in, const NoOptions&) {
   return SetDrained(client, in.operands[0], false);
 }
@@ -245,6 +260,15 @@ std::vector<CommandEntry> ClusterCommands() {
        .examples = {"hetpoolctl return-card node-a nvidia2"},
        .operands = Operands::kNodeCard,
        .make = Make<NoOptions>(nullptr, ReturnCard)},
+      {.name = "return-node",
+       .synopsis = "NODE",
+       .summary = "return a quarantined node to service after repair (audited)",
+       .details = "A node is quarantined when the evidence is node-wide: hetpoold --quarantine-node-after-cards\n"
+                  "of its cards quarantined, or jobs of --quarantine-after ids failing with its network's\n"
+                  "signature. `nodes` shows it and why. Its quarantined cards stay out until returned too.",
+       .examples = {"hetpoolctl return-node node-a"},
+       .operands = Operands::kNodeName,
+       .make = Make<NoOptions>(nullptr, ReturnNode)},
       {.name = "undrain",
        .synopsis = "NODE",
        .summary = "place jobs on a drained node again",

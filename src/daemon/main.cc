@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
                  "the window --quarantine-after counts failures in");
   flags.Int("max-hardware-requeues", &options.cluster.hardware.max_hardware_requeues,
             "requeues of one job after hardware failures before it fails as \"hardware suspected\"");
+  flags.Int("quarantine-node-after-cards", &options.cluster.hardware.quarantine_node_after_cards,
+            "quarantine a whole node once this many of its cards are (0: never); jobs of --quarantine-after ids "
+            "failing with a node-wide signature (its network) quarantine it too");
   flags.Bool("return-cleared-cards", &options.cluster.hardware.return_cleared_cards,
              "a card quarantined for a fatal vendor signal returns by itself once its agent reports it healthy "
              "with the signal gone and its node passes its health check (default: the operator returns cards)");

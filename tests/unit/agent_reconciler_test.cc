@@ -411,6 +411,47 @@ TEST_F(AgentReconcilerTest, AFatalSignalQuarantinesItsCardAtOnceAndRequeuesTheJo
   EXPECT_EQ(job.job().hardware_requeues(), 1);
 }
 
+// Node-wide evidence takes out the node: jobs of two ids failing with NCCL's system error there
+// (its own network or system), or three of its cards quarantined. A peer's loss suspects nothing.
+TEST_F(AgentReconcilerTest, NodeWideEvidenceQuarantinesTheNode) {
+  parts_.Register("a", 4);
+  parts_.Register("b", 4);
+  constexpr char kPeerLost[] =
+      "torch.distributed.DistBackendError: NCCL error: remote process exited or there was "
+      "a network error";
+  constexpr char kSystem[] = "torch.distributed.DistBackendError: NCCL error: unhandled system error";
+  for (const char* line : {kPeerLost, kPeerLost, kSystem, kSystem}) {
+    JobEntry& job = parts_.Submit(TrainingSpec(1, 1, 0));
+    Bind(job, {"a"}, 1);
+    Report("a", {Process(job, true)});
+    Report("a", {FailedWith(job, line)});
+    EXPECT_EQ(job.job().reason(), "HardwareFailure") << job.job().message();
+    Report("a", {});
+    if (line == kPeerLost) {
+      EXPECT_FALSE(parts_.nodes.Find("a")->record.has_quarantine());
+    }
+  }
+  const NodeEntry& a = *parts_.nodes.Find("a");
+  ASSERT_TRUE(a.record.has_quarantine());
+  EXPECT_EQ(a.record.quarantine().reason(), "2 jobs failed on it with a node-wide signature (its network) within 1h");
+  EXPECT_EQ(a.record.quarantine().evidence_size(), 2);
+  EXPECT_FALSE(a.schedulable());
+  EXPECT_TRUE(parts_.store.StoredNode("a").has_quarantine());
+  EXPECT_EQ(a.record.quarantined_cards_size(), 0);  // no card is more suspect than another
+  // Returned by an operator: schedulable again, stored.
+  ASSERT_TRUE(parts_.nodes.ReturnNode(*parts_.nodes.Find("a")).ok());
+  EXPECT_TRUE(parts_.nodes.Find("a")->schedulable());
+  EXPECT_FALSE(parts_.store.StoredNode("a").has_quarantine());
+
+  // Three cards of b raise fatal signals: the node goes too.
+  NodeEntry& b = *parts_.nodes.Find("b");
+  for (int i = 0; i < 3; ++i) b.inventory.devices[i].signals.push_back({Severity::kFatal, "Xid 79", "nvml"});
+  reconciler_.ActOnFatalSignals(b);
+  EXPECT_EQ(b.record.quarantined_cards_size(), 3);
+  ASSERT_TRUE(b.record.has_quarantine());
+  EXPECT_EQ(b.record.quarantine().evidence_size(), 3);
+}
+
 // --return-cleared-cards: a card quarantined for a fatal signal returns once its agent reports it
 // healthy and clear, while its node passes its health check; a card the jobs' failures
 // quarantined waits for an operator.

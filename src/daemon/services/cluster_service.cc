@@ -60,7 +60,8 @@ grpc::Status ClusterServiceImpl::ReturnCard(grpc::ServerContext* ctx, const pb::
                                             pb::Node* resp) {
   HETPOOL_SERVE_OR_FORWARD(gate_, pb::ClusterService, ReturnCard, ctx, req, resp);
   // An operator's act on a node, audited as draining is.
-  return Guarded(*guard_, ctx, "ReturnCard", Action::kDrainNode, absl::StrCat(req->node(), "/", req->device_id()),
+  return Guarded(*guard_, ctx, "ReturnCard", Action::kDrainNode,
+                 req->device_id().empty() ? req->node() : absl::StrCat(req->node(), "/", req->device_id()),
                  [&](const Caller&) -> absl::Status {
                    auto node = state_->ReturnCard(req->node(), req->device_id());
                    if (!node.ok()) return node.status();

@@ -90,6 +90,10 @@ class AgentReconciler {
   // Notes the failure against each card; quarantines those now past the rule (events on `job`).
   void SuspectCards(pb::Job& job, const std::string& node, const std::vector<std::string>& device_ids,
                     const std::string& evidence);
+  // Notes a node-wide failure (its network) against the node; quarantines it past the rule.
+  void SuspectNode(pb::Job& job, const std::string& node, const std::string& evidence);
+  // Quarantines the node once HardwareFaultOptions::quarantine_node_after_cards of its cards are.
+  void QuarantineNodeOfManyCards(NodeEntry& node);
   // A node's torchrun exited (or never started): success, or which rank failed and how.
   absl::Status OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // A running report: the node started (and, with every node started, the job runs).

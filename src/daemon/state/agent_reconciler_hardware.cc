@@ -33,9 +33,9 @@ pb::CardQuarantine Quarantine(const std::string& device_id, absl::Time now, cons
 absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
                                                 const HardwareEvidence& evidence) {
   const pb::NodePlacement* p = PlacementOn(job, node);
-  std::vector<std::string> device_ids =
-      p != nullptr ? std::vector<std::string>(p->device_ids().begin(), p->device_ids().end())
-                   : std::vector<std::string>{};
+  std::vector<std::string> device_ids = p != nullptr
+                                            ? std::vector<std::string>(p->device_ids().begin(), p->device_ids().end())
+                                            : std::vector<std::string>{};
   // torchrun names the rank that failed, and local rank i runs on the node's i-th card: only that
   // card is suspect. (Suspecting all eight cards of a job for one bad card had a neighbour that
   // shared two such jobs with two bad cards quarantined for nothing.)
@@ -47,8 +47,15 @@ absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, co
   const std::string line = ValidUtf8(evidence.line, kMaxLineBytes);
   // A node-wide signature (its network) says nothing of one card more than another.
   const bool card_scope = evidence.signature->scope == FaultScope::kCard;
-  if (card_scope) SuspectCards(job, node, device_ids, absl::StrCat(job.id(), " g", job.generation(), ": ", line));
-  return RequeueForHardware(entry, std::move(job), node, device_ids, evidence.signature->what, line, card_scope);
+  const std::string said = absl::StrCat(job.id(), " g", job.generation(), ": ", line);
+  if (card_scope) {
+    SuspectCards(job, node, device_ids, said);
+  } else if (evidence.signature->scope == FaultScope::kNode) {
+    SuspectNode(job, node, said);
+  }
+  // Only a card-wide signature names cards: the others say nothing of one card more than another.
+  return RequeueForHardware(entry, std::move(job), node, card_scope ? device_ids : std::vector<std::string>{},
+                            evidence.signature->what, line, card_scope);
 }
 
 absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, const std::string& node,
@@ -108,6 +115,7 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
       if (absl::Status s = nodes_.Quarantine(node, std::move(quarantine)); !s.ok()) {
         spdlog::error("card {}/{}: not quarantined: {}", name, device.id, std::string(s.message()));
       }
+      QuarantineNodeOfManyCards(node);
     }
     // The jobs on the card end with it, whether or not their processes have noticed yet.
     std::vector<std::string> on_card;
@@ -146,9 +154,10 @@ void AgentReconciler::ReturnClearedCards(NodeEntry& node) {
       spdlog::error("card {}/{}: not returned: {}", node.record.name(), device, std::string(s.message()));
       continue;
     }
-    spdlog::warn("audit: card {}/{} returned by itself: its fatal signal cleared and its node passes its health "
-                 "check (--return-cleared-cards)",
-                 node.record.name(), device);
+    spdlog::warn(
+        "audit: card {}/{} returned by itself: its fatal signal cleared and its node passes its health "
+        "check (--return-cleared-cards)",
+        node.record.name(), device);
   }
 }
 
@@ -174,6 +183,44 @@ void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
     jobs_.AddEvent(job, "CardQuarantined",
                    absl::StrCat("card ", card, " quarantined: ", rule.quarantine_after,
                                 " jobs failed on it with a hardware signature"));
+  }
+  QuarantineNodeOfManyCards(*node);
+}
+
+void AgentReconciler::SuspectNode(pb::Job& job, const std::string& node_name, const std::string& evidence) {
+  NodeEntry* node = nodes_.Find(node_name);
+  if (node == nullptr) return;
+  const HardwareFaultOptions& rule = suspicion_.options();
+  auto counted = suspicion_.NoteFailure({node_name, ""}, job.id(), evidence, jobs_.Now());
+  if (!counted) return;
+  pb::CardQuarantine quarantine = Quarantine(
+      "", jobs_.Now(),
+      absl::StrCat(rule.quarantine_after, " jobs failed on it with a node-wide signature (its network) within ",
+                   absl::FormatDuration(rule.quarantine_window)),
+      *counted);
+  if (absl::Status s = nodes_.QuarantineNode(*node, std::move(quarantine)); !s.ok()) {
+    spdlog::error("node {}: not quarantined: {}", node_name, std::string(s.message()));
+    return;  // counted again at its next failure
+  }
+  suspicion_.Forget({node_name, ""});
+  jobs_.AddEvent(job, "NodeQuarantined",
+                 absl::StrCat("node ", node_name, " quarantined: ", node->record.quarantine().reason()));
+}
+
+void AgentReconciler::QuarantineNodeOfManyCards(NodeEntry& node) {
+  const int after = suspicion_.options().quarantine_node_after_cards;
+  if (after <= 0 || node.record.quarantined_cards_size() < after || node.record.has_quarantine()) return;
+  std::vector<std::string> evidence;
+  for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
+    evidence.push_back(absl::StrCat(q.device_id(), ": ", q.reason()));
+  }
+  pb::CardQuarantine quarantine =
+      Quarantine("", jobs_.Now(),
+                 absl::StrCat(node.record.quarantined_cards_size(),
+                              " of its cards quarantined: the fault may be the node's (power, PCIe switch, driver)"),
+                 evidence);
+  if (absl::Status s = nodes_.QuarantineNode(node, std::move(quarantine)); !s.ok()) {
+    spdlog::error("node {}: not quarantined: {}", node.record.name(), std::string(s.message()));
   }
 }
 

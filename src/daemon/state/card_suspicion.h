@@ -26,6 +26,9 @@ struct HardwareFaultOptions {
   // healthy with no fatal signal left (reset, or repaired) and its node passes its health check;
   // off by default: the operator returns cards (hetpoolctl return-card).
   bool return_cleared_cards = false;
+  // Node-wide evidence takes out the node: this many of its cards quarantined (0: never).
+  // Jobs of `quarantine_after` ids failing with a node-wide signature (its network) do too.
+  int quarantine_node_after_cards = 3;
 };
 
 class CardSuspicion {

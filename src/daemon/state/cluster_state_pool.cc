@@ -46,7 +46,10 @@ absl::StatusOr<pb::Node> ClusterState::ReturnCard(const std::string& node_name, 
   absl::MutexLock lock(&mu_);
   NodeEntry* node = nodes_.Find(node_name);
   if (node == nullptr) return absl::NotFoundError(absl::StrCat("node '", node_name, "' not found"));
-  if (absl::Status s = nodes_.ReturnCard(*node, device_id); !s.ok()) return s;
+  // No device: the node itself (hetpoolctl return-node).
+  if (absl::Status s = device_id.empty() ? nodes_.ReturnNode(*node) : nodes_.ReturnCard(*node, device_id); !s.ok()) {
+    return s;
+  }
   return NodeRegistry::Snapshot(*node);
 }
 

@@ -23,7 +23,7 @@ const std::vector<HardwareSignature>& HardwareSignatures() {
        "oneAPI Unified Runtime under PyTorch's xpu device, UR_RESULT_ERROR_DEVICE_LOST"},
       {"unhandled system error", "NCCL system or network error", FaultScope::kNode,
        "NCCL, ncclSystemError (a system call or the network failed)"},
-      {"remote process exited or there was a network error", "NCCL peer lost or network error", FaultScope::kNode,
+      {"remote process exited or there was a network error", "NCCL peer lost or network error", FaultScope::kPeers,
        "NCCL, ncclRemoteError"},
   };
   return kTable;

@@ -15,8 +15,9 @@
 namespace hetpool::daemon {
 
 enum class FaultScope {
-  kCard,  // the card the rank ran on
-  kNode,  // the node: its network or system (every card of it is suspect alike)
+  kCard,   // the card the rank ran on
+  kNode,   // the node: its network or system (every card of it is suspect alike)
+  kPeers,  // a peer or the network between: nothing here is more suspect than there
 };
 
 struct HardwareSignature {

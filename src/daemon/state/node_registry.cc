@@ -332,6 +332,34 @@ absl::Status NodeRegistry::Quarantine(NodeEntry& node, pb::CardQuarantine quaran
   return absl::OkStatus();
 }
 
+absl::Status NodeRegistry::QuarantineNode(NodeEntry& node, pb::CardQuarantine quarantine) {
+  if (node.record.has_quarantine()) return absl::OkStatus();
+  ParseStoredInventory(node);
+  *node.record.mutable_quarantine() = std::move(quarantine);
+  if (auto s = StoreRecordOrUndo(node, "node quarantine", [&] { node.record.clear_quarantine(); }); !s.ok()) return s;
+  NoteViewChange(node);
+  spdlog::error("node {} quarantined: {}", node.record.name(), node.record.quarantine().reason());
+  wakeups_.CapacityChanged();
+  wakeups_.Changed();
+  return absl::OkStatus();
+}
+
+absl::Status NodeRegistry::ReturnNode(NodeEntry& node) {
+  if (!node.record.has_quarantine()) {
+    return absl::NotFoundError(absl::StrCat("node ", node.record.name(), " is not quarantined"));
+  }
+  ParseStoredInventory(node);
+  const pb::CardQuarantine kept = node.record.quarantine();
+  node.record.clear_quarantine();
+  if (auto s = StoreRecordOrUndo(node, "node return", [&] { *node.record.mutable_quarantine() = kept; }); !s.ok()) {
+    return s;
+  }
+  NoteViewChange(node);
+  wakeups_.CapacityChanged();
+  wakeups_.Changed();
+  return absl::OkStatus();
+}
+
 absl::Status NodeRegistry::ReturnCard(NodeEntry& node, const std::string& device_id) {
   auto* cards = node.record.mutable_quarantined_cards();
   auto it = std::find_if(cards->begin(), cards->end(),

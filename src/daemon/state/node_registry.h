@@ -54,7 +54,7 @@ struct NodeEntry {
 
   // record.fault: the agent's report that it cannot start jobs safely (HeartbeatRequest.fault),
   // set anew by every registration and heartbeat.
-  bool schedulable() const { return ready && !record.drained() && record.fault().empty(); }
+  bool schedulable() const { return ready && !record.drained() && record.fault().empty() && !record.has_quarantine(); }
 };
 
 // A stored node as a start reads it: its record without the inventory, its stored row, and its
@@ -154,6 +154,10 @@ class NodeRegistry {
   // reads unhealthy ("quarantined: <reason>") to everything that places jobs. A card already
   // quarantined keeps its first record.
   absl::Status Quarantine(NodeEntry& node, pb::CardQuarantine quarantine);
+  // The whole node, stored; nothing is placed on it until ReturnNode. A node already quarantined
+  // keeps its first record.
+  absl::Status QuarantineNode(NodeEntry& node, pb::CardQuarantine quarantine);
+  absl::Status ReturnNode(NodeEntry& node);
   // An operator returns the card after repair. NOT_FOUND when it is not quarantined.
   absl::Status ReturnCard(NodeEntry& node, const std::string& device_id);
   // A port on `address` that no live or dying generation holds, taken round-robin so that a port

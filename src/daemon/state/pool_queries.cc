@@ -92,6 +92,11 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
     const auto node_index = static_cast<uint32_t>(snap.nodes.size());
     snap.nodes.push_back({name, node.ready, node.record.drained(), absl::ToDoubleSeconds(now - node.last_heartbeat)});
     const Holds holds = HoldsByDevice(node.claims);
+    if (node.record.has_quarantine()) {  // the whole node: device ""
+      const pb::CardQuarantine& q = node.record.quarantine();
+      snap.quarantined.push_back(
+          {name, "", q.reason(), absl::ToDoubleSeconds(FromProtoTime(q.since()) - absl::UnixEpoch())});
+    }
     for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
       snap.quarantined.push_back(
           {name, q.device_id(), q.reason(), absl::ToDoubleSeconds(FromProtoTime(q.since()) - absl::UnixEpoch())});
