@@ -69,6 +69,8 @@ typedef struct nvmlEventData_st {
 typedef int nvmlMemoryErrorType_t;  // NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1
 typedef int nvmlEccCounterType_t;   // NVML_VOLATILE_ECC 0, NVML_AGGREGATE_ECC 1
 enum : int { NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0 };
+// nvmlNvLinkErrorCounter_t: DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3, DL_ECC_DATA 4.
+enum : int { NVML_NVLINK_ERROR_DL_RECOVERY = 1 };
 typedef int nvmlGpuTopologyLevel_t;
 enum : int {
   NVML_TOPOLOGY_INTERNAL = 0,
@@ -123,7 +125,8 @@ enum : unsigned {
   X(nvmlDeviceGetMaxPcieLinkWidth, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                               \
   X(nvmlDeviceGetCurrPcieLinkGeneration, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                         \
   X(nvmlDeviceGetMaxPcieLinkGeneration, nvmlReturn_t, (nvmlDevice_t, unsigned int*))                          \
-  X(nvmlDeviceGetCurrentClocksThrottleReasons, nvmlReturn_t, (nvmlDevice_t, unsigned long long*))
+  X(nvmlDeviceGetCurrentClocksThrottleReasons, nvmlReturn_t, (nvmlDevice_t, unsigned long long*))             \
+  X(nvmlDeviceGetNvLinkErrorCounter, nvmlReturn_t, (nvmlDevice_t, unsigned int, int, unsigned long long*))
 
 HETPOOL_NVML_REQUIRED(HETPOOL_DECLARE_ENTRY_POINT)
 HETPOOL_NVML_OPTIONAL(HETPOOL_DECLARE_ENTRY_POINT)

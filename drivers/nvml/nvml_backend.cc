@@ -152,7 +152,27 @@ void NvmlBackend::AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d) {
       nvml_.nvmlDeviceGetCurrentClocksThrottleReasons(handle, &reasons) == NVML_SUCCESS) {
     if (auto s = SignalOfClockReasons(reasons)) d.signals.push_back(std::move(*s));
   }
+  if (auto s = NvLinkSignal(handle)) d.signals.push_back(std::move(*s));
   MarkUnhealthyOnFatal(d);
+}
+
+std::optional<HealthSignal> NvmlBackend::NvLinkSignal(nvmlDevice_t handle) const {
+  if (!nvml_.nvmlDeviceGetNvLinkErrorCounter || !nvml_.nvmlDeviceGetNvLinkState) return std::nullopt;
+  unsigned long long recoveries = 0;
+  std::vector<std::string> links;
+  for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+    nvmlEnableState_t active = 0;
+    if (nvml_.nvmlDeviceGetNvLinkState(handle, link, &active) != NVML_SUCCESS) break;  // no more links
+    unsigned long long count = 0;
+    if (!active ||
+        nvml_.nvmlDeviceGetNvLinkErrorCounter(handle, link, NVML_NVLINK_ERROR_DL_RECOVERY, &count) != NVML_SUCCESS ||
+        count == 0) {
+      continue;
+    }
+    recoveries += count;
+    links.push_back(absl::StrCat(link));
+  }
+  return SignalOfNvLinkRecoveries(recoveries, links);
 }
 
 std::string NvmlBackend::Error(nvmlReturn_t rc) const {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,8 @@ class NvmlBackend : public DeviceBackend {
   // The card's latched Xid signals and its counters' signals; a fatal one makes it unhealthy.
   void AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d);
   void WaitForEvents(nvmlEventSet_t set);
+  // The card's NVLink links that had to recover (retrain) since the driver loaded, as a signal.
+  std::optional<HealthSignal> NvLinkSignal(nvmlDevice_t handle) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints nvml_;

@@ -62,4 +62,12 @@ std::optional<HealthSignal> SignalOfClockReasons(unsigned long long reasons) {
   return HealthSignal{Severity::kDegraded, absl::StrCat("clocks held down: ", absl::StrJoin(seen, ", ")), "nvml"};
 }
 
+std::optional<HealthSignal> SignalOfNvLinkRecoveries(unsigned long long recoveries,
+                                                     const std::vector<std::string>& links) {
+  if (recoveries == 0) return std::nullopt;
+  return HealthSignal{Severity::kDegraded,
+                      absl::StrCat("NVLink: ", recoveries, " recovery error(s) on link(s) ", absl::StrJoin(links, ",")),
+                      "nvml"};
+}
+
 }  // namespace hetpool::drivers

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "drivers/nvml/nvml_abi.h"
 #include "hetpool/device.h"
@@ -19,5 +21,11 @@ HealthSignal SignalOfXid(unsigned long long xid);
 // slowdown signal, a thermal or power brake) or the driver doing so for heat makes it degraded;
 // idling, a power cap under load and the application's own clocks say nothing of the card.
 std::optional<HealthSignal> SignalOfClockReasons(unsigned long long reasons);
+
+// NVLink recovery errors (nvmlDeviceGetNvLinkErrorCounter, NVML_NVLINK_ERROR_DL_RECOVERY) on the
+// active links named: a link that had to retrain runs slow or drops, so the card is degraded
+// (replays and CRC errors are corrected in line and counted in health, not held against it).
+std::optional<HealthSignal> SignalOfNvLinkRecoveries(unsigned long long recoveries,
+                                                     const std::vector<std::string>& links);
 
 }  // namespace hetpool::drivers

@@ -37,22 +37,27 @@ Placement ToPlacement(const PlacementRequest& request, Vendor vendor, const std:
 
 // The fitting devices without the degraded ones, when `needed` of them remain: a degraded card
 // (device.h) is chosen last on its node, as the HealthyCards score places it last across nodes.
-std::vector<const DeviceView*> WellFirst(std::span<const DeviceView* const> fitting, size_t needed) {
-  std::vector<const DeviceView*> well;
-  well.reserve(fitting.size());
+// `storage` holds them when some are left out; with none degraded (the common case) nothing is
+// copied.
+std::span<const DeviceView* const> WellFirst(std::span<const DeviceView* const> fitting, size_t needed,
+                                             std::vector<const DeviceView*>& storage) {
+  const size_t degraded = static_cast<size_t>(
+      std::count_if(fitting.begin(), fitting.end(), [](const DeviceView* dv) { return dv->device->Degraded(); }));
+  if (degraded == 0 || fitting.size() - degraded < needed) return fitting;
+  storage.clear();
   for (const DeviceView* dv : fitting) {
-    if (!dv->device->Degraded()) well.push_back(dv);
+    if (!dv->device->Degraded()) storage.push_back(dv);
   }
-  if (well.size() >= needed && well.size() < fitting.size()) return well;
-  return {fitting.begin(), fitting.end()};
+  return storage;
 }
 
 // `pair_table`: the link scores of the node's device pairs, by position in its view.
 // `index_ordered`: the view lists the devices by index, so the fitting ones (in view order) are too.
 void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std::vector<int>& pair_table,
                    bool index_ordered) {
-  const std::vector<const DeviceView*> fitting =
-      WellFirst(c.fitting, request.Fractional() ? 1 : static_cast<size_t>(request.devices_per_node));
+  std::vector<const DeviceView*> well;
+  const std::span<const DeviceView* const> fitting =
+      WellFirst(c.fitting, request.Fractional() ? 1 : static_cast<size_t>(request.devices_per_node), well);
   if (request.Fractional()) {
     // Best fit: the device with the least share left that still fits, so partly used devices
     // fill up and whole ones stay whole.
@@ -86,7 +91,9 @@ void SelectDevices(const PlacementRequest& request, NodeCandidate& c, const std:
 // winner's scores, one per plugin of `selecting`.
 void ChooseShare(CycleState& state, NodeCandidate& c, const std::vector<const WeightedScore*>& selecting,
                  std::vector<int64_t>& raw) {
-  std::vector<const DeviceView*> options = WellFirst(c.fitting, 1);
+  std::vector<const DeviceView*> well;
+  const std::span<const DeviceView* const> preferred = WellFirst(c.fitting, 1, well);
+  std::vector<const DeviceView*> options(preferred.begin(), preferred.end());
   std::sort(options.begin(), options.end(),
             [](const DeviceView* a, const DeviceView* b) { return a->device->index < b->device->index; });
   std::set<int32_t> seen;

@@ -12,7 +12,8 @@
 // Reported per mode: goodput (useful card-seconds over allocated: the work that reached a
 // checkpoint or the job's end, over the card time held), generations failed by hardware, how many
 // landed on a card that had already failed (black-hole hits), jobs lost (ended FAILED), cards
-// quarantined. Modes: "on" (the defaults, 2 failures of distinct jobs within an hour) and "off"
+// quarantined (and how many of them never failed), nodes quarantined. Modes: "on" (the defaults, 2 failures of distinct
+// jobs within an hour) and "off"
 // (--quarantine-after 0: failures still requeue each job away from its own bad cards).
 //
 //   build/tests/goodput [--nodes 32] [--seconds 180] [--fault-scale 4] [--checkpoint 10]
@@ -76,7 +77,8 @@ Scenario Draw(const Options& o) {
   const double p = std::min(1.0, kLlama3HardwareFailuresPerCard * o.fault_scale);
   for (int n = 0; n < o.nodes; ++n) {
     for (int c = 0; c < o.cards; ++c) {
-      if (unit(rng) < p) s.fails_at[{absl::StrFormat("sim-%05d", n), absl::StrCat("nvidia", c)}] = unit(rng) * o.seconds;
+      if (unit(rng) < p)
+        s.fails_at[{absl::StrFormat("sim-%05d", n), absl::StrCat("nvidia", c)}] = unit(rng) * o.seconds;
     }
   }
   // Enough work to keep every card busy for the whole run and then some.
@@ -196,8 +198,19 @@ absl::StatusOr<nlohmann::json> RunMode(const Options& o, const Scenario& scenari
   if (auto s = cluster.cluster().ListDevices(&ctx, pb::ListDevicesRequest(), &devices); !s.ok()) {
     return absl::UnavailableError(s.error_message());
   }
-  int quarantined = 0;
-  for (const auto& d : devices.devices()) quarantined += d.has_quarantine() ? 1 : 0;
+  int quarantined = 0, wrongly = 0;  // wrongly: a card that never failed
+  for (const auto& d : devices.devices()) {
+    if (!d.has_quarantine()) continue;
+    ++quarantined;
+    wrongly += scenario.fails_at.contains({d.node(), d.device().id()}) ? 0 : 1;
+  }
+  pb::ListNodesResponse nodes;
+  grpc::ClientContext nodes_ctx;
+  if (auto s = cluster.cluster().ListNodes(&nodes_ctx, pb::ListNodesRequest(), &nodes); !s.ok()) {
+    return absl::UnavailableError(s.error_message());
+  }
+  int nodes_quarantined = 0;
+  for (const auto& n : nodes.nodes()) nodes_quarantined += n.has_quarantine() ? 1 : 0;
   fleet.Stop();
   absl::MutexLock lock(&ledger.mu);
   double allocated = 0, useful = 0;
@@ -220,6 +233,8 @@ absl::StatusOr<nlohmann::json> RunMode(const Options& o, const Scenario& scenari
   report["jobs_succeeded"] = succeeded;
   report["jobs_lost"] = lost;
   report["cards_quarantined"] = quarantined;
+  report["cards_quarantined_wrongly"] = wrongly;
+  report["nodes_quarantined"] = nodes_quarantined;
   return report;
 }
 
@@ -278,10 +293,11 @@ int main(int argc, char** argv) {
     if (o.output != "json") {
       std::cout << absl::StrFormat(
           "quarantine %-3s goodput %.3f  hardware failures %d (black-hole hits %d)  jobs lost %d  succeeded %d  "
-          "cards quarantined %d\n",
+          "cards quarantined %d (%d never failed), nodes %d\n",
           mode, (*report)["goodput"].get<double>(), (*report)["hardware_failures"].get<int>(),
           (*report)["black_hole_hits"].get<int>(), (*report)["jobs_lost"].get<int>(),
-          (*report)["jobs_succeeded"].get<int>(), (*report)["cards_quarantined"].get<int>());
+          (*report)["jobs_succeeded"].get<int>(), (*report)["cards_quarantined"].get<int>(),
+          (*report)["cards_quarantined_wrongly"].get<int>(), (*report)["nodes_quarantined"].get<int>());
     }
   }
   if (o.output == "json") {

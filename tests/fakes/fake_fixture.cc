@@ -87,6 +87,7 @@ std::unique_ptr<FakeFixture> Load() {
     dev.pcie_generation = d.value("pcie_generation", 5);
     dev.pcie_max_generation = d.value("pcie_max_generation", 5);
     dev.clock_reasons = d.value("clock_reasons", 0ull);
+    dev.nvlink_recoveries = d.value("nvlink_recoveries", 0ull);
     fixture->devices.push_back(std::move(dev));
   }
   return fixture;

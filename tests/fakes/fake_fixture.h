@@ -42,7 +42,8 @@ struct FakeDevice {
   std::string problem;
   std::string memory_health = "ok";  // Level Zero: ok, degraded, critical, replace
   int pcie_width = 16, pcie_max_width = 16, pcie_generation = 5, pcie_max_generation = 5;
-  uint64_t clock_reasons = 0;  // NVML's throttle reason bits
+  uint64_t clock_reasons = 0;      // NVML's throttle reason bits
+  uint64_t nvlink_recoveries = 0;  // NVML: recovery errors, counted on the card's first link
 };
 
 struct FakeFixture {

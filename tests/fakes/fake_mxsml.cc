@@ -168,26 +168,31 @@ EXPORT mxSmlReturn_t mxSmlGetDeviceUnavailableReason(unsigned int index, mxSmlDe
   return MXSML_SUCCESS;
 }
 
+namespace {
+
 // Speed in GT/s per PCIe generation (1: 2.5 ... 5: 32).
 float GigaTransfers(int generation) {
   static const float kSpeed[] = {0, 2.5f, 5, 8, 16, 32, 64};
   return generation >= 0 && generation <= 6 ? kSpeed[generation] : 0;
 }
 
-EXPORT mxSmlReturn_t mxSmlGetPcieInfo(unsigned int index, mxSmlPcieInfo_t* pcie) {
+// The card's PCIe link now (`most` false) or at most.
+mxSmlReturn_t PcieLink(unsigned int index, mxSmlPcieInfo_t* pcie, bool most) {
   FakeDevice* d = nullptr;
   if (mxSmlReturn_t rc = Check(index, &d)) return rc;
-  pcie->speed = GigaTransfers(d->pcie_generation);
-  pcie->width = static_cast<unsigned>(d->pcie_width);
+  pcie->speed = GigaTransfers(most ? d->pcie_max_generation : d->pcie_generation);
+  pcie->width = static_cast<unsigned>(most ? d->pcie_max_width : d->pcie_width);
   return MXSML_SUCCESS;
 }
 
+}  // namespace
+
+EXPORT mxSmlReturn_t mxSmlGetPcieInfo(unsigned int index, mxSmlPcieInfo_t* pcie) {
+  return PcieLink(index, pcie, false);
+}
+
 EXPORT mxSmlReturn_t mxSmlGetPcieMaxLinkInfo(unsigned int index, mxSmlPcieInfo_t* pcie) {
-  FakeDevice* d = nullptr;
-  if (mxSmlReturn_t rc = Check(index, &d)) return rc;
-  pcie->speed = GigaTransfers(d->pcie_max_generation);
-  pcie->width = static_cast<unsigned>(d->pcie_max_width);
-  return MXSML_SUCCESS;
+  return PcieLink(index, pcie, true);
 }
 
 }  // extern "C"

@@ -57,6 +57,15 @@ std::vector<std::pair<int, std::string>> Lanes(const FakeDevice& d) {
   return lanes;
 }
 
+// A per-card query answered with one value read off the card's fixture entry.
+template <typename Out, typename Read>
+nvmlReturn_t Answer(nvmlDevice_t handle, Out* out, Read read) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
+  *out = static_cast<Out>(read(*d));
+  return NVML_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -217,6 +226,15 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int l
   return NVML_SUCCESS;
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, int counter,
+                                                    unsigned long long* value) {
+  FakeDevice* d = nullptr;
+  if (nvmlReturn_t rc = Check(device, &d)) return rc;
+  if (link >= Lanes(*d).size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *value = link == 0 && counter == NVML_NVLINK_ERROR_DL_RECOVERY ? d->nvlink_recoveries : 0;
+  return NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci) {
   FakeDevice* d = nullptr;
   if (nvmlReturn_t rc = Check(device, &d)) return rc;
@@ -236,6 +254,7 @@ struct FakeEventSet {
 };
 std::mutex g_events_mu;
 std::map<std::string, size_t> g_xids_delivered;  // by UUID
+
 }  // namespace
 
 EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
@@ -302,45 +321,27 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t handle, unsigned int*
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t handle, nvmlEnableState_t* pending) {
-  FakeDevice* d = nullptr;
-  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
-  *pending = d->retired_pages_pending ? 1 : 0;
-  return NVML_SUCCESS;
+  return Answer(handle, pending, [](const FakeDevice& d) { return d.retired_pages_pending ? 1 : 0; });
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t handle, unsigned int* width) {
-  FakeDevice* d = nullptr;
-  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
-  *width = static_cast<unsigned>(d->pcie_width);
-  return NVML_SUCCESS;
+  return Answer(handle, width, [](const FakeDevice& d) { return d.pcie_width; });
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t handle, unsigned int* width) {
-  FakeDevice* d = nullptr;
-  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
-  *width = static_cast<unsigned>(d->pcie_max_width);
-  return NVML_SUCCESS;
+  return Answer(handle, width, [](const FakeDevice& d) { return d.pcie_max_width; });
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t handle, unsigned int* generation) {
-  FakeDevice* d = nullptr;
-  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
-  *generation = static_cast<unsigned>(d->pcie_generation);
-  return NVML_SUCCESS;
+  return Answer(handle, generation, [](const FakeDevice& d) { return d.pcie_generation; });
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t handle, unsigned int* generation) {
-  FakeDevice* d = nullptr;
-  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
-  *generation = static_cast<unsigned>(d->pcie_max_generation);
-  return NVML_SUCCESS;
+  return Answer(handle, generation, [](const FakeDevice& d) { return d.pcie_max_generation; });
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t handle, unsigned long long* reasons) {
-  FakeDevice* d = nullptr;
-  if (nvmlReturn_t rc = Check(handle, &d); rc != NVML_SUCCESS) return rc;
-  *reasons = d->clock_reasons;
-  return NVML_SUCCESS;
+  return Answer(handle, reasons, [](const FakeDevice& d) { return d.clock_reasons; });
 }
 
 }  // extern "C"

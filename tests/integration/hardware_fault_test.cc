@@ -20,6 +20,15 @@
 namespace hetpool::testing {
 namespace {
 
+// One agent of the example pool, running `program` as its health check every second.
+TestCluster::Options WithHealthCheck(const std::string& program) {
+  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  options.agents[0].args = {"--health-check", program, "--health-interval", "1s"};
+  return options;
+}
+
 TEST(HardwareFaults, ABadCardTakesAtMostTwoFailuresAndEveryJobSucceeds) {
   TestCluster::Options options;
   // One node of four NVIDIA cards: each run of the script reads its card from CUDA_VISIBLE_DEVICES.
@@ -162,11 +171,7 @@ TEST(HardwareFaults, AFailingHealthCheckTakesItsNodeOutOfServiceUntilItPasses) {
   std::ofstream(verdict) << "1";
   std::ofstream(program) << "#!/bin/sh\necho checking the node\necho 'nvidia2: retired pages pending'\nexit $(cat "
                          << verdict << ")\n";
-  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  options.agents[0].args = {"--health-check", program, "--health-interval", "1s"};
-  TestCluster cluster(options);
+  TestCluster cluster(WithHealthCheck(program));
   ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
   auto node_fault = [&] {
     pb::ListNodesResponse nodes;
@@ -197,11 +202,7 @@ TEST(HardwareFaults, AHealthCheckThatNamesACardQuarantinesTheCardNotTheNode) {
   TempDir dir;
   const std::string program = dir.path() + "/check.sh";
   std::ofstream(program) << "#!/bin/sh\necho 'nvidia1: row remapping failed'\nexit 1\n";
-  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
-  TestCluster::Options options = TestCluster::ExamplePool();
-  options.agents.resize(1);
-  options.agents[0].args = {"--health-check", program, "--health-interval", "1s"};
-  TestCluster cluster(options);
+  TestCluster cluster(WithHealthCheck(program));
   ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
   auto quarantine = [&]() -> std::optional<pb::CardQuarantine> {
     pb::ListDevicesResponse devices;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "drivers/collectives/collective_probe.h"
 #include "drivers/inventory_json.h"
@@ -50,19 +51,25 @@ struct ProcessQueryCase {
 
 class CardProcessQuery : public ::testing::TestWithParam<ProcessQueryCase> {};
 
+// What `backend` discovers over `fixture` (written into `dir`) through its fake library.
+absl::StatusOr<std::vector<DeviceRecord>> DiscoverOver(const nlohmann::json& fixture, const testing::TempDir& dir,
+                                                       const std::string& backend) {
+  const std::string path = dir.path() + "/fixture.json";
+  std::ofstream(path) << fixture.dump();
+  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
+  setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
+  auto loaded = testing::LoadBackend(backend);
+  if (!loaded.ok()) return loaded.status();
+  return (*loaded)->Discover();
+}
+
 TEST_P(CardProcessQuery, ListsTheProcessesHoldingEachCard) {
   const ProcessQueryCase& c = GetParam();
   testing::TempDir dir;
   nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath(c.fixture)));
   for (int pid = 100; pid < 112; ++pid)
     fixture["devices"][1]["processes"].push_back({{"pid", pid}, {"used_memory_mib", pid}});
-  const std::string path = dir.path() + "/held.json";
-  std::ofstream(path) << fixture.dump();
-  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
-  setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
-  auto backend = testing::LoadBackend(c.backend);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  auto devices = (*backend)->Discover();
+  auto devices = DiscoverOver(fixture, dir, c.backend);
   ASSERT_TRUE(devices.ok()) << devices.status();
   ASSERT_EQ(devices->size(), c.devices);
   EXPECT_TRUE((*devices)[0].processes.empty());
@@ -287,13 +294,7 @@ TEST_P(VendorHealthSignals, GradeTheCardsOwnTrouble) {
   testing::TempDir dir;
   nlohmann::json fixture = nlohmann::json::parse(std::ifstream(testing::FixturePath(c.fixture)));
   fixture["devices"][1][c.field] = c.value;
-  const std::string path = dir.path() + "/signal.json";
-  std::ofstream(path) << fixture.dump();
-  setenv("HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR, 1);
-  setenv("HETPOOL_FAKE_FIXTURE", path.c_str(), 1);
-  auto backend = testing::LoadBackend(c.backend);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  auto devices = (*backend)->Discover();
+  auto devices = DiscoverOver(fixture, dir, c.backend);
   ASSERT_TRUE(devices.ok()) << devices.status();
   const DeviceRecord& card = (*devices)[1];
   EXPECT_TRUE((*devices)[0].signals.empty() && (*devices)[0].healthy) << (*devices)[0].health_message;
@@ -320,6 +321,8 @@ INSTANTIATE_TEST_SUITE_P(
         SignalCase{"nvml", "dgx-h100", "clock_reasons", 0x40 | 0x4, Severity::kDegraded,
                    "clocks held down: hardware thermal slowdown"},
         SignalCase{"nvml", "dgx-h100", "clock_reasons", 0x4 | 0x1, Severity::kNoted, ""},  // power cap, idle
+        SignalCase{"nvml", "dgx-h100", "nvlink_recoveries", 3, Severity::kDegraded,
+                   "NVLink: 3 recovery error(s) on link(s) 0"},
         SignalCase{"nvml", "dgx-h100", "retired_pages_pending", true, Severity::kDegraded,
                    "retired pages pending: the card needs a reset"},
         SignalCase{"cndev", "mlu370-x8", "problem", "x", Severity::kFatal,

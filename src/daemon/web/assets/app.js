@@ -121,10 +121,22 @@ async function overviewPage() {
     table(['Node', 'State', 'Cards', 'Labels', 'Running jobs', 'Last report'],
       (nodes.nodes || []).map((n) => ({ attrs: { 'data-node': n.name },
         cells: [el('a', { href: '#/nodes/' + n.name }, n.name),
-          el('span', { class: nodeState(n.state) === 'READY' ? 'ready' : 'notready' }, nodeState(n.state) + (n.drained ? ' (drained)' : '')),
+          el('span', { class: nodeState(n.state) === 'READY' && !n.quarantine && !n.fault ? 'ready' : 'notready',
+            title: n.quarantine ? n.quarantine.reason : n.fault || '' },
+          nodeState(n.state) + (n.drained ? ' (drained)' : '') + (n.fault ? ' (faulted)' : '') + (n.quarantine ? ' (quarantined)' : '')),
           ((n.inventory || {}).devices || []).length,
           Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v).join(' '),
           (n.running_jobs || []).map(jobLink), when(n.last_heartbeat)] }))));
+}
+
+// A card's health in words: its quarantine (since when, why), else its own health and the signals
+// its vendor library raised (degraded ones place it last).
+function cardHealth(d, view) {
+  const q = view && view.quarantine;
+  if (q) return el('span', { class: 'notready', 'data-quarantined': d.id }, `quarantined since ${when(q.since)}: ${q.reason}`);
+  const signals = (d.signals || []).filter((s) => s.severity !== 'noted').map((s) => `${s.severity}: ${s.what}`);
+  if (!d.healthy) return el('span', { class: 'notready' }, d.health_message || 'unhealthy');
+  return signals.length ? signals.join('; ') : 'ok';
 }
 
 // The node's cards on a circle, joined by their links (NVLink, MetaXLink, MLU-Link, Xe Link,
@@ -168,11 +180,15 @@ async function nodePage(name) {
   view.replaceChildren(
     el('h1', {}, 'Node ' + name),
     el('p', { class: 'muted' }, `${nodeState(node.state)}${node.drained ? ', drained' : ''}; ${cards.length} cards; address ${node.address || '-'}`),
+    node.fault ? el('p', { class: 'notready' }, 'Takes no new work: ' + node.fault) : '',
+    node.quarantine ? el('p', { class: 'notready', 'data-quarantine': 'node' },
+      `Quarantined since ${when(node.quarantine.since)}: ${node.quarantine.reason}`) : '',
     graph,
     el('h2', {}, 'Cards'),
-    table(['Card', 'Model', 'Architecture', 'Memory', 'NUMA', 'PCI', 'Fingerprint', 'Held by'],
+    table(['Card', 'Model', 'Architecture', 'Memory', 'NUMA', 'PCI', 'Fingerprint', 'Health', 'Held by'],
       cards.map((d) => ({ attrs: { 'data-device': d.id }, cells: [d.id, d.model, d.architecture || '-', gib(d.memory_mib),
         (d.numa_node ?? 0) < 0 ? '-' : (d.numa_node ?? 0), d.pci_bus_id || '-', el('code', {}, d.fingerprint || '-'),
+        cardHealth(d, held[d.id]),
         held[d.id] && held[d.id].allocated_to ? held[d.id].allocated_to.split(',').map(jobLink) : '-'] }))));
 }
 
