@@ -88,11 +88,6 @@ std::string HealthCheck::Failure() const {
   return failure_;
 }
 
-std::string HealthCheck::FailedLine() const {
-  absl::MutexLock lock(&mu_);
-  return failed_line_;
-}
-
 std::string HealthCheck::NodeFailure(const std::vector<std::string>& device_ids) const {
   absl::MutexLock lock(&mu_);
   return CardsNamedBy(failed_line_, device_ids).empty() ? failure_ : "";

@@ -51,8 +51,6 @@ class HealthCheck {
   void MaybeRun();
   // "" while the last run passed (or none has ended yet); else why the node is out of service.
   std::string Failure() const;
-  // The failing run's last line ("" while the last run passed).
-  std::string FailedLine() const;
   // Why the node is out of service: Failure(), unless its line names cards of `device_ids`
   // (then those cards are blamed, not the node).
   std::string NodeFailure(const std::vector<std::string>& device_ids) const;

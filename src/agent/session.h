@@ -142,8 +142,8 @@ class Session {
   HealthCheck health_check_;
   std::unique_ptr<DaemonLink> link_;  // the registered session's
   std::string session_id_;
-  hetpool::v1::NodeInventory reported_inventory_;                   // what the daemon has, to notice changes
-  std::vector<std::string> device_ids_;  // the cards of the last discovery (a health check may name them)
+  hetpool::v1::NodeInventory reported_inventory_;  // what the daemon has, to notice changes
+  std::vector<std::string> device_ids_;            // the cards of the last discovery (a health check may name them)
   std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;
   absl::Time last_inventory_;

@@ -58,9 +58,9 @@
 namespace {
 
 namespace pb = ::hetpool::v1;
+using hetpool::bench::FleetNodes;
 using hetpool::bench::FleetOptions;
 using hetpool::bench::FleetSimulator;
-using hetpool::bench::FleetNodes;
 using hetpool::bench::SimNodeSpec;
 using hetpool::bench::TemplateInventory;
 using hetpool::testing::TestCluster;

@@ -60,7 +60,7 @@ TEST(HealthCheck, ALineThatNamesCardsBlamesThemAndNotTheNode) {
   EXPECT_EQ(CardsNamedBy("nvidia2: retired pages pending", ids), std::vector<std::string>{"nvidia2"});
   EXPECT_EQ(CardsNamedBy("nvidia0,nvidia2: NVLink down", ids), (std::vector<std::string>{"nvidia0", "nvidia2"}));
   EXPECT_EQ(CardsNamedBy("nvidia0 nvidia1: hot", ids), (std::vector<std::string>{"nvidia0", "nvidia1"}));
-  EXPECT_TRUE(CardsNamedBy("nvidia7: gone", ids).empty());            // not this node's card
+  EXPECT_TRUE(CardsNamedBy("nvidia7: gone", ids).empty());             // not this node's card
   EXPECT_TRUE(CardsNamedBy("nvidia0, eth0: link down", ids).empty());  // also the node's network
   EXPECT_TRUE(CardsNamedBy("fan 3 stopped", ids).empty());
   EXPECT_TRUE(CardsNamedBy("disk: 3% free", ids).empty());
@@ -70,7 +70,7 @@ TEST(HealthCheck, ALineThatNamesCardsBlamesThemAndNotTheNode) {
   HealthCheck check({.program = program, .interval = absl::Minutes(5), .timeout = absl::Seconds(30)});
   check.MaybeRun();
   ASSERT_TRUE(testing::Eventually([&] { return check.ran(); }, absl::Seconds(30)));
-  EXPECT_EQ(check.NodeFailure(ids), "");  // the cards are blamed, not the node
+  EXPECT_EQ(check.NodeFailure(ids), "");             // the cards are blamed, not the node
   EXPECT_NE(check.NodeFailure({"cambricon0"}), "");  // no such card here: the node's fault
   std::vector<DeviceRecord> devices(3);
   for (size_t i = 0; i < devices.size(); ++i) devices[i].id = ids[i];
