@@ -119,14 +119,9 @@ std::vector<Shape> Shapes(const Options& o) {
 }
 
 pb::JobSpec SpecFor(const Shape& shape, int n) {
-  pb::JobSpec spec;
-  spec.set_name(absl::StrCat("fleet-", n));
-  spec.set_user(absl::StrCat("user", n % 40));
-  spec.mutable_python()->set_script("train.py");
+  pb::JobSpec spec =
+      hetpool::bench::SimTrainingSpec(absl::StrCat("fleet-", n), absl::StrCat("user", n % 40), shape.cards);
   for (const char* a : {"--epochs", "3", "--lr", "3e-4"}) spec.mutable_python()->add_args(a);
-  spec.set_working_dir("/tmp");
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(shape.cards);
   (*spec.mutable_env())["FLEET_SIM_DURATION_S"] = absl::StrFormat("%.1f", shape.seconds);
   (*spec.mutable_env())["WANDB_PROJECT"] = "fleet";
   return spec;

@@ -539,4 +539,15 @@ std::vector<SimNodeSpec> FleetNodes(const pb::NodeInventory& base, int count) {
   return nodes;
 }
 
+pb::JobSpec SimTrainingSpec(const std::string& name, const std::string& user, int cards) {
+  pb::JobSpec spec;
+  spec.set_name(name);
+  spec.set_user(user);
+  spec.mutable_python()->set_script("train.py");
+  spec.set_working_dir("/tmp");
+  spec.set_nnodes(1);
+  spec.set_devices_per_node(cards);
+  return spec;
+}
+
 }  // namespace hetpool::bench

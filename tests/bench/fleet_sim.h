@@ -77,6 +77,8 @@ struct LaunchRecord {
 // One node's inventory as the product's own discovery reads it: the sim backend over an
 // inventory file (written in `dir`) of `cards` H100s on one NVSwitch, fingerprinted.
 absl::StatusOr<pb::NodeInventory> TemplateInventory(int cards, const std::string& dir);
+// A one-node training job of `cards` cards, "train.py" in /tmp, as the fleet's benches submit.
+pb::JobSpec SimTrainingSpec(const std::string& name, const std::string& user, int cards);
 // `count` nodes "sim-00000"... of that inventory, each card's UUID made unique.
 std::vector<SimNodeSpec> FleetNodes(const pb::NodeInventory& base, int count);
 

@@ -143,13 +143,8 @@ LaunchFate Fate(const Options& o, const Scenario& scenario, Ledger& ledger, cons
 }
 
 pb::JobSpec SpecFor(const JobPlan& plan, int n) {
-  pb::JobSpec spec;
-  spec.set_name(absl::StrCat("goodput-", n));
-  spec.set_user(absl::StrCat("user", n % 20));
-  spec.mutable_python()->set_script("train.py");
-  spec.set_working_dir("/tmp");
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(plan.cards);
+  pb::JobSpec spec =
+      hetpool::bench::SimTrainingSpec(absl::StrCat("goodput-", n), absl::StrCat("user", n % 20), plan.cards);
   spec.set_max_restarts(3);
   return spec;
 }
