@@ -83,11 +83,16 @@ int QuarantinedDevices(const pb::ListDevicesResponse& resp) {
   return 0;
 }
 
-// "ok", "unhealthy: <the vendor's words>" or "dirty: pid 4242 (uid 0, python3) holds 2658 MiB".
+// "ok", "unhealthy: <the vendor's words>", "dirty: pid 4242 (uid 0, python3) holds 2658 MiB" or
+// "degraded: PCIe link x8 of x16 (Gen5 of Gen5)" (placed last: docs/reliability.md).
 std::string DeviceHealthWords(const pb::Device& d) {
   if (!d.healthy()) return "unhealthy: " + d.health_message();
   if (!d.dirty().empty()) return "dirty: " + d.dirty();
-  return "ok";
+  std::vector<std::string> degraded;
+  for (const pb::HealthSignal& s : d.signals()) {
+    if (s.severity() == "degraded") degraded.push_back(s.what());
+  }
+  return degraded.empty() ? "ok" : "degraded: " + absl::StrJoin(degraded, "; ");
 }
 
 int Devices(Client& client, const Invocation&, const DevicesOptions& o) {

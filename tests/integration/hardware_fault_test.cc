@@ -230,6 +230,46 @@ TEST(HardwareFaults, AHealthCheckThatNamesACardQuarantinesTheCardNotTheNode) {
   EXPECT_NE(done->placement(0).device_ids(0), "nvidia1");
 }
 
+// A degraded card (here its PCIe link trained at x8 of x16, through the fake NVML's ABI) runs
+// jobs after every well card: seven one-card jobs take the seven well cards, the eighth takes it
+// and says so in `get`; `devices` shows why.
+TEST(HardwareFaults, ADegradedCardIsPlacedLastAndNamedOnItsJob) {
+  TempDir dir;
+  nlohmann::json fixture =
+      nlohmann::json::parse(std::ifstream(std::string(HETPOOL_SOURCE_DIR) + "/tests/fakes/fixtures/dgx-h100.json"));
+  fixture["devices"][3]["pcie_width"] = 8;
+  const std::string fixture_path = dir.path() + "/dgx-h100.json";
+  std::ofstream(fixture_path) << fixture.dump();
+  TestCluster::Options options;
+  options.agents = {{"hgx-01",
+                     "",
+                     {"auto"},
+                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
+  ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
+  std::set<std::string> cards;
+  for (int i = 0; i < 7; ++i) {
+    auto job = cluster.Submit(cluster.ShellSpec("exec sleep 600"));
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto running = cluster.WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60));
+    ASSERT_TRUE(running.ok()) << running.status();
+    cards.insert(running->placement(0).device_ids(0));
+  }
+  EXPECT_EQ(cards.count("nvidia3"), 0u);
+  auto last = cluster.Submit(cluster.ShellSpec("exec sleep 600"));
+  ASSERT_TRUE(last.ok()) << last.status();
+  auto running = cluster.WaitForState(last->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60));
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->placement(0).device_ids(0), "nvidia3");
+  std::string out;
+  ASSERT_EQ(cluster.RunCli({"get", last->id()}, &out), 0) << out;
+  EXPECT_NE(out.find("degraded:    on hgx-01: nvidia3: PCIe link x8 of x16 (Gen5 of Gen5) (nvml)"), std::string::npos)
+      << out;
+  ASSERT_EQ(cluster.RunCli({"devices"}, &out), 0) << out;
+  EXPECT_NE(out.find("degraded: PCIe link x8 of x16"), std::string::npos) << out;
+}
+
 // Each vendor's own signal read at the agent's inventory pass (NVML's counters, CNDev's health
 // state, MXSML's ECC counts, Level Zero's memory health, each through its fake library's ABI)
 // quarantines its card within 10 s while jobs run on its neighbours, and the card's job is
