@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   flags.Int("quarantine-node-after-cards", &options.cluster.hardware.quarantine_node_after_cards,
             "quarantine a whole node once this many of its cards are (0: never); jobs of --quarantine-after ids "
             "failing with a node-wide signature (its network) quarantine it too");
+  flags.Duration("early-failure", &options.cluster.hardware.early_failure,
+                 "a job's own failure this soon after it started counts against its card once the job runs past "
+                 "this long on other cards (0: never; docs/reliability.md)");
   flags.Bool("return-cleared-cards", &options.cluster.hardware.return_cleared_cards,
              "a card quarantined for a fatal vendor signal returns by itself once its agent reports it healthy "
              "with the signal gone and its node passes its health check (default: the operator returns cards)");

@@ -17,14 +17,14 @@ class AgentReconcilerTest : public ::testing::Test {
   AgentReconcilerTest()
       : reconciler_(parts_.jobs, parts_.nodes, parts_.wakeups, {absl::Seconds(10), absl::Seconds(20)}) {}
 
-  // Binds the job to node's first `cards` cards, as the scheduling cycle would.
-  void Bind(JobEntry& entry, const std::vector<std::string>& nodes, int cards) {
+  // Binds the job to node's first `cards` cards (from `first`), as the scheduling cycle would.
+  void Bind(JobEntry& entry, const std::vector<std::string>& nodes, int cards, int first = 0) {
     scheduler::Placement placement;
     placement.vendor = Vendor::kNvidia;
     for (const auto& n : nodes) {
       scheduler::NodeAssignment a;
       a.node = n;
-      for (int i = 0; i < cards; ++i) a.device_ids.push_back("nvidia" + std::to_string(i));
+      for (int i = first; i < first + cards; ++i) a.device_ids.push_back("nvidia" + std::to_string(i));
       placement.nodes.push_back(a);
     }
     ASSERT_TRUE(BindPlacement(parts_.jobs, parts_.nodes, entry, placement, planner::PriceTable{}).ok());
@@ -411,6 +411,44 @@ TEST_F(AgentReconcilerTest, AFatalSignalQuarantinesItsCardAtOnceAndRequeuesTheJo
   EXPECT_EQ(job.job().hardware_requeues(), 1);
 }
 
+// A card that kills jobs in their first seconds with no signature: each job's early failure there
+// counts once the job runs past the early window on another card; two such jobs quarantine it.
+// A job that fails early everywhere (a typo) suspects nothing.
+TEST_F(AgentReconcilerTest, EarlyFailuresCountOnceTheJobRunsElsewhere) {
+  parts_.Register("a", 4);
+  constexpr char kOdd[] = "RuntimeError: CUDA error: unspecified launch failure";
+  for (int i = 0; i < 2; ++i) {
+    JobEntry& job = parts_.Submit(TrainingSpec(1, 1, /*max_restarts=*/3));
+    Bind(job, {"a"}, 1);  // nvidia0
+    Report("a", {Process(job, true)});
+    parts_.now += absl::Seconds(5);
+    Report("a", {FailedWith(job, kOdd)});
+    ASSERT_EQ(job.job().restart_count(), 1) << job.job().message();  // the job's own failure, as before
+    Report("a", {});
+    EXPECT_EQ(parts_.nodes.Find("a")->record.quarantined_cards_size(), 0);  // nothing proven yet
+    Bind(job, {"a"}, 1, /*first=*/1);                                       // nvidia1: runs on
+    Report("a", {Process(job, true)});
+    parts_.now += absl::Seconds(61);
+    Report("a", {Process(job, true)});
+  }
+  const NodeEntry& node = *parts_.nodes.Find("a");
+  ASSERT_EQ(node.record.quarantined_cards_size(), 1);
+  EXPECT_EQ(node.record.quarantined_cards(0).device_id(), "nvidia0");
+  EXPECT_NE(node.record.quarantined_cards(0).evidence(0).find("exited with code 1 after 5s"), std::string::npos)
+      << node.record.quarantined_cards(0).evidence(0);
+
+  // A job that fails early wherever it goes is never vindicated: no card is suspected.
+  JobEntry& typo = parts_.Submit(TrainingSpec(1, 1, 3));
+  for (int card = 2; card < 4; ++card) {
+    Bind(typo, {"a"}, 1, card);
+    Report("a", {Process(typo, true)});
+    parts_.now += absl::Seconds(2);
+    Report("a", {FailedWith(typo, "SyntaxError: invalid syntax")});
+    Report("a", {});
+  }
+  EXPECT_EQ(parts_.nodes.Find("a")->record.quarantined_cards_size(), 1);
+}
+
 // Node-wide evidence takes out the node: jobs of two ids failing with NCCL's system error there
 // (its own network or system), or three of its cards quarantined. A peer's loss suspects nothing.
 TEST_F(AgentReconcilerTest, NodeWideEvidenceQuarantinesTheNode) {
@@ -484,6 +522,23 @@ TEST(ReturnClearedCards, ACardWhoseFatalSignalClearsReturnsByItself) {
   EXPECT_EQ(node.record.quarantined_cards(0).device_id(), "nvidia1");  // the jobs' evidence stands
   EXPECT_TRUE(node.inventory.devices[0].healthy);
   EXPECT_EQ(parts.store.StoredNode("a").quarantined_cards_size(), 1);
+}
+
+// Early failures are common where something fails jobs early on every card alike (a flaky
+// filesystem): a card must then stand out from the pool's own rate before it is quarantined.
+TEST(CardSuspicion, EarlyFailuresNeedMoreWhereThePoolHasMany) {
+  CardSuspicion suspicion({.quarantine_after = 2, .quarantine_window = absl::Hours(1)});
+  const absl::Time now = absl::FromUnixSeconds(1000000);
+  const std::pair<std::string, std::string> card{"a", "nvidia0"};
+  EXPECT_EQ(suspicion.EarlyFailuresNeeded(card, 100, now), 2);  // none yet: the rule's two
+  for (int i = 0; i < 50; ++i) {
+    const std::string job = absl::StrCat("job-", i);
+    suspicion.NoteEarlyFailure(job, {{"b", absl::StrCat("nvidia", i)}}, "failed early", now);
+    EXPECT_EQ(suspicion.TakeVindicated(job, {{"c", "nvidia0"}}, now).size(), 1u);
+  }
+  // About 0.5 a card of the others within the hour: P(5 or more by chance) < 1e-3, not P(4).
+  EXPECT_EQ(suspicion.EarlyFailuresNeeded(card, 101, now), 5);
+  EXPECT_EQ(suspicion.EarlyFailuresNeeded(card, 101, now + absl::Hours(2)), 2);  // the window moved on
 }
 
 TEST(CardSuspicion, CountsDistinctJobsWithinTheWindow) {

@@ -208,6 +208,7 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
     }
     const std::vector<std::string> lines(failure.last_lines().begin(), failure.last_lines().end());
     if (auto evidence = FindHardwareSignature(lines)) return OnHardwareFailure(entry, std::move(job), node, *evidence);
+    NoteEarlyFailure(job, node);
     return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
                          DescribeFailure(node, report.exit_code(), message, failure), pb::FAILURE_ORIGIN_JOB);
   }
@@ -220,6 +221,7 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
     job.set_message("every node exited with code 0");
     *job.mutable_finished_at() = ToProtoTime(jobs_.Now());
     jobs_.AddEvent(job, "Succeeded", job.message());
+    VindicateEarlyFailures(job);
     wakeups_.CapacityChanged();
   }
   return jobs_.Commit(entry, std::move(job));
@@ -242,6 +244,7 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
   const bool ranks_news = p->global_ranks_size() == 0 && r.global_ranks_size() > 0;
   if (ranks_news) *p->mutable_global_ranks() = r.global_ranks();
   const bool lost_news = NoteOutputLost(jobs_, next, *p, r);
+  const bool vindicated = VindicateEarlyFailures(next);
   if (!p->started()) {
     p->set_started(true);
     p->clear_waiting();
@@ -268,7 +271,7 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
       *next.mutable_started_at() = ToProtoTime(jobs_.Now());
       jobs_.AddEvent(next, "Running", next.message());
     }
-  } else if (!ranks_news && !lost_news) {
+  } else if (!ranks_news && !lost_news && !vindicated) {
     return;
   }
   jobs_.Commit(entry, std::move(next)).IgnoreError();  // retried with the next report

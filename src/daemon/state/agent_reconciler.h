@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "hetpool/v1/agent.pb.h"
 #include "src/daemon/state/job_table.h"
@@ -88,12 +89,19 @@ class AgentReconciler {
                                   const std::vector<std::string>& device_ids, const std::string& what,
                                   const std::string& line, bool avoid);
   // Notes the failure against each card; quarantines those now past the rule (events on `job`).
+  // `how` they failed, for the quarantine's reason ("with a hardware signature").
   void SuspectCards(pb::Job& job, const std::string& node, const std::vector<std::string>& device_ids,
-                    const std::string& evidence);
+                    const std::string& evidence, absl::string_view how = "with a hardware signature", int needed = 0);
   // Notes a node-wide failure (its network) against the node; quarantines it past the rule.
   void SuspectNode(pb::Job& job, const std::string& node, const std::string& evidence);
   // Quarantines the node once HardwareFaultOptions::quarantine_node_after_cards of its cards are.
   void QuarantineNodeOfManyCards(NodeEntry& node);
+  // A generation of `job` failed as its own on `node` (its failure set): within
+  // HardwareFaultOptions::early_failure of its start, it is kept against the failed rank's card.
+  void NoteEarlyFailure(const pb::Job& job, const std::string& node);
+  // Once `job` runs past the early window (or succeeds) on other cards, its early failures count
+  // against the cards they were on (events on `job`); true when any did.
+  bool VindicateEarlyFailures(pb::Job& job);
   // A node's torchrun exited (or never started): success, or which rank failed and how.
   absl::Status OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report);
   // A running report: the node started (and, with every node started, the job runs).

@@ -28,22 +28,27 @@ pb::CardQuarantine Quarantine(const std::string& device_id, absl::Time now, cons
   return quarantine;
 }
 
-}  // namespace
-
-absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
-                                                const HardwareEvidence& evidence) {
+// The cards of `node` a failed generation of `job` points at: torchrun names the rank that
+// failed, and local rank i runs on the node's i-th card, so only that card; all of them when no
+// rank is named. (Suspecting all eight cards of a job for one bad card had a neighbour that
+// shared two such jobs with two bad cards quarantined for nothing.)
+std::vector<std::string> SuspectDevices(const pb::Job& job, const std::string& node) {
   const pb::NodePlacement* p = PlacementOn(job, node);
-  std::vector<std::string> device_ids = p != nullptr
-                                            ? std::vector<std::string>(p->device_ids().begin(), p->device_ids().end())
-                                            : std::vector<std::string>{};
-  // torchrun names the rank that failed, and local rank i runs on the node's i-th card: only that
-  // card is suspect. (Suspecting all eight cards of a job for one bad card had a neighbour that
-  // shared two such jobs with two bad cards quarantined for nothing.)
+  if (p == nullptr) return {};
+  std::vector<std::string> device_ids(p->device_ids().begin(), p->device_ids().end());
   const int local_rank = job.failure().local_rank();
   if (job.failure().global_rank() >= 0 && local_rank >= 0 && local_rank < static_cast<int>(device_ids.size()) &&
       device_ids.size() > 1) {
     device_ids = {device_ids[static_cast<size_t>(local_rank)]};
   }
+  return device_ids;
+}
+
+}  // namespace
+
+absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
+                                                const HardwareEvidence& evidence) {
+  const std::vector<std::string> device_ids = SuspectDevices(job, node);
   const std::string line = ValidUtf8(evidence.line, kMaxLineBytes);
   // A node-wide signature (its network) says nothing of one card more than another.
   const bool card_scope = evidence.signature->scope == FaultScope::kCard;
@@ -136,6 +141,47 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
   }
 }
 
+void AgentReconciler::NoteEarlyFailure(const pb::Job& job, const std::string& node) {
+  const absl::Duration window = suspicion_.options().early_failure;
+  if (window <= absl::ZeroDuration() || job.state() != pb::JOB_STATE_RUNNING || !job.has_started_at()) return;
+  const absl::Duration ran = jobs_.Now() - FromProtoTime(job.started_at());
+  if (ran > window) return;
+  std::vector<std::pair<std::string, std::string>> cards;
+  for (const std::string& device : SuspectDevices(job, node)) cards.emplace_back(node, device);
+  const std::string last = job.failure().last_lines_size() > 0
+                               ? ValidUtf8(job.failure().last_lines(job.failure().last_lines_size() - 1), kMaxLineBytes)
+                               : "";
+  suspicion_.NoteEarlyFailure(
+      job.id(), cards,
+      absl::StrCat(job.id(), " g", job.generation(), ": exited with code ", job.failure().exit_code(), " after ",
+                   absl::FormatDuration(absl::Trunc(ran, absl::Seconds(1))), last.empty() ? "" : ": ", last),
+      jobs_.Now());
+}
+
+bool AgentReconciler::VindicateEarlyFailures(pb::Job& job) {
+  if (!suspicion_.HasEarlyFailures(job.id())) return false;
+  const bool succeeded = job.state() == pb::JOB_STATE_SUCCEEDED;
+  const bool ran_past = job.state() == pb::JOB_STATE_RUNNING && job.has_started_at() &&
+                        jobs_.Now() - FromProtoTime(job.started_at()) > suspicion_.options().early_failure;
+  if (!succeeded && !ran_past) return false;
+  std::vector<std::pair<std::string, std::string>> running_on;
+  for (const pb::NodePlacement& p : job.placement()) {
+    for (const std::string& d : p.device_ids()) running_on.emplace_back(p.node(), d);
+  }
+  const auto vindicated = suspicion_.TakeVindicated(job.id(), running_on, jobs_.Now());
+  if (vindicated.empty()) return false;
+  size_t cards = 0;
+  for (const auto& [name, node] : nodes_.entries()) cards += node.inventory.devices.size();
+  for (const auto& [card, evidence] : vindicated) {
+    const int needed = suspicion_.EarlyFailuresNeeded(card, cards, jobs_.Now());
+    SuspectCards(job, card.first, {card.second},
+                 absl::StrCat(evidence, " (then ran past ", absl::FormatDuration(suspicion_.options().early_failure),
+                              " on other cards)"),
+                 "early (each then ran on elsewhere)", needed);
+  }
+  return !vindicated.empty();
+}
+
 void AgentReconciler::ReturnClearedCards(NodeEntry& node) {
   if (!node.record.fault().empty()) return;  // its health check fails: nothing passes it
   // The signals are the agent's latest report (a quarantine overlays the card's health, not them).
@@ -162,18 +208,19 @@ void AgentReconciler::ReturnClearedCards(NodeEntry& node) {
 }
 
 void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
-                                   const std::vector<std::string>& device_ids, const std::string& evidence) {
+                                   const std::vector<std::string>& device_ids, const std::string& evidence,
+                                   absl::string_view how, int needed) {
   NodeEntry* node = nodes_.Find(node_name);
   if (node == nullptr) return;
   const HardwareFaultOptions& rule = suspicion_.options();
   for (const std::string& device : device_ids) {
-    auto counted = suspicion_.NoteFailure({node_name, device}, job.id(), evidence, jobs_.Now());
+    auto counted = suspicion_.NoteFailure({node_name, device}, job.id(), evidence, jobs_.Now(), needed);
     if (!counted) continue;
-    pb::CardQuarantine quarantine =
-        Quarantine(device, jobs_.Now(),
-                   absl::StrCat(rule.quarantine_after, " jobs failed on it with a hardware signature within ",
-                                absl::FormatDuration(rule.quarantine_window)),
-                   *counted);
+    if (needed <= 0) needed = rule.quarantine_after;
+    pb::CardQuarantine quarantine = Quarantine(
+        device, jobs_.Now(),
+        absl::StrCat(needed, " jobs failed on it ", how, " within ", absl::FormatDuration(rule.quarantine_window)),
+        *counted);
     const std::string card = absl::StrCat(node_name, "/", device);
     if (absl::Status s = nodes_.Quarantine(*node, std::move(quarantine)); !s.ok()) {
       spdlog::error("card {}: not quarantined: {}", card, std::string(s.message()));
@@ -181,8 +228,7 @@ void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
     }
     suspicion_.Forget({node_name, device});
     jobs_.AddEvent(job, "CardQuarantined",
-                   absl::StrCat("card ", card, " quarantined: ", rule.quarantine_after,
-                                " jobs failed on it with a hardware signature"));
+                   absl::StrCat("card ", card, " quarantined: ", needed, " jobs failed on it ", how));
   }
   QuarantineNodeOfManyCards(*node);
 }
