@@ -20,6 +20,16 @@
 namespace hetpool::testing {
 namespace {
 
+// One agent named `name` discovering through the fake vendor libraries over `fixture_path`.
+TestCluster::Options FakeVendorAgent(const std::string& name, const std::string& fixture_path) {
+  TestCluster::Options options;
+  options.agents = {{name,
+                     "",
+                     {"auto"},
+                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
+  return options;
+}
+
 // One agent of the example pool, running `program` as its health check every second.
 TestCluster::Options WithHealthCheck(const std::string& program) {
   std::filesystem::permissions(program, std::filesystem::perms::owner_all);
@@ -86,11 +96,7 @@ TEST(HardwareFaults, AnXidEventQuarantinesItsCardAndRequeuesItsJobElsewhere) {
   TempDir dir;
   const std::string fixture_path = dir.path() + "/dgx-h100.json";
   std::filesystem::copy_file(std::string(HETPOOL_SOURCE_DIR) + "/tests/fakes/fixtures/dgx-h100.json", fixture_path);
-  TestCluster::Options options;
-  options.agents = {{"hgx-01",
-                     "",
-                     {"auto"},
-                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
+  TestCluster::Options options = FakeVendorAgent("hgx-01", fixture_path);
   const int metrics_port = FreeTcpPort();
   options.daemon_args = {"--metrics-listen", absl::StrCat("127.0.0.1:", metrics_port)};
   TestCluster cluster(options);
@@ -240,12 +246,7 @@ TEST(HardwareFaults, ADegradedCardIsPlacedLastAndNamedOnItsJob) {
   fixture["devices"][3]["pcie_width"] = 8;
   const std::string fixture_path = dir.path() + "/dgx-h100.json";
   std::ofstream(fixture_path) << fixture.dump();
-  TestCluster::Options options;
-  options.agents = {{"hgx-01",
-                     "",
-                     {"auto"},
-                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
-  TestCluster cluster(options);
+  TestCluster cluster(FakeVendorAgent("hgx-01", fixture_path));
   ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
   ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
   std::set<std::string> cards;
@@ -289,12 +290,7 @@ TEST_P(FatalSignal, QuarantinesItsCardAndRequeuesItsJobElsewhere) {
   const std::string fixture_path = dir.path() + "/fixture.json";
   std::filesystem::copy_file(absl::StrCat(HETPOOL_SOURCE_DIR, "/tests/fakes/fixtures/", c.fixture, ".json"),
                              fixture_path);
-  TestCluster::Options options;
-  options.agents = {{"node-1",
-                     "",
-                     {"auto"},
-                     {{"HETPOOL_VENDOR_LIB_PATH", HETPOOL_FAKE_LIB_DIR}, {"HETPOOL_FAKE_FIXTURE", fixture_path}}}};
-  TestCluster cluster(options);
+  TestCluster cluster(FakeVendorAgent("node-1", fixture_path));
   ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
   ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
   std::vector<pb::Job> running;
