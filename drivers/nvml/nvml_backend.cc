@@ -152,27 +152,7 @@ void NvmlBackend::AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d) {
       nvml_.nvmlDeviceGetCurrentClocksThrottleReasons(handle, &reasons) == NVML_SUCCESS) {
     if (auto s = SignalOfClockReasons(reasons)) d.signals.push_back(std::move(*s));
   }
-  if (auto s = NvLinkSignal(handle)) d.signals.push_back(std::move(*s));
   MarkUnhealthyOnFatal(d);
-}
-
-std::optional<HealthSignal> NvmlBackend::NvLinkSignal(nvmlDevice_t handle) const {
-  if (!nvml_.nvmlDeviceGetNvLinkErrorCounter || !nvml_.nvmlDeviceGetNvLinkState) return std::nullopt;
-  unsigned long long recoveries = 0;
-  std::vector<std::string> links;
-  for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
-    nvmlEnableState_t active = 0;
-    if (nvml_.nvmlDeviceGetNvLinkState(handle, link, &active) != NVML_SUCCESS) break;  // no more links
-    unsigned long long count = 0;
-    if (!active ||
-        nvml_.nvmlDeviceGetNvLinkErrorCounter(handle, link, NVML_NVLINK_ERROR_DL_RECOVERY, &count) != NVML_SUCCESS ||
-        count == 0) {
-      continue;
-    }
-    recoveries += count;
-    links.push_back(absl::StrCat(link));
-  }
-  return SignalOfNvLinkRecoveries(recoveries, links);
 }
 
 std::string NvmlBackend::Error(nvmlReturn_t rc) const {
@@ -314,7 +294,8 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
 
   // NVLink: a lane whose remote end is another GPU links the two directly; a lane ending at a
   // device that is not one of our GPUs ends at an NVSwitch, and GPUs on the same switches reach
-  // each other over all their lanes (how nvidia-smi shows NV18 on HGX boards).
+  // each other over all their lanes (how nvidia-smi shows NV18 on HGX boards). The same walk over
+  // the active links reads their recovery errors (a link that had to retrain: the card degraded).
   std::map<std::string, size_t> by_bus;
   for (size_t i = 0; i < devices.size(); ++i) {
     if (!devices[i].pci_bus_id.empty()) by_bus[devices[i].pci_bus_id] = i;
@@ -323,9 +304,19 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
   if (nvml_.nvmlDeviceGetNvLinkState && nvml_.nvmlDeviceGetNvLinkRemotePciInfo_v2) {
     for (size_t i = 0; i < devices.size(); ++i) {
       if (handles[i] == nullptr || !devices[i].healthy) continue;
+      unsigned long long recoveries = 0;
+      std::vector<std::string> recovered_links;
       for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
         nvmlEnableState_t active = 0;
         if (nvml_.nvmlDeviceGetNvLinkState(handles[i], link, &active) != NVML_SUCCESS || !active) continue;
+        unsigned long long recovered = 0;
+        if (nvml_.nvmlDeviceGetNvLinkErrorCounter &&
+            nvml_.nvmlDeviceGetNvLinkErrorCounter(handles[i], link, NVML_NVLINK_ERROR_DL_RECOVERY, &recovered) ==
+                NVML_SUCCESS &&
+            recovered > 0) {
+          recoveries += recovered;
+          recovered_links.push_back(absl::StrCat(link));
+        }
         nvmlPciInfo_t remote{};
         if (nvml_.nvmlDeviceGetNvLinkRemotePciInfo_v2(handles[i], link, &remote) != NVML_SUCCESS) continue;
         const std::string bus = CanonicalBusId(remote.busId);
@@ -335,6 +326,7 @@ absl::StatusOr<std::vector<DeviceRecord>> NvmlBackend::Discover() {
           ++switch_lanes[i][bus];
         }
       }
+      if (auto s = SignalOfNvLinkRecoveries(recoveries, recovered_links)) devices[i].signals.push_back(std::move(*s));
     }
   }
   for (size_t i = 0; i < devices.size(); ++i) {

@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,10 +44,9 @@ class NvmlBackend : public DeviceBackend {
   std::vector<CardProcess> ComputeProcesses(nvmlDevice_t handle) const;
 
   // The card's latched Xid signals and its counters' signals; a fatal one makes it unhealthy.
+  // (NVLink recovery errors are read in Discover's walk over the links.)
   void AddHealthSignals(nvmlDevice_t handle, DeviceRecord& d);
   void WaitForEvents(nvmlEventSet_t set);
-  // The card's NVLink links that had to recover (retrain) since the driver loaded, as a signal.
-  std::optional<HealthSignal> NvLinkSignal(nvmlDevice_t handle) const;
 
   std::unique_ptr<DynamicLibrary> lib_;
   EntryPoints nvml_;

@@ -12,6 +12,11 @@
 namespace hetpool::cli {
 namespace {
 
+// When a quarantine began, in UTC: "2026-12-07 19:02:11 UTC".
+std::string SinceWords(const pb::CardQuarantine& q) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", FromProtoTime(q.since()), absl::UTCTimeZone());
+}
+
 int Nodes(Client& client, const Invocation&, const NoOptions&) {
   pb::ListNodesResponse resp;
   auto status = client.cluster().ListNodes(client.Context().get(), pb::ListNodesRequest(), &resp);
@@ -40,9 +45,8 @@ int Nodes(Client& client, const Invocation&, const NoOptions&) {
   for (const auto& n : resp.nodes()) {
     if (!n.fault().empty()) std::cout << n.name() << " takes no new work: " << n.fault() << "\n";
     if (n.has_quarantine()) {
-      std::cout << n.name() << " quarantined since "
-                << absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", FromProtoTime(n.quarantine().since()), absl::UTCTimeZone())
-                << ": " << n.quarantine().reason() << " (hetpoolctl return-node " << n.name() << " after repair)\n";
+      std::cout << n.name() << " quarantined since " << SinceWords(n.quarantine()) << ": " << n.quarantine().reason()
+                << " (hetpoolctl return-node " << n.name() << " after repair)\n";
     }
     if (const auto& runtime = n.inventory().container_runtime(); !runtime.name().empty()) {
       std::cout << n.name() << " runs jobs in images through " << runtime.name() << " " << runtime.version() << " ("
@@ -75,8 +79,7 @@ int QuarantinedDevices(const pb::ListDevicesResponse& resp) {
   for (const auto& v : resp.devices()) {
     if (!v.has_quarantine()) continue;
     const pb::CardQuarantine& q = v.quarantine();
-    table.Add({v.node(), v.device().id(), v.device().model(),
-               absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", FromProtoTime(q.since()), absl::UTCTimeZone()), q.reason(),
+    table.Add({v.node(), v.device().id(), v.device().model(), SinceWords(q), q.reason(),
                q.evidence_size() > 0 ? q.evidence(q.evidence_size() - 1) : "-"});
   }
   std::cout << table.Render();
@@ -203,24 +206,22 @@ int SetDrained(Client& client, const std::string& name, bool drain) {
 
 int Drain(Client& client, const Invocation& in, const NoOptions&) { return SetDrained(client, in.operands[0], true); }
 
-int ReturnCard(Client& client, const Invocation& in, const NoOptions&) {
+// Returns a quarantined card, or with no device the node, to service.
+int ReturnToService(Client& client, const std::string& node_name, const std::string& device) {
   pb::ReturnCardRequest req;
-  req.set_node(in.operands[0]);
-  req.set_device_id(in.operands[1]);
+  req.set_node(node_name);
+  req.set_device_id(device);
   pb::Node node;
   auto status = client.cluster().ReturnCard(client.Context().get(), req, &node);
   if (!status.ok()) return client.Failed(status);
-  std::cout << req.node() << "/" << req.device_id() << " returned to service\n";
+  std::cout << node_name << (device.empty() ? "" : "/" + device) << " returned to service\n";
   return 0;
 }
+int ReturnCard(Client& client, const Invocation& in, const NoOptions&) {
+  return ReturnToService(client, in.operands[0], in.operands[1]);
+}
 int ReturnNode(Client& client, const Invocation& in, const NoOptions&) {
-  pb::ReturnCardRequest req;  // no device: the node
-  req.set_node(in.operands[0]);
-  pb::Node node;
-  auto status = client.cluster().ReturnCard(client.Context().get(), req, &node);
-  if (!status.ok()) return client.Failed(status);
-  std::cout << req.node() << " returned to service\n";
-  return 0;
+  return ReturnToService(client, in.operands[0], "");
 }
 int Undrain(Client& client, const Invocation& in, const NoOptions&) {
   return SetDrained(client, in.operands[0], false);

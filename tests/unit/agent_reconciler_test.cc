@@ -539,6 +539,11 @@ TEST(CardSuspicion, EarlyFailuresNeedMoreWhereThePoolHasMany) {
   // About 0.5 a card of the others within the hour: P(5 or more by chance) < 1e-3, not P(4).
   EXPECT_EQ(suspicion.EarlyFailuresNeeded(card, 101, now), 5);
   EXPECT_EQ(suspicion.EarlyFailuresNeeded(card, 101, now + absl::Hours(2)), 2);  // the window moved on
+  // Jobs never vindicated are kept only for the window: the daemon does not grow with them.
+  suspicion.NoteEarlyFailure("job-x", {card}, "failed early", now);
+  suspicion.NoteEarlyFailure("job-y", {card}, "failed early", now + absl::Hours(2));
+  EXPECT_EQ(suspicion.JobsWithEarlyFailures(), 1u);
+  EXPECT_FALSE(suspicion.HasEarlyFailures("job-x"));
 }
 
 TEST(CardSuspicion, CountsDistinctJobsWithinTheWindow) {

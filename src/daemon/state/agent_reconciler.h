@@ -84,10 +84,11 @@ class AgentReconciler {
   absl::Status OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
                                  const HardwareEvidence& evidence);
   // The requeue itself: `job`'s generation ended by the hardware (`what`, `line`) on `device_ids`
-  // of `node`, which its next generations avoid when `avoid`; FAILED past the requeue bound.
+  // of `node` (the suspect cards, none for a node-wide cause), which its next generations avoid;
+  // FAILED past the requeue bound.
   absl::Status RequeueForHardware(JobEntry& entry, pb::Job job, const std::string& node,
                                   const std::vector<std::string>& device_ids, const std::string& what,
-                                  const std::string& line, bool avoid);
+                                  const std::string& line);
   // Notes the failure against each card; quarantines those now past the rule (events on `job`).
   // `how` they failed, for the quarantine's reason ("with a hardware signature").
   void SuspectCards(pb::Job& job, const std::string& node, const std::vector<std::string>& device_ids,

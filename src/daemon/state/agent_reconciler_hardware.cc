@@ -50,7 +50,6 @@ absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, co
                                                 const HardwareEvidence& evidence) {
   const std::vector<std::string> device_ids = SuspectDevices(job, node);
   const std::string line = ValidUtf8(evidence.line, kMaxLineBytes);
-  // A node-wide signature (its network) says nothing of one card more than another.
   const bool card_scope = evidence.signature->scope == FaultScope::kCard;
   const std::string said = absl::StrCat(job.id(), " g", job.generation(), ": ", line);
   if (card_scope) {
@@ -60,12 +59,12 @@ absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, co
   }
   // Only a card-wide signature names cards: the others say nothing of one card more than another.
   return RequeueForHardware(entry, std::move(job), node, card_scope ? device_ids : std::vector<std::string>{},
-                            evidence.signature->what, line, card_scope);
+                            evidence.signature->what, line);
 }
 
 absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, const std::string& node,
                                                  const std::vector<std::string>& device_ids, const std::string& what,
-                                                 const std::string& line, bool avoid) {
+                                                 const std::string& line) {
   std::vector<std::string> cards;
   for (const std::string& d : device_ids) cards.push_back(absl::StrCat(node, "/", d));
   pb::RankFailure& failure = *job.mutable_failure();
@@ -77,11 +76,9 @@ absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, c
   const std::string said =
       absl::StrCat("hardware failure on ", node, " (", what,
                    cards.empty() ? "" : absl::StrCat(" on ", absl::StrJoin(cards, ", ")), "): ", line);
-  if (avoid) {
-    for (const std::string& card : cards) {
-      if (std::find(job.avoided_cards().begin(), job.avoided_cards().end(), card) == job.avoided_cards().end()) {
-        job.add_avoided_cards(card);
-      }
+  for (const std::string& card : cards) {  // the suspects are what its later generations avoid
+    if (std::find(job.avoided_cards().begin(), job.avoided_cards().end(), card) == job.avoided_cards().end()) {
+      job.add_avoided_cards(card);
     }
   }
   const int max_requeues = suspicion_.options().max_hardware_requeues;
@@ -133,9 +130,8 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
     for (const std::string& id : on_card) {
       JobEntry* entry = jobs_.Find(id);
       if (entry == nullptr) continue;
-      RequeueForHardware(*entry, entry->job(), name, {device.id}, "fatal health signal",
-                         ValidUtf8(fatal.front(), kMaxLineBytes),
-                         /*avoid=*/true)
+      RequeueForHardware(*entry, entry->job(), name, {device.id}, kFatalSignalReason,
+                         ValidUtf8(fatal.front(), kMaxLineBytes))
           .IgnoreError();  // a refused store write is tried again with the node's next report
     }
   }
@@ -179,7 +175,7 @@ bool AgentReconciler::VindicateEarlyFailures(pb::Job& job) {
                               " on other cards)"),
                  "early (each then ran on elsewhere)", needed);
   }
-  return !vindicated.empty();
+  return true;
 }
 
 void AgentReconciler::ReturnClearedCards(NodeEntry& node) {
@@ -213,10 +209,10 @@ void AgentReconciler::SuspectCards(pb::Job& job, const std::string& node_name,
   NodeEntry* node = nodes_.Find(node_name);
   if (node == nullptr) return;
   const HardwareFaultOptions& rule = suspicion_.options();
+  if (needed <= 0) needed = rule.quarantine_after;
   for (const std::string& device : device_ids) {
     auto counted = suspicion_.NoteFailure({node_name, device}, job.id(), evidence, jobs_.Now(), needed);
     if (!counted) continue;
-    if (needed <= 0) needed = rule.quarantine_after;
     pb::CardQuarantine quarantine = Quarantine(
         device, jobs_.Now(),
         absl::StrCat(needed, " jobs failed on it ", how, " within ", absl::FormatDuration(rule.quarantine_window)),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <set>
 
 namespace hetpool::daemon {
@@ -33,6 +34,11 @@ void CardSuspicion::NoteEarlyFailure(const std::string& job_id,
                                      const std::vector<std::pair<std::string, std::string>>& cards,
                                      const std::string& evidence, absl::Time now) {
   if (options_.early_failure <= absl::ZeroDuration() || cards.empty()) return;
+  // Jobs never vindicated (they failed for good, or fail early everywhere) are forgotten once
+  // their last early failure is past the window: the map holds only the window's.
+  for (auto it = early_.begin(); it != early_.end();) {
+    it = it->second.back().at <= now - options_.quarantine_window ? early_.erase(it) : std::next(it);
+  }
   constexpr size_t kKeptPerJob = 4;  // a job restarted many times does not grow the daemon
   std::deque<EarlyFailure>& kept = early_[job_id];
   kept.push_back({now, cards, evidence});

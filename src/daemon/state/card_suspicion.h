@@ -59,6 +59,7 @@ class CardSuspicion {
   void NoteEarlyFailure(const std::string& job_id, const std::vector<std::pair<std::string, std::string>>& cards,
                         const std::string& evidence, absl::Time now);
   bool HasEarlyFailures(const std::string& job_id) const { return early_.contains(job_id); }
+  size_t JobsWithEarlyFailures() const { return early_.size(); }
   // How many vindicated early failures quarantine `card`, of a pool of `cards` cards, now: the
   // rule's quarantine_after while early failures are rare, more where they are common (a flaky
   // filesystem fails jobs early on every card alike): the count a card reaches by chance, at

@@ -92,15 +92,12 @@ PoolSnapshot SnapshotOf(const NodeRegistry& nodes, const JobTable& jobs, absl::T
     const auto node_index = static_cast<uint32_t>(snap.nodes.size());
     snap.nodes.push_back({name, node.ready, node.record.drained(), absl::ToDoubleSeconds(now - node.last_heartbeat)});
     const Holds holds = HoldsByDevice(node.claims);
-    if (node.record.has_quarantine()) {  // the whole node: device ""
-      const pb::CardQuarantine& q = node.record.quarantine();
-      snap.quarantined.push_back(
-          {name, "", q.reason(), absl::ToDoubleSeconds(FromProtoTime(q.since()) - absl::UnixEpoch())});
-    }
-    for (const pb::CardQuarantine& q : node.record.quarantined_cards()) {
+    auto quarantined = [&](const pb::CardQuarantine& q) {  // the whole node's has device ""
       snap.quarantined.push_back(
           {name, q.device_id(), q.reason(), absl::ToDoubleSeconds(FromProtoTime(q.since()) - absl::UnixEpoch())});
-    }
+    };
+    if (node.record.has_quarantine()) quarantined(node.record.quarantine());
+    for (const pb::CardQuarantine& q : node.record.quarantined_cards()) quarantined(q);
     for (const auto& d : node.inventory.devices) {
       auto [kind, added] =
           kinds.try_emplace({d.vendor, d.model, d.fingerprint}, static_cast<uint32_t>(snap.kinds.size()));
