@@ -7,6 +7,7 @@ namespace hetpool::agent {
 
 std::string LaunchGate::WhyHeld(const LaunchSpec& spec) const {
   if (!spec.refused.empty()) return "";
+  if (!spec.held_for.empty()) return spec.held_for;
   if (spec.run_as.switch_user && probes_.uid_holder) {
     if (const std::string holder = probes_.uid_holder(spec.run_as.uid, spec.user); !holder.empty()) {
       return absl::StrCat("its account ", spec.run_as.account, " (uid ", spec.run_as.uid, ") still runs ", holder);

@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   flags.Duration("health-interval", &options.health_check.interval, "how often --health-check runs (default 5m)");
   flags.Duration("health-timeout", &options.health_check.timeout,
                  "how long one --health-check run may take before it counts as failed (default 1m)");
+  flags.Bool("preflight", &options.health_check.preflight,
+             "run --health-check before each job's first launch on this node too; the launch waits for it, and "
+             "a failure sends the job elsewhere as the node's fault");
   std::string fence_after = "auto", on_stop = "handback";
   flags.String("on-stop", &on_stop,
                "on SIGTERM: handback (stop job processes now; hetpoold restarts them elsewhere) or finish "
@@ -149,6 +152,9 @@ int main(int argc, char** argv) {
       (options.health_check.program[0] != '/' || access(options.health_check.program.c_str(), X_OK) != 0)) {
     return Fail(absl::StrCat("--health-check: '", options.health_check.program,
                              "' is not an executable file given by its absolute path"));
+  }
+  if (options.health_check.preflight && options.health_check.program.empty()) {
+    return Fail("--preflight needs --health-check PROGRAM");
   }
   if (on_stop != "handback" && on_stop != "finish") {
     std::cerr << "hetpool-agent: --on-stop: expected handback or finish, got '" << on_stop << "'\n";

@@ -43,6 +43,7 @@ struct LaunchSpec {
   RunAs run_as;                                  // the account the processes run as
   std::string refused;                           // non-empty: do not start; report exit 127 with this
   std::string refused_failure = "LaunchFailed";  // what kind of launch failure `refused` is
+  std::string held_for;                          // non-empty: not yet (the launch gate holds it), why
   // python.script (relative to working_dir or absolute): checked readable by the job's account
   // before torchrun starts; empty for commands.
   std::string script;

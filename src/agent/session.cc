@@ -213,10 +213,29 @@ void Session::Reconcile(const pb::Orders& orders) {
     }
     if (!node) node = NodeFacts();
     LaunchSpec spec = BuildLaunchSpec(*launch, *node);
+    ApplyPreflight(spec);
     if (gate_.Admit(key, spec)) runner_.Start(spec);
   }
   gate_.End(orders);
   applied_version_ = orders.version();
+}
+
+void Session::ApplyPreflight(LaunchSpec& spec) {
+  if (!spec.refused.empty()) return;
+  const PreflightVerdict verdict = health_check_.Preflight(spec.job_id, spec.device_ids, device_ids_);
+  switch (verdict.state) {
+    case PreflightVerdict::State::kNotAsked: return;
+    case PreflightVerdict::State::kRunning: spec.held_for = verdict.words; return;
+    case PreflightVerdict::State::kPassed:
+      if (!verdict.words.empty())
+        spec.note = spec.note.empty() ? verdict.words : absl::StrCat(spec.note, "; ", verdict.words);
+      return;
+    case PreflightVerdict::State::kFailed:
+      // The node's fault, not the job's: the daemon requeues it elsewhere (kPreflightFailed).
+      spec.refused = verdict.words;
+      spec.refused_failure = "PreflightFailed";
+      return;
+  }
 }
 
 ChunkAnswer Session::SendLogChunk(const Runner::Key& key, uint64_t offset, absl::string_view data) {
@@ -268,7 +287,8 @@ bool Session::ApplyOrders(std::optional<pb::Orders> orders) {
 
 bool Session::RefreshInventoryIfDue() {
   // A health event (an Xid) is reported at once, not at the next refresh.
-  const bool health_event = health_changed_->exchange(false);
+  // So is a health check's new verdict (the cards it names).
+  const bool health_event = health_changed_->exchange(false) | health_check_.TakeVerdictChanged();
   if (!health_event && clock_() - last_inventory_ < options_.inventory_refresh) return false;
   last_inventory_ = clock_();
   // The work dir may have room again: until the ledger is written, nothing new may start.

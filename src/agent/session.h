@@ -109,6 +109,9 @@ class Session {
   // Draining and done: no process left, every exit reported and acknowledged by the daemon.
   bool Drained(const std::atomic<bool>* drain) const { return drain != nullptr && drain->load() && runner_.Empty(); }
   void Reconcile(const hetpool::v1::Orders& orders);
+  // --preflight: holds `spec` while the node's health check runs for it, then notes the pass or
+  // refuses the launch as the node's fault.
+  void ApplyPreflight(LaunchSpec& spec);
   LaunchNodeFacts NodeFacts() const;
   ChunkAnswer SendLogChunk(const Runner::Key& key, uint64_t offset, absl::string_view data);
   // Stops every job process once no daemon has answered for the fence deadline (once per outage).

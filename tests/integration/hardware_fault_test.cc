@@ -236,6 +236,38 @@ TEST(HardwareFaults, AHealthCheckThatNamesACardQuarantinesTheCardNotTheNode) {
   EXPECT_NE(done->placement(0).device_ids(0), "nvidia1");
 }
 
+// Pre-flight (hetpool-agent --preflight): the node's check runs before a job's first launch there.
+// A failure keeps the job from starting on the node and sends it back to the queue as the node's
+// fault (no restart spent); once the check passes again the job runs, its events saying so.
+TEST(HardwareFaults, AFailedPreflightSendsTheJobBackAsTheNodesFault) {
+  TempDir dir;
+  const std::string fail_once = dir.path() + "/fail-once", program = dir.path() + "/check.sh";
+  // Fails the first pre-flight after `fail_once` appears; passes its periodic runs and the rest.
+  std::ofstream(program) << "#!/bin/sh\nif [ \"$HETPOOL_HEALTH_CHECK\" = preflight ] && rm " << fail_once
+                         << " 2>/dev/null; then echo 'fan 3 stopped'; exit 1; fi\necho fine\n";
+  TestCluster::Options options = WithHealthCheck(program);
+  options.agents[0].args = {"--health-check", program, "--health-interval", "2s", "--preflight"};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.AgentLog(0);
+  ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
+  std::ofstream(fail_once) << "";
+  auto job = cluster.Submit(cluster.ShellSpec("echo ran"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status() << cluster.AgentLog(0);
+  EXPECT_FALSE(std::filesystem::exists(fail_once));  // the failing pre-flight ran
+  EXPECT_EQ(done->restart_count(), 0);
+  EXPECT_EQ(done->hardware_requeues(), 1);
+  std::string failed, started;
+  for (const auto& e : done->events()) {
+    if (e.reason() == "HardwareFailure") failed = e.message();
+    if (e.reason() == "NodeStarted") started = e.message();
+  }
+  EXPECT_NE(failed.find("pre-flight health check failed"), std::string::npos) << failed;
+  EXPECT_NE(failed.find("fan 3 stopped"), std::string::npos) << failed;
+  EXPECT_NE(started.find("pre-flight health check passed in "), std::string::npos) << started;
+}
+
 // A degraded card (here its PCIe link trained at x8 of x16, through the fake NVML's ABI) runs
 // jobs after every well card: seven one-card jobs take the seven well cards, the eighth takes it
 // and says so in `get`; `devices` shows why.

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
@@ -81,6 +82,58 @@ TEST(HealthCheck, ALineThatNamesCardsBlamesThemAndNotTheNode) {
   EXPECT_EQ(devices[1].signals[0].source, "health-check");
   EXPECT_EQ(devices[1].signals[0].what, program + ": nvidia1: row remapping failed");
   EXPECT_FALSE(devices[1].healthy);
+}
+
+// Pre-flight (--preflight): a launch waits for a run that began after it asked; a pass is kept
+// for the job's later generations; a failure naming other cards than the job's lets it start.
+TEST(HealthCheck, APreflightWaitsForARunThatBeganAfterTheJobAsked) {
+  using State = PreflightVerdict::State;
+  testing::TempDir dir;
+  const std::string verdict = dir.path() + "/verdict";
+  const std::string line = dir.path() + "/line";
+  std::ofstream(verdict) << "0";
+  std::ofstream(line) << "all good";
+  const std::string program = Script(dir, "check", "cat " + line + "; echo; exit $(cat " + verdict + ")");
+  const std::vector<std::string> node = {"nvidia0", "nvidia1"};
+  HealthCheck off({.program = program});
+  EXPECT_EQ(off.Preflight("job-1", {"nvidia0"}, node).state, State::kNotAsked);
+
+  HealthCheck check(
+      {.program = program, .interval = absl::Minutes(5), .timeout = absl::Seconds(30), .preflight = true});
+  EXPECT_EQ(check.Preflight("job-1", {"nvidia0"}, node).state, State::kRunning);
+  PreflightVerdict v;
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return (v = check.Preflight("job-1", {"nvidia0"}, node)).state != State::kRunning; }, absl::Seconds(30)));
+  EXPECT_EQ(v.state, State::kPassed);
+  EXPECT_TRUE(absl::StartsWith(v.words, "pre-flight health check passed in ")) << v.words;
+  EXPECT_EQ(check.Preflight("job-1", {"nvidia0"}, node).state, State::kPassed);  // a later generation: no run
+  EXPECT_EQ(check.Preflight("job-1", {"nvidia0"}, node).words, "");
+
+  // A failing run naming nvidia1: a job on nvidia1 is refused, one on nvidia0 starts.
+  std::ofstream(verdict) << "1";
+  std::ofstream(line) << "nvidia1: row remapping failed";
+  EXPECT_EQ(check.Preflight("job-2", {"nvidia1"}, node).state, State::kRunning);
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return (v = check.Preflight("job-2", {"nvidia1"}, node)).state != State::kRunning; }, absl::Seconds(30)));
+  EXPECT_EQ(v.state, State::kFailed);
+  EXPECT_EQ(v.words, "pre-flight health check " + program + " failed (exit 1): nvidia1: row remapping failed");
+  EXPECT_TRUE(check.TakeVerdictChanged());
+  EXPECT_FALSE(check.TakeVerdictChanged());
+  // job-3 asked after that run began: it waits for one of its own.
+  EXPECT_EQ(check.Preflight("job-3", {"nvidia0"}, node).state, State::kRunning);
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return (v = check.Preflight("job-3", {"nvidia0"}, node)).state != State::kRunning; }, absl::Seconds(30)));
+  EXPECT_EQ(v.state, State::kPassed);
+  EXPECT_TRUE(absl::StrContains(v.words, "for its cards (health check")) << v.words;
+
+  // A failure about the node refuses every job.
+  std::ofstream(line) << "fan 3 stopped";
+  EXPECT_EQ(check.Preflight("job-4", {"nvidia0"}, node).state, State::kRunning);
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return (v = check.Preflight("job-4", {"nvidia0"}, node)).state != State::kRunning; }, absl::Seconds(30)));
+  EXPECT_EQ(v.state, State::kFailed);
+  EXPECT_TRUE(absl::EndsWith(v.words, "fan 3 stopped")) << v.words;
+  EXPECT_NE(check.NodeFailure(node), "");  // and takes the node out of service, as a periodic run would
 }
 
 }  // namespace

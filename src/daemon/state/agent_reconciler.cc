@@ -202,6 +202,11 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
       return FailOrRestart(entry, std::move(job), launch, absl::StrCat("node ", node, ": ", message),
                            pb::FAILURE_ORIGIN_JOB, /*restartable=*/false);
     }
+    if (launch == "PreflightFailed") {
+      // The node's health check failed before the job ran (hetpool-agent --preflight): the node,
+      // or the cards its check named, is out of service already; the job goes elsewhere at once.
+      return RequeueForHardware(entry, std::move(job), node, {}, "pre-flight health check failed", message);
+    }
     if (!launch.empty()) {  // the node's doing (no torchrun, no account): another node may do
       return FailOrRestart(entry, std::move(job), kRestartLaunchFailed, absl::StrCat("node ", node, ": ", message),
                            pb::FAILURE_ORIGIN_INFRASTRUCTURE);
