@@ -20,6 +20,9 @@ struct VendorRuntime {
   std::span<const absl::string_view> visibility;  // variables restricting the visible devices
   absl::string_view dist_backend;                 // torch.distributed backend
   absl::string_view torch_device;                 // torch device type
+  // The launch adapter's steps (src/agent/adapter/sitecustomize.py) that let a script written for
+  // cuda and nccl run here unchanged; "" when there is nothing to change.
+  absl::string_view adapter;
 };
 
 namespace vendor_internal {
@@ -33,11 +36,12 @@ inline constexpr absl::string_view kIntelVis[] = {"ZE_AFFINITY_MASK"};
 inline constexpr absl::string_view kCpuVis[] = {"CUDA_VISIBLE_DEVICES"};
 
 inline constexpr std::array<VendorRuntime, 5> kRuntimes = {{
-    {Vendor::kNvidia, "nvidia", kNvidiaVis, "nccl", "cuda"},
-    {Vendor::kMetax, "metax", kMetaxVis, "nccl", "cuda"},  // the nccl API, backed by MCCL
-    {Vendor::kCambricon, "cambricon", kCambriconVis, "cncl", "mlu"},
-    {Vendor::kIntel, "intel", kIntelVis, "xccl", "xpu"},
-    {Vendor::kCpu, "cpu", kCpuVis, "gloo", "cpu"},
+    {Vendor::kNvidia, "nvidia", kNvidiaVis, "nccl", "cuda", ""},
+    {Vendor::kMetax, "metax", kMetaxVis, "nccl", "cuda", ""},  // the nccl API, backed by MCCL
+    // Cambricon's own migration maps cuda and nccl to mlu and cncl; Intel's PyTorch has none.
+    {Vendor::kCambricon, "cambricon", kCambriconVis, "cncl", "mlu", "torch_mlu"},
+    {Vendor::kIntel, "intel", kIntelVis, "xccl", "xpu", "ipex,map:xpu:auto"},
+    {Vendor::kCpu, "cpu", kCpuVis, "gloo", "cpu", "map:cpu:gloo"},
 }};
 }  // namespace vendor_internal
 

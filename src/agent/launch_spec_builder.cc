@@ -87,6 +87,7 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   }
   spec.env = JobEnvironment(plan, spec, node);
   if (node.simulated && plan.torch_device() != "cpu") RunOnCpuInstead(plan, spec);
+  AdaptLaunch(plan, node.adapter, spec);
   if (plan.has_container() && spec.refused.empty()) {
     AddContainer(
         order,

@@ -9,6 +9,7 @@
 
 #include "hetpool/v1/agent.pb.h"
 #include "src/agent/job_sandbox.h"
+#include "src/agent/launch_adapter.h"
 #include "src/agent/runner.h"
 
 namespace hetpool::agent {
@@ -23,6 +24,7 @@ struct LaunchNodeFacts {
   SandboxOptions sandbox;
   uid_t agent_uid = 0;       // whether the agent may switch accounts
   bool simulated = false;    // simulated cards: the ranks run gloo on CPU
+  AdapterContext adapter;    // the launch adapter (launch_adapter.h)
   bool private_tmp = false;  // jobs get a /tmp of their own (private_tmp.h)
   // Confined agents only: the agent's cpuset and memory nodes, and --job-pids-max.
   bool confined = false;

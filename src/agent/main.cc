@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   flags.Duration("health-interval", &options.health_check.interval, "how often --health-check runs (default 5m)");
   flags.Duration("health-timeout", &options.health_check.timeout,
                  "how long one --health-check run may take before it counts as failed (default 1m)");
+  flags.Bool("adapt", &options.adapt,
+             "adapt scripts written for cuda and nccl to this node's cards (default true; docs/adapters.md); "
+             "false: jobs run as written");
   flags.Bool("preflight", &options.health_check.preflight,
              "run --health-check before each job's first launch on this node too; the launch waits for it, and "
              "a failure sends the job elsewhere as the node's fault");

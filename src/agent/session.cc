@@ -82,6 +82,13 @@ Session::Session(SessionOptions options, std::vector<std::unique_ptr<drivers::De
     const std::string watching = b->WatchHealth([changed = health_changed_] { changed->store(true); });
     if (!watching.empty()) spdlog::info("{} health watch: {}", std::string(b->Name()), watching);
   }
+  // The launch adapter's start-up file (launch_adapter.h), rewritten by each agent: without it
+  // jobs still run, unadapted.
+  if (const absl::Status installed = InstallLaunchAdapter(options_.work_dir + "/adapter"); installed.ok()) {
+    adapter_dir_ = options_.work_dir + "/adapter";
+  } else {
+    spdlog::warn("{}: jobs run unadapted", std::string(installed.message()));
+  }
   if (options_.confinement != nullptr && geteuid() == 0) {
     private_tmp_ = JobDirsAllowPrivateTmp(options_.sandbox.job_dirs);
     if (!private_tmp_) spdlog::warn("jobs share the host's /tmp: it is one of --job-dirs");
@@ -168,6 +175,7 @@ LaunchNodeFacts Session::NodeFacts() const {
                        .sandbox = options_.sandbox,
                        .agent_uid = geteuid(),
                        .simulated = simulated_,
+                       .adapter = {.dir = adapter_dir_, .node_allows = options_.adapt, .simulated = simulated_},
                        .private_tmp = private_tmp_,
                        .job_pids_max = options_.job_pids_max,
                        .container_runtime = options_.container_runtime,

@@ -73,6 +73,7 @@ struct SessionOptions {
   ProcessSpawner* spawner = nullptr;
   // The node's health check (health_check.h); its failure is reported as the node's fault.
   HealthCheckOptions health_check;
+  bool adapt = true;  // the launch adapter (launch_adapter.h); --adapt=false turns it off here
 };
 
 // What the agent's metrics endpoint reports: the last discovered inventory and the job processes.
@@ -146,6 +147,7 @@ class Session {
   std::unique_ptr<DaemonLink> link_;  // the registered session's
   std::string session_id_;
   hetpool::v1::NodeInventory reported_inventory_;  // what the daemon has, to notice changes
+  std::string adapter_dir_;                        // the launch adapter's directory; "" when it could not be written
   std::vector<std::string> device_ids_;            // the cards of the last discovery (a health check may name them)
   std::optional<hetpool::v1::NodeInventory> unreported_inventory_;  // to send with the next heartbeat
   std::string last_inventory_error_;

@@ -52,6 +52,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(events[0], "Submitted")
         self.assertEqual(events[-1], "NonZeroExit")
 
+    def test_the_failure_quotes_the_rank_that_failed_first(self):
+        # Rank 0 fails first; rank 1 then fails in its collective: rank 0's own line is the one quoted.
+        job = self.client.submit(cpu_job("tests/integration/scripts/tutorial/resume_or_fail.py", "no-such-snapshot.pt"))
+        with self.assertRaises(hetpool.JobFailed) as failed:
+            job.wait(timeout=120)
+        self.assertEqual(failed.exception.rank_failure.global_rank, 0)
+        self.assertEqual(failed.exception.rank_failure.last_lines[-1],
+                         "RuntimeError: File no-such-snapshot.pt cannot be opened")
+        self.assertIn("File no-such-snapshot.pt cannot be opened", str(failed.exception))
+
     def test_an_elastic_nnodes_range_is_read_and_judged_by_the_daemon(self):
         spec = cpu_job("deploy/examples/train_ddp.py", "--steps", "3")
         spec["nnodes"] = {"min": 1, "max": 2}

@@ -1,10 +1,28 @@
 #include "src/daemon/logs/log_request.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/names.h"
 #include "src/daemon/state/job_validation.h"
 
 namespace hetpool::daemon {
+
+namespace {
+
+// The global rank of each local rank on placement `p`: as its agent saw them, or, for a job on
+// one node (whose ranks are its local ranks), known without the agent having seen them: a job
+// that ends within a second may end before they are seen.
+std::vector<int> RanksOf(const hetpool::v1::Job& job, const hetpool::v1::NodePlacement& p) {
+  if (p.global_ranks_size() > 0 || job.placement_size() != 1 || job.spec().groups_size() > 0) {
+    return {p.global_ranks().begin(), p.global_ranks().end()};
+  }
+  std::vector<int> ranks(static_cast<size_t>(std::max(job.spec().procs_per_node(), 0)));
+  for (size_t local = 0; local < ranks.size(); ++local) ranks[local] = static_cast<int>(local);
+  return ranks;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job,
                                                      const hetpool::v1::GetJobLogsRequest& req, uint64_t generation) {
@@ -15,8 +33,9 @@ absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job
       return absl::InvalidArgumentError(absl::StrCat("rank: must be in [0, ", world, ")"));
     }
     for (const auto& p : job.placement()) {
-      for (int local = 0; local < p.global_ranks_size(); ++local) {
-        if (p.global_ranks(local) == req.rank()) streams.push_back({p.node(), local});
+      const std::vector<int> ranks = RanksOf(job, p);
+      for (size_t local = 0; local < ranks.size(); ++local) {
+        if (ranks[local] == req.rank()) streams.push_back({p.node(), static_cast<int>(local)});
       }
     }
     // Until the workers are up (and report their ranks) no node is known to hold the rank.
@@ -52,7 +71,7 @@ bool NodeExited(const hetpool::v1::Job& job, uint64_t generation, const std::str
 std::vector<int> GlobalRanksOn(const hetpool::v1::Job& job, uint64_t generation, const std::string& node) {
   if (generation != job.generation()) return {};
   for (const auto& p : job.placement()) {
-    if (p.node() == node) return {p.global_ranks().begin(), p.global_ranks().end()};
+    if (p.node() == node) return RanksOf(job, p);
   }
   return {};
 }
