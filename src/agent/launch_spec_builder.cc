@@ -4,6 +4,7 @@
 #include "src/agent/container_launch.h"
 #include "src/agent/job_limits.h"
 #include "src/agent/process_ledger.h"
+#include "src/agent/rendezvous_port.h"
 #include "src/common/job_paths.h"
 
 namespace hetpool::agent {
@@ -56,6 +57,7 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   spec.job_id = order.job_id();
   spec.generation = order.generation();
   spec.argv.assign(plan.argv().begin(), plan.argv().end());
+  spec.hosted_rendezvous_port = HostedRendezvousPort(spec.argv);
   spec.working_dir = plan.working_dir();
   spec.procs = plan.procs();
   spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());

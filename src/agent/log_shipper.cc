@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/agent/container_runtime.h"
+#include "src/agent/rendezvous_port.h"
 #include "src/agent/torchrun_failure.h"
 
 namespace hetpool::agent {
@@ -69,6 +70,12 @@ bool LogShipper::Ship(std::map<Runner::Key, ProcessRecord>& records) {
 }
 
 void ReadFailureFromTail(ProcessRecord& r) {
+  if (r.stopped_after_rank_failure) {
+    // Stopped for lingering after a rank failed (Runner::StopLingering): that failure is its end.
+    r.torchrun_failure = ParseTorchrunFailure(r.log_tail);
+    if (!r.torchrun_failure) r.torchrun_failure = ParseFirstWorkerFailure(r.log_tail, r.global_ranks);
+    return;
+  }
   if (r.exit_code == 0 || r.kill_sent || !r.launch_failure.empty()) return;
   if (r.spec.container && r.exit_code == kRuntimeFailedExit) {
     // The runtime failed, not the job (a pull, a mount, a device): its own words say how.
@@ -81,6 +88,12 @@ void ReadFailureFromTail(ProcessRecord& r) {
   // torchrun exits 1 whichever way a worker failed: its report, now all shipped, says which rank
   // and how.
   r.torchrun_failure = ParseTorchrunFailure(r.log_tail);
+  if (!r.torchrun_failure && r.spec.hosted_rendezvous_port > 0 && SaysRendezvousBindFailed(r.log_tail)) {
+    // Its store could not listen: a process took the port after the agent's check.
+    r.launch_failure = kRendezvousPortTaken;
+    r.message = absl::StrCat("torchrun could not listen on rendezvous port ", r.spec.hosted_rendezvous_port,
+                             ": it is in use on this node by another process");
+  }
 }
 
 }  // namespace hetpool::agent

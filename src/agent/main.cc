@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
   flags.Duration("health-interval", &options.health_check.interval, "how often --health-check runs (default 5m)");
   flags.Duration("health-timeout", &options.health_check.timeout,
                  "how long one --health-check run may take before it counts as failed (default 1m)");
+  flags.Duration("failed-rank-grace", &options.failed_rank_grace,
+                 "how long torchrun may linger after a rank failed (its exit barrier, peers stuck in a collective) "
+                 "before the agent stops the generation and frees its cards (default 10s)");
   flags.Bool("adapt", &options.adapt,
              "adapt scripts written for cuda and nccl to this node's cards (default true; docs/adapters.md); "
              "false: jobs run as written");

@@ -258,6 +258,30 @@ void Runner::Kill(const Key& key, const std::string& reason, absl::Duration grac
   if (r.cgroup != nullptr) r.cgroup->SignalAll(SIGTERM);
 }
 
+bool Runner::StopLingering(absl::Duration grace) {
+  bool stopped = false;
+  const absl::Time now = options_.clock();
+  for (auto& [key, r] : records_) {
+    if (r.exited || r.kill_sent) continue;
+    if (r.rank_failed_at == absl::InfiniteFuture()) {
+      if (r.log_tail.find("failed (exitcode:") == std::string::npos) continue;  // the cheap look first
+      if (!ParseFirstWorkerFailure(r.log_tail, r.global_ranks)) continue;
+      r.rank_failed_at = now;
+    }
+    if (now - r.rank_failed_at < grace) continue;
+    const auto failure = ParseFirstWorkerFailure(r.log_tail, r.global_ranks);
+    const std::string rank = failure && failure->global_rank >= 0 ? absl::StrCat("rank ", failure->global_rank)
+                             : failure                            ? absl::StrCat("local rank ", failure->local_rank)
+                                                                  : std::string("a rank");
+    Kill(key, absl::StrCat(rank, " failed and torchrun had not exited ", absl::FormatDuration(grace),
+                           " later (it waits at its exit barrier for the other nodes, whose ranks may wait on the "
+                           "failed one): the rest of the generation was stopped"));
+    r.stopped_after_rank_failure = true;
+    stopped = true;
+  }
+  return stopped;
+}
+
 void Runner::KillAll(const std::string& reason) {
   for (auto& [key, r] : records_) Kill(key, reason);
 }

@@ -44,6 +44,7 @@ struct LaunchSpec {
   std::string refused;                           // non-empty: do not start; report exit 127 with this
   std::string refused_failure = "LaunchFailed";  // what kind of launch failure `refused` is
   std::string held_for;                          // non-empty: not yet (the launch gate holds it), why
+  int hosted_rendezvous_port = 0;                // the rendezvous port torchrun listens on here (0: none)
   // python.script (relative to working_dir or absolute): checked readable by the job's account
   // before torchrun starts; empty for commands.
   std::string script;
@@ -80,6 +81,10 @@ struct ProcessRecord {
   std::string launch_failure;
   // After torchrun exited non-zero on its own and its log is pushed: the rank that failed.
   std::optional<TorchrunFailure> torchrun_failure;
+  // When torchrun logged a worker's failure while it still ran (InfiniteFuture: it has not), and
+  // whether the agent stopped it for lingering past that (Runner::StopLingering).
+  absl::Time rank_failed_at = absl::InfiniteFuture();
+  bool stopped_after_rank_failure = false;
   // Output lost to a full filesystem under log_path: the job's own writes fail with ENOSPC,
   // which the agent cannot see, so it watches the free space instead. Each span the disk was
   // full while the job ran (end InfiniteFuture: still full); OutputLost() says it in words.
@@ -135,6 +140,11 @@ class Runner {
   void KillAll(const std::string& reason);
   // Reaps exits and escalates kills. Returns true if any process exited or revealed its ranks.
   bool Poll();
+  // Stops each generation whose torchrun logged a worker's failure `grace` ago and still runs: a
+  // torchrun whose rank failed waits at its exit barrier for the other nodes' (PyTorch 1.13: up
+  // to 300 s), whose ranks may be stuck in a collective with the dead one, holding the cards
+  // meanwhile. Its exit then reports that first failure. True when it stopped one.
+  bool StopLingering(absl::Duration grace);
   void Forget(const Key& key) { records_.erase(key); }
 
   std::map<Key, ProcessRecord>& records() { return records_; }

@@ -12,6 +12,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/process_reports.h"
+#include "src/agent/rendezvous_port.h"
 #include "src/common/convert.h"
 #include "src/common/names.h"
 
@@ -222,6 +223,12 @@ void Session::Reconcile(const pb::Orders& orders) {
     if (!node) node = NodeFacts();
     LaunchSpec spec = BuildLaunchSpec(*launch, *node);
     ApplyPreflight(spec);
+    if (spec.refused.empty() && spec.hosted_rendezvous_port > 0) {
+      if (std::string why = WhyRendezvousPortUnusable(spec.hosted_rendezvous_port); !why.empty()) {
+        spec.refused = std::move(why);
+        spec.refused_failure = kRendezvousPortTaken;  // the node's: the daemon tries another port
+      }
+    }
     if (gate_.Admit(key, spec)) runner_.Start(spec);
   }
   gate_.End(orders);
@@ -359,6 +366,7 @@ void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drai
     bool report_now = ApplyOrders(std::move(update.orders));
     report_now |= runner_.Poll();
     report_now |= shipper_.Ship(runner_.records());
+    report_now |= runner_.StopLingering(options_.failed_rank_grace);
     KeepWorkDirInBounds();
     report_now |= RefreshInventoryIfDue();
     report_now |= Fault() != reported_fault_;  // the daemon must stop placing here at once

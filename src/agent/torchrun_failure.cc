@@ -20,7 +20,56 @@ std::string SignalName(int number) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(number);
 }
 
+// The last lines `local_rank` printed in `before` (torchrun's own left out): its stdout lines
+// ("[default1]:" stripped; its stderr too, where the launch adapter labels it) first, then the
+// node's unlabelled lines (where a worker's stderr goes unadapted), so an error comes last.
+std::vector<std::string> LastLinesOf(absl::string_view before, int local_rank) {
+  std::vector<std::string> stdout_lines, stderr_lines;
+  for (absl::string_view line : absl::StrSplit(before, '\n')) {
+    line = absl::StripTrailingAsciiWhitespace(line);
+    if (line.empty() || IsTorchrunOwn(line)) continue;
+    const auto tag = RankTagOf(line);
+    if (tag && tag->local_rank != local_rank) continue;  // another local rank's output
+    // A string field of the report: valid UTF-8, cut at a character (utf8.h).
+    std::vector<std::string>* into = tag ? &stdout_lines : &stderr_lines;
+    into->push_back(ValidUtf8(tag ? line.substr(tag->length) : line, kMaxLineBytes));
+  }
+  const size_t from_stderr = std::min(stderr_lines.size(), kMaxLastLines);
+  const size_t from_stdout = std::min(stdout_lines.size(), kMaxLastLines - from_stderr);
+  std::vector<std::string> last(stdout_lines.end() - static_cast<long>(from_stdout), stdout_lines.end());
+  last.insert(last.end(), stderr_lines.end() - static_cast<long>(from_stderr), stderr_lines.end());
+  return last;
+}
+
 }  // namespace
+
+std::optional<TorchrunFailure> ParseFirstWorkerFailure(absl::string_view log, const std::vector<int>& global_ranks) {
+  static const std::regex kFailed(R"(failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid)");
+  size_t from = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const size_t at = from;
+    from += line.size() + 1;
+    if (!IsTorchrunOwn(line)) continue;
+    std::cmatch m;
+    const std::string text(line);
+    if (!std::regex_search(text.c_str(), m, kFailed)) continue;
+    TorchrunFailure out;
+    int code = 0;
+    absl::SimpleAtoi(m[1].str(), &code);
+    absl::SimpleAtoi(m[2].str(), &out.local_rank);
+    if (code < 0) {
+      out.signal = SignalName(-code);
+    } else {
+      out.exit_code = code;
+    }
+    if (out.local_rank < static_cast<int>(global_ranks.size())) {
+      out.global_rank = global_ranks[static_cast<size_t>(out.local_rank)];
+    }
+    out.last_lines = LastLinesOf(log.substr(0, at), out.local_rank);
+    return out;
+  }
+  return std::nullopt;
+}
 
 std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
   const size_t root = log.rfind("Root Cause (first observed failure):");
@@ -70,23 +119,7 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
   }
   if (end == absl::string_view::npos) end = log.rfind('\n', root);  // no failure line: the Root Cause header
   const absl::string_view before = end == absl::string_view::npos ? absl::string_view() : log.substr(0, end);
-  // With --tee 1 torchrun prefixes the workers' stdout ("[default1]:") and passes their stderr
-  // through as it is, flushed at other times: the rank's last stdout lines come first, the
-  // node's last stderr lines (where errors go) last.
-  std::vector<std::string> stdout_lines, stderr_lines;
-  for (absl::string_view line : absl::StrSplit(before, '\n')) {
-    line = absl::StripTrailingAsciiWhitespace(line);
-    if (line.empty() || IsTorchrunOwn(line)) continue;
-    const auto tag = RankTagOf(line);
-    if (tag && tag->local_rank != out.local_rank) continue;  // another local rank's output
-    // A string field of the report: valid UTF-8, cut at a character (utf8.h).
-    std::vector<std::string>* into = tag ? &stdout_lines : &stderr_lines;
-    into->push_back(ValidUtf8(tag ? line.substr(tag->length) : line, kMaxLineBytes));
-  }
-  const size_t from_stderr = std::min(stderr_lines.size(), kMaxLastLines);
-  const size_t from_stdout = std::min(stdout_lines.size(), kMaxLastLines - from_stderr);
-  out.last_lines.assign(stdout_lines.end() - static_cast<long>(from_stdout), stdout_lines.end());
-  out.last_lines.insert(out.last_lines.end(), stderr_lines.end() - static_cast<long>(from_stderr), stderr_lines.end());
+  out.last_lines = LastLinesOf(before, out.local_rank);
   return out;
 }
 

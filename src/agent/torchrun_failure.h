@@ -29,4 +29,10 @@ struct TorchrunFailure {
 // nullopt when the text holds no torchrun failure report (torchrun killed, or not torchrun).
 std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log);
 
+// The first worker failure torchrun logged ("failed (exitcode: 1) local_rank: 0 (pid: 4242) of
+// binary: ..."), as soon as it logs it: before its report, which a torchrun waiting at its exit
+// barrier (for a peer node stuck in a collective) prints only minutes later. The global rank is
+// `global_ranks`[local rank] when known, else -1.
+std::optional<TorchrunFailure> ParseFirstWorkerFailure(absl::string_view log, const std::vector<int>& global_ranks);
+
 }  // namespace hetpool::agent

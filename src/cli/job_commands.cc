@@ -153,6 +153,11 @@ void PrintJobDetail(const pb::Job& job) {
       std::cout << (job.failure_origin() == pb::FAILURE_ORIGIN_JOB ? " (the job's own)" : " (infrastructure)");
     }
     std::cout << "\n";
+    // torchrun stops a node's other ranks at the first failure, hetpool the other nodes'.
+    const int64_t ranks = int64_t{job.spec().nnodes()} * std::max(job.spec().procs_per_node(), 1);
+    if (f.global_rank() >= 0 && ranks > 1 && job.spec().groups_size() == 0) {
+      std::cout << "             the first rank to fail; the job's other ranks were stopped\n";
+    }
     for (const auto& line : f.last_lines()) std::cout << "  | " << line << "\n";
   }
   if (job.has_plan()) {

@@ -3,13 +3,20 @@
 // dir) run as submitted on the simulated pool, on GPU and CPU jobs alike: the agent's launch
 // adapter maps what the node cannot run. On a Cambricon node the vendor's own GPU migration is
 // switched on (the fake torch_mlu records it).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/etcd_process.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
 
@@ -162,6 +169,42 @@ TEST_F(UnchangedScripts, AFailureQuotesTheFailingRanksOwnLine) {
   EXPECT_NE(xml.find(own + "</failure>"), std::string::npos) << xml;
 }
 
+// A rank fails while its torchrun waits at its exit barrier for the other node (whose rank is
+// still loading data): the agent stops the generation within its --failed-rank-grace (10 s), the
+// job ends naming the rank that failed first with its own line, and its cards are free again.
+TEST_F(UnchangedScripts, ARankThatFailsWhileTorchrunWaitsEndsTheJobPromptly) {
+  TempDir work;
+  pb::JobSpec spec = TutorialJob("fails_while_peer_loads.py", work.path(), {});
+  spec.set_nnodes(2);
+  spec.set_devices_per_node(2);
+  spec.set_procs_per_node(1);
+  spec.mutable_requirements()->add_vendors("nvidia");
+  auto job = cluster_->Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto running = cluster_->WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(120));
+  ASSERT_TRUE(running.ok()) << running.status();
+  const absl::Time started = absl::Now();
+  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_LT(absl::Now() - started, absl::Seconds(30));  // not torchrun's 300 s barrier
+  EXPECT_EQ(done->failure().global_rank(), 0) << done->failure().DebugString();
+  EXPECT_EQ(done->failure().exit_code(), 3) << done->failure().DebugString();
+  ASSERT_GT(done->failure().last_lines_size(), 0);
+  EXPECT_EQ(done->failure().last_lines(done->failure().last_lines_size() - 1), "rank 0: the dataset index is corrupt");
+  std::string out;
+  EXPECT_EQ(cluster_->RunCli({"get", job->id()}, &out), 0) << out;
+  EXPECT_NE(out.find("failure:     rank 0 (local rank 0 on "), std::string::npos) << out;
+  EXPECT_NE(out.find("the first rank to fail; the job's other ranks were stopped"), std::string::npos) << out;
+  // The cards are free: a job needing every NVIDIA card of the pool runs.
+  pb::JobSpec all = TutorialJob("ddp_example.py", work.path(), {});
+  all.set_nnodes(2);
+  all.set_devices_per_node(2);
+  all.mutable_requirements()->add_vendors("nvidia");
+  auto next = cluster_->Submit(all);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(cluster_->WaitForState(next->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120)).ok());
+}
+
 // A job that exits at once (CI's fast failure) still has its ranks' logs: `logs --rank 0` returns
 // rank 0's line, though no agent saw its workers alive.
 TEST_F(UnchangedScripts, LogsOfARankOfAJobThatExitsAtOnce) {
@@ -178,6 +221,94 @@ TEST_F(UnchangedScripts, LogsOfARankOfAJobThatExitsAtOnce) {
   ASSERT_EQ(cluster_->RunCli({"logs", job->id(), "--rank", "0"}, &out), 0) << out;
   EXPECT_NE(out.find("r0] RuntimeError: File no-such-snapshot.pt cannot be opened"), std::string::npos) << out;
   EXPECT_EQ(out.find("Connection closed by peer"), std::string::npos) << out;  // rank 1's
+}
+
+// A socket of this test listening on `port` on every address, as a user's own torchrun would.
+class ForeignListener {
+ public:
+  explicit ForeignListener(int port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    listening_ = bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && listen(fd_, 4) == 0;
+  }
+  ~ForeignListener() { close(fd_); }
+  bool listening() const { return listening_; }
+
+ private:
+  int fd_;
+  bool listening_ = false;
+};
+
+// Two adjacent ports this host has free now, the first held by a foreign listener.
+int HeldPortPair(std::unique_ptr<ForeignListener>& held) {
+  for (int tries = 0; tries < 50; ++tries) {
+    const int port = FreeTcpPort();
+    if (port <= 0 || port >= 65535) continue;
+    ForeignListener next(port + 1);
+    if (!next.listening()) continue;
+    held = std::make_unique<ForeignListener>(port);
+    if (held->listening()) return port;
+  }
+  return 0;
+}
+
+pb::JobSpec TwoNodeCpuJob(const std::string& working_dir) {
+  pb::JobSpec spec = TutorialJob("ddp_example.py", working_dir, {});
+  spec.set_nnodes(2);
+  spec.set_devices_per_node(0);
+  spec.set_procs_per_node(1);
+  spec.mutable_requirements()->add_vendors("cpu");
+  return spec;
+}
+
+// Another process on the first port of --rdzv-port-range: the job runs on the next, spending no
+// restart; with no port left its failure is the pool's (exit 4), never the job's.
+TEST(RendezvousPorts, AForeignListenerOnTheRangesPortSendsTheJobToAnother) {
+  std::unique_ptr<ForeignListener> held;
+  const int port = HeldPortPair(held);
+  ASSERT_GT(port, 0);
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.daemon_args = {"--rdzv-port-range", absl::StrCat(port, "-", port + 1)};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_TRUE(cluster.WaitNodesReady(2, absl::Seconds(60)).ok());
+  TempDir work;
+  auto job = cluster.Submit(TwoNodeCpuJob(work.path()));
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << cluster.DaemonLog();
+  EXPECT_EQ(done->restart_count(), 0);
+  EXPECT_EQ(done->rendezvous_endpoint(), absl::StrCat("127.0.0.1:", port + 1));
+  bool requeued = false;
+  for (const auto& e : done->events()) {
+    requeued = requeued || (e.reason() == "RendezvousPortTaken" &&
+                            e.message().find(absl::StrCat("rendezvous port ", port, " is in use on this node")) !=
+                                std::string::npos);
+  }
+  EXPECT_TRUE(requeued) << done->DebugString();
+}
+
+TEST(RendezvousPorts, WithEveryPortOfTheRangeTakenTheFailureIsThePools) {
+  std::unique_ptr<ForeignListener> held;
+  const int port = HeldPortPair(held);
+  ASSERT_GT(port, 0);
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.daemon_args = {"--rdzv-port-range", absl::StrCat(port, "-", port)};
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_TRUE(cluster.WaitNodesReady(2, absl::Seconds(60)).ok());
+  TempDir work;
+  auto job = cluster.Submit(TwoNodeCpuJob(work.path()));
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->reason(), "RendezvousPortsExhausted");
+  EXPECT_EQ(done->failure_origin(), pb::FAILURE_ORIGIN_INFRASTRUCTURE);
+  std::string out;
+  EXPECT_EQ(cluster.RunCli({"wait", job->id()}, &out), 4) << out;
+  EXPECT_NE(out.find("no free rendezvous port on 127.0.0.1"), std::string::npos) << out;
 }
 
 }  // namespace

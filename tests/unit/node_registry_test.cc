@@ -219,17 +219,39 @@ TEST(NodeRegistry, EveryChangeANodesViewReadsIsNotedForTheNextPass) {
   EXPECT_FALSE(views[2].schedulable);
 }
 
+const absl::Time kPortsNow = absl::FromUnixSeconds(1'800'000'000);
+
 TEST(NodeRegistry, RendezvousPortsGoRoundTheRangeAndSkipThoseHeld) {
   StateParts parts;  // ports 29500-29502
   NodeEntry& node = parts.Register("a", 1);
-  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1"), 29500);
-  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1"), 29501);
-  EXPECT_EQ(*parts.nodes.PickRendezvousPort("10.0.0.9"), 29500);  // each address its own
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow), 29500);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow), 29501);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("10.0.0.9", kPortsNow), 29500);  // each address its own
   node.claims[{"job-1", 1}].rendezvous_endpoint = "127.0.0.1:29502";
   node.claims[{"job-2", 1}].rendezvous_endpoint = "127.0.0.1:29500";
-  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1"), 29501);  // the one a claim does not hold
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow), 29501);  // the one a claim does not hold
   node.claims[{"job-3", 1}].rendezvous_endpoint = "127.0.0.1:29501";
-  EXPECT_TRUE(absl::IsResourceExhausted(parts.nodes.PickRendezvousPort("127.0.0.1").status()));
+  EXPECT_TRUE(absl::IsResourceExhausted(parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow).status()));
+}
+
+// A port an agent found another process listening on is skipped on that address for a while.
+TEST(NodeRegistry, APortFoundInUseByAnotherProcessIsSkippedForAWhile) {
+  StateParts parts;  // ports 29500-29502
+  parts.Register("a", 1);
+  parts.nodes.NoteForeignPort("127.0.0.1:29500", kPortsNow);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow), 29501);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow), 29502);
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow), 29501);  // round the range, past 29500
+  EXPECT_EQ(*parts.nodes.PickRendezvousPort("10.0.0.9", kPortsNow), 29500);   // another host's is its own
+  parts.nodes.NoteForeignPort("127.0.0.1:29501", kPortsNow);
+  parts.nodes.NoteForeignPort("127.0.0.1:29502", kPortsNow);
+  const auto none = parts.nodes.PickRendezvousPort("127.0.0.1", kPortsNow);
+  ASSERT_TRUE(absl::IsResourceExhausted(none.status()));
+  EXPECT_EQ(none.status().message(),
+            "no free rendezvous port on 127.0.0.1 (--rdzv-port-range 29500-29502: 3 held by running jobs or found in "
+            "use by other processes)");
+  const absl::Time later = kPortsNow + NodeRegistry::kForeignPortMemory;
+  EXPECT_TRUE(parts.nodes.PickRendezvousPort("127.0.0.1", later).ok());  // they may have gone
 }
 
 }  // namespace

@@ -215,6 +215,34 @@ TEST(TorchrunFailure, ARanksUnterminatedLastLineIsItsOwnAndTheReportStillStartsT
   }
 }
 
+// Before its report (a torchrun at its exit barrier prints it minutes later): the first worker
+// failure it logged, in either form, with that rank's own labelled lines; a user's line that
+// merely says "failed (exitcode: ...)" is not torchrun's.
+TEST(TorchrunFailure, TheFirstWorkerFailureIsReadBeforeTheReport) {
+  const std::string lines =
+      "[default1]:loading shard 7\n[default0]:rank 0: the dataset index is corrupt\n"
+      "[default0]:failed (exitcode: 9) local_rank: 1 (pid: 1)\n";
+  for (const std::string& torchrun :
+       {std::string("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 3) local_rank: 0 (pid: 7) "
+                    "of binary: /usr/bin/python3.11"),
+        std::string("E1204 17:52:44.488000 549 torch/distributed/elastic/multiprocessing/api.py:986] failed "
+                    "(exitcode: -11) local_rank: 0 (pid: 7) of binary: /opt/torch/.venv/bin/python")}) {
+    const auto failure = ParseFirstWorkerFailure(
+        lines + torchrun + "\nE1204 later: failed (exitcode: 1) local_rank: 1 (pid: 8)\n", {4, 5});
+    ASSERT_TRUE(failure.has_value()) << torchrun;
+    EXPECT_EQ(failure->local_rank, 0);
+    EXPECT_EQ(failure->global_rank, 4);
+    EXPECT_EQ(failure->last_lines.back(), "failed (exitcode: 9) local_rank: 1 (pid: 1)") << torchrun;
+    EXPECT_EQ(failure->last_lines.size(), 2u);
+  }
+  EXPECT_EQ(ParseFirstWorkerFailure(lines, {}), std::nullopt);
+  const auto unknown = ParseFirstWorkerFailure(
+      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 1 (pid: 7)\n", {});
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->global_rank, -1);
+  EXPECT_EQ(unknown->signal, "SIGSEGV");
+}
+
 TEST(TorchrunFailure, WithoutTorchrunsReportNothingIsMadeUp) {
   EXPECT_FALSE(ParseTorchrunFailure("").has_value());
   EXPECT_FALSE(ParseTorchrunFailure("Traceback (most recent call last):\nKeyboardInterrupt\n").has_value());

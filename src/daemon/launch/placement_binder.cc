@@ -77,7 +77,7 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   const NodeEntry& rank0 = *placed.front();
   // One node needs no rendezvous port (torchrun --standalone picks a free one itself).
   absl::StatusOr<int> port = 0;
-  if (placed.size() > 1) port = nodes.PickRendezvousPort(rank0.record.address());
+  if (placed.size() > 1) port = nodes.PickRendezvousPort(rank0.record.address(), jobs.Now());
   if (!port.ok()) return port.status();
   LaunchInput input;
   input.job_id = job.id();

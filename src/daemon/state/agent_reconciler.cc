@@ -59,6 +59,29 @@ absl::Status AgentReconciler::FailOrRestart(JobEntry& entry, pb::Job job, const 
   return absl::OkStatus();
 }
 
+absl::Status AgentReconciler::OnRendezvousPortTaken(JobEntry& entry, pb::Job job, const std::string& node,
+                                                    const std::string& message) {
+  // Another process listens on the port this generation was given: not the job's doing. The port
+  // is skipped on that host for a while and the job goes back to the queue at once, spending no
+  // restart; with every port of the range taken, it fails as the pool's (exit 4).
+  const std::string& endpoint = job.rendezvous_endpoint();
+  nodes_.NoteForeignPort(endpoint, jobs_.Now());
+  const std::string said = absl::StrCat("node ", node, ": ", message);
+  const absl::StatusOr<int> another = nodes_.PickRendezvousPort(endpoint.substr(0, endpoint.rfind(':')), jobs_.Now());
+  if (!another.ok()) {
+    return FailOrRestart(entry, std::move(job), "RendezvousPortsExhausted",
+                         absl::StrCat(said, "; ", another.status().message()), pb::FAILURE_ORIGIN_INFRASTRUCTURE,
+                         /*restartable=*/false);
+  }
+  job.set_state(pb::JOB_STATE_PENDING);
+  job.set_reason("RendezvousPortTaken");
+  job.set_message(absl::StrCat(said, "; requeued on another port without spending a restart"));
+  jobs_.AddEvent(job, "RendezvousPortTaken", job.message());
+  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
+  ReleaseClaims(entry, absl::StrCat("gang stopped: ", said));
+  return absl::OkStatus();
+}
+
 absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption) {
   pb::Job job = entry.job();
   preemption.set_generation(job.generation());
@@ -202,6 +225,7 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
       return FailOrRestart(entry, std::move(job), launch, absl::StrCat("node ", node, ": ", message),
                            pb::FAILURE_ORIGIN_JOB, /*restartable=*/false);
     }
+    if (launch == "RendezvousPortTaken") return OnRendezvousPortTaken(entry, std::move(job), node, message);
     if (launch == "PreflightFailed") {
       // The node's health check failed before the job ran (hetpool-agent --preflight): the node,
       // or the cards its check named, is out of service already; the job goes elsewhere at once.

@@ -402,8 +402,19 @@ void NodeRegistry::SetAddress(NodeEntry& node, const std::string& address) {
   names_at_address_[address].insert(name);
 }
 
-absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address) {
+void NodeRegistry::NoteForeignPort(const std::string& endpoint, absl::Time now) {
+  const auto colon = endpoint.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(endpoint.substr(colon + 1), &port)) return;
+  foreign_ports_[endpoint.substr(0, colon)][port] = now;
+}
+
+absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address, absl::Time now) {
   std::set<int> used;
+  if (auto foreign = foreign_ports_.find(address); foreign != foreign_ports_.end()) {
+    std::erase_if(foreign->second, [&](const auto& noted) { return now - noted.second >= kForeignPortMemory; });
+    for (const auto& [port, at] : foreign->second) used.insert(port);
+  }
   auto note = [&](const std::string& endpoint) {
     const auto colon = endpoint.rfind(':');
     int port = 0;
@@ -429,7 +440,9 @@ absl::StatusOr<int> NodeRegistry::PickRendezvousPort(const std::string& address)
     cursor = (cursor + i + 1) % span;
     return port;
   }
-  return absl::ResourceExhaustedError(absl::StrCat("no free rendezvous port on ", address));
+  return absl::ResourceExhaustedError(absl::StrCat("no free rendezvous port on ", address, " (--rdzv-port-range ",
+                                                   ports_.min, "-", ports_.max, ": ", used.size(),
+                                                   " held by running jobs or found in use by other processes)"));
 }
 
 pb::Node NodeRegistry::Snapshot(const NodeEntry& node) {

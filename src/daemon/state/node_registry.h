@@ -160,9 +160,14 @@ class NodeRegistry {
   absl::Status ReturnNode(NodeEntry& node);
   // An operator returns the card after repair. NOT_FOUND when it is not quarantined.
   absl::Status ReturnCard(NodeEntry& node, const std::string& device_id);
-  // A port on `address` that no live or dying generation holds, taken round-robin so that a port
-  // just let go of is the last to be handed out again.
-  absl::StatusOr<int> PickRendezvousPort(const std::string& address);
+  // A port on `address` that no live or dying generation holds, nor another process was last
+  // found listening on (NoteForeignPort), taken round-robin so that a port just let go of is the
+  // last to be handed out again. RESOURCE_EXHAUSTED when none is left.
+  absl::StatusOr<int> PickRendezvousPort(const std::string& address, absl::Time now);
+  // An agent found `endpoint` ("address:port") in use by a process of no job: the port is not
+  // handed out on that address for kForeignPortMemory (the process may go away).
+  void NoteForeignPort(const std::string& endpoint, absl::Time now);
+  static constexpr absl::Duration kForeignPortMemory = absl::Minutes(10);
 
   // The node as ListNodes shows it.
   static pb::Node Snapshot(const NodeEntry& node);
@@ -188,6 +193,8 @@ class NodeRegistry {
   uint64_t lasting_epoch_ = 0;
   uint64_t nodes_added_ = 0;
   std::map<std::string, int> next_port_;  // per address: offset into the port range
+  // Per address: the ports other processes were found listening on, and when.
+  std::map<std::string, std::map<int, absl::Time>> foreign_ports_;
   // The nodes at each address (several agents may share a host): what PickRendezvousPort reads,
   // instead of every node of the pool for each multi-node placement.
   std::map<std::string, std::set<std::string>> names_at_address_;
