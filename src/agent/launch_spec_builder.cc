@@ -58,6 +58,7 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   spec.generation = order.generation();
   spec.argv.assign(plan.argv().begin(), plan.argv().end());
   spec.hosted_rendezvous_port = HostedRendezvousPort(spec.argv);
+  spec.writable_working_dir = !plan.read_only_working_dir() && !plan.has_container();
   spec.working_dir = plan.working_dir();
   spec.procs = plan.procs();
   spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());

@@ -20,7 +20,16 @@ class PrivateTmp;
 
 // Where a launch stopped before its program ran: what the child reports through the exec pipe
 // (with the errno), or the parent's own steps.
-enum class Stage : int { kWorkingDir, kLogFile, kExec, kAccount, kScript, kNotRecorded, kPrivateTmp };
+enum class Stage : int {
+  kWorkingDir,
+  kLogFile,
+  kExec,
+  kAccount,
+  kScript,
+  kNotRecorded,
+  kPrivateTmp,
+  kWorkingDirNotWritable
+};
 
 struct ChildError {
   Stage stage;
@@ -44,6 +53,7 @@ struct ChildPlan {
   bool switch_user = false;
   const char* start_dir = nullptr;
   const char* script = nullptr;  // null: nothing to check
+  bool writable_dir = false;     // the account must be able to write in start_dir
   int log = -1;                  // stdout and stderr; the spawner closes the parent's copy
   const ExecArgs* exec = nullptr;
 };

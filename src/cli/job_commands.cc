@@ -524,7 +524,13 @@ int WaitExitCode(const pb::Job& job, bool job_exit_code) {
       const int number = SignalNumber(f.signal());
       if (number > 0) return 128 + number;
     } else if (f.exit_code() > 0 && f.exit_code() < 256) {
-      return f.exit_code();
+      // A code hetpoolctl gives for itself (could not do it, usage, the pool's failure,
+      // cancelled, timed out) would be read as that: it becomes 100 + the code. Python's
+      // uncaught exception is 1, so most failing scripts read as 101.
+      const int code = f.exit_code();
+      const bool ours = code == kExitError || code == kExitUsage || code == kExitInfrastructure ||
+                        code == kExitJobCancelled || code == kExitTimeout;
+      return ours ? 100 + code : code;
     }
   }
   return kExitJobFailed;
@@ -579,7 +585,8 @@ void DeclareWait(FlagSet& flags, WaitOptions* o) {
   flags.CompleteAs("junit", ValueCompletion::kFile);
   flags.Bool(
       "job-exit-code", &o->job_exit_code,
-      "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3");
+      "when the job's own program failed, exit with the failing rank's exit code (128+N for signal N) instead of 3; "
+      "a code hetpoolctl uses itself (1, 2, 4, 5, 124) becomes 100 + it (Python's uncaught exception: 101)");
 }
 
 int Wait(Client& client, const Invocation& in, const WaitOptions& o) {
@@ -651,7 +658,8 @@ std::vector<CommandEntry> JobCommands() {
        .summary = "wait for a job to end; the exit status says how it ended",
        .details = "Exit status: 0 SUCCEEDED, 3 FAILED by the job itself (its program failed, its script or\n"
                   "working dir is missing), 4 FAILED by the infrastructure (nodes or processes lost, a node\n"
-                  "could not launch it), 5 CANCELLED, 124 timeout, 1 hetpoolctl error, 2 usage.",
+                  "could not launch it), 5 CANCELLED, 124 timeout, 1 hetpoolctl error, 2 usage. With\n"
+                  "--job-exit-code a failing rank's own code (1, 2, 4, 5 and 124 become 101, 102, 104, 105, 224).",
        .examples = {"hetpoolctl wait job-000001 --timeout 10m --job-exit-code --junit report.xml"},
        .operands = Operands::kJobId,
        .make = Make<WaitOptions>(DeclareWait, Wait)},

@@ -162,6 +162,8 @@ TEST_F(UnchangedScripts, AFailureQuotesTheFailingRanksOwnLine) {
   EXPECT_NE(out.find("  | " + own), std::string::npos) << out;
   EXPECT_EQ(cluster_->RunCli({"wait", job->id()}, &out), 3) << out;
   EXPECT_NE(out.find(own), std::string::npos) << out;
+  // Python's exception exits 1, hetpoolctl's own "could not do it": CI reads 101.
+  EXPECT_EQ(cluster_->RunCli({"wait", job->id(), "--job-exit-code"}, &out), 101) << out;
   const std::string report = work.path() + "/junit.xml";
   EXPECT_EQ(cluster_->RunCli({"wait", job->id(), "--junit", report}, &out), 3) << out;
   std::ifstream xml_file(report);
@@ -221,6 +223,46 @@ TEST_F(UnchangedScripts, LogsOfARankOfAJobThatExitsAtOnce) {
   ASSERT_EQ(cluster_->RunCli({"logs", job->id(), "--rank", "0"}, &out), 0) << out;
   EXPECT_NE(out.find("r0] RuntimeError: File no-such-snapshot.pt cannot be opened"), std::string::npos) << out;
   EXPECT_EQ(out.find("Connection closed by peer"), std::string::npos) << out;  // rank 1's
+}
+
+// A working dir the job's account cannot write (most scripts save their checkpoints there) is
+// refused before the script starts, naming the account; a job that says it writes nothing there
+// runs.
+TEST(WorkingDir, OneTheJobsAccountCannotWriteIsRefusedNamingTheAccount) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs an agent running as root";
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);
+  options.agents[0].args = {"--run-as", "nobody"};  // after the harness's own flags, so it wins
+  TestCluster cluster(options);
+  // The agent's work dir (the run dirs under it) must be reachable by the job's account.
+  std::filesystem::permissions(cluster.dir(), std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                                  std::filesystem::perms::others_exec);
+  ASSERT_TRUE(cluster.Start().ok()) << cluster.DaemonLog();
+  TempDir work;  // root's, 0755: nobody enters but cannot write
+  std::filesystem::permissions(work.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                                std::filesystem::perms::group_exec |
+                                                std::filesystem::perms::others_read |
+                                                std::filesystem::perms::others_exec);
+  pb::JobSpec spec = cluster.ShellSpec("echo ran > ran.txt || echo wrote nothing");
+  spec.set_working_dir(work.path());
+  auto job = cluster.Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto refused = cluster.WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(60));
+  ASSERT_TRUE(refused.ok()) << refused.status() << cluster.AgentLog(0);
+  EXPECT_EQ(refused->reason(), "WorkingDirNotWritable");
+  EXPECT_EQ(refused->failure_origin(), pb::FAILURE_ORIGIN_JOB);
+  EXPECT_EQ(refused->restart_count(), 0);
+  EXPECT_NE(refused->message().find(
+                absl::StrCat("working_dir ", work.path(), " is not writable by the job's account nobody (uid ")),
+            std::string::npos)
+      << refused->message();
+  spec.set_read_only_working_dir(true);
+  auto reads = cluster.Submit(spec);
+  ASSERT_TRUE(reads.ok()) << reads.status();
+  auto ran = cluster.WaitFor(
+      reads->id(), [](const pb::Job& j) { return j.state() >= pb::JOB_STATE_SUCCEEDED; }, absl::Seconds(60));
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->state(), pb::JOB_STATE_SUCCEEDED) << ran->message();
 }
 
 // A socket of this test listening on `port` on every address, as a user's own torchrun would.

@@ -142,7 +142,8 @@ void CutToBounds(pb::RankFailure& f) {
 // A mount outside what the node lets jobs mount is the job's spec too (another node has the
 // same rule).
 bool JobsOwnLaunchFailure(const std::string& kind) {
-  return kind == "ScriptNotFound" || kind == "WorkingDirNotFound" || kind == "MountRefused";
+  return kind == "ScriptNotFound" || kind == "WorkingDirNotFound" || kind == "WorkingDirNotWritable" ||
+         kind == "MountRefused";
 }
 
 // "rank 2 on node-b exited with code 3: ValueError: bad batch size", or the node's own words when
