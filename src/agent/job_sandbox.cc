@@ -1,6 +1,8 @@
 #include "src/agent/job_sandbox.h"
 
 #include <grp.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -108,6 +110,27 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRunAsMap(absl::string_vi
     map[user] = account.get<std::string>();
   }
   return map;
+}
+
+std::string WorkingDirUnwritable(const std::string& dir, const RunAs& run_as) {
+  struct stat st {};
+  struct statvfs fs {};
+  if (stat(dir.c_str(), &st) != 0) return "";  // a missing dir is said where the launch fails
+  const uid_t uid = run_as.switch_user ? run_as.uid : geteuid();
+  const bool read_only = statvfs(dir.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
+  bool may = uid == 0;
+  if (!may && st.st_uid == uid) {
+    may = (st.st_mode & S_IWUSR) != 0;
+  } else if (!may) {
+    const gid_t gid = run_as.switch_user ? run_as.gid : getegid();
+    const bool in_group =
+        st.st_gid == gid || std::find(run_as.groups.begin(), run_as.groups.end(), st.st_gid) != run_as.groups.end();
+    may = in_group ? (st.st_mode & S_IWGRP) != 0 : (st.st_mode & S_IWOTH) != 0;
+  }
+  if (may && !read_only) return "";
+  return absl::StrCat("working dir ", dir, " is not writable by the job's account ",
+                      run_as.account.empty() ? "root" : run_as.account, " (uid ", uid, ")",
+                      read_only ? ": its filesystem is read-only" : "");
 }
 
 }  // namespace hetpool::agent

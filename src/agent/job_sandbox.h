@@ -51,6 +51,11 @@ absl::StatusOr<std::string> ResolveWorkingDir(const std::string& dir, const std:
 // The account a job of `user` runs as here (`agent_uid`: the agent's effective uid).
 absl::StatusOr<RunAs> ResolveRunAs(const std::string& user, const SandboxOptions& options, uid_t agent_uid);
 
+// "working dir DIR is not writable by the job's account NAME (uid N)", or "" when `run_as` may
+// write in the directory `dir` (its owner, group and other bits, its filesystem not read-only;
+// ACLs are not read, so one that grants it is taken as not granting).
+std::string WorkingDirUnwritable(const std::string& dir, const RunAs& run_as);
+
 // --run-as-map's file: {"alice": "alice", "ci-bot": "ci", "*": "hetpool-jobs"}.
 absl::StatusOr<std::map<std::string, std::string>> ParseRunAsMap(absl::string_view json_text);
 

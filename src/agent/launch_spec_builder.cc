@@ -58,7 +58,6 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   spec.generation = order.generation();
   spec.argv.assign(plan.argv().begin(), plan.argv().end());
   spec.hosted_rendezvous_port = HostedRendezvousPort(spec.argv);
-  spec.writable_working_dir = !plan.read_only_working_dir() && !plan.has_container();
   spec.working_dir = plan.working_dir();
   spec.procs = plan.procs();
   spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());
@@ -91,6 +90,13 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   spec.env = JobEnvironment(plan, spec, node);
   if (node.simulated && plan.torch_device() != "cpu") RunOnCpuInstead(plan, spec);
   AdaptLaunch(plan, node.adapter, spec);
+  if (spec.refused.empty() && !plan.has_container()) {
+    spec.working_dir_unwritable = WorkingDirUnwritable(spec.working_dir, spec.run_as);
+    if (!spec.working_dir_unwritable.empty()) {
+      spec.note = absl::StrCat(spec.note, spec.note.empty() ? "" : "; ", "warning: ", spec.working_dir_unwritable,
+                               ": a script that saves there will fail");
+    }
+  }
   if (plan.has_container() && spec.refused.empty()) {
     AddContainer(
         order,

@@ -40,6 +40,7 @@ void ReportProcesses(const std::map<Runner::Key, ProcessRecord>& records, const 
     s->set_output_lost(OutputLost(r));
     s->set_confinement(r.confinement);
     s->set_strays_killed(r.strays_killed);
+    s->set_working_dir_unwritable(r.spec.working_dir_unwritable);
     for (const auto& leftover : r.card_leftovers) s->add_card_leftovers(leftover);
     for (const auto& arg : r.runtime_argv) s->add_runtime_argv(arg);
     for (const auto& d : r.spec.device_ids) s->add_device_ids(d);

@@ -26,8 +26,6 @@ StageText TextOf(Stage stage) {
     case Stage::kScript: return {"ScriptNotFound: cannot read script", "ScriptNotFound"};
     case Stage::kNotRecorded: return {"not started: the agent cannot record the launch", "LaunchFailed"};
     case Stage::kPrivateTmp: return {"cannot make the job's private /tmp", "LaunchFailed"};
-    case Stage::kWorkingDirNotWritable:
-      return {"working_dir is not writable by the job's account", "WorkingDirNotWritable"};
   }
   return {"cannot start", "LaunchFailed"};
 }
@@ -52,8 +50,6 @@ namespace {
     err = {Stage::kAccount, errno};
   } else if (chdir(plan.start_dir) != 0) {
     err = {Stage::kWorkingDir, errno};
-  } else if (plan.writable_dir && access(".", W_OK) != 0) {
-    err = {Stage::kWorkingDirNotWritable, errno};
   } else if (plan.script != nullptr && access(plan.script, R_OK) != 0) {
     err = {Stage::kScript, errno};
   } else {

@@ -20,16 +20,7 @@ class PrivateTmp;
 
 // Where a launch stopped before its program ran: what the child reports through the exec pipe
 // (with the errno), or the parent's own steps.
-enum class Stage : int {
-  kWorkingDir,
-  kLogFile,
-  kExec,
-  kAccount,
-  kScript,
-  kNotRecorded,
-  kPrivateTmp,
-  kWorkingDirNotWritable
-};
+enum class Stage : int { kWorkingDir, kLogFile, kExec, kAccount, kScript, kNotRecorded, kPrivateTmp };
 
 struct ChildError {
   Stage stage;
@@ -53,7 +44,6 @@ struct ChildPlan {
   bool switch_user = false;
   const char* start_dir = nullptr;
   const char* script = nullptr;  // null: nothing to check
-  bool writable_dir = false;     // the account must be able to write in start_dir
   int log = -1;                  // stdout and stderr; the spawner closes the parent's copy
   const ExecArgs* exec = nullptr;
 };

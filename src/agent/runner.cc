@@ -164,7 +164,6 @@ void Runner::Start(const LaunchSpec& spec) {
                        .switch_user = spec.run_as.switch_user && !in_image,
                        .start_dir = start_dir.c_str(),
                        .script = in_image || spec.script.empty() ? nullptr : spec.script.c_str(),
-                       .writable_dir = spec.writable_working_dir && !in_image,
                        .log = log,
                        .exec = &exec};
   Launch(key, record, plan, exec_argv[0]);
@@ -237,13 +236,6 @@ void Runner::Launch(const Key& key, ProcessRecord& record, const ChildPlan& plan
                             ? absl::StrCat("not started: the agent cannot confine the launch: ", confined.message())
                         : err.stage == Stage::kNotRecorded
                             ? absl::StrCat(TextOf(err.stage).says, ": ", recorded.message())
-                        : err.stage == Stage::kWorkingDirNotWritable
-                            ? absl::StrCat("working_dir ", spec.working_dir, " is not writable by the job's account ",
-                                           spec.run_as.account.empty() ? "root" : spec.run_as.account, " (uid ",
-                                           spec.run_as.switch_user ? spec.run_as.uid : geteuid(),
-                                           ") on this node: ", std::strerror(err.error),
-                                           "; make it writable for that account, or say \"read_only_working_dir\": "
-                                           "true if the job writes nothing there")
                             : absl::StrCat(TextOf(err.stage).says, " ", what, ": ", std::strerror(err.error));
   if (options_.ledger != nullptr && recorded.ok()) options_.ledger->Remove(spawned.pid);
   if (record.cgroup != nullptr) EndCgroup(key, record);

@@ -44,9 +44,10 @@ struct LaunchSpec {
   std::string refused;                           // non-empty: do not start; report exit 127 with this
   std::string refused_failure = "LaunchFailed";  // what kind of launch failure `refused` is
   std::string held_for;                          // non-empty: not yet (the launch gate holds it), why
-  // The job's account must be able to write in its working dir (most scripts save there): checked
-  // as that account before torchrun starts (WorkingDirNotWritable, the job's doing).
-  bool writable_working_dir = false;
+  // "working dir /srv/code is not writable by the job's account nobody (uid 65534)" when it is
+  // not (most scripts save their checkpoints there): said when the job starts, and with its
+  // failure. Not refused: a job may write nothing there.
+  std::string working_dir_unwritable;
   int hosted_rendezvous_port = 0;  // the rendezvous port torchrun listens on here (0: none)
   // python.script (relative to working_dir or absolute): checked readable by the job's account
   // before torchrun starts; empty for commands.

@@ -147,5 +147,28 @@ TEST(JobSandbox, RunAsMapFile) {
   EXPECT_FALSE(ParseRunAsMap("[]").ok());
 }
 
+// Whether a job's account may write in its working dir, read from the directory's owner, group and
+// other bits (no process is switched; the directory is made with each owner in turn).
+TEST(JobSandbox, AWorkingDirTheAccountCannotWriteIsNamedWithTheAccount) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  testing::TempDir dir;
+  const RunAs nobody{.switch_user = true, .uid = 65534, .gid = 65534, .groups = {}, .account = "nobody"};
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
+  EXPECT_EQ(WorkingDirUnwritable(dir.path(), nobody),
+            "working dir " + dir.path() + " is not writable by the job's account nobody (uid 65534)");
+  EXPECT_EQ(WorkingDirUnwritable(dir.path(), RunAs{}), "");  // the agent's own account, root
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0777));
+  EXPECT_EQ(WorkingDirUnwritable(dir.path(), nobody), "");
+  ASSERT_EQ(chown(dir.path().c_str(), 0, 4242), 0);
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0775));
+  RunAs in_group = nobody;
+  in_group.groups = {4242};
+  EXPECT_EQ(WorkingDirUnwritable(dir.path(), in_group), "");  // a supplementary group may write
+  EXPECT_NE(WorkingDirUnwritable(dir.path(), nobody), "");
+  ASSERT_EQ(chown(dir.path().c_str(), 65534, 4242), 0);
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0575));
+  EXPECT_NE(WorkingDirUnwritable(dir.path(), in_group), "");  // its owner's bits decide for the owner
+}
+
 }  // namespace
 }  // namespace hetpool::agent

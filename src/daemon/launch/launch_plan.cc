@@ -66,7 +66,6 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const 
     plan.set_procs(procs);
     plan.set_user(spec.user());
     // A job across vendors is written for hetpool.dist and its HETPOOL_* backends: not adapted.
-    plan.set_read_only_working_dir(spec.read_only_working_dir());
     plan.set_adapt(!across_vendors && (!spec.has_adapt() || spec.adapt()));
     // The node's share of the job's host ask, which a confining agent enforces.
     const auto& ask = spec.host();

@@ -142,8 +142,7 @@ void CutToBounds(pb::RankFailure& f) {
 // A mount outside what the node lets jobs mount is the job's spec too (another node has the
 // same rule).
 bool JobsOwnLaunchFailure(const std::string& kind) {
-  return kind == "ScriptNotFound" || kind == "WorkingDirNotFound" || kind == "WorkingDirNotWritable" ||
-         kind == "MountRefused";
+  return kind == "ScriptNotFound" || kind == "WorkingDirNotFound" || kind == "MountRefused";
 }
 
 // "rank 2 on node-b exited with code 3: ValueError: bad batch size", or the node's own words when
@@ -239,8 +238,14 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
     const std::vector<std::string> lines(failure.last_lines().begin(), failure.last_lines().end());
     if (auto evidence = FindHardwareSignature(lines)) return OnHardwareFailure(entry, std::move(job), node, *evidence);
     NoteEarlyFailure(job, node);
-    return FailOrRestart(entry, std::move(job), kRestartNonZeroExit,
-                         DescribeFailure(node, report.exit_code(), message, failure), pb::FAILURE_ORIGIN_JOB);
+    std::string described = DescribeFailure(node, report.exit_code(), message, failure);
+    // Most scripts save their checkpoints in the working dir: one the account cannot write is
+    // the likely cause, said with the failure (the node noticed at launch; it may be innocent).
+    if (const std::string unwritable = ValidUtf8(report.working_dir_unwritable(), kMaxAgentMessageBytes);
+        !unwritable.empty()) {
+      absl::StrAppend(&described, " (on ", node, ", ", unwritable, ")");
+    }
+    return FailOrRestart(entry, std::move(job), kRestartNonZeroExit, described, pb::FAILURE_ORIGIN_JOB);
   }
   jobs_.AddEvent(job, "NodeSucceeded", absl::StrCat("node ", node, " finished"));
   const bool all_done = std::all_of(job.placement().begin(), job.placement().end(),
