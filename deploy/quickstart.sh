@@ -48,13 +48,15 @@ export HETPOOL_SERVER=127.0.0.1:$(cat "$run_dir/port")
 echo "   listening on $HETPOOL_SERVER"
 
 # The job's files live in a directory the agents let jobs use (--job-dirs), readable by the
-# account the job runs as.
+# account the job runs as, and writable as a scratch directory is (sticky, like /tmp): scripts
+# save their checkpoints in their working dir.
 shared=$run_dir/shared
 mkdir -p "$shared/deploy/examples"
 cp deploy/examples/train_ddp.py deploy/examples/train_mixed.py "$shared/deploy/examples/"
 mkdir -p "$shared/python/hetpool"
 cp python/hetpool/__init__.py python/hetpool/dist.py "$shared/python/hetpool/"  # hetpool.dist, torch only
 chmod -R a+rX "$shared"
+chmod 1777 "$shared"
 # Jobs in container images (docs/containers.md): as root with podman, one local image per vendor
 # (here all three the same: the host's PyTorch, mounted read-only), run through runc with the
 # containers.conf this machine needs (cgroup v1: no default ulimits, no pids limit).
