@@ -58,7 +58,7 @@ _hetpoolctl() {
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "-f --file --request-id --skip-script-check --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "-f --file --no-retry --request-id --skip-script-check --help" -- "$cur"))
         return
       fi
       return ;;

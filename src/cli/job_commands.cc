@@ -8,13 +8,17 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "src/cli/command.h"
 #include "src/cli/junit_report.h"
@@ -213,13 +217,32 @@ absl::Status CheckScriptVisibleHere(const pb::JobSpec& spec) {
 struct SubmitOptions {
   std::string file, request_id;
   bool skip_script_check = false;
+  bool no_retry = false;
 };
+
+// The wait a refused submission is told ("...; retry in 4 ms", hetpoold's rate limiter), when it
+// is told one.
+std::optional<absl::Duration> RetryAfter(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return std::nullopt;
+  const std::string& message = status.error_message();
+  const size_t at = message.rfind("retry in ");
+  int64_t ms = 0;
+  if (at == std::string::npos) return std::nullopt;
+  const std::string rest = message.substr(at + 9);
+  if (!absl::EndsWith(rest, " ms") || !absl::SimpleAtoi(rest.substr(0, rest.size() - 3), &ms) || ms < 0) {
+    return std::nullopt;
+  }
+  return absl::Milliseconds(ms);
+}
 
 void DeclareSubmit(FlagSet& flags, SubmitOptions* o) {
   flags.String("file", &o->file, "job file: protobuf JSON of hetpool.v1.JobSpec ('-' for stdin)");
   flags.Alias("-f", "file");
   flags.CompleteAs("file", ValueCompletion::kFile);
   flags.String("request-id", &o->request_id, "idempotency token: a retry with it returns the first job");
+  flags.Bool("no-retry", &o->no_retry,
+             "fail at once when hetpoold's rate limit refuses the submission (default: wait the time it names, "
+             "up to a minute in all)");
   flags.Bool("skip-script-check", &o->skip_script_check,
              "do not check here that python.script exists under working_dir (the agent still does)");
 }
@@ -262,6 +285,18 @@ int Submit(Client& client, const Invocation& in, const SubmitOptions& o) {
   req.set_request_id(o.request_id);
   pb::SubmitJobResponse resp;
   auto status = client.jobs().SubmitJob(client.Context().get(), req, &resp);
+  // A burst of submissions (a CI loop) meets the per-user rate limit: the refusal names the wait,
+  // and nothing was stored, so the same request is sent again after it.
+  constexpr absl::Duration kMostWaited = absl::Minutes(1);
+  absl::Duration waited;
+  for (auto after = RetryAfter(status); after && !o.no_retry && waited + *after <= kMostWaited;
+       after = RetryAfter(status)) {
+    const absl::Duration wait = *after + absl::Milliseconds(1);
+    absl::SleepFor(wait);
+    waited += wait;
+    resp.Clear();
+    status = client.jobs().SubmitJob(client.Context().get(), req, &resp);
+  }
   if (!status.ok()) return client.Failed(status);
   if (client.json()) {
     std::cout << ToJson(resp.job());

@@ -791,6 +791,18 @@ TEST_F(SecurityTest, SubmissionsAreRateLimitedPerUser) {
   EXPECT_LE(counted, 21);
   // Others are not slowed.
   EXPECT_EQ(Submit(*JobsAs("alice"), spec, nullptr).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // hetpoolctl waits the time the refusal names and sends it again (a CI loop of submissions);
+  // with --no-retry it fails at once. Past the limiter, this job is refused for its own reason.
+  const std::string file = cluster_->dir() + "/intel-job.json";
+  std::ofstream(file) << R"({"command": ["/bin/sleep", "0"], "working_dir": "/tmp", "nnodes": 1,
+      "devices_per_node": 1, "requirements": {"vendors": ["intel"]}})";
+  std::string out;
+  EXPECT_EQ(cluster_->RunCli({"--token", tokens_.at("dave"), "submit", "-f", file, "--no-retry"}, &out), 1) << out;
+  EXPECT_NE(out.find("rate limit: dave may submit"), std::string::npos) << out;
+  EXPECT_EQ(cluster_->RunCli({"--token", tokens_.at("dave"), "submit", "-f", file}, &out), 1) << out;
+  EXPECT_EQ(out.find("rate limit"), std::string::npos) << out;
+  EXPECT_NE(out.find("intel"), std::string::npos) << out;  // the placement's refusal, after the wait
 }
 
 // An agent running as root starts job processes as the owner's mapped account, and as nobody

@@ -27,14 +27,40 @@ const std::string kTutorials = std::string(HETPOOL_SOURCE_DIR) + "/tests/integra
 
 class UnchangedScripts : public ExamplePoolSuite {};
 
+// Nodes x cards (x processes per node, when not one per card) of one vendor.
+struct Shape {
+  int nnodes = 1;
+  int devices = 0;
+  int procs = 0;  // 0: one per card
+  std::string vendor = "cpu";
+};
+
 // A job running `script` as submitted, in a working dir of its own (the snapshot lands there).
-pb::JobSpec TutorialJob(const std::string& script, const std::string& working_dir, std::vector<std::string> args) {
+pb::JobSpec TutorialJob(const std::string& script, const std::string& working_dir, std::vector<std::string> args,
+                        const Shape& shape) {
   pb::JobSpec spec;
   spec.set_user("tester");
   spec.mutable_python()->set_script(kTutorials + script);
   for (auto& a : args) spec.mutable_python()->add_args(std::move(a));
   spec.set_working_dir(working_dir);
+  spec.set_nnodes(shape.nnodes);
+  spec.set_devices_per_node(shape.devices);
+  if (shape.procs > 0) spec.set_procs_per_node(shape.procs);
+  spec.mutable_requirements()->add_vendors(shape.vendor);
   return spec;
+}
+
+// Two ranks on one node: rank 0 cannot open its snapshot and fails first, rank 1 in turn.
+pb::JobSpec RankZeroFailsFirst(const std::string& working_dir) {
+  return TutorialJob("resume_or_fail.py", working_dir, {"no-such-snapshot.pt"},
+                     Shape{.nnodes = 1, .devices = 0, .procs = 2, .vendor = "cpu"});
+}
+
+// Submits `spec` and waits until it is in `state`.
+absl::StatusOr<pb::Job> RunUntil(TestCluster& cluster, const pb::JobSpec& spec, pb::JobState state) {
+  auto job = cluster.Submit(spec);
+  if (!job.ok()) return job.status();
+  return cluster.WaitForState(job->id(), state, absl::Seconds(120));
 }
 
 std::vector<std::string> StartedNotes(const pb::Job& job) {
@@ -48,20 +74,16 @@ std::vector<std::string> StartedNotes(const pb::Job& job) {
 TEST_F(UnchangedScripts, TheDdpTutorialRunsAsAGpuJobOnTwoNodesOfTwoCards) {
   TempDir work;
   std::filesystem::permissions(work.path(), std::filesystem::perms::all);
-  pb::JobSpec spec = TutorialJob("multigpu_torchrun.py", work.path(), {"2", "1", "32"});
-  spec.set_nnodes(2);
-  spec.set_devices_per_node(2);
-  spec.mutable_requirements()->add_vendors("nvidia");
-  auto job = cluster_->Submit(spec);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120));
+  pb::JobSpec spec = TutorialJob("multigpu_torchrun.py", work.path(), {"2", "1", "32"},
+                                 Shape{.nnodes = 2, .devices = 2, .procs = 0, .vendor = "nvidia"});
+  auto done = RunUntil(*cluster_, spec, pb::JOB_STATE_SUCCEEDED);
   ASSERT_TRUE(done.ok()) << done.status() << cluster_->AgentLog(0) << cluster_->AgentLog(1);
   EXPECT_TRUE(std::filesystem::exists(work.path() + "/snapshot.pt"));  // saved to the working dir
   const auto notes = StartedNotes(*done);
   ASSERT_EQ(notes.size(), 2u);
   for (const auto& note : notes) EXPECT_NE(note.find("adapted: cuda→cpu, nccl→gloo"), std::string::npos) << note;
   std::string out;
-  ASSERT_EQ(cluster_->RunCli({"logs", job->id()}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"logs", done->id()}, &out), 0) << out;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_NE(out.find(absl::StrCat("[GPU", rank % 2, "] Epoch 1 | Steps: 2")), std::string::npos) << out;
   }
@@ -78,34 +100,25 @@ TEST_F(UnchangedScripts, TheDdpTutorialRunsAsAGpuJobOnTwoNodesOfTwoCards) {
 
 TEST_F(UnchangedScripts, TheDdpExampleRunsAsACpuJob) {
   TempDir work;
-  pb::JobSpec spec = TutorialJob("ddp_example.py", work.path(), {});
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(0);
-  spec.set_procs_per_node(2);
-  spec.mutable_requirements()->add_vendors("cpu");
-  auto job = cluster_->Submit(spec);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120));
+  pb::JobSpec spec =
+      TutorialJob("ddp_example.py", work.path(), {}, Shape{.nnodes = 1, .devices = 0, .procs = 2, .vendor = "cpu"});
+  auto done = RunUntil(*cluster_, spec, pb::JOB_STATE_SUCCEEDED);
   ASSERT_TRUE(done.ok()) << done.status() << cluster_->AgentLog(0);
   const auto notes = StartedNotes(*done);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("adapted: cuda→cpu, nccl→gloo"), std::string::npos) << notes[0];
   std::string out;
-  ASSERT_EQ(cluster_->RunCli({"logs", job->id()}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"logs", done->id()}, &out), 0) << out;
   EXPECT_NE(out.find("Finished running basic DDP example on rank 1."), std::string::npos) << out;
 }
 
 // With "adapt": false the script runs as written: on simulated cards its nccl cannot start.
 TEST_F(UnchangedScripts, AJobThatTurnsTheAdapterOffRunsAsWritten) {
   TempDir work;
-  pb::JobSpec spec = TutorialJob("ddp_example.py", work.path(), {});
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(1);
-  spec.mutable_requirements()->add_vendors("nvidia");
+  pb::JobSpec spec =
+      TutorialJob("ddp_example.py", work.path(), {}, Shape{.nnodes = 1, .devices = 1, .procs = 0, .vendor = "nvidia"});
   spec.set_adapt(false);
-  auto job = cluster_->Submit(spec);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(120));
+  auto done = RunUntil(*cluster_, spec, pb::JOB_STATE_FAILED);
   ASSERT_TRUE(done.ok()) << done.status();
   const auto notes = StartedNotes(*done);
   ASSERT_FALSE(notes.empty());
@@ -114,16 +127,12 @@ TEST_F(UnchangedScripts, AJobThatTurnsTheAdapterOffRunsAsWritten) {
 
 TEST_F(UnchangedScripts, OnACambriconNodeTheVendorsGpuMigrationIsSwitchedOn) {
   TempDir work, marks;
-  pb::JobSpec spec = TutorialJob("ddp_example.py", work.path(), {});
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(2);
-  spec.mutable_requirements()->add_vendors("cambricon");
+  pb::JobSpec spec = TutorialJob("ddp_example.py", work.path(), {},
+                                 Shape{.nnodes = 1, .devices = 2, .procs = 0, .vendor = "cambricon"});
   // torch_mlu as a Cambricon node has it installed (here a fake that records its migration).
   (*spec.mutable_env())["PYTHONPATH"] = std::string(HETPOOL_SOURCE_DIR) + "/tests/fakes/python";
   (*spec.mutable_env())["FAKE_TORCH_MLU_MARKS"] = marks.path();
-  auto job = cluster_->Submit(spec);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120));
+  auto done = RunUntil(*cluster_, spec, pb::JOB_STATE_SUCCEEDED);
   ASSERT_TRUE(done.ok()) << done.status() << cluster_->AgentLog(0);
   for (const char* rank : {"0", "1"}) {
     std::ifstream mark(marks.path() + "/migrated-" + rank);
@@ -141,14 +150,8 @@ TEST_F(UnchangedScripts, OnACambriconNodeTheVendorsGpuMigrationIsSwitchedOn) {
 // other rank's gloo traceback is not taken for the failure.
 TEST_F(UnchangedScripts, AFailureQuotesTheFailingRanksOwnLine) {
   TempDir work;
-  pb::JobSpec spec = TutorialJob("resume_or_fail.py", work.path(), {"no-such-snapshot.pt"});
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(0);
-  spec.set_procs_per_node(2);
-  spec.mutable_requirements()->add_vendors("cpu");
-  auto job = cluster_->Submit(spec);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(120));
+  pb::JobSpec spec = RankZeroFailsFirst(work.path());
+  auto done = RunUntil(*cluster_, spec, pb::JOB_STATE_FAILED);
   ASSERT_TRUE(done.ok()) << done.status();
   const std::string own = "RuntimeError: File no-such-snapshot.pt cannot be opened";
   EXPECT_EQ(done->failure().global_rank(), 0) << done->failure().DebugString();
@@ -158,14 +161,14 @@ TEST_F(UnchangedScripts, AFailureQuotesTheFailingRanksOwnLine) {
     EXPECT_EQ(line.find("Connection closed by peer"), std::string::npos) << line;  // rank 1's
   }
   std::string out;
-  EXPECT_EQ(cluster_->RunCli({"get", job->id()}, &out), 0) << out;
+  EXPECT_EQ(cluster_->RunCli({"get", done->id()}, &out), 0) << out;
   EXPECT_NE(out.find("  | " + own), std::string::npos) << out;
-  EXPECT_EQ(cluster_->RunCli({"wait", job->id()}, &out), 3) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", done->id()}, &out), 3) << out;
   EXPECT_NE(out.find(own), std::string::npos) << out;
   // Python's exception exits 1, hetpoolctl's own "could not do it": CI reads 101.
-  EXPECT_EQ(cluster_->RunCli({"wait", job->id(), "--job-exit-code"}, &out), 101) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", done->id(), "--job-exit-code"}, &out), 101) << out;
   const std::string report = work.path() + "/junit.xml";
-  EXPECT_EQ(cluster_->RunCli({"wait", job->id(), "--junit", report}, &out), 3) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", done->id(), "--junit", report}, &out), 3) << out;
   std::ifstream xml_file(report);
   const std::string xml((std::istreambuf_iterator<char>(xml_file)), std::istreambuf_iterator<char>());
   EXPECT_NE(xml.find(own + "</failure>"), std::string::npos) << xml;
@@ -176,11 +179,8 @@ TEST_F(UnchangedScripts, AFailureQuotesTheFailingRanksOwnLine) {
 // job ends naming the rank that failed first with its own line, and its cards are free again.
 TEST_F(UnchangedScripts, ARankThatFailsWhileTorchrunWaitsEndsTheJobPromptly) {
   TempDir work;
-  pb::JobSpec spec = TutorialJob("fails_while_peer_loads.py", work.path(), {});
-  spec.set_nnodes(2);
-  spec.set_devices_per_node(2);
-  spec.set_procs_per_node(1);
-  spec.mutable_requirements()->add_vendors("nvidia");
+  pb::JobSpec spec = TutorialJob("fails_while_peer_loads.py", work.path(), {},
+                                 Shape{.nnodes = 2, .devices = 2, .procs = 1, .vendor = "nvidia"});
   auto job = cluster_->Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   auto running = cluster_->WaitForState(job->id(), pb::JOB_STATE_RUNNING, absl::Seconds(120));
@@ -198,10 +198,8 @@ TEST_F(UnchangedScripts, ARankThatFailsWhileTorchrunWaitsEndsTheJobPromptly) {
   EXPECT_NE(out.find("failure:     rank 0 (local rank 0 on "), std::string::npos) << out;
   EXPECT_NE(out.find("the first rank to fail; the job's other ranks were stopped"), std::string::npos) << out;
   // The cards are free: a job needing every NVIDIA card of the pool runs.
-  pb::JobSpec all = TutorialJob("ddp_example.py", work.path(), {});
-  all.set_nnodes(2);
-  all.set_devices_per_node(2);
-  all.mutable_requirements()->add_vendors("nvidia");
+  pb::JobSpec all =
+      TutorialJob("ddp_example.py", work.path(), {}, Shape{.nnodes = 2, .devices = 2, .procs = 0, .vendor = "nvidia"});
   auto next = cluster_->Submit(all);
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_TRUE(cluster_->WaitForState(next->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(120)).ok());
@@ -211,11 +209,7 @@ TEST_F(UnchangedScripts, ARankThatFailsWhileTorchrunWaitsEndsTheJobPromptly) {
 // rank 0's line, though no agent saw its workers alive.
 TEST_F(UnchangedScripts, LogsOfARankOfAJobThatExitsAtOnce) {
   TempDir work;
-  pb::JobSpec spec = TutorialJob("resume_or_fail.py", work.path(), {"no-such-snapshot.pt"});
-  spec.set_nnodes(1);
-  spec.set_devices_per_node(0);
-  spec.set_procs_per_node(2);
-  spec.mutable_requirements()->add_vendors("cpu");
+  pb::JobSpec spec = RankZeroFailsFirst(work.path());
   auto job = cluster_->Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(cluster_->WaitForState(job->id(), pb::JOB_STATE_FAILED, absl::Seconds(120)).ok());
@@ -298,11 +292,8 @@ int HeldPortPair(std::unique_ptr<ForeignListener>& held) {
 }
 
 pb::JobSpec TwoNodeCpuJob(const std::string& working_dir) {
-  pb::JobSpec spec = TutorialJob("ddp_example.py", working_dir, {});
-  spec.set_nnodes(2);
-  spec.set_devices_per_node(0);
-  spec.set_procs_per_node(1);
-  spec.mutable_requirements()->add_vendors("cpu");
+  pb::JobSpec spec =
+      TutorialJob("ddp_example.py", working_dir, {}, Shape{.nnodes = 2, .devices = 0, .procs = 1, .vendor = "cpu"});
   return spec;
 }
 
