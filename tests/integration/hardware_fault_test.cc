@@ -268,6 +268,56 @@ TEST(HardwareFaults, AFailedPreflightSendsTheJobBackAsTheNodesFault) {
   EXPECT_NE(started.find("pre-flight health check passed in "), std::string::npos) << started;
 }
 
+// A generation that fails in its first seconds, by its own code, may have met a bad card before
+// any signal says so: its next generation is offered other cards first (Job.shunned_cards), and
+// the same card only when nothing else fits.
+TEST(HardwareFaults, AJobThatFailedEarlyOnACardIsRestartedOnAnotherFirst) {
+  TestCluster::Options options = TestCluster::ExamplePool();
+  options.agents.resize(1);  // node-a: two NVIDIA cards
+  TestCluster cluster(options);
+  ASSERT_TRUE(cluster.Start().ok());
+  ASSERT_TRUE(cluster.WaitNodesReady(1, absl::Seconds(60)).ok());
+  auto fails_first = [&] {
+    pb::JobSpec spec = cluster.ShellSpec(
+        "sleep 1; if [ \"$HETPOOL_RESTART_COUNT\" = 0 ]; then echo 'CUDA error: an illegal memory access' >&2; "
+        "exit 1; fi; echo ran");
+    spec.mutable_requirements()->add_vendors("nvidia");
+    spec.set_max_restarts(1);
+    return spec;
+  };
+  auto card_of_generation_1 = [](const pb::Job& job) {
+    for (const auto& e : job.events()) {
+      if (e.reason() == "Scheduled" && e.message().find("generation 1 on ") != std::string::npos) {
+        return e.message().substr(e.message().find(" on ") + 4);
+      }
+    }
+    return std::string();
+  };
+  auto job = cluster.Submit(fails_first());
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto done = cluster.WaitForState(job->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->restart_count(), 1);
+  const std::string first = card_of_generation_1(*done);  // "node-a[nvidia0]"
+  ASSERT_EQ(done->shunned_cards_size(), 1) << done->DebugString();
+  EXPECT_EQ(first, absl::StrCat("node-a[", done->shunned_cards(0).substr(7), "]"));
+  EXPECT_NE(done->placement(0).device_ids(0), done->shunned_cards(0).substr(7));  // on the other card
+
+  // With the other card taken, the shunned one is offered after all: the job still runs, there.
+  pb::JobSpec holder = cluster.ShellSpec("exec sleep 600");
+  holder.mutable_requirements()->add_vendors("nvidia");
+  auto held = cluster.Submit(holder);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(cluster.WaitForState(held->id(), pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  auto again = cluster.Submit(fails_first());
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto ran = cluster.WaitForState(again->id(), pb::JOB_STATE_SUCCEEDED, absl::Seconds(60));
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->restart_count(), 1);
+  ASSERT_EQ(ran->shunned_cards_size(), 1);
+  EXPECT_EQ(ran->placement(0).device_ids(0), ran->shunned_cards(0).substr(7));
+}
+
 // A degraded card (here its PCIe link trained at x8 of x16, through the fake NVML's ABI) runs
 // jobs after every well card: seven one-card jobs take the seven well cards, the eighth takes it
 // and says so in `get`; `devices` shows why.

@@ -102,8 +102,9 @@ class AgentReconciler {
   // Quarantines the node once HardwareFaultOptions::quarantine_node_after_cards of its cards are.
   void QuarantineNodeOfManyCards(NodeEntry& node);
   // A generation of `job` failed as its own on `node` (its failure set): within
-  // HardwareFaultOptions::early_failure of its start, it is kept against the failed rank's card.
-  void NoteEarlyFailure(const pb::Job& job, const std::string& node);
+  // HardwareFaultOptions::early_failure of its start, it is kept against the failed rank's card,
+  // which the job's later generations are offered last (Job.shunned_cards).
+  void NoteEarlyFailure(pb::Job& job, const std::string& node);
   // Once `job` runs past the early window (or succeeds) on other cards, its early failures count
   // against the cards they were on (events on `job`); true when any did.
   bool VindicateEarlyFailures(pb::Job& job);

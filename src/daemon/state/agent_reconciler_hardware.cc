@@ -137,13 +137,22 @@ void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
   }
 }
 
-void AgentReconciler::NoteEarlyFailure(const pb::Job& job, const std::string& node) {
+void AgentReconciler::NoteEarlyFailure(pb::Job& job, const std::string& node) {
   const absl::Duration window = suspicion_.options().early_failure;
   if (window <= absl::ZeroDuration() || job.state() != pb::JOB_STATE_RUNNING || !job.has_started_at()) return;
   const absl::Duration ran = jobs_.Now() - FromProtoTime(job.started_at());
   if (ran > window) return;
   std::vector<std::pair<std::string, std::string>> cards;
-  for (const std::string& device : SuspectDevices(job, node)) cards.emplace_back(node, device);
+  for (const std::string& device : SuspectDevices(job, node)) {
+    cards.emplace_back(node, device);
+    // Its next generation is steered off the card, in case the card is the cause.
+    const std::string card = absl::StrCat(node, "/", device);
+    constexpr int kMostShunned = 16;
+    if (job.shunned_cards_size() < kMostShunned &&
+        std::find(job.shunned_cards().begin(), job.shunned_cards().end(), card) == job.shunned_cards().end()) {
+      job.add_shunned_cards(card);
+    }
+  }
   const std::string last = job.failure().last_lines_size() > 0
                                ? ValidUtf8(job.failure().last_lines(job.failure().last_lines_size() - 1), kMaxLineBytes)
                                : "";

@@ -20,10 +20,9 @@
 namespace hetpool::daemon {
 namespace {
 
-// `a` and `b` together.
-// `held` and the cards `job` avoids ("node/device").
-HeldCards WithAvoidedCards(const pb::Job& job, HeldCards held) {
-  for (const std::string& card : job.avoided_cards()) {
+// `held` and `cards` ("node/device": a job's avoided or shunned cards).
+HeldCards WithCards(const google::protobuf::RepeatedPtrField<std::string>& cards, HeldCards held) {
+  for (const std::string& card : cards) {
     const size_t slash = card.rfind('/');
     if (slash != std::string::npos) held[card.substr(0, slash)].insert(card.substr(slash + 1));
   }
@@ -270,12 +269,20 @@ void SchedulingCycle::Pass(const std::vector<std::string>* only, absl::Time now)
     // The cards its generations failed on with a hardware signature (Job.avoided_cards) are held
     // from this job alone: while it is offered room, and while the room it waits for is reserved.
     // (Copied only for such a job: the held cards can span many nodes, and the queue is long.)
+    // The cards a generation failed on in its first seconds (Job.shunned_cards) are offered last:
+    // held for a first offer, offered too when nothing else fits now.
+    const pb::Job& job = entry->job();
     std::optional<Reservation> held_for_others;
-    if (entry->job().avoided_cards_size() > 0) {
+    if (job.avoided_cards_size() > 0 || job.shunned_cards_size() > 0) {
       held_for_others = pass.held;
-      pass.Hold(WithAvoidedCards(entry->job(), pass.held));
+      pass.Hold(WithCards(job.shunned_cards(), WithCards(job.avoided_cards(), pass.held)));
     }
     auto placement = Offer(*entry, request, pass);
+    if (job.shunned_cards_size() > 0 && absl::IsUnavailable(placement.status()) &&
+        scheduler::HasPendingReason(placement.status())) {
+      pass.Hold(WithCards(job.avoided_cards(), *held_for_others));
+      placement = Offer(*entry, request, pass);
+    }
     if (placement.ok()) {
       if (held_for_others) pass.Hold(*std::move(held_for_others));
       continue;
