@@ -34,10 +34,6 @@ std::string Describe(const std::vector<std::string>& steps) {
   return absl::StrCat("adapted: ", absl::StrJoin(said, "; "));
 }
 
-void Note(LaunchSpec& spec, const std::string& words) {
-  spec.note = spec.note.empty() ? words : absl::StrCat(spec.note, "; ", words);
-}
-
 }  // namespace
 
 absl::Status InstallLaunchAdapter(const std::string& dir) {
@@ -58,7 +54,7 @@ absl::Status InstallLaunchAdapter(const std::string& dir) {
 void AdaptLaunch(const hetpool::v1::NodeLaunchPlan& plan, const AdapterContext& context, LaunchSpec& spec) {
   if (context.dir.empty()) return;
   if (plan.has_container()) {
-    if (plan.adapt()) Note(spec, "not adapted: it runs in an image");
+    if (plan.adapt()) spec.AddNote("not adapted: it runs in an image");
     return;
   }
   // First on the path, the job's own entries after it.
@@ -68,12 +64,12 @@ void AdaptLaunch(const hetpool::v1::NodeLaunchPlan& plan, const AdapterContext& 
   spec.env["HETPOOL_MERGE_STDERR"] = "1";
   if (!plan.adapt()) {
     spec.env.erase(kStepsVariable);
-    Note(spec, "not adapted (the job's \"adapt\": false)");
+    spec.AddNote("not adapted (the job's \"adapt\": false)");
     return;
   }
   if (!context.node_allows) {
     spec.env.erase(kStepsVariable);
-    Note(spec, "not adapted: off on this node (hetpool-agent --adapt=false)");
+    spec.AddNote("not adapted: off on this node (hetpool-agent --adapt=false)");
     return;
   }
   const std::optional<Vendor> vendor = ParseVendor(plan.vendor());
@@ -88,12 +84,12 @@ void AdaptLaunch(const hetpool::v1::NodeLaunchPlan& plan, const AdapterContext& 
   if (context.simulated) steps.emplace_back(RuntimeOf(Vendor::kCpu).adapter);
   if (steps.empty()) {
     spec.env.erase(kStepsVariable);
-    Note(spec, vendor == Vendor::kMetax ? "not adapted: MACA's PyTorch answers to cuda and nccl"
-                                        : "not adapted: cuda and nccl are this card's own");
+    spec.AddNote(vendor == Vendor::kMetax ? "not adapted: MACA's PyTorch answers to cuda and nccl"
+                                          : "not adapted: cuda and nccl are this card's own");
     return;
   }
   spec.env[kStepsVariable] = absl::StrJoin(steps, ",");
-  Note(spec, Describe(steps));
+  spec.AddNote(Describe(steps));
 }
 
 }  // namespace hetpool::agent

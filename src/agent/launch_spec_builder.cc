@@ -93,8 +93,7 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   if (spec.refused.empty() && !plan.has_container()) {
     spec.working_dir_unwritable = WorkingDirUnwritable(spec.working_dir, spec.run_as);
     if (!spec.working_dir_unwritable.empty()) {
-      spec.note = absl::StrCat(spec.note, spec.note.empty() ? "" : "; ", "warning: ", spec.working_dir_unwritable,
-                               ": a script that saves there will fail");
+      spec.AddNote(absl::StrCat("warning: ", spec.working_dir_unwritable, ": a script that saves there will fail"));
     }
   }
   if (plan.has_container() && spec.refused.empty()) {

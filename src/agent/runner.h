@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "src/agent/card_holders.h"
 #include "src/agent/container_runtime.h"
@@ -38,7 +40,7 @@ struct LaunchSpec {
   std::string run_dir;   // the job account's own directory (HOME, torchrun logs)
   std::string log_path;  // stdout and stderr go here; in an agent-only directory
   std::vector<std::string> device_ids;
-  std::string note;                              // remark for the job's events
+  std::string note;                              // remark for the job's events (AddNote)
   int procs = 0;                                 // workers torchrun will start (for rank discovery)
   RunAs run_as;                                  // the account the processes run as
   std::string refused;                           // non-empty: do not start; report exit 127 with this
@@ -63,6 +65,9 @@ struct LaunchSpec {
   // In a container image: the run, less what Start fills in (the cgroup parent, the env file).
   // The runtime is exec'd as root and the container runs as run_as; argv above is its command.
   std::optional<ContainerRun> container;
+
+  // Adds a remark to `note` ("; " between remarks): each step of building a launch may say one.
+  void AddNote(absl::string_view words) { note = note.empty() ? std::string(words) : absl::StrCat(note, "; ", words); }
 };
 
 struct ProcessRecord {

@@ -242,11 +242,10 @@ void Session::ApplyPreflight(LaunchSpec& spec) {
     case PreflightVerdict::State::kNotAsked: return;
     case PreflightVerdict::State::kRunning: spec.held_for = verdict.words; return;
     case PreflightVerdict::State::kPassed:
-      if (!verdict.words.empty())
-        spec.note = spec.note.empty() ? verdict.words : absl::StrCat(spec.note, "; ", verdict.words);
+      if (!verdict.words.empty()) spec.AddNote(verdict.words);
       return;
     case PreflightVerdict::State::kFailed:
-      // The node's fault, not the job's: the daemon requeues it elsewhere (kPreflightFailed).
+      // The node's fault, not the job's: the daemon requeues it elsewhere at once.
       spec.refused = verdict.words;
       spec.refused_failure = "PreflightFailed";
       return;

@@ -73,11 +73,10 @@ struct SessionOptions {
   ProcessSpawner* spawner = nullptr;
   // The node's health check (health_check.h); its failure is reported as the node's fault.
   HealthCheckOptions health_check;
-  bool adapt = true;
+  bool adapt = true;  // the launch adapter (launch_adapter.h); --adapt=false turns it off here
   // How long torchrun may go on after logging a worker's failure before the agent stops the
   // generation (Runner::StopLingering).
-  absl::Duration failed_rank_grace =
-      absl::Seconds(10);  // the launch adapter (launch_adapter.h); --adapt=false turns it off here
+  absl::Duration failed_rank_grace = absl::Seconds(10);
 };
 
 // What the agent's metrics endpoint reports: the last discovered inventory and the job processes.

@@ -20,6 +20,15 @@ std::string SignalName(int number) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(number);
 }
 
+// torchrun's exitcode: a worker's exit status, or minus the signal that ended it.
+void SetExit(TorchrunFailure& out, int exitcode) {
+  if (exitcode < 0) {
+    out.signal = SignalName(-exitcode);
+  } else {
+    out.exit_code = exitcode;
+  }
+}
+
 // The last lines `local_rank` printed in `before` (torchrun's own left out): its stdout lines
 // ("[default1]:" stripped; its stderr too, where the launch adapter labels it) first, then the
 // node's unlabelled lines (where a worker's stderr goes unadapted), so an error comes last.
@@ -57,11 +66,7 @@ std::optional<TorchrunFailure> ParseFirstWorkerFailure(absl::string_view log, co
     int code = 0;
     absl::SimpleAtoi(m[1].str(), &code);
     absl::SimpleAtoi(m[2].str(), &out.local_rank);
-    if (code < 0) {
-      out.signal = SignalName(-code);
-    } else {
-      out.exit_code = code;
-    }
+    SetExit(out, code);
     if (out.local_rank < static_cast<int>(global_ranks.size())) {
       out.global_rank = global_ranks[static_cast<size_t>(out.local_rank)];
     }
@@ -88,11 +93,7 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log) {
       int code = 0;
       absl::SimpleAtoi(m[1].str(), &code);
       have_exit = true;
-      if (code < 0) {
-        out.signal = SignalName(-code);
-      } else {
-        out.exit_code = code;
-      }
+      SetExit(out, code);
     }
     if (have_exit && out.local_rank >= 0) break;
   }

@@ -73,13 +73,9 @@ absl::Status AgentReconciler::OnRendezvousPortTaken(JobEntry& entry, pb::Job job
                          absl::StrCat(said, "; ", another.status().message()), pb::FAILURE_ORIGIN_INFRASTRUCTURE,
                          /*restartable=*/false);
   }
-  job.set_state(pb::JOB_STATE_PENDING);
-  job.set_reason("RendezvousPortTaken");
-  job.set_message(absl::StrCat(said, "; requeued on another port without spending a restart"));
-  jobs_.AddEvent(job, "RendezvousPortTaken", job.message());
-  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, absl::StrCat("gang stopped: ", said));
-  return absl::OkStatus();
+  return StopGeneration(entry, std::move(job), "RendezvousPortTaken",
+                        absl::StrCat(said, "; requeued on another port without spending a restart"),
+                        absl::StrCat("gang stopped: ", said));
 }
 
 absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption) {
@@ -93,7 +89,8 @@ absl::Status AgentReconciler::Preempt(JobEntry& entry, pb::Preemption preemption
                    " card-hours since its last checkpoint lost");
   job.set_preemption_count(job.preemption_count() + 1);
   *job.mutable_last_preemption() = preemption;
-  return StopGeneration(entry, std::move(job), moved ? kRestartMoved : kRestartPreempted, message, stopped_by);
+  const absl::Duration grace = FromProtoDuration(job.spec().preemption_grace());
+  return StopGeneration(entry, std::move(job), moved ? kRestartMoved : kRestartPreempted, message, stopped_by, grace);
 }
 
 absl::Status AgentReconciler::Resize(JobEntry& entry, pb::Preemption resize) {
@@ -109,17 +106,19 @@ absl::Status AgentReconciler::Resize(JobEntry& entry, pb::Preemption resize) {
                    " card-hours since its last checkpoint lost");
   job.set_resize_count(job.resize_count() + 1);
   *job.mutable_last_resize() = resize;
-  return StopGeneration(entry, std::move(job), kRestartResized, message, stopped_by);
+  const absl::Duration grace = FromProtoDuration(job.spec().preemption_grace());
+  return StopGeneration(entry, std::move(job), kRestartResized, message, stopped_by, grace);
 }
 
 absl::Status AgentReconciler::StopGeneration(JobEntry& entry, pb::Job job, const char* reason,
-                                             const std::string& message, const std::string& kill_reason) {
+                                             const std::string& message, const std::string& kill_reason,
+                                             absl::Duration grace) {
   job.set_state(pb::JOB_STATE_PENDING);
   job.set_reason(reason);
   job.set_message(message);
   jobs_.AddEvent(job, reason, message);
   if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, kill_reason, FromProtoDuration(entry.job().spec().preemption_grace()));
+  ReleaseClaims(entry, kill_reason, grace);
   return absl::OkStatus();
 }
 

@@ -71,16 +71,16 @@ class AgentReconciler {
   // A rank failed or a node was lost: restart the gang if restarts remain (and `origin` is not a
   // launch the job itself made impossible), else FAILED. `job` is the entry's next state so far.
   // Claims are released once the change is stored.
+  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message,
+                             pb::FailureOrigin origin, bool restartable = true);
+  // `job` (the entry's next state) back to PENDING with `reason`, stored; then its processes are
+  // ordered stopped (`kill_reason`) with `grace` (0: the agent's --kill-grace).
+  absl::Status StopGeneration(JobEntry& entry, pb::Job job, const char* reason, const std::string& message,
+                              const std::string& kill_reason, absl::Duration grace = absl::ZeroDuration());
   // A launch refused because another process listens on its rendezvous port (the agent's
   // RendezvousPortTaken): requeued on another port, or failed as the pool's when none is left.
   absl::Status OnRendezvousPortTaken(JobEntry& entry, hetpool::v1::Job job, const std::string& node,
                                      const std::string& message);
-  absl::Status FailOrRestart(JobEntry& entry, pb::Job job, const std::string& reason, const std::string& message,
-                             pb::FailureOrigin origin, bool restartable = true);
-  // `job` (the entry's next state) back to PENDING with `reason`, stored; then its processes are
-  // ordered stopped (`kill_reason`) with the job's preemption_grace.
-  absl::Status StopGeneration(JobEntry& entry, pb::Job job, const char* reason, const std::string& message,
-                              const std::string& kill_reason);
   // A rank failed with a hardware signature (hardware_signatures.h): the infrastructure's failure.
   // The job is requeued at once without spending max_restarts, its later generations kept off the
   // cards it failed on, up to --max-hardware-requeues (then FAILED, "hardware suspected on N

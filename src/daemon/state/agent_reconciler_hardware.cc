@@ -44,6 +44,11 @@ std::vector<std::string> SuspectDevices(const pb::Job& job, const std::string& n
   return device_ids;
 }
 
+// `card` ("node/device") into a job's list of cards, unless it is there already.
+void AddOnce(google::protobuf::RepeatedPtrField<std::string>& cards, const std::string& card) {
+  if (std::find(cards.begin(), cards.end(), card) == cards.end()) *cards.Add() = card;
+}
+
 }  // namespace
 
 absl::Status AgentReconciler::OnHardwareFailure(JobEntry& entry, pb::Job job, const std::string& node,
@@ -76,11 +81,7 @@ absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, c
   const std::string said =
       absl::StrCat("hardware failure on ", node, " (", what,
                    cards.empty() ? "" : absl::StrCat(" on ", absl::StrJoin(cards, ", ")), "): ", line);
-  for (const std::string& card : cards) {  // the suspects are what its later generations avoid
-    if (std::find(job.avoided_cards().begin(), job.avoided_cards().end(), card) == job.avoided_cards().end()) {
-      job.add_avoided_cards(card);
-    }
-  }
+  for (const std::string& card : cards) AddOnce(*job.mutable_avoided_cards(), card);  // what it avoids next
   const int max_requeues = suspicion_.options().max_hardware_requeues;
   job.set_hardware_requeues(job.hardware_requeues() + 1);
   if (job.hardware_requeues() > max_requeues) {
@@ -90,14 +91,9 @@ absl::Status AgentReconciler::RequeueForHardware(JobEntry& entry, pb::Job job, c
                      absl::StrJoin(job.avoided_cards(), ", "), ") after ", max_requeues, " requeues; last: ", said),
         pb::FAILURE_ORIGIN_INFRASTRUCTURE, /*restartable=*/false);
   }
-  job.set_state(pb::JOB_STATE_PENDING);
-  job.set_reason("HardwareFailure");
-  job.set_message(absl::StrCat(said, "; requeued on other cards without spending a restart (hardware requeue ",
-                               job.hardware_requeues(), " of ", max_requeues, ")"));
-  jobs_.AddEvent(job, "HardwareFailure", job.message());
-  if (auto s = jobs_.Commit(entry, std::move(job)); !s.ok()) return s;
-  ReleaseClaims(entry, absl::StrCat("gang stopped: ", said));
-  return absl::OkStatus();
+  std::string message = absl::StrCat(said, "; requeued on other cards without spending a restart (hardware requeue ",
+                                     job.hardware_requeues(), " of ", max_requeues, ")");
+  return StopGeneration(entry, std::move(job), "HardwareFailure", message, absl::StrCat("gang stopped: ", said));
 }
 
 void AgentReconciler::ActOnFatalSignals(NodeEntry& node) {
@@ -146,12 +142,8 @@ void AgentReconciler::NoteEarlyFailure(pb::Job& job, const std::string& node) {
   for (const std::string& device : SuspectDevices(job, node)) {
     cards.emplace_back(node, device);
     // Its next generation is steered off the card, in case the card is the cause.
-    const std::string card = absl::StrCat(node, "/", device);
     constexpr int kMostShunned = 16;
-    if (job.shunned_cards_size() < kMostShunned &&
-        std::find(job.shunned_cards().begin(), job.shunned_cards().end(), card) == job.shunned_cards().end()) {
-      job.add_shunned_cards(card);
-    }
+    if (job.shunned_cards_size() < kMostShunned) AddOnce(*job.mutable_shunned_cards(), absl::StrCat(node, "/", device));
   }
   const std::string last = job.failure().last_lines_size() > 0
                                ? ValidUtf8(job.failure().last_lines(job.failure().last_lines_size() - 1), kMaxLineBytes)
