@@ -59,10 +59,16 @@ class GrpcDaemonLink : public DaemonLink {
     });
   }
 
+  void Wake() override {
+    absl::MutexLock lock(&mu_);
+    woken_ = true;
+  }
+
   OrdersUpdate AwaitOrders(absl::Duration patience) override {
     absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_.has_value() || ended_; };
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_.has_value() || ended_ || woken_; };
     mu_.AwaitWithTimeout(absl::Condition(&ready), patience);
+    woken_ = false;
     OrdersUpdate update;
     update.orders.swap(pending_);
     update.ended = ended_;
@@ -78,6 +84,7 @@ class GrpcDaemonLink : public DaemonLink {
   absl::Mutex mu_;
   std::optional<pb::Orders> pending_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_message_ ABSL_GUARDED_BY(mu_);
 };
 

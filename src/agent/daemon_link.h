@@ -32,6 +32,9 @@ class DaemonLink {
   virtual void FollowOrders(const hetpool::v1::StreamOrdersRequest& req) = 0;
   // Waits at most `patience` for a new set or the stream's end.
   virtual OrdersUpdate AwaitOrders(absl::Duration patience) = 0;
+  // Ends the current (or next) AwaitOrders early, from any thread: something else needs the
+  // loop (a job process ended).
+  virtual void Wake() {}
   // Whether the connection stands now: a daemon that answers UNAVAILABLE (a follower, a store
   // refusing writes) was reached; one that could not be connected to was not.
   virtual bool Connected() = 0;

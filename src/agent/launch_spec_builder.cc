@@ -57,7 +57,9 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
   spec.job_id = order.job_id();
   spec.generation = order.generation();
   spec.argv.assign(plan.argv().begin(), plan.argv().end());
-  spec.hosted_rendezvous_port = HostedRendezvousPort(spec.argv);
+  spec.direct = plan.launcher() == "direct";
+  // A direct job's argv is the user's: its words are not torchrun's flags.
+  spec.hosted_rendezvous_port = spec.direct ? 0 : HostedRendezvousPort(spec.argv);
   spec.working_dir = plan.working_dir();
   spec.procs = plan.procs();
   spec.device_ids.assign(order.device_ids().begin(), order.device_ids().end());
@@ -88,6 +90,14 @@ LaunchSpec BuildLaunchSpec(const pb::LaunchOrder& order, const LaunchNodeFacts& 
     spec.refused = std::string(run_as.status().message());
   }
   spec.env = JobEnvironment(plan, spec, node);
+  if (spec.direct) {
+    // torchrun would give its worker a port free on the node for init_process_group("env://").
+    if (const int port = PickFreePort(); port > 0) {
+      spec.env["MASTER_PORT"] = std::to_string(port);
+    } else if (spec.refused.empty()) {
+      spec.refused = "no free port on this node for the job's MASTER_PORT";
+    }
+  }
   if (node.simulated && plan.torch_device() != "cpu") RunOnCpuInstead(plan, spec);
   AdaptLaunch(plan, node.adapter, spec);
   if (spec.refused.empty() && !plan.has_container()) {

@@ -85,6 +85,11 @@ void ReadFailureFromTail(ProcessRecord& r) {
                              r.spec.container->image, said.empty() ? "" : ": ", said);
     return;
   }
+  if (r.spec.direct) {
+    // No torchrun: the process's exit is the rank's own.
+    r.torchrun_failure = DirectFailure(r.log_tail, 0, r.exit_code, r.signal);
+    return;
+  }
   // torchrun exits 1 whichever way a worker failed: its report, now all shipped, says which rank
   // and how.
   r.torchrun_failure = ParseTorchrunFailure(r.log_tail);

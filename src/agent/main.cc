@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -19,6 +21,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "src/agent/agent_metrics.h"
+#include "src/agent/child_exit_watch.h"
 #include "src/agent/fence_watchdog.h"
 #include "src/agent/container_runtime.h"
 #include "src/agent/job_cgroup.h"
@@ -42,6 +45,22 @@ std::string FindOnPath(const std::string& name) {
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
+}
+
+// The interpreter torchrun runs under (its "#!" line, "/usr/bin/env python3" looked up on PATH):
+// the Python that has torch, for the jobs the agent starts without torchrun. "" when torchrun
+// is not a Python script (a wrapper): Python jobs then start under torchrun.
+std::string TorchrunsPython(const std::string& torchrun) {
+  std::ifstream in(torchrun);
+  std::string line;
+  if (!std::getline(in, line) || !absl::StartsWith(line, "#!")) return "";
+  std::vector<std::string> words = absl::StrSplit(absl::StripAsciiWhitespace(line.substr(2)), ' ', absl::SkipEmpty());
+  if (words.empty()) return "";
+  std::string interpreter = words[0];
+  if (absl::EndsWith(interpreter, "/env") && words.size() > 1) interpreter = FindOnPath(words[1]);
+  const std::string name = std::filesystem::path(interpreter).filename().string();
+  if (!absl::StartsWith(name, "python") || access(interpreter.c_str(), X_OK) != 0) return "";
+  return interpreter;
 }
 
 // This agent's name among the node's cgroups: its node name and its work dir's FNV-1a hash, so
@@ -89,6 +108,9 @@ int main(int argc, char** argv) {
   flags.String("inventory", &inventory, "JSON inventory for the sim backend");
   flags.Bool("print-inventory", &print_inventory, "print the discovered inventory as JSON and exit");
   flags.String("torchrun", &options.torchrun_path, "torchrun executable (default: found on PATH)");
+  flags.String("python", &options.python_path,
+               "the interpreter for Python jobs the agent starts without torchrun (one node, one process; default: "
+               "the one torchrun runs under)");
   flags.String("job-path", &options.job_path, "PATH given to job processes");
   flags.Duration("kill-grace", &options.kill_grace, "time between SIGTERM and SIGKILL when stopping a job");
   flags.Duration("run-dir-retention", &options.run_dir_retention,
@@ -152,6 +174,7 @@ int main(int argc, char** argv) {
   // Before anything starts a thread (gRPC does, once credentials are made), so that only the
   // sigwait below receives them.
   const sigset_t signals = hetpool::BlockShutdownSignals();
+  hetpool::agent::BlockChildSignals();  // read by the session's ChildExitWatch, in every thread
   // --print-inventory's stdout is the JSON alone (it feeds `hetpoolctl plan --pool`); logs go to stderr.
   if (print_inventory) spdlog::set_default_logger(spdlog::stderr_color_mt("agent-stderr"));
   if (!options.health_check.program.empty() &&
@@ -302,6 +325,8 @@ int main(int argc, char** argv) {
   if (options.torchrun_path.empty()) options.torchrun_path = FindOnPath("torchrun");
   if (options.torchrun_path.empty()) return Fail("torchrun not found on PATH; pass --torchrun");
   options.torchrun_path = std::filesystem::absolute(options.torchrun_path).string();
+  if (options.python_path.empty()) options.python_path = TorchrunsPython(options.torchrun_path);
+  if (!options.python_path.empty()) options.python_path = std::filesystem::absolute(options.python_path).string();
 
   std::atomic<bool> stop{false}, drain{false};
   std::thread waiter([&] {

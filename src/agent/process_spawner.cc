@@ -64,8 +64,18 @@ namespace {
       dup2(null, 0);  // dup2 clears close-on-exec on the copies
       dup2(plan.log, 1);
       dup2(plan.log, 2);
-      execve(plan.exec->path(), plan.exec->argv(), plan.exec->envp());
-      err = {Stage::kExec, errno};
+      // execvp's order: a candidate that is not there (or not a directory on the way) passes
+      // to the next; one that cannot be run is remembered, and said if no later one runs.
+      int error = ENOENT;
+      for (size_t i = 0; i < plan.exec->candidates(); ++i) {
+        execve(plan.exec->candidate(i), plan.exec->argv(), plan.exec->envp());
+        if (errno == EACCES) error = EACCES;
+        if (errno != ENOENT && errno != ENOTDIR && errno != EACCES) {
+          error = errno;
+          break;
+        }
+      }
+      err = {Stage::kExec, error};
     }
   }
   ssize_t ignored = write(report, &err, sizeof(err));

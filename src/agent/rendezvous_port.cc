@@ -69,6 +69,22 @@ std::string WhyRendezvousPortUnusable(int port) {
   return "";
 }
 
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t size = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 bool SaysRendezvousBindFailed(absl::string_view log) {
   // PyTorch's TCPStore: "The server socket has failed to bind to [::]:29500 (errno: 98 - Address
   // already in use)."

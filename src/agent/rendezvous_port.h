@@ -25,6 +25,11 @@ int HostedRendezvousPort(const std::vector<std::string>& argv);
 // obstacle); else why not ("rendezvous port 29500 is in use on this node").
 std::string WhyRendezvousPortUnusable(int port);
 
+// A port free for listening on this node now, as the kernel picks one (port 0): the MASTER_PORT
+// of a job the agent starts without torchrun, which picks one the same way for its workers. 0
+// when none can be had.
+int PickFreePort();
+
 // Whether torchrun's output says its store could not bind (errno 98).
 bool SaysRendezvousBindFailed(absl::string_view log);
 

@@ -222,6 +222,7 @@ void Runner::Launch(const Key& key, ProcessRecord& record, const ChildPlan& plan
   record.pid = spawned.pid;
   if (!spawned.stopped) {
     if (options_.watchdog != nullptr) options_.watchdog->Watch(spawned.pid);
+    if (spec.direct) record.global_ranks = {0};  // the job's one process: rank 0, local rank 0
     spdlog::info("job {} g{}: started pid {}", spec.job_id, spec.generation, spawned.pid);
     return;
   }
@@ -262,7 +263,7 @@ bool Runner::StopLingering(absl::Duration grace) {
   bool stopped = false;
   const absl::Time now = options_.clock();
   for (auto& [key, r] : records_) {
-    if (r.exited || r.kill_sent) continue;
+    if (r.exited || r.kill_sent || r.spec.direct) continue;  // no torchrun to linger
     if (r.rank_failed_at == absl::InfiniteFuture()) {
       if (r.log_tail.find("failed (exitcode:") == std::string::npos) continue;  // the cheap look first
       if (!ParseFirstWorkerFailure(r.log_tail, r.global_ranks)) continue;
@@ -298,7 +299,8 @@ bool Runner::Poll() {
       if (WIFEXITED(status)) {
         r.exit_code = WEXITSTATUS(status);
       } else if (WIFSIGNALED(status)) {
-        r.exit_code = 128 + WTERMSIG(status);
+        r.signal = WTERMSIG(status);
+        r.exit_code = 128 + r.signal;
         r.message = absl::StrCat("killed by signal ", WTERMSIG(status));
       }
       if (r.kill_sent) r.message = absl::StrCat("stopped: ", r.kill_reason);
@@ -315,11 +317,11 @@ bool Runner::Poll() {
       continue;
     }
     if (r.global_ranks.empty() && r.spec.procs > 0) {
-      // In an image, torchrun's workers are the runtime's grandchildren in another process
-      // group, but in the job's cgroup all the same.
-      r.global_ranks = r.spec.container && r.cgroup != nullptr
-                           ? options_.spawner->RanksOf(r.cgroup->Processes(), r.spec.procs)
-                           : options_.spawner->RanksInGroup(r.pid, r.spec.procs);
+      // torchrun's workers are the members of the job's cgroup (in an image the runtime's
+      // grandchildren, in another process group): read from cgroup.procs, not a scan of every
+      // process on the node. Unconfined, its process group is looked for in /proc.
+      r.global_ranks = r.cgroup != nullptr ? options_.spawner->RanksOf(r.cgroup->Processes(), r.spec.procs)
+                                           : options_.spawner->RanksInGroup(r.pid, r.spec.procs);
       any = any || !r.global_ranks.empty();
     }
     if (r.kill_sent && options_.clock() - r.kill_sent_at > r.kill_grace) {

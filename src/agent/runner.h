@@ -40,8 +40,11 @@ struct LaunchSpec {
   std::string run_dir;   // the job account's own directory (HOME, torchrun logs)
   std::string log_path;  // stdout and stderr go here; in an agent-only directory
   std::vector<std::string> device_ids;
-  std::string note;                              // remark for the job's events (AddNote)
-  int procs = 0;                                 // workers torchrun will start (for rank discovery)
+  std::string note;  // remark for the job's events (AddNote)
+  int procs = 0;     // workers torchrun will start (for rank discovery)
+  // argv is the job's one process itself, not torchrun (NodeLaunchPlan.launcher "direct"): its
+  // rank is known (0), its exit status is the job's, and its output is untagged.
+  bool direct = false;
   RunAs run_as;                                  // the account the processes run as
   std::string refused;                           // non-empty: do not start; report exit 127 with this
   std::string refused_failure = "LaunchFailed";  // what kind of launch failure `refused` is
@@ -75,6 +78,7 @@ struct ProcessRecord {
   pid_t pid = 0;
   bool exited = false;
   int exit_code = 0;
+  int signal = 0;  // the signal that ended it (exit_code is then 128 + it)
   std::string message;
   bool kill_sent = false;
   absl::Time kill_sent_at;

@@ -11,6 +11,7 @@
 #include "drivers/backend_factory.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
+#include "src/agent/child_exit_watch.h"
 #include "src/agent/process_reports.h"
 #include "src/agent/rendezvous_port.h"
 #include "src/common/convert.h"
@@ -145,6 +146,7 @@ bool Session::RegisterOnce(const pb::NodeInventory& inventory) {
   req.set_address(options_.address);
   *req.mutable_inventory() = inventory;
   req.set_torchrun_path(options_.torchrun_path);
+  req.set_python_path(options_.python_path);
   req.set_work_dir(options_.work_dir);
   for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
   req.set_fault(Fault());
@@ -355,6 +357,8 @@ bool Session::Heartbeat(bool draining) {
 void Session::Serve(const std::atomic<bool>* stop, const std::atomic<bool>* drain) {
   last_heartbeat_ = absl::InfinitePast();
   last_inventory_ = clock_();
+  // A job's exit is reaped, pushed and reported at once (the link outlives this watch).
+  const ChildExitWatch child_exits([link = link_.get()] { link->Wake(); });
   while (!stop->load()) {
     // First, before anything is reported: an agent back from a pause or a partition longer than
     // the fencing deadline stops its (stale) job processes.

@@ -41,6 +41,7 @@ struct SessionOptions {
   std::string address = "127.0.0.1";
   std::string work_dir;
   std::string torchrun_path;
+  std::string python_path;  // for direct Python jobs ("": they start under torchrun)
   std::string job_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   absl::Duration kill_grace = absl::Seconds(10);
   absl::Duration inventory_refresh = absl::Seconds(5);

@@ -52,6 +52,21 @@ std::vector<std::string> LastLinesOf(absl::string_view before, int local_rank) {
 
 }  // namespace
 
+TorchrunFailure DirectFailure(absl::string_view log, int global_rank, int exit_code, int signal) {
+  TorchrunFailure out;
+  out.global_rank = global_rank;
+  out.local_rank = 0;
+  SetExit(out, signal > 0 ? -signal : exit_code);
+  std::vector<absl::string_view> lines;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    line = absl::StripTrailingAsciiWhitespace(line);
+    if (!line.empty()) lines.push_back(line);
+  }
+  const size_t from = lines.size() - std::min(lines.size(), kMaxLastLines);
+  for (size_t i = from; i < lines.size(); ++i) out.last_lines.push_back(ValidUtf8(lines[i], kMaxLineBytes));
+  return out;
+}
+
 std::optional<TorchrunFailure> ParseFirstWorkerFailure(absl::string_view log, const std::vector<int>& global_ranks) {
   static const std::regex kFailed(R"(failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid)");
   size_t from = 0;

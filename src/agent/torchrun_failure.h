@@ -35,4 +35,9 @@ std::optional<TorchrunFailure> ParseTorchrunFailure(absl::string_view log);
 // `global_ranks`[local rank] when known, else -1.
 std::optional<TorchrunFailure> ParseFirstWorkerFailure(absl::string_view log, const std::vector<int>& global_ranks);
 
+// The failure of a process the agent started itself, without torchrun (one node, one process):
+// no report to read, its exit is its own (`exit_code`, or `signal` when one ended it), and its last
+// lines are the end of its output, none of it torchrun's.
+TorchrunFailure DirectFailure(absl::string_view log, int global_rank, int exit_code, int signal);
+
 }  // namespace hetpool::agent

@@ -385,6 +385,10 @@ absl::Status TestCluster::Start() {
 
 pid_t TestCluster::daemon_pid() const { return daemon_ ? daemon_->pid() : 0; }
 
+pid_t TestCluster::agent_pid(size_t index) const {
+  return index < agents_.size() && agents_[index] ? agents_[index]->pid() : 0;
+}
+
 void TestCluster::KillDaemon(int sig) {
   daemon_->Signal(sig);
   daemon_->Wait(absl::Seconds(30));

@@ -104,7 +104,8 @@ class TestCluster {
   // Daemon, every agent, and waits until all nodes are Ready.
   absl::Status Start();
   void KillDaemon(int sig);
-  pid_t daemon_pid() const;  // 0 when no daemon runs
+  pid_t daemon_pid() const;             // 0 when no daemon runs
+  pid_t agent_pid(size_t index) const;  // 0 when that agent does not run
   void StopAgent(size_t index);
   void SignalAgent(size_t index, int sig);                             // e.g. SIGSTOP / SIGCONT to cut an agent off
   std::optional<int> WaitAgent(size_t index, absl::Duration timeout);  // its exit status

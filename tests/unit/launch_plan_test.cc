@@ -103,6 +103,74 @@ TEST(LaunchPlan, CommandRunsWithNoPython) {
             (std::vector<std::string>{"--no_python", "/opt/bin/trainer", "--fast"}));
 }
 
+// One node, one process: the agent starts the script itself, under the interpreter it reported,
+// with torchrun's variables for its one worker; "launcher": "torchrun" keeps torchrun.
+TEST(LaunchPlan, OneProcessOnOneNodeStartsDirectly) {
+  auto spec = Spec();
+  spec.set_nnodes(1);
+  spec.set_procs_per_node(1);
+  auto input = Input(Vendor::kNvidia);
+  input.nodes.resize(1);
+  input.nodes[0].python_path = "/usr/bin/python3.11";
+  auto plans = BuildLaunchPlans(spec, input);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  const auto& plan = (*plans)[0];
+  EXPECT_EQ(plan.launcher(), "direct");
+  EXPECT_EQ(Argv(plan), (std::vector<std::string>{"/usr/bin/python3.11", "-u", "train.py", "--lr", "0.1"}));
+  EXPECT_EQ(plan.script(), "train.py");
+  for (const auto& [key, value] : std::map<std::string, std::string>{{"RANK", "0"},
+                                                                     {"LOCAL_RANK", "0"},
+                                                                     {"WORLD_SIZE", "1"},
+                                                                     {"LOCAL_WORLD_SIZE", "1"},
+                                                                     {"GROUP_RANK", "0"},
+                                                                     {"MASTER_ADDR", "127.0.0.1"},
+                                                                     {"TORCHELASTIC_RUN_ID", "job-000042"},
+                                                                     {"CUDA_VISIBLE_DEVICES", "2,3"}}) {
+    ASSERT_TRUE(plan.env().contains(key)) << key;
+    EXPECT_EQ(plan.env().at(key), value) << key;
+  }
+  EXPECT_FALSE(plan.env().contains("MASTER_PORT"));  // the agent's pick, when it starts it
+
+  // A command runs as it is; an agent that reported no interpreter runs a script under torchrun.
+  auto command = spec;
+  command.clear_python();
+  command.add_command("true");
+  auto direct_command = BuildLaunchPlans(command, input);
+  ASSERT_TRUE(direct_command.ok());
+  EXPECT_EQ(Argv((*direct_command)[0]), std::vector<std::string>{"true"});
+  input.nodes[0].python_path.clear();
+  auto older = BuildLaunchPlans(spec, input);
+  ASSERT_TRUE(older.ok());
+  EXPECT_EQ((*older)[0].launcher(), "torchrun");
+  EXPECT_EQ(Argv((*older)[0])[0], "/usr/bin/torchrun");
+  spec.set_launcher("direct");
+  EXPECT_EQ(BuildLaunchPlans(spec, input).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  input.nodes[0].python_path = "/usr/bin/python3.11";
+  spec.set_launcher("torchrun");
+  auto kept = BuildLaunchPlans(spec, input);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ((*kept)[0].launcher(), "torchrun");
+  EXPECT_FALSE((*kept)[0].env().contains("RANK"));  // torchrun sets its workers' own
+}
+
+TEST(LaunchPlan, MoreThanOneProcessKeepsTorchrun) {
+  auto spec = Spec();
+  spec.set_nnodes(1);
+  auto input = Input(Vendor::kNvidia);
+  input.nodes.resize(1);
+  input.nodes[0].python_path = "/usr/bin/python3.11";
+  auto two_procs = BuildLaunchPlans(spec, input);
+  ASSERT_TRUE(two_procs.ok());
+  EXPECT_EQ((*two_procs)[0].launcher(), "torchrun");
+  auto two_nodes = Input(Vendor::kNvidia);
+  for (auto& node : two_nodes.nodes) node.python_path = "/usr/bin/python3.11";
+  spec.set_procs_per_node(1);
+  auto plans = BuildLaunchPlans(spec, two_nodes);
+  ASSERT_TRUE(plans.ok());
+  for (const auto& plan : *plans) EXPECT_EQ(plan.launcher(), "torchrun");
+}
+
 struct VendorCase {
   Vendor vendor;
   std::map<std::string, std::string> env;  // expected subset

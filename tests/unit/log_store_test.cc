@@ -137,6 +137,17 @@ TEST(LogFilter, KeepsOneRanksLinesAcrossChunkBoundaries) {
   EXPECT_EQ(out, "[default1]:one\n[default1]:two\n[default1]:three");
 }
 
+// A process started without torchrun writes untagged lines: every one is its rank's, labelled
+// so, and kept for a reader of rank 0, even one that looks like torchrun's own.
+TEST(LogFilter, ADirectProcesssLinesAreAllItsRanks) {
+  LogFilter labelled(std::nullopt, kMaxLogLine, LogLabels{"node-a", {0}}, /*direct=*/true);
+  EXPECT_EQ(labelled.Feed("step 1\nWARNING:torch.distributed.run:mine\npart"),
+            "[node-a r0] step 1\n[node-a r0] WARNING:torch.distributed.run:mine\n");
+  EXPECT_EQ(labelled.Finish(), "[node-a r0] part");  // an unfinished last line, at the end
+  LogFilter rank0(0, kMaxLogLine, std::nullopt, /*direct=*/true);
+  EXPECT_EQ(rank0.Feed("a\nb\n"), "a\nb\n");
+}
+
 TEST(LogFilter, SplitsLongLinesAndMarksTheRest) {
   LogFilter filter(std::nullopt, /*max_line=*/100);
   const std::string out = filter.Feed(std::string(250, 'x') + "\nshort\n");

@@ -39,6 +39,12 @@ TEST(RendezvousPort, APortAnotherProcessListensOnIsUnusable) {
   EXPECT_EQ(WhyRendezvousPortUnusable(port), "");  // closed: usable again (TIME_WAIT is no obstacle)
 }
 
+TEST(RendezvousPort, AFreePortIsOneNothingListensOn) {
+  const int port = PickFreePort();
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(WhyRendezvousPortUnusable(port), "");
+}
+
 TEST(RendezvousPort, TorchrunsBindFailureIsRead) {
   EXPECT_TRUE(SaysRendezvousBindFailed(
       "RuntimeError: The server socket has failed to listen on any local network address. The server socket has "

@@ -251,3 +251,27 @@ TEST(TorchrunFailure, WithoutTorchrunsReportNothingIsMadeUp) {
 
 }  // namespace
 }  // namespace hetpool::agent
+
+namespace hetpool::agent {
+namespace {
+
+// Started without torchrun, a process's failure is its own exit and its last lines.
+TEST(TorchrunFailure, ADirectProcesssFailureIsItsOwnExitAndLastLines) {
+  std::string log;
+  for (int i = 0; i < 15; ++i) log += "line " + std::to_string(i) + "\n";
+  log += "Traceback (most recent call last):\nValueError: bad\n\n";
+  const TorchrunFailure failure = DirectFailure(log, 0, 3, 0);
+  EXPECT_EQ(failure.global_rank, 0);
+  EXPECT_EQ(failure.local_rank, 0);
+  EXPECT_EQ(failure.exit_code, 3);
+  EXPECT_EQ(failure.signal, "");
+  ASSERT_EQ(failure.last_lines.size(), kMaxLastLines);
+  EXPECT_EQ(failure.last_lines.back(), "ValueError: bad");
+  const TorchrunFailure killed = DirectFailure("", 0, 139, 11);
+  EXPECT_EQ(killed.signal, "SIGSEGV");
+  EXPECT_EQ(killed.exit_code, 0);
+  EXPECT_TRUE(killed.last_lines.empty());
+}
+
+}  // namespace
+}  // namespace hetpool::agent

@@ -10,6 +10,45 @@
 #include "src/daemon/launch/collective.h"
 
 namespace hetpool::daemon {
+namespace {
+
+// torchrun's variables for its one worker of a one-node job (torch.distributed.run sets these
+// for each worker), so a script that reads them or calls init_process_group("env://") runs the
+// same. MASTER_PORT is the agent's: a port free on the node when the process starts.
+void AddDirectRankEnvironment(const std::string& job_id, google::protobuf::Map<std::string, std::string>& env) {
+  for (const char* zero :
+       {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"}) {
+    env[zero] = "0";
+  }
+  for (const char* one : {"WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}) env[one] = "1";
+  env["ROLE_NAME"] = "default";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["TORCHELASTIC_RUN_ID"] = job_id;
+}
+
+// Whether the one node's one process starts without torchrun. A job of one node and one process
+// has nothing for torchrun to coordinate, and torchrun costs about a CPU-second (importing torch)
+// and 240 MB before the user's command runs: a sweep of short jobs spent most of its time there.
+absl::StatusOr<bool> StartsDirectly(const hetpool::v1::JobSpec& spec, const LaunchInput& input, bool in_image) {
+  const std::string& launcher = spec.launcher();
+  if (launcher == "torchrun") return false;
+  const int procs = input.nodes.front().procs > 0 ? input.nodes.front().procs : spec.procs_per_node();
+  const bool one_process =
+      input.nodes.size() == 1 && procs == 1 && !spec.has_elastic_nnodes() && input.collective.empty();
+  // A Python script outside an image runs under the agent's interpreter: an agent that reported
+  // none (an older one) starts it under torchrun.
+  const bool interpreter = in_image || spec.command_size() > 0 || !input.nodes.front().python_path.empty();
+  if (launcher == "direct") {
+    if (!one_process) return absl::FailedPreconditionError("launcher direct: the placement is not one process");
+    if (!interpreter) {
+      return absl::FailedPreconditionError(absl::StrCat("launcher direct: node ", input.nodes.front().name,
+                                                        " reported no Python interpreter (its agent is older)"));
+    }
+  }
+  return one_process && interpreter;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const hetpool::v1::JobSpec& spec,
                                                                           const LaunchInput& input) {
@@ -84,33 +123,49 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const 
     auto add = [&argv](std::initializer_list<std::string> args) {
       for (const auto& a : args) argv.Add(std::string(a));
     };
-    const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
-    add({image.empty() ? node.torchrun_path : "torchrun", "--nnodes", nnodes_arg, "--nproc_per_node",
-         absl::StrCat(procs), "--node_rank", absl::StrCat(rank), "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
-         "--rdzv_id", input.job_id,
-         // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one
-         // machine (or behind NAT) every node would otherwise claim to be the host.
-         "--rdzv_conf", elastic ? absl::StrCat(host, ",last_call_timeout=", kLastCallSeconds) : host,
-         // hetpool restarts whole gangs itself (counting against max_restarts).
-         "--max_restarts", "0",
-         // How soon torchrun sees a rank exit: PyTorch 2.x polls every 0.1 s, 1.13 every 5 s,
-         // which kept every finished or failed job running 5 s longer than its ranks.
-         "--monitor_interval", "0.1",
-         // torch 1.13's default --redirects/--tee values crash on Python 3.11 (Std flag iteration
-         // skips NONE/ALL); explicit 1 (stdout) parses, and --log_dir keeps per-rank copies.
-         "--redirects", "1", "--tee", "1", "--log_dir",
-         absl::StrCat(JobRunDir(node.work_dir, input.job_id, input.generation), "/torchrun")});
-    if (spec.command_size() > 0) {
-      add({"--no_python"});
-      for (const auto& arg : spec.command()) argv.Add(std::string(arg));
+    absl::StatusOr<bool> direct = StartsDirectly(spec, input, !image.empty());
+    if (!direct.ok()) return direct.status();
+    plan.set_launcher(*direct ? "direct" : "torchrun");
+    if (*direct) {
+      // The job's own argv; a Python script as torchrun would run it (-u: unbuffered, as its
+      // workers are), under the image's python3 in an image.
+      if (spec.command_size() > 0) {
+        for (const auto& arg : spec.command()) argv.Add(std::string(arg));
+      } else {
+        add({image.empty() ? node.python_path : "python3", "-u", spec.python().script()});
+        plan.set_script(spec.python().script());
+        for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
+      }
     } else {
-      argv.Add(std::string(spec.python().script()));
-      plan.set_script(spec.python().script());
-      for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
+      const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
+      add({image.empty() ? node.torchrun_path : "torchrun", "--nnodes", nnodes_arg, "--nproc_per_node",
+           absl::StrCat(procs), "--node_rank", absl::StrCat(rank), "--rdzv_backend", "c10d", "--rdzv_endpoint",
+           endpoint, "--rdzv_id", input.job_id,
+           // Tell c10d which node hosts the TCP store, instead of guessing from host names: on one
+           // machine (or behind NAT) every node would otherwise claim to be the host.
+           "--rdzv_conf", elastic ? absl::StrCat(host, ",last_call_timeout=", kLastCallSeconds) : host,
+           // hetpool restarts whole gangs itself (counting against max_restarts).
+           "--max_restarts", "0",
+           // How soon torchrun sees a rank exit: PyTorch 2.x polls every 0.1 s, 1.13 every 5 s,
+           // which kept every finished or failed job running 5 s longer than its ranks.
+           "--monitor_interval", "0.1",
+           // torch 1.13's default --redirects/--tee values crash on Python 3.11 (Std flag iteration
+           // skips NONE/ALL); explicit 1 (stdout) parses, and --log_dir keeps per-rank copies.
+           "--redirects", "1", "--tee", "1", "--log_dir",
+           absl::StrCat(JobRunDir(node.work_dir, input.job_id, input.generation), "/torchrun")});
+      if (spec.command_size() > 0) {
+        add({"--no_python"});
+        for (const auto& arg : spec.command()) argv.Add(std::string(arg));
+      } else {
+        argv.Add(std::string(spec.python().script()));
+        plan.set_script(spec.python().script());
+        for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
+      }
     }
 
     auto& env = *plan.mutable_env();
     for (const auto& [key, value] : spec.env()) env[key] = value;
+    if (*direct) AddDirectRankEnvironment(input.job_id, env);
     std::vector<std::string> indices;
     for (const auto& id : node.device_ids) {
       auto it = node.device_index.find(id);

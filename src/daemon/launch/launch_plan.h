@@ -21,6 +21,7 @@ struct LaunchNode {
   std::string work_dir;       // agent's work root (torchrun --log_dir goes below it)
   std::vector<std::string> device_ids;
   std::map<std::string, int> device_index;  // device id -> vendor index on that node
+  std::string python_path;                  // the agent's interpreter for direct Python jobs ("": none)
   // A job across vendors: the node's vendor, role group and ranks (its group's procs_per_node).
   Vendor vendor = Vendor::kCpu;
   std::string group;

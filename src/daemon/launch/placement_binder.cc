@@ -99,6 +99,7 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
     const scheduler::NodeAssignment& assignment = placement.nodes[i];
     LaunchNode launch{assignment.node,        node.record.address(), node.record.torchrun_path(),
                       node.record.work_dir(), assignment.device_ids, {}};
+    launch.python_path = node.record.python_path();
     std::set<int> cpus, numa_nodes;
     for (const auto& d : node.inventory.devices) {
       launch.device_index[d.id] = d.index;

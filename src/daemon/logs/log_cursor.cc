@@ -34,7 +34,8 @@ absl::StatusOr<LogCursor::Pass> LogCursor::Next(const pb::Job& job) {
     for (const auto& [node, local_rank] : *streams) {
       std::optional<LogLabels> labels;
       if (!request_.raw()) labels = LogLabels{node, GlobalRanksOn(job, generation, node)};
-      auto filter = filters_.try_emplace(node, local_rank, kMaxLogLine, labels).first;
+      auto filter =
+          filters_.try_emplace(node, local_rank, kMaxLogLine, labels, StartedDirectly(job, generation, node)).first;
       if (labels) filter->second.SetGlobalRanks(labels->global_ranks);  // known once the workers are up
       while (true) {
         if (read >= kPassBytes) {

@@ -17,9 +17,11 @@ constexpr size_t kLabelledHead = 64;
 
 }  // namespace
 
-LogFilter::LogFilter(std::optional<int> local_rank, size_t max_line, std::optional<LogLabels> labels)
+LogFilter::LogFilter(std::optional<int> local_rank, size_t max_line, std::optional<LogLabels> labels, bool direct)
     : local_rank_(local_rank),
-      prefix_(local_rank ? absl::StrCat("[default", *local_rank, "]:") : ""),
+      direct_(direct),
+      // A direct process's lines are all local rank 0's (the only rank there is), untagged.
+      prefix_(local_rank && !direct ? absl::StrCat("[default", *local_rank, "]:") : ""),
       labels_(std::move(labels)),
       // A continuation starts with the tag (or label) and the mark: the cap must leave room.
       max_line_(std::max(max_line, (labels_ ? kMaxLabel : prefix_.size()) + kContinued.size() + 1)) {}
@@ -43,6 +45,18 @@ void LogFilter::Decide(std::string& out) {
 }
 
 void LogFilter::DecideLabelled(std::string& out) {
+  if (direct_) {
+    // Every line is the one process's: labelled as its rank, none left out as torchrun's.
+    const std::vector<int>& ranks = labels_->global_ranks;
+    label_ = absl::StrCat("[", labels_->node, " r", ranks.empty() ? 0 : ranks.front(), "] ");
+    if (label_.size() > kMaxLabel) label_ = label_.substr(0, kMaxLabel - 2) + "] ";
+    tagged_ = false;
+    line_ = Line::kKeep;
+    absl::StrAppend(&out, label_, head_);
+    line_bytes_ = label_.size() + head_.size();
+    head_.clear();
+    return;
+  }
   const auto tag = RankTagOf(head_);
   const bool keep = local_rank_ ? tag && tag->local_rank == *local_rank_ : tag || !IsTorchrunChatter(head_);
   std::string rest = tag ? head_.substr(tag->length) : head_;

@@ -31,8 +31,10 @@ struct LogLabels {
 class LogFilter {
  public:
   // `local_rank` empty: every line passes. `labels` empty: lines pass as torchrun wrote them.
+  // `direct`: the node ran one process the agent started itself (no torchrun): every line is
+  // local rank 0's, untagged, and none is torchrun's.
   explicit LogFilter(std::optional<int> local_rank, size_t max_line = kMaxLogLine,
-                     std::optional<LogLabels> labels = std::nullopt);
+                     std::optional<LogLabels> labels = std::nullopt, bool direct = false);
   // The ranks became known (the filter lives as long as a followed stream).
   void SetGlobalRanks(std::vector<int> global_ranks);
 
@@ -57,6 +59,7 @@ class LogFilter {
   std::string Run(absl::string_view data, bool at_end);
 
   std::optional<int> local_rank_;
+  bool direct_;
   std::string prefix_;  // the rank tag; empty: every line passes
   std::optional<LogLabels> labels_;
   std::string label_;    // what starts the current kept line (and its continuations)

@@ -68,6 +68,14 @@ bool NodeExited(const hetpool::v1::Job& job, uint64_t generation, const std::str
   return false;
 }
 
+bool StartedDirectly(const hetpool::v1::Job& job, uint64_t generation, const std::string& node) {
+  if (generation != job.generation()) return false;
+  for (const auto& plan : job.launch_plan()) {
+    if (plan.node() == node) return plan.launcher() == "direct";
+  }
+  return false;
+}
+
 std::vector<int> GlobalRanksOn(const hetpool::v1::Job& job, uint64_t generation, const std::string& node) {
   if (generation != job.generation()) return {};
   for (const auto& p : job.placement()) {

@@ -26,6 +26,10 @@ absl::StatusOr<std::vector<LogStream>> LogStreamsFor(const hetpool::v1::Job& job
 // placement says (older generations' placements are not kept: empty).
 std::vector<int> GlobalRanksOn(const hetpool::v1::Job& job, uint64_t generation, const std::string& node);
 
+// Whether the agent started `generation`'s one process on `node` itself, without torchrun
+// (NodeLaunchPlan.launcher "direct"): its lines are untagged. False for older generations.
+bool StartedDirectly(const hetpool::v1::Job& job, uint64_t generation, const std::string& node);
+
 // Whether `node` ran `generation` of the job and has exited, so its whole log was pushed.
 bool NodeExited(const hetpool::v1::Job& job, uint64_t generation, const std::string& node);
 

@@ -323,6 +323,24 @@ absl::Status CheckWorkingDirAndEnv(const hetpool::v1::JobSpec& spec, const SpecL
   return absl::OkStatus();
 }
 
+// auto, direct (one node, one process: nothing for torchrun to coordinate) or torchrun.
+absl::Status CheckLauncher(const hetpool::v1::JobSpec& spec) {
+  const std::string& launcher = spec.launcher();
+  if (launcher.empty() || launcher == "auto" || launcher == "torchrun") return absl::OkStatus();
+  if (launcher != "direct")
+    return Invalid("launcher", absl::StrCat("'", launcher, "': must be auto, direct or torchrun"));
+  if (spec.groups_size() > 0 || spec.mixed_vendors())
+    return Invalid("launcher", "direct: not for a job across vendors");
+  if (spec.has_elastic_nnodes()) return Invalid("launcher", "direct: not for an elastic job (torchrun resizes it)");
+  if (spec.has_model()) return Invalid("launcher", "direct: not with model (the planner picks the node count)");
+  if (spec.nnodes() != 1 || spec.procs_per_node() != 1) {
+    return Invalid("launcher",
+                   absl::StrCat("direct starts one process on one node, but the job has nnodes ", spec.nnodes(),
+                                " and procs_per_node ", spec.procs_per_node(), " (use auto or torchrun)"));
+  }
+  return absl::OkStatus();
+}
+
 // The job's shape: role groups, an elastic range (nnodes is its min), nodes, devices, procs (one per device by
 // default), restarts and priority.
 absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
@@ -356,6 +374,7 @@ absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits
   if (auto s = CheckRange("procs_per_node", spec.procs_per_node(), 1, limits.max_procs_per_node); !s.ok()) {
     return spec.devices_per_node() == 0 ? Invalid("procs_per_node", "required for a CPU job (devices_per_node 0)") : s;
   }
+  if (auto s = CheckLauncher(spec); !s.ok()) return s;
   if (auto s = CheckRange("max_restarts", spec.max_restarts(), 0, limits.max_restarts); !s.ok()) return s;
   if (auto s = CheckRange("priority", spec.priority(), -limits.max_priority, limits.max_priority); !s.ok()) {
     return s;
@@ -424,6 +443,9 @@ absl::Status ValidateRegistration(const hetpool::v1::RegisterRequest& req) {
   }
   if (req.torchrun_path().empty() || req.torchrun_path()[0] != '/') {
     return absl::InvalidArgumentError("torchrun_path: must be an absolute path");
+  }
+  if (!req.python_path().empty() && req.python_path()[0] != '/') {
+    return absl::InvalidArgumentError("python_path: must be an absolute path (or empty)");
   }
   if (req.work_dir().empty() || req.work_dir()[0] != '/') {
     return absl::InvalidArgumentError("work_dir: must be an absolute path");

@@ -178,13 +178,14 @@ NodeEntry& NodeRegistry::Register(const pb::RegisterRequest& req, NodeInventory 
   // A node registering again as it was (a daemon restart, a lost session) needs no store write:
   // after a restart of a large pool every node registers within seconds, and a durable write
   // each would queue them all behind one fsync after another.
-  const bool unchanged = known && node.record.address() == req.address() &&
-                         node.record.torchrun_path() == req.torchrun_path() &&
-                         node.record.work_dir() == req.work_dir() && SameLabels(node.record.labels(), req.labels()) &&
-                         SameLastingInventory(node.record.inventory(), req.inventory());
+  const bool unchanged =
+      known && node.record.address() == req.address() && node.record.torchrun_path() == req.torchrun_path() &&
+      node.record.python_path() == req.python_path() && node.record.work_dir() == req.work_dir() &&
+      SameLabels(node.record.labels(), req.labels()) && SameLastingInventory(node.record.inventory(), req.inventory());
   // A changed inventory replaces the old one; claims (running jobs) are left as they are.
   SetAddress(node, req.address());
   node.record.set_torchrun_path(req.torchrun_path());
+  node.record.set_python_path(req.python_path());
   node.record.set_work_dir(req.work_dir());
   *node.record.mutable_labels() = req.labels();
   *node.record.mutable_inventory() = req.inventory();
