@@ -53,12 +53,12 @@ _hetpoolctl() {
   case "$command" in
     "submit")
       case "$prev" in
+        --array | --request-id) return ;;
         -f | --file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --request-id) return ;;
       esac
       _hetpoolctl_global_value && return
       if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "-f --file --no-retry --request-id --skip-script-check --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--array -f --file --no-retry --request-id --skip-script-check --help" -- "$cur"))
         return
       fi
       return ;;

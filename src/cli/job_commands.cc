@@ -33,7 +33,22 @@
 namespace hetpool::cli {
 namespace {
 
+// An array's tasks by state: "300 tasks: 40 waiting, 10 running, 249 succeeded, 1 failed".
+std::string ArrayTally(const pb::Job& job) {
+  const pb::ArrayTasks& t = job.array_tasks();
+  std::vector<std::string> parts;
+  for (const auto& [n, what] : {std::pair{t.waiting(), "waiting"},
+                                {t.running(), "running"},
+                                {t.succeeded(), "succeeded"},
+                                {t.failed(), "failed"},
+                                {t.cancelled(), "cancelled"}}) {
+    if (n > 0) parts.push_back(absl::StrCat(n, " ", what));
+  }
+  return absl::StrCat(t.count(), " tasks", parts.empty() ? "" : ": ", absl::StrJoin(parts, ", "));
+}
+
 std::string Placement(const pb::Job& job) {
+  if (job.spec().has_array()) return ArrayTally(job);  // its tasks are placed, one by one
   std::vector<std::string> parts;
   for (const auto& p : job.placement()) {
     parts.push_back(p.device_ids_size()
@@ -102,6 +117,17 @@ void PrintJobDetail(const pb::Job& job) {
                     ? ""
                     : absl::StrCat("batch:       ", spec.global_batch(), " per step: ", job.batch_split(), "\n"))
             << "placement:   " << Placement(job) << "\n";
+  if (spec.has_array()) {
+    const pb::JobArraySpec& array = spec.array();
+    std::cout << "array:       " << array.count() << " tasks, "
+              << (array.max_running() > 0 ? absl::StrCat("at most ", array.max_running(), " running at once")
+                                          : std::string("no limit on how many run at once"))
+              << "; one task: hetpoolctl get " << job.id() << ".N (N from 0 to " << array.count() - 1 << ")\n";
+  }
+  if (job.has_array_task()) {
+    std::cout << "array:       task " << job.array_task().index() << " of " << job.array_task().array() << " ("
+              << job.array_task().count() << " tasks)\n";
+  }
   for (const auto& p : job.placement()) {
     if (!p.waiting().empty() && !p.started())
       std::cout << "waiting:     on " << p.node() << ": " << p.waiting() << "\n";
@@ -215,10 +241,45 @@ absl::Status CheckScriptVisibleHere(const pb::JobSpec& spec) {
 // --- submit ------------------------------------------------------------------------------------
 
 struct SubmitOptions {
-  std::string file, request_id;
+  std::string file, request_id, array;
   bool skip_script_check = false;
   bool no_retry = false;
 };
+
+// --array: "0-999%50", "0-999", "1000%50" or "1000" (tasks are numbered from 0, as the job sees
+// them in HETPOOL_ARRAY_INDEX).
+absl::StatusOr<pb::JobArraySpec> ParseArray(absl::string_view text) {
+  const auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--array ", text, ": ", why));
+  };
+  pb::JobArraySpec array;
+  absl::string_view range = text;
+  if (const size_t percent = text.find('%'); percent != absl::string_view::npos) {
+    int most = 0;
+    if (!absl::SimpleAtoi(text.substr(percent + 1), &most) || most < 1) {
+      return invalid("after % comes how many tasks may run at once, at least 1");
+    }
+    array.set_max_running(most);
+    range = text.substr(0, percent);
+  }
+  int first = 0, last = 0;
+  if (const size_t dash = range.find('-'); dash != absl::string_view::npos) {
+    if (!absl::SimpleAtoi(range.substr(0, dash), &first) || !absl::SimpleAtoi(range.substr(dash + 1), &last)) {
+      return invalid("expected FIRST-LAST[%MAX_RUNNING], e.g. 0-999%50");
+    }
+    if (first != 0) return invalid("tasks are numbered from 0: write 0-LAST");
+    if (last < first) return invalid("LAST is below FIRST");
+    array.set_count(last + 1);
+  } else {
+    int count = 0;
+    if (!absl::SimpleAtoi(range, &count) || count < 1) {
+      return invalid("expected a task count or FIRST-LAST, e.g. 1000 or 0-999%50");
+    }
+    array.set_count(count);
+  }
+  if (array.max_running() > array.count()) array.set_max_running(array.count());
+  return array;
+}
 
 // The wait a refused submission is told ("...; retry in 4 ms", hetpoold's rate limiter), when it
 // is told one.
@@ -240,6 +301,9 @@ void DeclareSubmit(FlagSet& flags, SubmitOptions* o) {
   flags.Alias("-f", "file");
   flags.CompleteAs("file", ValueCompletion::kFile);
   flags.String("request-id", &o->request_id, "idempotency token: a retry with it returns the first job");
+  flags.String("array", &o->array,
+               "a job array (a sweep): 0-999 or 1000 runs the job 1,000 times as tasks of their own, each with "
+               "HETPOOL_ARRAY_INDEX; %50 runs at most 50 at once (0-999%50)");
   flags.Bool("no-retry", &o->no_retry,
              "fail at once when hetpoold's rate limit refuses the submission (default: wait the time it names, "
              "up to a minute in all)");
@@ -281,6 +345,11 @@ int Submit(Client& client, const Invocation& in, const SubmitOptions& o) {
   if (spec.working_dir().empty()) spec.set_working_dir(std::filesystem::current_path().string());
   if (!o.skip_script_check) {
     if (auto s = CheckScriptVisibleHere(spec); !s.ok()) return Error(s);
+  }
+  if (!o.array.empty()) {
+    auto array = ParseArray(o.array);
+    if (!array.ok()) return in.Usage(std::string(array.status().message()));
+    *spec.mutable_array() = *array;
   }
   req.set_request_id(o.request_id);
   pb::SubmitJobResponse resp;

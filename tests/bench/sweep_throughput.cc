@@ -5,8 +5,9 @@
 // succeeded, the agent's and the daemon's CPU per job, and the agent's CPU per second of idle
 // (measured over --idle-seconds before the sweep). Daemon and agent run as users run them (their
 // default flags; --confine auto confines each job in its cgroup when run as root).
+// With --array true the jobs are one array's tasks, submitted at once.
 //   sweep_throughput [--jobs 300] [--cpus 64] [--launcher auto|direct|torchrun] [--confine auto|off]
-//                    [--idle-seconds 5] [-o json]
+//                    [--array false|true] [--idle-seconds 5] [-o json]
 #include <unistd.h>
 
 #include <atomic>
@@ -55,7 +56,7 @@ bool AnyUnfinished(pb::JobService::Stub& jobs) {
 
 int Usage() {
   std::cerr << "usage: sweep_throughput [--jobs 300] [--cpus 64] [--launcher auto|direct|torchrun] "
-               "[--confine auto|off] [--idle-seconds 5] [-o json]\n";
+               "[--confine auto|off] [--array false|true] [--idle-seconds 5] [-o json]\n";
   return 2;
 }
 
@@ -64,6 +65,7 @@ int Usage() {
 int main(int argc, char** argv) {
   int jobs = 300, cpus = 64, idle_seconds = 5;
   std::string launcher = "auto", confine = "auto", output = "table";
+  bool array = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--jobs") {
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
       confine = value;
     } else if (flag == "--idle-seconds") {
       idle_seconds = std::stoi(value);
+    } else if (flag == "--array") {
+      array = value == "true";
     } else if (flag == "-o") {
       output = value;
     } else {
@@ -111,6 +115,8 @@ int main(int argc, char** argv) {
 
   const double agent_before = CpuSeconds(agent), daemon_before = CpuSeconds(daemon);
   const auto t0 = std::chrono::steady_clock::now();
+  // An array is one submission of all the jobs as its tasks.
+  const int submissions = array ? 1 : jobs;
   std::atomic<int> next{0}, refused{0};
   std::mutex mu;
   std::string first_error;
@@ -121,7 +127,7 @@ int main(int argc, char** argv) {
       args.SetInt("hetpool.client", c);  // a connection of its own, as separate users would have
       auto stub = pb::JobService::NewStub(
           grpc::CreateCustomChannel(cluster.address(), grpc::InsecureChannelCredentials(), args));
-      for (int n = next++; n < jobs; n = next++) {
+      for (int n = next++; n < submissions; n = next++) {
         pb::SubmitJobRequest req;
         auto& spec = *req.mutable_spec();
         spec.set_name(absl::StrCat("sweep-", n));
@@ -133,6 +139,7 @@ int main(int argc, char** argv) {
         spec.set_procs_per_node(1);
         spec.set_launcher(launcher);
         spec.mutable_host()->set_cpu_milli_per_process(1000);
+        if (array) spec.mutable_array()->set_count(jobs);
         req.set_request_id(absl::StrCat("sweep-", n));
         for (;;) {
           pb::SubmitJobResponse resp;
@@ -160,10 +167,23 @@ int main(int argc, char** argv) {
 
   int succeeded = 0;
   std::string confinement;  // what confined the jobs, as their placements say
+  if (array) {
+    // The array's own line counts its tasks; a task says what confined it.
+    pb::GetJobRequest get;
+    get.set_job_id("job-000001");
+    pb::Job job;
+    grpc::ClientContext ctx;
+    if (stub->GetJob(&ctx, get, &job).ok()) succeeded = job.array_tasks().succeeded();
+    get.set_job_id("job-000001.0");
+    grpc::ClientContext task_ctx;
+    if (stub->GetJob(&task_ctx, get, &job).ok() && job.placement_size() > 0) {
+      confinement = job.placement(0).confinement();
+    }
+  }
   pb::ListJobsRequest req;
   req.add_states(pb::JOB_STATE_SUCCEEDED);
   req.set_page_size(1000);
-  for (;;) {
+  for (; !array;) {
     pb::ListJobsResponse resp;
     grpc::ClientContext ctx;
     if (!stub->ListJobs(&ctx, req, &resp).ok()) break;
@@ -177,6 +197,7 @@ int main(int argc, char** argv) {
   nlohmann::json out = {{"jobs", jobs},
                         {"cpus", cpus},
                         {"launcher", launcher},
+                        {"array", array},
                         {"confine", confine},
                         {"confinement", confinement.empty() ? "none" : confinement},
                         {"succeeded", succeeded},

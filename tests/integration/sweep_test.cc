@@ -1,14 +1,17 @@
-// Sweeps at Slurm's pace (issue 63): a job of one node and one process starts without torchrun,
+// Sweeps at Slurm's pace (issue 63). A job of one node and one process starts without torchrun,
 // straight from the agent, with the variables torchrun would give it, and keeps what torchrun
 // gave it (confinement, logs, its own exit and last lines).
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/cluster_harness.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/temp_dir.h"
 
 namespace hetpool::testing {
@@ -151,6 +154,101 @@ TEST_F(DirectLaunch, TheLauncherCanBeChosenAndDirectIsRefusedForMoreThanOneProce
   auto unknown = cluster_->Submit(typo);
   ASSERT_FALSE(unknown.ok());
   EXPECT_TRUE(absl::StrContains(unknown.status().message(), "must be auto, direct or torchrun")) << unknown.status();
+}
+
+// Job arrays, as a sweep submits them: one `hetpoolctl submit --array`, each task a job of its
+// own with HETPOOL_ARRAY_INDEX, shown, waited for and cancelled together or one by one.
+class JobArrays : public ExamplePoolSuite {
+ protected:
+  // A job file running `script` under /bin/sh as a one-process CPU job in `dir`.
+  static std::string JobFile(const std::string& dir, const std::string& script) {
+    const std::string path = dir + "/job.json";
+    std::ofstream(path) << nlohmann::json{{"command", {"/bin/sh", "-c", script}},
+                                          {"working_dir", dir},
+                                          {"nnodes", 1},
+                                          {"devices_per_node", 0},
+                                          {"procs_per_node", 1},
+                                          {"requirements", {{"vendors", {"cpu"}}}}}
+                               .dump();
+    return path;
+  }
+  static std::string Submit(const std::string& file, const std::string& array) {
+    std::string out;
+    EXPECT_EQ(cluster_->RunCli({"submit", "-f", file, "--array", array}, &out), 0) << out;
+    return out.substr(0, out.find('\n'));
+  }
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(JobArrays, EachTaskRunsWithItsIndexAndAtMostMaxRunningAtOnce) {
+  TempDir work;
+  // Each task says how many tasks were between their start and their end when it started.
+  const std::string id = Submit(JobFile(work.path(),
+                                        "touch running.$HETPOOL_ARRAY_INDEX; n=$(ls running.* | wc -l); "
+                                        "echo index=$HETPOOL_ARRAY_INDEX count=$HETPOOL_ARRAY_COUNT concurrent=$n "
+                                        "> out.$HETPOOL_ARRAY_INDEX; sleep 0.3; rm running.$HETPOOL_ARRAY_INDEX"),
+                                "0-5%2");
+  ASSERT_FALSE(id.empty());
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out), 0) << out;
+  for (int index = 0; index < 6; ++index) {
+    const std::string said = ReadText(absl::StrCat(work.path(), "/out.", index));
+    EXPECT_TRUE(absl::StartsWith(said, absl::StrCat("index=", index, " count=6 concurrent="))) << said;
+    const int concurrent = std::atoi(said.substr(said.find("concurrent=") + 11).c_str());
+    EXPECT_GE(concurrent, 1) << said;
+    EXPECT_LE(concurrent, 2) << said;  // %2
+  }
+  ASSERT_EQ(cluster_->RunCli({"get", id}, &out), 0) << out;
+  EXPECT_NE(out.find("state:       SUCCEEDED"), std::string::npos) << out;
+  EXPECT_NE(out.find("placement:   6 tasks: 6 succeeded"), std::string::npos) << out;
+  EXPECT_NE(out.find("6 tasks, at most 2 running at once"), std::string::npos) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id + ".4"}, &out), 0) << out;
+  EXPECT_NE(out.find(absl::StrCat("task 4 of ", id, " (6 tasks)")), std::string::npos) << out;
+  EXPECT_NE(out.find("HETPOOL_ARRAY_INDEX=4"), std::string::npos) << out;
+  // One line for the array in `list`, none for its tasks.
+  ASSERT_EQ(cluster_->RunCli({"list", "--all"}, &out), 0) << out;
+  EXPECT_NE(out.find(id + " "), std::string::npos) << out;
+  EXPECT_EQ(out.find(id + "."), std::string::npos) << out;
+}
+
+// The array fails as its first failed task did, and `wait` says so with that task's class.
+TEST_F(JobArrays, AFailedTaskFailsTheArrayWithItsOwnClass) {
+  TempDir work;
+  const std::string id =
+      Submit(JobFile(work.path(), "if [ $HETPOOL_ARRAY_INDEX = 1 ]; then echo 'ValueError: bad' >&2; exit 3; fi"), "3");
+  std::string out;
+  const int array_exit = cluster_->RunCli({"wait", id, "--timeout", "120s"}, &out);
+  EXPECT_NE(array_exit, 0) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", id + ".1", "--timeout", "120s"}, &out), array_exit) << out;
+  EXPECT_EQ(cluster_->RunCli({"wait", id + ".0", "--timeout", "120s"}, &out), 0) << out;
+  ASSERT_EQ(cluster_->RunCli({"get", id}, &out), 0) << out;
+  EXPECT_NE(out.find("state:       FAILED"), std::string::npos) << out;
+  EXPECT_NE(out.find(absl::StrCat("the first to fail, ", id, ".1")), std::string::npos) << out;
+  EXPECT_NE(out.find("3 tasks: 2 succeeded, 1 failed"), std::string::npos) << out;
+}
+
+// One task that has not started, then the array with the one that runs.
+TEST_F(JobArrays, TasksAreCancelledOneByOneOrWithTheArray) {
+  TempDir work;
+  const std::string id = Submit(JobFile(work.path(), "exec sleep 600"), "0-2%1");
+  ASSERT_TRUE(cluster_->WaitForState(id + ".0", pb::JOB_STATE_RUNNING, absl::Seconds(60)).ok());
+  std::string out;
+  ASSERT_EQ(cluster_->RunCli({"cancel", id + ".2"}, &out), 0) << out;  // not released yet
+  auto task2 = cluster_->Get(id + ".2");
+  ASSERT_TRUE(task2.ok()) << task2.status();
+  EXPECT_EQ(task2->state(), pb::JOB_STATE_CANCELLED);
+  ASSERT_EQ(cluster_->RunCli({"cancel", id}, &out), 0) << out;
+  ASSERT_TRUE(cluster_->WaitForState(id + ".0", pb::JOB_STATE_CANCELLED, absl::Seconds(30)).ok());
+  auto array = cluster_->WaitForState(id, pb::JOB_STATE_CANCELLED, absl::Seconds(30));
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_TRUE(Eventually([&] { return cluster_->JobProcesses(id + ".0").empty(); }, absl::Seconds(30)));
+  EXPECT_EQ(cluster_->Get(id + ".1").status().code(), absl::StatusCode::kNotFound);  // never released
+  EXPECT_NE(cluster_->RunCli({"submit", "-f", work.path() + "/job.json", "--array", "5-9"}, &out), 0);
+  EXPECT_NE(out.find("tasks are numbered from 0"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ class MemoryStore final : public daemon::Store {
     absl::MutexLock lock(&mu_);
     if (refuse_) return absl::InternalError("memory store: refusing writes (disk full)");
     jobs_[job.id()] = job;
+    ++job_writes_;
     return absl::OkStatus();
   }
   absl::Status PutNode(const hetpool::v1::Node& node) override {
@@ -69,6 +70,11 @@ class MemoryStore final : public daemon::Store {
     return highest_seq_;
   }
 
+  // Job writes taken so far.
+  int job_writes() {
+    absl::MutexLock lock(&mu_);
+    return job_writes_;
+  }
   void Refuse(bool refuse) {
     absl::MutexLock lock(&mu_);
     refuse_ = refuse;
@@ -88,6 +94,7 @@ class MemoryStore final : public daemon::Store {
  private:
   absl::Mutex mu_;
   bool refuse_ ABSL_GUARDED_BY(mu_) = false;
+  int job_writes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, hetpool::v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, hetpool::v1::Node> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, hetpool::v1::Job> archive_ ABSL_GUARDED_BY(mu_);

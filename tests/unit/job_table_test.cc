@@ -323,3 +323,112 @@ TEST(JobTable, TheQueueAndTheCountsFollowEveryStateChange) {
 
 }  // namespace
 }  // namespace hetpool::daemon
+
+namespace hetpool::daemon {
+namespace {
+
+using testing::StateParts;
+using testing::TrainingSpec;
+
+pb::JobSpec ArraySpec(int count, int max_running) {
+  pb::JobSpec spec = TrainingSpec(1, 1);
+  spec.mutable_array()->set_count(count);
+  spec.mutable_array()->set_max_running(max_running);
+  return spec;
+}
+
+// Moves a released task to `state` as the reconciler would (stored first).
+void MoveTask(StateParts& parts, const std::string& id, pb::JobState state, int exit_code = 0) {
+  JobEntry* task = parts.jobs.Find(id);
+  ASSERT_NE(task, nullptr) << id;
+  pb::Job next = task->job();
+  next.set_state(state);
+  if (state == pb::JOB_STATE_FAILED) {
+    next.mutable_failure()->set_exit_code(exit_code);
+    next.set_message(absl::StrCat("exited with code ", exit_code));
+  }
+  if (IsTerminal(state)) *next.mutable_finished_at() = ToProtoTime(parts.now);
+  ASSERT_TRUE(parts.jobs.Commit(*task, next).ok());
+}
+
+// Issue 63: an array of 10,000 tasks is one store write at submission; its tasks are written as
+// they are released, at most kMaxWaitingTasks waiting at a time, and only they are queued.
+TEST(JobArrays, AnArrayIsStoredOnceAndItsTasksAsTheyAreReleased) {
+  StateParts parts;
+  const JobEntry& array = parts.Submit(ArraySpec(10000, 0));
+  EXPECT_EQ(parts.store.job_writes(), 1);
+  EXPECT_TRUE(parts.jobs.Pending(nullptr).empty());  // the array itself is never queued
+
+  const std::vector<std::string> released = parts.jobs.ReleaseArrayTasks();
+  ASSERT_EQ(released.size(), static_cast<size_t>(JobTable::kMaxWaitingTasks));
+  EXPECT_EQ(parts.store.job_writes(), 1 + JobTable::kMaxWaitingTasks);
+  EXPECT_EQ(released.front(), array.summary().id + ".0");
+  EXPECT_EQ(parts.jobs.Pending(nullptr).size(), released.size());
+  const pb::Job& task = parts.jobs.Find(released[7])->job();
+  EXPECT_EQ(task.array_task().array(), array.summary().id);
+  EXPECT_EQ(task.array_task().index(), 7);
+  EXPECT_EQ(task.array_task().count(), 10000);
+  EXPECT_FALSE(task.spec().has_array());
+  EXPECT_EQ(parts.store.StoredJob(released[7]).state(), pb::JOB_STATE_PENDING);  // stored before queued
+  EXPECT_TRUE(parts.jobs.ReleaseArrayTasks().empty());                           // the queue holds enough of them
+
+  pb::Job shown = array.Copy();
+  parts.jobs.ShowArray(shown);
+  EXPECT_EQ(shown.array_tasks().count(), 10000);
+  EXPECT_EQ(shown.array_tasks().waiting(), 10000);
+  EXPECT_EQ(shown.state(), pb::JOB_STATE_PENDING);
+}
+
+// max_running bounds the tasks not ended; the array reads RUNNING while they run and ends with
+// its last task, failing as its first failed task did.
+TEST(JobArrays, MaxRunningBoundsTheTasksAndTheArrayEndsWithItsLast) {
+  StateParts parts;
+  const std::string id = parts.Submit(ArraySpec(3, 1)).summary().id;
+  EXPECT_EQ(parts.jobs.ReleaseArrayTasks(), std::vector<std::string>{id + ".0"});
+  EXPECT_TRUE(parts.jobs.ReleaseArrayTasks().empty());
+  MoveTask(parts, id + ".0", pb::JOB_STATE_RUNNING);
+  EXPECT_TRUE(parts.jobs.ReleaseArrayTasks().empty());
+  pb::Job shown = parts.jobs.Find(id)->Copy();
+  parts.jobs.ShowArray(shown);
+  EXPECT_EQ(shown.state(), pb::JOB_STATE_RUNNING);
+  EXPECT_EQ(shown.array_tasks().running(), 1);
+  EXPECT_EQ(shown.array_tasks().waiting(), 2);
+
+  MoveTask(parts, id + ".0", pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(parts.jobs.ReleaseArrayTasks(), std::vector<std::string>{id + ".1"});
+  MoveTask(parts, id + ".1", pb::JOB_STATE_FAILED, 3);
+  EXPECT_EQ(parts.jobs.ReleaseArrayTasks(), std::vector<std::string>{id + ".2"});
+  EXPECT_EQ(parts.jobs.Find(id)->summary().state, pb::JOB_STATE_PENDING);  // one task still to end
+  MoveTask(parts, id + ".2", pb::JOB_STATE_SUCCEEDED);
+  const pb::Job& ended = parts.jobs.Find(id)->job();
+  EXPECT_EQ(ended.state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(ended.failure().exit_code(), 3);
+  EXPECT_NE(ended.message().find("3 tasks: 2 succeeded, 1 failed, 0 cancelled; the first to fail, " + id + ".1"),
+            std::string::npos)
+      << ended.message();
+  EXPECT_EQ(parts.store.StoredJob(id).state(), pb::JOB_STATE_FAILED);
+}
+
+// A restart tells the released tasks by those it loads: none is released twice. A task not
+// released yet can be cancelled on its own, and is then never released.
+TEST(JobArrays, ARestartReleasesNoTaskTwiceAndAnUnreleasedTaskCanBeCancelled) {
+  StateParts parts;
+  const std::string id = parts.Submit(ArraySpec(5, 2)).summary().id;
+  ASSERT_EQ(parts.jobs.ReleaseArrayTasks().size(), 2u);
+  auto cancelled = parts.jobs.ReleaseCancelled(id + ".3", "not this one");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ((*cancelled)->summary().state, pb::JOB_STATE_CANCELLED);
+  EXPECT_FALSE(parts.jobs.ReleaseCancelled(id + ".9", "out of range").ok());
+
+  StateParts restarted;
+  std::vector<pb::Job> stored;
+  for (const std::string& job : {id, id + ".0", id + ".1", id + ".3"}) stored.push_back(parts.store.StoredJob(job));
+  restarted.Load(stored, 0);
+  EXPECT_TRUE(restarted.jobs.ReleaseArrayTasks().empty());  // two wait already
+  MoveTask(restarted, id + ".0", pb::JOB_STATE_SUCCEEDED);
+  MoveTask(restarted, id + ".1", pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(restarted.jobs.ReleaseArrayTasks(), (std::vector<std::string>{id + ".2", id + ".4"}));
+}
+
+}  // namespace
+}  // namespace hetpool::daemon

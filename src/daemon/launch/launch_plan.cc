@@ -191,6 +191,10 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const 
       env["HETPOOL_NNODES_MIN"] = absl::StrCat(spec.elastic_nnodes().min());
       env["HETPOOL_NNODES_MAX"] = absl::StrCat(spec.elastic_nnodes().max());
     }
+    if (input.array_index >= 0) {
+      env["HETPOOL_ARRAY_INDEX"] = absl::StrCat(input.array_index);
+      env["HETPOOL_ARRAY_COUNT"] = absl::StrCat(input.array_count);
+    }
     env["HETPOOL_NODE_NAME"] = node.name;
     env["HETPOOL_VENDOR"] = std::string(runtime.name);
     env["HETPOOL_DIST_BACKEND"] = std::string(runtime.dist_backend);

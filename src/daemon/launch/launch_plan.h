@@ -48,6 +48,9 @@ struct LaunchInput {
   // A job across vendors (nodes of more than one vendor, or role groups): the collective between
   // groups, chosen for this generation: gloo, hierarchical or flagcx (collective.h).
   std::string collective;
+  // A task of a job array: its index (HETPOOL_ARRAY_INDEX; -1: no array) and the array's size.
+  int array_index = -1;
+  int array_count = 0;
 };
 
 absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const hetpool::v1::JobSpec& spec,

@@ -89,6 +89,10 @@ absl::Status BindPlacement(JobTable& jobs, NodeRegistry& nodes, JobEntry& entry,
   input.resized = job.has_last_resize() && job.last_resize().generation() == job.generation();
   input.vendor = placement.vendor;
   input.rendezvous_port = *port;
+  if (job.has_array_task()) {
+    input.array_index = job.array_task().index();
+    input.array_count = job.array_task().count();
+  }
   input.device_milli = placement.nodes.front().device_milli;
   input.device_memory_mib = placement.nodes.front().device_memory_mib;
   if (job.has_plan()) input.layout_env = PlanEnvironment(job.plan());

@@ -10,6 +10,7 @@
 #include "src/daemon/logs/log_filter.h"
 #include "src/daemon/logs/log_request.h"
 #include "src/daemon/services/job_redaction.h"
+#include "src/daemon/state/job_table.h"
 #include "src/daemon/services/job_stream_sources.h"
 
 namespace hetpool::daemon {
@@ -47,6 +48,10 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, const pb::Submi
 
 absl::StatusOr<pb::Job> JobServiceImpl::JobFor(const Caller& caller, Action action, const std::string& id) const {
   auto job = state_->GetJob(id);
+  // A task of an array not released yet is its array's owner's (cancelling it releases it so).
+  if (const auto task = ArrayTaskId(id); absl::IsNotFound(job.status()) && task && action == Action::kCancelJob) {
+    job = state_->GetJob(task->first);
+  }
   if (!job.ok()) return job.status();
   if (absl::Status s = Allow(caller, action, &job->spec().user()); !s.ok()) return s;
   return job;

@@ -143,6 +143,8 @@ void ClusterState::Tick() {
     if (const absl::Time now = SteadyNow(); now >= next_lease_check_) {
       next_lease_check_ = std::max(reconciler_.ExpireLeases(now), now + kLeaseCheckEvery);
     }
+    // Array tasks join the queue as room frees (max_running), each as a new submission would.
+    for (const std::string& released : jobs_.ReleaseArrayTasks()) cycle_.Submitted(released);
     cycle_.Run(Now());
     retiring = DueForRetirement();
   }

@@ -117,6 +117,7 @@ class ClusterState {
   absl::StatusOr<pb::Job> Submit(pb::JobSpec spec, const std::string& request_id, const pb::PlanRow* plan = nullptr);
   absl::StatusOr<pb::Job> GetJob(const std::string& id) const;
   absl::StatusOr<pb::ListJobsResponse> ListJobs(const pb::ListJobsRequest& request) const;
+  // Cancels a job; an array with its tasks not ended; one task of an array, started or not.
   absl::StatusOr<pb::Job> Cancel(const std::string& id, const std::string& reason);
   // Returns the job once its change counter passes `after_version`, or after `patience` (then
   // the current snapshot). The pair's second member is the counter to pass next time.
@@ -173,6 +174,8 @@ class ClusterState {
   absl::Time SteadyNow() const { return options_.monotonic_clock(); }  // for deadlines alone
   // A changed --queues file: new weights and entitlements (an invalid one keeps the last good).
   void ReloadQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `entry` CANCELLED with `message` and releases its claims.
+  absl::Status CancelEntry(JobEntry& entry, const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retention: moves a bounded batch of finished jobs past --retain-finished into the store's
   // archive and out of the table; a tick continues where the last stopped.
   // Retention (--retain-finished): the next batch of finished jobs past it, read under the lock;

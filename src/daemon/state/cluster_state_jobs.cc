@@ -56,9 +56,10 @@ absl::StatusOr<pb::Job> ClusterState::Submit(pb::JobSpec spec, const std::string
     jobs_.Abandon(job);
     return absl::UnavailableError(absl::StrCat("job not stored: ", written.message()));
   }
-  const pb::Job& stored = jobs_.Admit(std::move(job));
+  pb::Job stored = jobs_.Admit(std::move(job));
   cycle_.Submitted(stored.id());
   policy_->NoteSubmitted(placement_request);  // the mix Fgd weighs
+  jobs_.ShowArray(stored);
   return stored;
 }
 
@@ -66,7 +67,11 @@ absl::StatusOr<pb::Job> ClusterState::GetJob(const std::string& id) const {
   {
     absl::MutexLock lock(&mu_);
     const JobEntry* entry = jobs_.Find(id);
-    if (entry != nullptr) return entry->Copy();
+    if (entry != nullptr) {
+      pb::Job job = entry->Copy();
+      jobs_.ShowArray(job);
+      return job;
+    }
   }
   // Past its retention a finished job is in the store's archive (read without the lock).
   auto archived = store_->GetArchivedJob(id);
@@ -83,22 +88,40 @@ absl::StatusOr<pb::ListJobsResponse> ClusterState::ListJobs(const pb::ListJobsRe
 absl::StatusOr<pb::Job> ClusterState::Cancel(const std::string& id, const std::string& reason) {
   if (reason.size() > 1024) return absl::InvalidArgumentError("reason: longer than 1024 bytes");
   absl::MutexLock lock(&mu_);
+  const std::string message = reason.empty() ? "cancelled by request" : reason;
   JobEntry* entry = jobs_.Find(id);
-  if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  if (entry == nullptr) {
+    // A task of an array that has not started yet: released already cancelled.
+    auto released = jobs_.ReleaseCancelled(id, message);
+    if (!released.ok()) return released.status();
+    return (*released)->Copy();
+  }
   if (IsTerminal(entry->summary().state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended (", JobStateName(entry->summary().state), ")"));
   }
-  const std::string message = reason.empty() ? "cancelled by request" : reason;
-  pb::Job next = entry->job();
+  // An array: its tasks that run or wait go with it; those not released never start.
+  const bool array = entry->job().spec().has_array();
+  const std::vector<JobEntry*> tasks = array ? jobs_.LiveTasksOf(id) : std::vector<JobEntry*>{};
+  if (auto s = CancelEntry(*entry, message); !s.ok()) return s;
+  for (JobEntry* task : tasks) {
+    if (auto s = CancelEntry(*task, message); !s.ok()) return s;
+  }
+  pb::Job job = entry->Copy();
+  jobs_.ShowArray(job);
+  return job;
+}
+
+absl::Status ClusterState::CancelEntry(JobEntry& entry, const std::string& message) {
+  pb::Job next = entry.job();
   next.set_state(pb::JOB_STATE_CANCELLED);
   next.set_reason("Cancelled");
   next.set_message(message);
   *next.mutable_finished_at() = ToProtoTime(Now());
   jobs_.AddEvent(next, "Cancelled", message);
-  if (auto s = jobs_.Commit(*entry, std::move(next)); !s.ok()) return s;
-  reconciler_.ReleaseClaims(*entry, "job cancelled");
-  return entry->Copy();
+  if (auto s = jobs_.Commit(entry, std::move(next)); !s.ok()) return s;
+  reconciler_.ReleaseClaims(entry, "job cancelled");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::string& id, uint64_t after_version,
@@ -112,7 +135,9 @@ absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::st
     if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
     const absl::Time now = SteadyNow();
     if (entry->version > after_version || stopping_ || now >= deadline) {
-      return std::make_pair(entry->Copy(), entry->version);
+      pb::Job job = entry->Copy();
+      jobs_.ShowArray(job);
+      return std::make_pair(std::move(job), entry->version);
     }
     changed_.WaitWithTimeout(&mu_, deadline - now);
   }

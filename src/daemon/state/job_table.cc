@@ -46,16 +46,25 @@ void JobTable::Load(std::vector<JobEntry> jobs, uint64_t highest_seq) {
     by_seq_[entry.summary().submit_seq] = &entry;
     IndexState(entry);
     Count(entry, +1);
+    NoteTask(entry);
   }
 }
 
 void JobTable::Count(const JobEntry& entry, int by) {
   const std::pair<int, int> key{entry.summary().state, entry.summary().priority};
   if ((counts_[key] += by) == 0) counts_.erase(key);
+  if (const auto task = ArrayTaskId(entry.summary().id)) arrays_[task->first].by_state[entry.summary().state] += by;
 }
 
 void JobTable::IndexState(JobEntry& entry) {
-  if (entry.summary().state == pb::JOB_STATE_PENDING) {
+  // An array is never queued itself: its tasks are (ReleaseArrayTasks).
+  const bool live_array = !IsTerminal(entry.summary().state) && entry.job().spec().has_array();
+  if (live_array) {
+    live_arrays_.insert(entry.summary().id);
+  } else {
+    live_arrays_.erase(entry.summary().id);
+  }
+  if (entry.summary().state == pb::JOB_STATE_PENDING && !live_array) {
     pending_[entry.summary().submit_seq] = &entry;
   } else {
     pending_.erase(entry.summary().submit_seq);
@@ -83,7 +92,10 @@ std::vector<JobEntry*> JobTable::Pending(const std::vector<std::string>* only) {
   if (only != nullptr) {
     for (const std::string& id : *only) {
       JobEntry* entry = Find(id);
-      if (entry != nullptr && entry->summary().state == pb::JOB_STATE_PENDING) pending.push_back(entry);
+      // (An array is never queued: its tasks are.)
+      if (entry != nullptr && entry->summary().state == pb::JOB_STATE_PENDING && !live_arrays_.contains(id)) {
+        pending.push_back(entry);
+      }
     }
     return pending;
   }
@@ -126,6 +138,7 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
     }
     if (job.resize_count() > before.resize_count()) options_.observer->JobRestarted(job, kRestartResized);
   }
+  const bool was_terminal = IsTerminal(entry.summary().state);
   Count(entry, -1);
   entry.Replace(std::move(next));
   ++entry.version;
@@ -133,6 +146,11 @@ absl::Status JobTable::Commit(JobEntry& entry, pb::Job next) {
   Count(entry, +1);
   wakeups_.Changed();
   JobMoved(entry.summary().id);
+  if (const auto task = ArrayTaskId(entry.summary().id)) {
+    // The array reads its tasks' states: its watchers hear each change, and it ends with its last.
+    if (JobEntry* array = Find(task->first)) Touch(*array);
+    if (!was_terminal && IsTerminal(entry.summary().state)) EndArrayIfDone(task->first);
+  }
   return absl::OkStatus();
 }
 
@@ -200,6 +218,7 @@ const pb::Job& JobTable::Admit(pb::Job job) {
   by_seq_[entry.summary().submit_seq] = &entry;
   IndexState(entry);
   Count(entry, +1);
+  NoteTask(entry);
   wakeups_.Changed();
   return entry.job();
 }
@@ -210,8 +229,9 @@ void JobTable::Abandon(const pb::Job& job) {
 
 namespace {
 
-bool Matches(const JobSummary& job, const pb::ListJobsRequest& req, const std::set<int>& states) {
-  if (!states.empty() && !states.contains(job.state)) return false;
+// `shown`: the state the job reads as (an array's, from its tasks).
+bool Matches(const JobSummary& job, const pb::ListJobsRequest& req, const std::set<int>& states, pb::JobState shown) {
+  if (!states.empty() && !states.contains(shown)) return false;
   if (!req.user().empty() && job.user != req.user()) return false;
   for (const auto& [k, v] : req.labels()) {
     const std::string* value = job.Label(k);
@@ -244,14 +264,18 @@ absl::StatusOr<pb::ListJobsResponse> JobTable::List(const pb::ListJobsRequest& r
       return false;
     }
     ++looked_at;
-    if (!Matches(entry->summary(), req, states)) return true;
+    // An array is one line, in the state it reads as; its tasks are read one by one (get).
+    if (ArrayTaskId(entry->summary().id)) return true;
+    if (!Matches(entry->summary(), req, states, ShownState(*entry))) return true;
     const size_t job_bytes = entry->ByteSize();
     if (response.jobs_size() == page_size || (response.jobs_size() > 0 && bytes + job_bytes > kMaxListPageBytes)) {
       response.set_next_page_token(absl::StrCat(seq));
       return false;
     }
     bytes += job_bytes;
-    entry->CopyTo(*response.add_jobs());
+    pb::Job* listed = response.add_jobs();
+    entry->CopyTo(*listed);
+    ShowArray(*listed);
     return true;
   };
   if (req.newest_first()) {
@@ -286,6 +310,8 @@ std::vector<JobTable::Retiring> JobTable::FinishedBefore(absl::Time before, size
     if (out.size() >= limit) break;
     const JobSummary& job = entry->summary();
     if (!IsTerminal(job.state) || !job.finished_at) continue;
+    // A task stays while its array is live: a restart tells the array's released tasks by them.
+    if (const auto task = ArrayTaskId(job.id); task && live_arrays_.contains(task->first)) continue;
     if (*job.finished_at < before) {
       Retiring& retiring = out.emplace_back();
       entry->CopyTo(retiring.job);
@@ -303,6 +329,7 @@ void JobTable::Forget(const std::vector<Retiring>& retired) {
     pending_.erase(r.job.submit_seq());  // a finished job is not there; kept exact all the same
     live_elastic_.erase(r.job.id());
     Count(it->second, -1);
+    if (r.job.spec().has_array()) arrays_.erase(r.job.id());
     if (!r.job.request_id().empty()) job_by_request_.erase({r.job.spec().user(), r.job.request_id()});
     jobs_.erase(it);
   }

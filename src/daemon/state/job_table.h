@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -121,7 +122,46 @@ class JobTable {
   // elastic stage's walk of every claim on every node (at 5,000 nodes, 25 ms a pass).
   size_t live_elastic() const { return live_elastic_.size(); }
 
+  // --- Job arrays (job_table_arrays.cc). An array (spec.array) is stored once and never queued
+  // itself; its tasks are jobs of their own ("job-000042.17"), released to the queue as room
+  // allows, and the array ends, stored once more, when every task has.
+  // Releases tasks of every live array, lowest indices first, each stored as a PENDING job before
+  // it is queued: while the array has fewer than max_running tasks not ended, and fewer than
+  // kMaxWaitingTasks waiting in the queue. Ends arrays whose tasks have all ended. Returns the
+  // ids released.
+  std::vector<std::string> ReleaseArrayTasks();
+  // Cancelling one task that was not released yet: it is released already CANCELLED. NOT_FOUND
+  // when `id` names no such task of a live array.
+  absl::StatusOr<JobEntry*> ReleaseCancelled(const std::string& id, const std::string& message);
+  // The released tasks of array `id` that have not ended.
+  std::vector<JobEntry*> LiveTasksOf(const std::string& id);
+  // When `job` is an array: its tasks by state (Job.array_tasks) and the state it reads as.
+  void ShowArray(pb::Job& job) const;
+  static constexpr int kMaxWaitingTasks = 1024;
+
  private:
+  // What the table knows of an array's tasks, kept as they are released and change state.
+  struct ArrayProgress {
+    std::vector<bool> released;   // by index
+    std::map<int, int> by_state;  // JobState -> released tasks in it
+    int Count(pb::JobState s) const {
+      auto it = by_state.find(s);
+      return it == by_state.end() ? 0 : it->second;
+    }
+  };
+  // The state `entry` reads as: a live array's from its tasks (ShowArray), else its own.
+  pb::JobState ShownState(const JobEntry& entry) const;
+  // Notes a task entering the table (Load, Admit): its index is released.
+  void NoteTask(const JobEntry& entry);
+  // Stores the array's end once every task has ended; false when it has not (or the write failed).
+  void EndArrayIfDone(const std::string& array_id);
+  // The task `index` of `array`, in `state`, with the next sequence number.
+  pb::Job TaskOf(const pb::Job& array, int index, pb::JobState state);
+  // Stores `task` and enters it in the table; false (logged) when the store refuses it.
+  bool StoreTask(pb::Job task);
+  std::map<std::string, ArrayProgress> arrays_;  // by array id
+  std::set<std::string> live_arrays_;            // arrays not ended; IndexState keeps it
+
   // Files the entry under pending_ and live_elastic_ or takes it out, as its state now says.
   void IndexState(JobEntry& entry);
   // Counts the entry under its state and priority (`by` +1), or stops counting it (-1).
@@ -150,6 +190,9 @@ class JobTable {
 
 // Writes `job` to the store, timed for the observer (null: none). No lock needed.
 absl::Status WriteJobTimed(Store* store, StateObserver* observer, const pb::Job& job);
+
+// "job-000042.17": the array's id and the task's index; nullopt for a job of no array.
+std::optional<std::pair<std::string, int>> ArrayTaskId(const std::string& id);
 
 // The job's placement on `node`, or null.
 pb::NodePlacement* PlacementOn(pb::Job& job, const std::string& node);

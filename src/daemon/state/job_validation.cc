@@ -341,6 +341,18 @@ absl::Status CheckLauncher(const hetpool::v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// An array's size and how many of its tasks may run at once.
+absl::Status CheckArray(const hetpool::v1::JobSpec& spec) {
+  if (!spec.has_array()) return absl::OkStatus();
+  constexpr int kMaxArrayTasks = 100000;
+  if (auto s = CheckRange("array.count", spec.array().count(), 1, kMaxArrayTasks); !s.ok()) return s;
+  if (auto s = CheckRange("array.max_running", spec.array().max_running(), 0, spec.array().count()); !s.ok()) {
+    return s;
+  }
+  if (spec.has_elastic_nnodes()) return Invalid("array", "not for an elastic job (each task is resized on its own)");
+  return absl::OkStatus();
+}
+
 // The job's shape: role groups, an elastic range (nnodes is its min), nodes, devices, procs (one per device by
 // default), restarts and priority.
 absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits) {
@@ -375,6 +387,7 @@ absl::Status NormalizeShape(hetpool::v1::JobSpec& spec, const SpecLimits& limits
     return spec.devices_per_node() == 0 ? Invalid("procs_per_node", "required for a CPU job (devices_per_node 0)") : s;
   }
   if (auto s = CheckLauncher(spec); !s.ok()) return s;
+  if (auto s = CheckArray(spec); !s.ok()) return s;
   if (auto s = CheckRange("max_restarts", spec.max_restarts(), 0, limits.max_restarts); !s.ok()) return s;
   if (auto s = CheckRange("priority", spec.priority(), -limits.max_priority, limits.max_priority); !s.ok()) {
     return s;
