@@ -30,7 +30,12 @@ expect_file hetpoolctl usr/bin/hetpoolctl
 expect_file hetpoolctl usr/share/bash-completion/completions/hetpoolctl
 expect_file hetpoolctl usr/share/hetpool/pki.sh
 grep -q "usr/bin/hetpoold" "$out/hetpool-agent.files" && fail "hetpoold packaged with the agent"
-grep -q "libgrpc" "$out/hetpool-daemon.depends" || fail "hetpool-daemon Depends lacks gRPC: $(cat "$out/hetpool-daemon.depends")"
+# Depends comes from the binaries' shared libraries (dpkg-shlibdeps); gRPC, Protobuf and Abseil
+# are linked from their archives where installed (cmake/StaticDeps.cmake), so SQLite stands for it.
+grep -q "libsqlite3" "$out/hetpool-daemon.depends" ||
+  fail "hetpool-daemon Depends lacks SQLite (shlibdeps did not run?): $(cat "$out/hetpool-daemon.depends")"
+grep -q "prometheus" "$out/hetpoolctl.depends" &&
+  fail "hetpoolctl depends on the metrics library: $(cat "$out/hetpoolctl.depends")"
 grep -q "adduser" "$out/hetpool-daemon.depends" || fail "hetpool-daemon Depends lacks adduser"
 dpkg-deb -e "$(ls "$out"/hetpool-daemon_*.deb)" "$out/daemon-control"
 grep -q "adduser --system" "$out/daemon-control/postinst" || fail "daemon postinst does not create its account"
