@@ -51,6 +51,7 @@
 #include "src/daemon/store/sqlite_store.h"
 #include "tests/bench/fleet_sim.h"
 #include "tests/bench/percentile.h"
+#include "tests/bench/proc_cpu.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/metrics_scrape.h"
@@ -58,6 +59,7 @@
 namespace {
 
 namespace pb = ::hetpool::v1;
+using hetpool::bench::CpuSeconds;
 using hetpool::bench::FleetNodes;
 using hetpool::bench::FleetOptions;
 using hetpool::bench::FleetSimulator;
@@ -201,20 +203,7 @@ absl::StatusOr<int64_t> SeedStore(const std::string& path, int64_t count, const 
   return live;
 }
 
-// CPU seconds (user + system) the process has used, and its resident set in bytes.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string skip;
-  for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt (fields 3-13)
-  double utime = 0, stime = 0;
-  fields >> utime >> stime;
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
+// Its resident set in bytes.
 double RssBytes(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
   for (std::string line; std::getline(in, line);) {

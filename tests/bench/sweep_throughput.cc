@@ -21,6 +21,7 @@
 #include "grpcpp/create_channel.h"
 #include "hetpool/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/bench/proc_cpu.h"
 #include "tests/testing/cluster_harness.h"
 #include "tests/testing/temp_dir.h"
 
@@ -28,22 +29,7 @@ namespace {
 
 using namespace hetpool::testing;
 namespace pb = ::hetpool::v1;
-
-// CPU seconds `pid` has used (user + system), from /proc/PID/stat.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string field;
-  double ticks = 0;
-  // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i == 14 || i == 15) ticks += std::stod(field);
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+using hetpool::bench::CpuSeconds;
 
 bool AnyUnfinished(pb::JobService::Stub& jobs) {
   pb::ListJobsRequest req;

@@ -53,6 +53,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop_processes(procs, patience):
+    # The last started first (the agent before its daemon, slurmd before slurmctld).
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(patience)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def wait_until(condition, timeout, what, period=0.01):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -125,13 +136,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         # Its jobs first: slurmstepd outlives slurmd, and a blocker would sleep on.
         subprocess.run(["scancel", "--full", "-u", "root"], env=self.env, capture_output=True)
         wait_until(self.idle, 30, "Slurm's jobs to be cancelled", 0.2)
-        for p in reversed(self.procs):
-            p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs, 10)
 
     def submit(self, args, user=None):
         env = self.env if user is None else dict(self.env, USER=user)
@@ -198,16 +203,9 @@ class Hetpool:
             stdout=open(f"{r}/agent.log", "w"), stderr=subprocess.STDOUT))
         wait_until(lambda: "Ready" in self.cli(["nodes"]).stdout or "READY" in self.cli(["nodes"]).stdout, 30,
                    "the hetpool node to be ready", 0.2)
-        self.job_file = os.path.join(r, "job.json")
 
     def stop(self):
-        for p in reversed(self.procs):
-            p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs, 20)
 
     def cli(self, args, user=None):
         env = dict(os.environ, HETPOOL_SERVER=self.server)
