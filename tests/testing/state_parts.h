@@ -75,8 +75,9 @@ class CountingObserver : public daemon::StateObserver {
 // The job table and node registry over one in-memory store, with a clock the test moves. Jobs
 // keep 3 events at most and nodes hand out rendezvous ports 29500-29502, so tests reach the ends.
 struct StateParts {
-  StateParts()
-      : jobs(&store, wakeups, daemon::JobTableOptions{3, [this] { return now; }, nullptr}),
+  // `max_events`: the events a job keeps (the first and the newest).
+  explicit StateParts(size_t max_events = 3)
+      : jobs(&store, wakeups, daemon::JobTableOptions{max_events, [this] { return now; }, nullptr}),
         nodes(&store, wakeups, daemon::PortRange{29500, 29502}),
         reconciler(jobs, nodes, wakeups, daemon::LeaseOptions{}) {}
 

@@ -48,7 +48,7 @@ class AgentReconcilerTest : public ::testing::Test {
     return p;
   }
 
-  StateParts parts_;
+  StateParts parts_{/*max_events=*/8};  // a generation's events, not only its last two
   AgentReconciler reconciler_;
 };
 
@@ -86,6 +86,26 @@ TEST_F(AgentReconcilerTest, ANonZeroExitRestartsTheGangUntilRestartsRunOut) {
   EXPECT_TRUE(job.kept_as_bytes());
   EXPECT_EQ(job.job().state(), pb::JOB_STATE_FAILED);
   EXPECT_EQ(job.job().reason(), "NonZeroExit");
+}
+
+// A short job started directly may end before any report saw it run: its first report is its
+// exit, and how it started (its note) is still said once.
+TEST_F(AgentReconcilerTest, AJobFirstSeenExitedStillSaysHowItStarted) {
+  parts_.Register("a", 1);
+  JobEntry& job = parts_.Submit(TrainingSpec(1, 1));
+  Bind(job, {"a"}, 1);
+  pb::ProcessStatus done = Process(job, false);
+  done.set_pid(4242);
+  done.set_note("adapted: cuda→cpu, nccl→gloo; pre-flight health check passed in 0.1s");
+  Report("a", {done});
+  ASSERT_EQ(job.job().state(), pb::JOB_STATE_SUCCEEDED);
+  std::vector<std::string> started;
+  for (const auto& e : job.job().events()) {
+    if (e.reason() == "NodeStarted") started.push_back(e.message());
+  }
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_NE(started[0].find("node a started pid 4242; adapted: cuda→cpu"), std::string::npos) << started[0];
+  EXPECT_NE(started[0].find("pre-flight health check passed"), std::string::npos) << started[0];
 }
 
 TEST_F(AgentReconcilerTest, TheFailingRankIsRecordedAndAMissingScriptSpendsNoRestart) {

@@ -188,6 +188,12 @@ void NoteCardLeftovers(JobTable& jobs, pb::Job& job, pb::NodePlacement& p, const
                              report.card_leftovers_size() > kMaxLeftovers ? "; ..." : ""));
 }
 
+// What the NodeStarted event says: "node a started pid 42; adapted: ...; confined: cgroup v1 ...".
+std::string StartedWords(const std::string& node, const pb::ProcessStatus& r, const std::string& confinement) {
+  return absl::StrCat("node ", node, " started pid ", r.pid(), r.note().empty() ? "" : "; ", r.note(),
+                      confinement.empty() ? "; unconfined" : absl::StrCat("; confined: ", confinement));
+}
+
 }  // namespace
 
 absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& node, const pb::ProcessStatus& report) {
@@ -196,6 +202,11 @@ absl::Status AgentReconciler::OnNodeExited(JobEntry& entry, const std::string& n
   if (p == nullptr) return absl::OkStatus();
   NoteOutputLost(jobs_, job, *p, report);
   if (p->confinement().empty()) p->set_confinement(ValidUtf8(report.confinement(), kMaxAgentMessageBytes));
+  // A process that ended before any report saw it run (a short job started directly, its exit
+  // reported at once) still says how it started: its note (adapted, checks passed, warnings).
+  if (!p->started() && report.pid() > 0 && report.rank_failure().launch_failure().empty()) {
+    jobs_.AddEvent(job, "NodeStarted", StartedWords(node, report, p->confinement()));
+  }
   if (report.strays_killed() > 0) {
     p->set_strays_killed(report.strays_killed());
     jobs_.AddEvent(job, "StraysKilled",
@@ -293,9 +304,7 @@ void AgentReconciler::OnNodeRunning(JobEntry& entry, const std::string& node, co
     for (const auto& plan : next.launch_plan()) {
       if (plan.node() == node && plan.has_container()) p->set_image(plan.container().image());
     }
-    jobs_.AddEvent(next, "NodeStarted",
-                   absl::StrCat("node ", node, " started pid ", r.pid(), r.note().empty() ? "" : "; ", r.note(),
-                                confinement.empty() ? "; unconfined" : absl::StrCat("; confined: ", confinement)));
+    jobs_.AddEvent(next, "NodeStarted", StartedWords(node, r, confinement));
     const bool all_started = std::all_of(next.placement().begin(), next.placement().end(),
                                          [](const pb::NodePlacement& q) { return q.started(); });
     if (all_started && next.state() == pb::JOB_STATE_SCHEDULED) {
