@@ -38,6 +38,16 @@ function(hetpool_use_static_archives)
       endif()
     endforeach()
   endforeach()
+  # re2 comes through pkg-config (gRPC's Findre2): an interface whose libraries say "-lre2".
+  find_library(HETPOOL_RE2_ARCHIVE NAMES libre2.a)
+  if(TARGET re2::re2 AND HETPOOL_RE2_ARCHIVE)
+    get_target_property(re2_libraries re2::re2 INTERFACE_LINK_LIBRARIES)
+    if("-lre2" IN_LIST re2_libraries)
+      list(TRANSFORM re2_libraries REPLACE "^-lre2$" "${HETPOOL_RE2_ARCHIVE}")
+      set_target_properties(re2::re2 PROPERTIES INTERFACE_LINK_LIBRARIES "${re2_libraries}")
+      math(EXPR switched "${switched} + 1")
+    endif()
+  endif()
   if(switched GREATER 0)
     set(CMAKE_CXX_LINK_EXECUTABLE
         "<CMAKE_CXX_COMPILER> <FLAGS> <CMAKE_CXX_LINK_FLAGS> <LINK_FLAGS> <OBJECTS> -o <TARGET> -Wl,--start-group <LINK_LIBRARIES> -Wl,--end-group"

@@ -36,6 +36,13 @@ grep -q "libsqlite3" "$out/hetpool-daemon.depends" ||
   fail "hetpool-daemon Depends lacks SQLite (shlibdeps did not run?): $(cat "$out/hetpool-daemon.depends")"
 grep -q "prometheus" "$out/hetpoolctl.depends" &&
   fail "hetpoolctl depends on the metrics library: $(cat "$out/hetpoolctl.depends")"
+# With gRPC from its archive, hetpoolctl carries its C++ runtime too (src/CMakeLists.txt): a
+# shared C++ library beside it would put two runtimes in one process.
+needed=$(readelf -d "$build/src/hetpoolctl" | grep NEEDED || true)
+if ! echo "$needed" | grep -q "libgrpc"; then
+  echo "$needed" | grep -qE "libstdc\+\+|libre2|libspdlog|libfmt|libprotobuf" &&
+    fail "hetpoolctl needs a shared C++ library beside its static C++ runtime: $needed"
+fi
 grep -q "adduser" "$out/hetpool-daemon.depends" || fail "hetpool-daemon Depends lacks adduser"
 dpkg-deb -e "$(ls "$out"/hetpool-daemon_*.deb)" "$out/daemon-control"
 grep -q "adduser --system" "$out/daemon-control/postinst" || fail "daemon postinst does not create its account"
