@@ -127,15 +127,9 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const 
     if (!direct.ok()) return direct.status();
     plan.set_launcher(*direct ? "direct" : "torchrun");
     if (*direct) {
-      // The job's own argv; a Python script as torchrun would run it (-u: unbuffered, as its
-      // workers are), under the image's python3 in an image.
-      if (spec.command_size() > 0) {
-        for (const auto& arg : spec.command()) argv.Add(std::string(arg));
-      } else {
-        add({image.empty() ? node.python_path : "python3", "-u", spec.python().script()});
-        plan.set_script(spec.python().script());
-        for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
-      }
+      // A Python script as torchrun would run it (-u: unbuffered, as its workers are), under the
+      // image's python3 in an image; a command as it is.
+      if (spec.command_size() == 0) add({image.empty() ? node.python_path : "python3", "-u"});
     } else {
       const std::string host = rank == 0 ? "is_host=1" : "is_host=0";
       add({image.empty() ? node.torchrun_path : "torchrun", "--nnodes", nnodes_arg, "--nproc_per_node",
@@ -153,14 +147,15 @@ absl::StatusOr<std::vector<hetpool::v1::NodeLaunchPlan>> BuildLaunchPlans(const 
            // skips NONE/ALL); explicit 1 (stdout) parses, and --log_dir keeps per-rank copies.
            "--redirects", "1", "--tee", "1", "--log_dir",
            absl::StrCat(JobRunDir(node.work_dir, input.job_id, input.generation), "/torchrun")});
-      if (spec.command_size() > 0) {
-        add({"--no_python"});
-        for (const auto& arg : spec.command()) argv.Add(std::string(arg));
-      } else {
-        argv.Add(std::string(spec.python().script()));
-        plan.set_script(spec.python().script());
-        for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
-      }
+      if (spec.command_size() > 0) add({"--no_python"});
+    }
+    // The job's own words, after its launcher's.
+    if (spec.command_size() > 0) {
+      for (const auto& arg : spec.command()) argv.Add(std::string(arg));
+    } else {
+      argv.Add(std::string(spec.python().script()));
+      plan.set_script(spec.python().script());
+      for (const auto& arg : spec.python().args()) argv.Add(std::string(arg));
     }
 
     auto& env = *plan.mutable_env();

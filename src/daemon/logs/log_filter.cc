@@ -45,22 +45,12 @@ void LogFilter::Decide(std::string& out) {
 }
 
 void LogFilter::DecideLabelled(std::string& out) {
-  if (direct_) {
-    // Every line is the one process's: labelled as its rank, none left out as torchrun's.
-    const std::vector<int>& ranks = labels_->global_ranks;
-    label_ = absl::StrCat("[", labels_->node, " r", ranks.empty() ? 0 : ranks.front(), "] ");
-    if (label_.size() > kMaxLabel) label_ = label_.substr(0, kMaxLabel - 2) + "] ";
-    tagged_ = false;
-    line_ = Line::kKeep;
-    absl::StrAppend(&out, label_, head_);
-    line_bytes_ = label_.size() + head_.size();
-    head_.clear();
-    return;
-  }
-  const auto tag = RankTagOf(head_);
+  // A direct process's every line is local rank 0's, as if tagged with nothing to strip; none is
+  // torchrun's, so none is split where torchrun's would start.
+  const auto tag = direct_ ? std::optional<TorchrunRankTag>(TorchrunRankTag{}) : RankTagOf(head_);
   const bool keep = local_rank_ ? tag && tag->local_rank == *local_rank_ : tag || !IsTorchrunChatter(head_);
   std::string rest = tag ? head_.substr(tag->length) : head_;
-  tagged_ = tag.has_value();
+  tagged_ = tag.has_value() && !direct_;
   if (tag) {
     const int local = tag->local_rank;
     const std::vector<int>& ranks = labels_->global_ranks;
@@ -73,7 +63,7 @@ void LogFilter::DecideLabelled(std::string& out) {
   if (label_.size() > kMaxLabel) label_ = label_.substr(0, kMaxLabel - 2) + "] ";
   // A rank's last line written without a newline, and torchrun's next log line in the same head:
   // the rank's line ends where torchrun's starts, which is then a line of its own (undecided).
-  const size_t torchrun = tag ? FindTorchrunLogLine(rest) : absl::string_view::npos;
+  const size_t torchrun = tagged_ ? FindTorchrunLogLine(rest) : absl::string_view::npos;
   if (torchrun != absl::string_view::npos) {
     if (keep) absl::StrAppend(&out, label_, absl::string_view(rest).substr(0, torchrun), "\n");
     head_ = rest.substr(torchrun);

@@ -10,8 +10,8 @@
 #include "src/daemon/logs/log_filter.h"
 #include "src/daemon/logs/log_request.h"
 #include "src/daemon/services/job_redaction.h"
-#include "src/daemon/state/job_table.h"
 #include "src/daemon/services/job_stream_sources.h"
+#include "src/daemon/state/job_table.h"
 
 namespace hetpool::daemon {
 namespace {}  // namespace

@@ -67,11 +67,7 @@ absl::StatusOr<pb::Job> ClusterState::GetJob(const std::string& id) const {
   {
     absl::MutexLock lock(&mu_);
     const JobEntry* entry = jobs_.Find(id);
-    if (entry != nullptr) {
-      pb::Job job = entry->Copy();
-      jobs_.ShowArray(job);
-      return job;
-    }
+    if (entry != nullptr) return jobs_.Shown(*entry);
   }
   // Past its retention a finished job is in the store's archive (read without the lock).
   auto archived = store_->GetArchivedJob(id);
@@ -107,9 +103,7 @@ absl::StatusOr<pb::Job> ClusterState::Cancel(const std::string& id, const std::s
   for (JobEntry* task : tasks) {
     if (auto s = CancelEntry(*task, message); !s.ok()) return s;
   }
-  pb::Job job = entry->Copy();
-  jobs_.ShowArray(job);
-  return job;
+  return jobs_.Shown(*entry);
 }
 
 absl::Status ClusterState::CancelEntry(JobEntry& entry, const std::string& message) {
@@ -135,9 +129,7 @@ absl::StatusOr<std::pair<pb::Job, uint64_t>> ClusterState::WaitJob(const std::st
     if (entry == nullptr) return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
     const absl::Time now = SteadyNow();
     if (entry->version > after_version || stopping_ || now >= deadline) {
-      pb::Job job = entry->Copy();
-      jobs_.ShowArray(job);
-      return std::make_pair(std::move(job), entry->version);
+      return std::make_pair(jobs_.Shown(*entry), entry->version);
     }
     changed_.WaitWithTimeout(&mu_, deadline - now);
   }

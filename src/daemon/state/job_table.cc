@@ -92,10 +92,8 @@ std::vector<JobEntry*> JobTable::Pending(const std::vector<std::string>* only) {
   if (only != nullptr) {
     for (const std::string& id : *only) {
       JobEntry* entry = Find(id);
-      // (An array is never queued: its tasks are.)
-      if (entry != nullptr && entry->summary().state == pb::JOB_STATE_PENDING && !live_arrays_.contains(id)) {
-        pending.push_back(entry);
-      }
+      // The queue's own index says (an array, PENDING, is never in it: its tasks are).
+      if (entry != nullptr && pending_.contains(entry->summary().submit_seq)) pending.push_back(entry);
     }
     return pending;
   }

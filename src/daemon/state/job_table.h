@@ -137,6 +137,12 @@ class JobTable {
   std::vector<JobEntry*> LiveTasksOf(const std::string& id);
   // When `job` is an array: its tasks by state (Job.array_tasks) and the state it reads as.
   void ShowArray(pb::Job& job) const;
+  // The job as callers read it: a copy of `entry`, an array's tasks shown (ShowArray).
+  pb::Job Shown(const JobEntry& entry) const {
+    pb::Job job = entry.Copy();
+    ShowArray(job);
+    return job;
+  }
   static constexpr int kMaxWaitingTasks = 1024;
 
  private:
